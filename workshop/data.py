@@ -1,0 +1,161 @@
+"""Text in, packed token blocks out: a local corpus, a locally trained tokenizer, and the `datasets` pipeline.
+
+No hub is needed for the small runs: the corpus is built from docstrings already installed with Python
+(deterministic for a given interpreter), and the tokenizer is a byte-level BPE trained on it. The real
+sources (`wikitext` from the hub, a hub tokenizer) go through the same pipeline, chosen by a parameter.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import inspect
+import re
+from pathlib import Path
+
+from workshop.errors import WorkshopError, check_positive
+
+# Standard-library modules whose docstrings make a stable, paragraph-rich English corpus.
+CORPUS_MODULES = (
+    "argparse", "asyncio", "base64", "bisect", "calendar", "collections", "concurrent.futures", "configparser",
+    "contextlib", "copy", "csv", "dataclasses", "datetime", "decimal", "difflib", "email", "enum", "fractions",
+    "functools", "gettext", "glob", "gzip", "hashlib", "heapq", "hmac", "html", "http.client", "http.server",
+    "imaplib", "io", "ipaddress", "itertools", "json", "logging", "mailbox", "mimetypes",
+    "multiprocessing", "numbers", "operator", "optparse", "os", "pathlib", "pdb", "pickle", "pkgutil",
+    "platform", "plistlib", "pprint", "queue", "random", "re", "sched", "secrets", "selectors", "shelve",
+    "shlex", "shutil", "signal", "smtplib", "socket", "socketserver", "sqlite3", "ssl", "statistics", "string",
+    "struct", "subprocess", "tarfile", "tempfile", "textwrap", "threading", "timeit", "tokenize", "trace",
+    "traceback", "turtle", "unittest", "urllib.parse", "urllib.request", "uuid", "warnings",
+    "wave", "weakref", "xml.dom.minidom", "xml.etree.ElementTree", "zipfile", "zoneinfo",
+)
+SPECIAL_TOKENS = {"bos_token": "<|begin_of_text|>", "eos_token": "<|end_of_text|>", "pad_token": "<|pad|>"}
+
+
+def _docstrings(module_name: str):
+    try:
+        module = importlib.import_module(module_name)
+    except Exception:  # a module missing on this interpreter just contributes nothing
+        return
+    seen = set()
+    # only objects defined in the module itself: re-exports vary with what else was imported first
+    objs = [module] + [obj for _, obj in sorted(vars(module).items())
+                       if (inspect.isclass(obj) or inspect.isfunction(obj)) and obj.__module__ == module.__name__]
+    for obj in objs:
+        members = [obj] + ([m for _, m in sorted(vars(obj).items())
+                            if inspect.isfunction(m) and m.__module__ == module.__name__]
+                           if inspect.isclass(obj) else [])
+        for member in members:
+            doc = inspect.getdoc(member)
+            if doc and doc not in seen:
+                seen.add(doc)
+                yield doc
+
+
+def corpus_paragraphs(min_chars: int = 80):
+    """Paragraphs (blank-line separated, whitespace folded) from installed docstrings, in a fixed order."""
+    seen = set()
+    for name in CORPUS_MODULES:
+        for doc in _docstrings(name):
+            for para in re.split(r"\n\s*\n", doc):
+                text = " ".join(para.split())
+                if len(text) >= min_chars and text not in seen:
+                    seen.add(text)
+                    yield text
+
+
+def build_corpus(path: str | Path, *, min_chars: int = 80, max_lines: int | None = None) -> Path:
+    """Write one paragraph per line (like wikitext's lines), deterministically; reuse the file if it is current."""
+    check_positive("min_chars", min_chars)
+    path = Path(path)
+    lines = list(corpus_paragraphs(min_chars))[:max_lines]
+    if not lines:
+        raise WorkshopError("the local corpus came out empty: no docstrings found in the standard library")
+    text = "\n".join(lines) + "\n"
+    if not path.exists() or path.read_text() != text:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return path
+
+
+def corpus_fingerprint(path: str | Path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:12]
+
+
+def train_tokenizer(corpus: str | Path, out_dir: str | Path, vocab_size: int = 8192):
+    """Train a byte-level BPE (the kind Llama-3 uses) on the corpus; save it as a transformers tokenizer."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    check_positive("vocab_size", vocab_size)
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=list(SPECIAL_TOKENS.values()),
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    tok.train([str(corpus)], trainer)
+    hf = PreTrainedTokenizerFast(tokenizer_object=tok, **SPECIAL_TOKENS)
+    hf.save_pretrained(str(out_dir))
+    return hf
+
+
+def load_tokenizer(source: str | Path):
+    """A saved local tokenizer directory, or a hub id (needs the network and, for Llama, a token)."""
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(str(source))
+    if tok.pad_token is None:  # Llama-3's tokenizer has no pad token; padding (seed recipe) needs one
+        tok.pad_token = tok.eos_token
+    return tok
+
+
+def local_kit(cache_dir: str | Path, vocab_size: int = 8192):
+    """Corpus file + tokenizer, built once into cache_dir and reused (both are deterministic)."""
+    cache_dir = Path(cache_dir)
+    corpus = build_corpus(cache_dir / "corpus.txt")
+    tok_dir = cache_dir / f"tokenizer-{vocab_size}-{corpus_fingerprint(corpus)}"
+    if not (tok_dir / "tokenizer.json").exists():
+        train_tokenizer(corpus, tok_dir, vocab_size)
+    return corpus, load_tokenizer(tok_dir)
+
+
+def load_text(dataset: str, cache_dir: str | Path):
+    """`local` (built here), `wikitext` (hub: wikitext-2-raw-v1 train), or a path to a text file, one sample a line."""
+    from datasets import load_dataset
+
+    if dataset == "wikitext":
+        return load_dataset("wikitext", "wikitext-2-raw-v1", split="train")
+    path = build_corpus(Path(cache_dir) / "corpus.txt") if dataset == "local" else Path(dataset)
+    if not path.is_file():
+        raise WorkshopError(f"dataset {dataset!r} is not 'local', 'wikitext' or an existing text file")
+    return load_dataset("text", data_files=str(path), split="train", cache_dir=str(Path(cache_dir) / "hf-datasets"))
+
+
+def tokenize_dataset(ds, tokenizer, *, seq_len: int, packing: bool = True, min_chars: int = 1):
+    """Drop short/empty lines, tokenize, and either PACK into seq_len blocks (no padding) or pad each line.
+
+    Packing concatenates samples separated by EOS and cuts fixed blocks, so every token is a training
+    token. Padding (the seed's recipe) wastes the pad positions; labels there are -100 so the loss and the
+    useful-token count ignore them.
+    """
+    check_positive("seq_len", seq_len)
+    ds = ds.filter(lambda ex: len(ex["text"].strip()) > min_chars - 1 if min_chars > 1 else bool(ex["text"].strip()))
+    if not packing:
+        def pad(batch):
+            enc = tokenizer(batch["text"], truncation=True, max_length=seq_len, padding="max_length")
+            enc["labels"] = [[t if m else -100 for t, m in zip(ids, mask)]
+                             for ids, mask in zip(enc["input_ids"], enc["attention_mask"])]
+            return enc
+        return ds.map(pad, batched=True, remove_columns=ds.column_names)
+
+    eos = tokenizer.eos_token_id
+
+    def pack(batch):
+        ids = [t for text in batch["text"] for t in tokenizer(text)["input_ids"] + [eos]]
+        n = len(ids) // seq_len * seq_len
+        blocks = [ids[i:i + seq_len] for i in range(0, n, seq_len)]
+        return {"input_ids": blocks, "attention_mask": [[1] * seq_len for _ in blocks], "labels": blocks}
+
+    out = ds.map(pack, batched=True, batch_size=1000, remove_columns=ds.column_names)
+    if len(out) == 0:
+        raise WorkshopError(f"no {seq_len}-token block could be packed from the dataset; use a smaller --seq-len")
+    return out

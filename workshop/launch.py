@@ -1,0 +1,140 @@
+"""Start torchrun of the training entry point from a notebook or a script, with live progress.
+
+torchrun owns the ranks (and tears all of them down when one dies); this module builds its command,
+checks the request fits the machine before anything starts, streams the merged log to a file while
+updating a progress bar from the METRIC lines, and hands back the log, the metrics and the exit code.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from workshop.errors import WorkshopError, check_positive
+
+
+@dataclass
+class RunResult:
+    returncode: int
+    log: str
+    steps: list[dict] = field(default_factory=list)
+    metrics: dict | None = None  # the run's metrics.json, when it finished
+    log_path: str | None = None
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0
+
+    def check(self) -> RunResult:
+        """Raise with the log's tail when the run failed: a failure must be loud, never a quiet empty table."""
+        if not self.ok:
+            tail = "\n".join(self.log.splitlines()[-25:])
+            raise RuntimeError(f"training run failed with exit code {self.returncode}; last lines:\n{tail}")
+        return self
+
+
+def _arg(train_args: list[str], flag: str, default=None):
+    return train_args[train_args.index(flag) + 1] if flag in train_args else default
+
+
+def check_fits(nproc_per_node: int, threads_per_rank: int | None, *, allow_oversubscribe: bool = False) -> None:
+    """Refuse, before launching, a request this machine cannot hold: each rank needs at least one core."""
+    check_positive("nproc_per_node", nproc_per_node)
+    if threads_per_rank is not None:
+        check_positive("threads_per_rank", threads_per_rank)
+    cores = os.cpu_count() or 1
+    if nproc_per_node > cores and not allow_oversubscribe:
+        raise WorkshopError(f"nproc_per_node={nproc_per_node} is more ranks than this machine has cores ({cores}); "
+                            f"allowed: 1..{cores} (or pass allow_oversubscribe=True)")
+    if threads_per_rank and nproc_per_node * threads_per_rank > cores and not allow_oversubscribe:
+        raise WorkshopError(f"{nproc_per_node} ranks x {threads_per_rank} threads = "
+                            f"{nproc_per_node * threads_per_rank} threads on {cores} cores; "
+                            f"allowed threads_per_rank: 1..{max(1, cores // nproc_per_node)}")
+
+
+def torchrun_command(train_args: list[str], *, nproc_per_node: int = 2, nnodes: int = 1, node_rank: int = 0,
+                     rdzv_endpoint: str | None = None, max_restarts: int = 0,
+                     module: str = "workshop.train", prefix: list[str] | None = None) -> list[str]:
+    cmd = list(prefix or []) + [sys.executable, "-m", "torch.distributed.run",
+                                f"--nproc_per_node={nproc_per_node}", f"--max_restarts={max_restarts}"]
+    if nnodes == 1 and rdzv_endpoint is None:
+        cmd.append("--standalone")  # single node: a free port, no external rendezvous
+    else:
+        cmd += [f"--nnodes={nnodes}", f"--node_rank={node_rank}", "--rdzv_backend=c10d",
+                f"--rdzv_endpoint={rdzv_endpoint}", "--rdzv_id=workshop"]
+    return cmd + ["-m", module, *train_args]
+
+
+def rank_env(threads_per_rank: int | None, env: dict | None = None) -> dict:
+    """The environment each rank inherits: thread counts set BEFORE torch starts (OpenMP reads them once)."""
+    out = dict(os.environ, PYTHONUNBUFFERED="1", TOKENIZERS_PARALLELISM="false")
+    if threads_per_rank:
+        out.update(OMP_NUM_THREADS=str(threads_per_rank), MKL_NUM_THREADS=str(threads_per_rank))
+    out.update(env or {})
+    return out
+
+
+def _progress(total: int | None, enabled: bool):
+    if not enabled:
+        return None
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc="training", unit="step")
+
+
+def run_torchrun(train_args: list[str], *, nproc_per_node: int = 2, nnodes: int = 1, node_rank: int = 0,
+                 rdzv_endpoint: str | None = None, threads_per_rank: int | None = None, env: dict | None = None,
+                 log_path: str | Path | None = None, progress: bool = True, timeout: float | None = None,
+                 module: str = "workshop.train", prefix: list[str] | None = None, echo: bool = False,
+                 max_restarts: int = 0, allow_oversubscribe: bool = False) -> RunResult:
+    """Run torchrun to completion; returns a RunResult (call .check() to raise on failure)."""
+    check_fits(nproc_per_node, threads_per_rank, allow_oversubscribe=allow_oversubscribe)
+    if module == "workshop.train":  # validate the training arguments here, before any process starts
+        from workshop.train import parse_args
+
+        parse_args(train_args)
+    cmd = torchrun_command(train_args, nproc_per_node=nproc_per_node, nnodes=nnodes, node_rank=node_rank,
+                           rdzv_endpoint=rdzv_endpoint, max_restarts=max_restarts, module=module, prefix=prefix)
+    out_dir = Path(_arg(train_args, "--output-dir", "out/train"))
+    log_path = Path(log_path) if log_path else out_dir / f"torchrun-node{node_rank}.log"
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    max_steps = _arg(train_args, "--max-steps")
+    bar = _progress(int(max_steps) if max_steps else None, progress)
+
+    from workshop.logs import parse_metrics
+
+    t0, lines, steps = time.time(), [], []
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1,
+                            env=rank_env(threads_per_rank, env), start_new_session=True)
+    try:
+        with open(log_path, "w") as log:
+            for line in proc.stdout:
+                log.write(line)
+                lines.append(line)
+                if echo:
+                    print(line, end="")
+                for rec in parse_metrics(line):
+                    steps.append(rec)
+                    if bar is not None:
+                        bar.update(rec["step"] - bar.n)
+                        bar.set_postfix(loss=rec["loss"], tok_s=rec["tokens_per_s"])
+                if timeout and time.time() - t0 > timeout:
+                    raise TimeoutError(f"training run exceeded {timeout} s")
+        proc.wait()
+    except BaseException:
+        os.killpg(proc.pid, signal.SIGKILL)  # nothing half-running is left behind
+        proc.wait()
+        raise
+    finally:
+        if bar is not None:
+            bar.close()
+    metrics_file = out_dir / "metrics.json"
+    metrics = json.loads(metrics_file.read_text()) if proc.returncode == 0 and metrics_file.exists() else None
+    return RunResult(proc.returncode, "".join(lines), steps, metrics, str(log_path), round(time.time() - t0, 2))

@@ -1,0 +1,138 @@
+"""`workshop run`: execute the workbook's notebooks in order with papermill, small defaults unless overridden.
+
+Executed notebooks go to <out>/notebooks/, figures to <out>/images/, and <out>/index.md + index.json say
+what ran, how long it took and what it produced. The run stops at the first failing notebook and names
+the notebook and the cell.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from workshop.errors import WorkshopError
+
+REPO = Path(__file__).resolve().parent.parent
+NOTEBOOKS = REPO / "notebooks"
+
+
+@dataclass
+class NotebookRun:
+    notebook: str
+    status: str  # ok | failed | skipped
+    seconds: float = 0.0
+    output: str | None = None
+    parameters: dict = field(default_factory=dict)
+    error: str | None = None
+    images: list[str] = field(default_factory=list)
+
+
+def notebooks(only: list[str] | None = None, folder: Path = NOTEBOOKS) -> list[Path]:
+    """The numbered notebooks, in order; `only` selects by number or name prefix ("04", "04_single")."""
+    found = sorted(folder.glob("[0-9][0-9]_*.ipynb"))
+    if only:
+        picked = [p for p in found if any(p.name.startswith(o) for o in only)]
+        unknown = [o for o in only if not any(p.name.startswith(o) for p in found)]
+        if unknown:
+            raise WorkshopError(f"no notebook matches {unknown}; available: {', '.join(p.stem for p in found)}")
+        found = picked
+    return found
+
+
+def parse_value(text: str):
+    """`-p nodes 2` gives an int, `-p model small` a string: the same rule as papermill's -p."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text
+
+
+def _failed_cell(nb_path: Path) -> str:
+    import nbformat
+
+    nb = nbformat.read(nb_path, as_version=4)
+    for i, cell in enumerate(nb.cells):
+        if cell.get("metadata", {}).get("papermill", {}).get("status") == "failed" or any(
+                o.get("output_type") == "error" for o in cell.get("outputs", [])):
+            first = cell.source.strip().splitlines()[0] if cell.source.strip() else ""
+            return f"cell {i} ({first[:60]!r})"
+    return "unknown cell"
+
+
+def run_notebook(path: Path, out: Path, overrides: dict, kernel: str = "python3") -> NotebookRun:
+    import papermill as pm
+
+    declared = {p for p in pm.inspect_notebook(str(path))}
+    params = {"images_dir": str(out / "images"), "out_dir": str(out), **overrides}
+    params = {k: v for k, v in params.items() if k in declared}  # pass each notebook only what it declares
+    dest = out / "notebooks" / path.name
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    before = set((out / "images").glob("*.png"))
+    t0 = time.time()
+    try:
+        pm.execute_notebook(str(path), str(dest), parameters=params, cwd=str(path.parent), kernel_name=kernel,
+                            progress_bar=False, log_output=False)
+    except Exception as e:  # papermill's execution error carries the exception of the failing cell
+        msg = f"{path.name}, {_failed_cell(dest) if dest.exists() else 'before the first cell'}: " \
+              f"{getattr(e, 'ename', type(e).__name__)}: {getattr(e, 'evalue', e)}"
+        return NotebookRun(path.name, "failed", round(time.time() - t0, 1), str(dest), params, msg)
+    images = sorted(str(p.relative_to(out)) for p in set((out / "images").glob("*.png")) - before)
+    return NotebookRun(path.name, "ok", round(time.time() - t0, 1), str(dest), params, images=images)
+
+
+def write_index(out: Path, runs: list[NotebookRun]) -> Path:
+    (out / "index.json").write_text(json.dumps([asdict(r) for r in runs], indent=2))
+    lines = ["# Workbook run", "", "| notebook | status | seconds | figures |", "|---|---|---|---|"]
+    for r in runs:
+        nb = f"[{r.notebook}](notebooks/{r.notebook})" if r.output else r.notebook
+        lines.append(f"| {nb} | {r.status} | {r.seconds} | {', '.join(r.images) or '-'} |")
+    errors = [r.error for r in runs if r.error]
+    lines += ["", *(f"**Failed:** {e}" for e in errors)]
+    path = out / "index.md"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def run_workbook(out: str | Path = "out", only: list[str] | None = None, overrides: dict | None = None,
+                 echo=print, folder: Path = NOTEBOOKS) -> list[NotebookRun]:
+    out = Path(out).resolve()
+    (out / "images").mkdir(parents=True, exist_ok=True)
+    runs: list[NotebookRun] = []
+    todo = notebooks(only, folder)
+    for i, path in enumerate(todo):
+        echo(f"[{i + 1}/{len(todo)}] {path.name} ...")
+        run = run_notebook(path, out, overrides or {})
+        runs.append(run)
+        echo(f"    {run.status} in {run.seconds} s" + (f": {run.error}" if run.error else ""))
+        if run.status == "failed":
+            runs += [NotebookRun(p.name, "skipped") for p in todo[i + 1:]]
+            break
+    write_index(out, runs)
+    return runs
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="workshop run", description=__doc__.split("\n\n")[0])
+    p.add_argument("--out", default="out", help="folder for executed notebooks, figures and the index")
+    p.add_argument("--only", nargs="*", help="notebook numbers or names, e.g. --only 01 04")
+    p.add_argument("-p", "--parameter", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
+                   help="override a notebook parameter (given to every notebook that declares it)")
+    a = p.parse_args(argv)
+    try:
+        runs = run_workbook(a.out, a.only, {k: parse_value(v) for k, v in a.parameter})
+    except WorkshopError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    total = sum(r.seconds for r in runs)
+    failed = [r for r in runs if r.status == "failed"]
+    print(f"{len([r for r in runs if r.status == 'ok'])}/{len(runs)} notebooks ran in {total:.0f} s; "
+          f"index: {Path(a.out) / 'index.md'}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,496 @@
+"""The ONE training entry point: `python -m workshop.train` (== `workshop train`).
+
+The same program runs in a notebook's torchrun, in the multi-node network-namespace simulation, and inside
+the Kubeflow TrainJob on EKS. It works under torchrun with any nproc/nnodes AND as a plain process (it then
+sets up a one-rank process group itself, so DeepSpeed never hits `KeyError: 'LOCAL_RANK'`).
+
+Rank 0 prints one `METRIC {...}` JSON line per optimizer step (loss, useful tokens/s, step time, RSS of
+every rank) and writes `<output-dir>/metrics.json` at the end; the DeepSpeed config it used is written to
+`<output-dir>/ds_config.json`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import re
+import resource
+import socket
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from workshop.errors import WorkshopError, check_choice, check_positive
+from workshop.models import PRESETS
+
+METRIC_PREFIX = "METRIC "
+PRECISIONS = ("bf16", "fp32")
+ENGINES = ("deepspeed", "ddp")
+BACKENDS = ("auto", "gloo", "nccl")
+HUB_ID = re.compile(r"^[\w.-]+/[\w.-]+$")
+
+
+@dataclass
+class TrainArgs:
+    model: str = "tiny"
+    dataset: str = "local"
+    seq_len: int = 128
+    micro_batch: int = 4
+    grad_accum: int = 1
+    max_steps: int = 20
+    precision: str = "bf16"
+    engine: str = "deepspeed"
+    zero_stage: int = 3
+    offload_optimizer: bool = False
+    offload_param: bool = False
+    backend: str = "auto"
+    threads: int | None = None
+    grad_ckpt: bool = False
+    packing: bool = True
+    min_chars: int = 1
+    output_dir: str = "out/train"
+    cache_dir: str = "~/.cache/workshop"
+    resume: bool = False
+    save_steps: int = 0
+    seed: int = 0
+    lr: float = 1e-3
+    warmup_steps: int = 2
+    optimizer: str = "adamw_torch"
+    compile: bool = False
+    extra_ds: dict = field(default_factory=dict)
+
+    def to_argv(self) -> list[str]:
+        """The command-line form of these arguments (what torchrun or a TrainJob passes to the entry point)."""
+        argv, defaults = [], TrainArgs()
+        for name, value in asdict(self).items():
+            flag = "--" + name.replace("_", "-")
+            if value == getattr(defaults, name) and name not in ("model", "output_dir", "max_steps"):
+                continue
+            if isinstance(value, bool):
+                argv.append(flag if value else ("--no-packing" if name == "packing" else ""))
+            elif isinstance(value, dict):
+                argv += [flag, json.dumps(value)]
+            elif value is not None:
+                argv += [flag, str(value)]
+        return [a for a in argv if a]
+
+    def validate(self) -> None:
+        """Every check that can fail runs here, before a process group or a model exists."""
+        for name in ("seq_len", "micro_batch", "grad_accum", "max_steps", "warmup_steps"):
+            check_positive(name.replace("_", "-"), getattr(self, name), allow_zero=name == "warmup_steps")
+        check_positive("lr", self.lr)
+        if self.threads is not None:
+            check_positive("threads", self.threads)
+        check_choice("precision", self.precision, PRECISIONS)
+        check_choice("engine", self.engine, ENGINES)
+        check_choice("backend", self.backend, BACKENDS)
+        check_choice("zero stage", self.zero_stage, (0, 1, 2, 3))
+        if self.offload_param and self.zero_stage != 3:
+            raise WorkshopError(f"--offload-param needs --zero-stage 3, got {self.zero_stage}")
+        if self.engine == "ddp" and (self.offload_param or self.offload_optimizer):
+            raise WorkshopError("offload flags need --engine deepspeed (DDP keeps everything on each rank)")
+        if self.model not in PRESETS and not Path(self.model).expanduser().is_dir() and not HUB_ID.match(self.model):
+            raise WorkshopError(f"unknown model {self.model!r}; use a preset ({', '.join(PRESETS)}), "
+                                "a local checkpoint directory, or a hub id such as meta-llama/Meta-Llama-3-8B")
+        if self.dataset not in ("local", "wikitext") and not Path(self.dataset).is_file():
+            raise WorkshopError(f"dataset {self.dataset!r} is not 'local', 'wikitext' or an existing text file")
+        required = ["torch", "transformers", "datasets", "accelerate"] + (["deepspeed"] if self.engine == "deepspeed" else [])
+        missing = [m for m in required if importlib.util.find_spec(m) is None]
+        if missing:
+            raise WorkshopError(f"missing packages: {', '.join(missing)}; install the workbook with `pip install -e .`")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    d = TrainArgs()
+    p = argparse.ArgumentParser(prog="python -m workshop.train", description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("--model", default=d.model, help=f"preset ({', '.join(PRESETS)}), local dir or hub id")
+    p.add_argument("--dataset", default=d.dataset, help="local | wikitext | path to a text file, one sample a line")
+    p.add_argument("--seq-len", type=int, default=d.seq_len)
+    p.add_argument("--micro-batch", type=int, default=d.micro_batch, help="sequences per rank per forward")
+    p.add_argument("--grad-accum", type=int, default=d.grad_accum)
+    p.add_argument("--max-steps", type=int, default=d.max_steps, help="optimizer steps")
+    p.add_argument("--precision", default=d.precision, help="bf16 | fp32")
+    p.add_argument("--engine", default=d.engine, help="deepspeed | ddp")
+    p.add_argument("--zero-stage", type=int, default=d.zero_stage)
+    p.add_argument("--offload-optimizer", action="store_true")
+    p.add_argument("--offload-param", action="store_true")
+    p.add_argument("--backend", default=d.backend, help="auto (gloo on CPU, nccl on GPU) | gloo | nccl")
+    p.add_argument("--threads", type=int, default=None, help="torch/OpenMP threads per rank")
+    p.add_argument("--grad-ckpt", action="store_true", help="gradient checkpointing")
+    p.add_argument("--packing", action=argparse.BooleanOptionalAction, default=d.packing,
+                   help="pack tokens into full blocks (else: one line per sample, padded)")
+    p.add_argument("--min-chars", type=int, default=d.min_chars, help="drop lines shorter than this")
+    p.add_argument("--output-dir", default=d.output_dir)
+    p.add_argument("--cache-dir", default=d.cache_dir, help="corpus + tokenizer cache")
+    p.add_argument("--resume", action="store_true", help="continue from the last checkpoint in --output-dir")
+    p.add_argument("--save-steps", type=int, default=d.save_steps, help="checkpoint every N steps (0: never)")
+    p.add_argument("--seed", type=int, default=d.seed)
+    p.add_argument("--lr", type=float, default=d.lr)
+    p.add_argument("--warmup-steps", type=int, default=d.warmup_steps)
+    p.add_argument("--optimizer", default=d.optimizer, help="transformers optim name, e.g. adamw_torch, adamw_torch_fused")
+    p.add_argument("--compile", action="store_true", help="torch.compile the model (Inductor)")
+    p.add_argument("--extra-ds", type=json.loads, default={}, help="JSON merged into zero_optimization")
+    return p
+
+
+def parse_args(argv: list[str] | None = None) -> TrainArgs:
+    ns = build_parser().parse_args(argv)
+    args = TrainArgs(**vars(ns))
+    args.validate()
+    return args
+
+
+# ---------------------------------------------------------------- distributed set-up
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def ensure_process_env() -> None:
+    """Make a plain `python -m workshop.train` look like a one-rank torchrun, for DeepSpeed's sake.
+
+    DeepSpeed reads RANK/LOCAL_RANK/WORLD_SIZE from the environment; its CPU shared-memory collective
+    reads LOCAL_SIZE, which torchrun does not set (it sets LOCAL_WORLD_SIZE), and crashes without it.
+    """
+    if "RANK" not in os.environ:
+        os.environ.update(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", LOCAL_WORLD_SIZE="1",
+                          MASTER_ADDR="127.0.0.1", MASTER_PORT=str(_free_port()))
+    os.environ.setdefault("LOCAL_SIZE", os.environ.get("LOCAL_WORLD_SIZE", "1"))
+
+
+def resolve_backend(backend: str) -> str:
+    import torch
+
+    if backend == "auto":
+        return "nccl" if torch.cuda.is_available() else "gloo"
+    if backend == "nccl" and not torch.cuda.is_available():
+        raise WorkshopError("backend 'nccl' needs CUDA GPUs and none is visible; use --backend gloo (or auto)")
+    return backend
+
+
+def init_distributed(args: TrainArgs, backend: str) -> None:
+    """Start the process group BEFORE TrainingArguments/model: with HF Trainer on CPU, accelerate would
+    otherwise start torch.distributed without DeepSpeed, and ZeRO-3 would see world size 1."""
+    import torch.distributed as dist
+
+    if args.engine == "deepspeed":
+        import deepspeed
+
+        deepspeed.init_distributed(dist_backend=backend)
+    elif not dist.is_initialized():
+        dist.init_process_group(backend=backend)
+
+
+def ds_config(args: TrainArgs) -> dict:
+    """The DeepSpeed JSON for these arguments; "auto" fields are filled in by the HF integration."""
+    zero: dict = {"stage": args.zero_stage, "contiguous_gradients": True, "overlap_comm": False}
+    if args.offload_optimizer:
+        zero["offload_optimizer"] = {"device": "cpu"}
+    if args.offload_param:
+        zero["offload_param"] = {"device": "cpu"}
+    zero.update(args.extra_ds)
+    cfg = {
+        "bf16": {"enabled": "auto"},
+        "zero_optimization": zero,
+        "gradient_accumulation_steps": "auto",
+        "gradient_clipping": "auto",
+        "train_batch_size": "auto",
+        "train_micro_batch_size_per_gpu": "auto",
+        "steps_per_print": 10**9,
+        "wall_clock_breakdown": False,
+    }
+    if args.offload_optimizer:
+        # ZeRO-Offload needs DeepSpeed's own CPU Adam (a C++ op, built once and cached).
+        cfg["optimizer"] = {"type": "AdamW", "params": {"lr": "auto", "betas": "auto", "eps": "auto",
+                                                         "weight_decay": "auto"}}
+    else:
+        cfg["zero_allow_untested_optimizer"] = True
+    return cfg
+
+
+# ---------------------------------------------------------------- metrics
+
+def rss_gb() -> float:
+    import psutil
+
+    return psutil.Process().memory_info().rss / 2**30
+
+
+def peak_rss_gb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # Linux reports KiB
+
+
+def _gather(value):
+    import torch.distributed as dist
+
+    if not dist.is_initialized() or dist.get_world_size() == 1:
+        return [value]
+    out = [None] * dist.get_world_size()
+    dist.all_gather_object(out, value)
+    return out
+
+
+def make_callback(state: dict):
+    from transformers import TrainerCallback
+
+    class MetricsCallback(TrainerCallback):
+        """Per optimizer step: step time, useful tokens/s over all ranks, every rank's RSS (rank 0 prints)."""
+
+        def on_train_begin(self, args, st, control, **kw):
+            state["t_last"] = time.perf_counter()
+            state["t0"] = state["t_last"]
+
+        def on_step_end(self, args, st, control, **kw):
+            now = time.perf_counter()
+            tokens = sum(_gather(state.pop("tokens", 0)))
+            rss = [round(r, 3) for r in _gather(rss_gb())]
+            dt = now - state["t_last"]
+            state["t_last"] = now
+            state["pending"] = {"step": st.global_step, "step_time_s": round(dt, 4), "tokens": tokens,
+                                "tokens_per_s": round(tokens / dt, 1) if dt > 0 else None, "rss_gb": rss,
+                                "elapsed_s": round(now - state["t0"], 2)}
+
+        def on_log(self, args, st, control, logs=None, **kw):
+            rec = state.pop("pending", None)
+            if rec is None or not logs or "loss" not in logs:
+                return
+            rec.update(loss=round(float(logs["loss"]), 4), lr=logs.get("learning_rate"))
+            state["steps"].append(rec)
+            if st.is_world_process_zero:
+                print(METRIC_PREFIX + json.dumps(rec), flush=True)
+
+    return MetricsCallback()
+
+
+def _median(xs):
+    xs = sorted(x for x in xs if x is not None)
+    return xs[len(xs) // 2] if xs else None
+
+
+def summarize(steps: list[dict], **extra) -> dict:
+    """metrics.json: the per-step records plus medians that skip the first (warm-up) step."""
+    steady = steps[1:] or steps
+    return {
+        "steps": steps,
+        "first_loss": steps[0]["loss"] if steps else None,
+        "final_loss": steps[-1]["loss"] if steps else None,
+        "tokens_per_s_median": _median([s["tokens_per_s"] for s in steady]),
+        "step_time_s_median": _median([s["step_time_s"] for s in steady]),
+        **extra,
+    }
+
+
+# ---------------------------------------------------------------- model and data
+
+def load_model_and_tokenizer(args: TrainArgs, cache_dir: Path):
+    """Preset: a fresh random-weight Llama with the local tokenizer; dir or hub id: from_pretrained.
+
+    Must run after TrainingArguments(deepspeed=...) exists: transformers then builds the model inside
+    deepspeed.zero.Init, so under ZeRO-3 each rank only ever holds its 1/N partition.
+    """
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from workshop.data import load_tokenizer, local_kit
+    from workshop.models import build_config
+
+    dtype = torch.bfloat16 if args.precision == "bf16" and args.engine == "deepspeed" else torch.float32
+    if args.model in PRESETS:
+        vocab = PRESETS[args.model].config["vocab_size"]
+        _, tok = local_kit(cache_dir, vocab_size=min(vocab, 8192))
+        config = build_config(args.model, vocab_size=max(vocab, len(tok)), bos_token_id=tok.bos_token_id,
+                              eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id)
+        torch.manual_seed(args.seed)
+        model = AutoModelForCausalLM.from_config(config, dtype=dtype)
+    else:
+        source = str(Path(args.model).expanduser()) if Path(args.model).expanduser().is_dir() else args.model
+        token = os.environ.get("HF_TOKEN")  # from a Kubernetes Secret in the TrainJob; never logged
+        tok = load_tokenizer(source)
+        model = AutoModelForCausalLM.from_pretrained(source, dtype=dtype, token=token)
+    if args.grad_ckpt:
+        model.config.use_cache = False
+    return model, tok
+
+
+def _worker_cache(cache_dir: Path) -> Path:
+    """Rank 0 builds the corpus/tokenizer cache first; the others wait, so nobody reads a half-written file."""
+    import torch.distributed as dist
+
+    from workshop.data import local_kit
+
+    if dist.get_rank() == 0:
+        local_kit(cache_dir)
+    dist.barrier()
+    return cache_dir
+
+
+# ---------------------------------------------------------------- main
+
+def train(args: TrainArgs) -> dict:
+    ensure_process_env()
+    if args.threads:
+        os.environ["OMP_NUM_THREADS"] = str(args.threads)
+    import torch
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    backend = resolve_backend(args.backend)
+    init_distributed(args, backend)
+
+    import torch.distributed as dist
+    from transformers import Trainer, TrainingArguments
+    from transformers.trainer_utils import get_last_checkpoint
+
+    from workshop.data import load_text, tokenize_dataset
+
+    rank, world = dist.get_rank(), dist.get_world_size()
+    out = Path(args.output_dir)
+    cache_dir = Path(args.cache_dir).expanduser()
+    if rank == 0:
+        out.mkdir(parents=True, exist_ok=True)
+    if args.model in PRESETS:
+        _worker_cache(cache_dir)
+
+    ds_path = None
+    if args.engine == "deepspeed":
+        ds_path = out / "ds_config.json"
+        if rank == 0:
+            ds_path.write_text(json.dumps(ds_config(args), indent=2))
+        dist.barrier()
+
+    on_cpu = backend == "gloo"
+    targs = TrainingArguments(
+        output_dir=str(out), per_device_train_batch_size=args.micro_batch,
+        gradient_accumulation_steps=args.grad_accum, max_steps=args.max_steps, learning_rate=args.lr,
+        warmup_steps=args.warmup_steps, lr_scheduler_type="constant_with_warmup", weight_decay=0.0,
+        logging_steps=1, save_strategy="steps" if args.save_steps else "no", save_steps=args.save_steps or 500,
+        bf16=args.precision == "bf16", use_cpu=on_cpu, ddp_backend=backend, deepspeed=str(ds_path) if ds_path else None,
+        activation_checkpointing=args.grad_ckpt, seed=args.seed, report_to="none", disable_tqdm=True,
+        dataloader_drop_last=True, optim=args.optimizer, torch_compile=args.compile, save_only_model=False,
+    )
+    model, tok = load_model_and_tokenizer(args, cache_dir)
+    text = load_text(args.dataset, cache_dir)
+    with targs.main_process_first(desc="tokenize"):
+        data = tokenize_dataset(text, tok, seq_len=args.seq_len, packing=args.packing, min_chars=args.min_chars)
+
+    state: dict = {"steps": []}
+
+    class CountingTrainer(Trainer):
+        """Counts useful (non-pad) tokens exactly where the model sees them."""
+
+        def compute_loss(self, model, inputs, *a, **kw):
+            state["tokens"] = state.get("tokens", 0) + int(inputs["attention_mask"].sum())
+            return super().compute_loss(model, inputs, *a, **kw)
+
+    trainer = CountingTrainer(model=model, args=targs, train_dataset=data, processing_class=tok,
+                              callbacks=[make_callback(state)])
+    resume_from = get_last_checkpoint(str(out)) if args.resume and out.is_dir() else None
+    if rank == 0:
+        print(f"workshop.train: world_size={world} backend={backend} engine={args.engine} zero={args.zero_stage} "
+              f"precision={args.precision} threads/rank={torch.get_num_threads()} samples={len(data)} "
+              f"cpu_capability={torch.backends.cpu.get_cpu_capability()}"
+              + (f" resuming from {resume_from}" if resume_from else ""), flush=True)
+    if args.engine == "deepspeed" and args.zero_stage == 3:
+        show_zero_memory_stages()
+    _fault_injection()
+    trainer.train(resume_from_checkpoint=resume_from)
+
+    partition = zero3_partition(model, world)
+    peaks = _gather(round(peak_rss_gb(), 3))
+    result = summarize(state["steps"], world_size=world, backend=backend, peak_rss_gb_per_rank=peaks,
+                       partition=partition, resumed_from=resume_from, global_step=trainer.state.global_step,
+                       params=sum(p.ds_numel if hasattr(p, "ds_numel") else p.numel() for p in model.parameters()),
+                       torch=torch.__version__, args=asdict(args))
+    if rank == 0:
+        (out / "metrics.json").write_text(json.dumps(result, indent=2))
+        print(f"workshop.train: done, {len(state['steps'])} steps, loss {result['first_loss']} -> "
+              f"{result['final_loss']}, median {result['tokens_per_s_median']} tokens/s, metrics in {out / 'metrics.json'}",
+              flush=True)
+    dist.barrier()
+    dist.destroy_process_group()
+    return result
+
+
+ZERO_STAGE_MESSAGES = (
+    "Stage 3 initialize beginning", "DeepSpeedZeRoOffload initialize", "Before creating fp16 partitions",
+    "After creating fp16 partitions", "Before creating fp32 partitions", "After creating fp32 partitions",
+    "Before initializing optimizer states", "After initializing optimizer states", "After initializing ZeRO optimizer",
+)
+
+
+def show_zero_memory_stages() -> None:
+    """Print DeepSpeed's ZeRO-3 memory stages ("MA ... GB / CPU Virtual Memory: used = ...").
+
+    Older DeepSpeed printed them at start-up (the seed's log shows them); 0.19 calls the same function
+    with force=False. We force just those start-up stages on, not the per-step ones.
+    """
+    from deepspeed.runtime import utils
+    from deepspeed.runtime.zero import parameter_offload, stage3
+
+    original = utils.see_memory_usage
+
+    def see_memory_usage(message, force=False):
+        return original(message, force=force or str(message).startswith(ZERO_STAGE_MESSAGES))
+
+    stage3.see_memory_usage = parameter_offload.see_memory_usage = see_memory_usage
+
+
+def zero3_partition(model, world: int, max_params: int = 1000) -> dict | None:
+    """What each rank really holds under ZeRO-3: per parameter, its full numel and every rank's local numel.
+
+    DeepSpeed pads each parameter so it splits evenly: a rank holds ceil(numel / N) elements of it.
+    """
+    params = [(n, p) for n, p in model.named_parameters() if hasattr(p, "ds_tensor")]
+    if not params:
+        return None
+    local = [int(p.ds_tensor.numel()) for _, p in params]
+    per_rank = _gather(local)
+    rows = [{"name": n, "numel": int(p.ds_numel), "local_numel": [r[i] for r in per_rank]}
+            for i, (n, p) in enumerate(params)][:max_params]
+    return {"world_size": world, "total_numel": sum(int(p.ds_numel) for _, p in params),
+            "local_numel_per_rank": [sum(r) for r in per_rank], "params": rows}
+
+
+def _fault_injection() -> None:
+    """WORKSHOP_KILL_AT="RANK:STEP" makes that rank SIGKILL itself after STEP steps (the fault tests use it)."""
+    spec = os.environ.get("WORKSHOP_KILL_AT")
+    if not spec:
+        return
+    rank_s, step_s = spec.split(":")
+    if int(os.environ["RANK"]) != int(rank_s):
+        return
+    import signal
+
+    from transformers import trainer as hf_trainer
+
+    original = hf_trainer.Trainer._maybe_log_save_evaluate
+
+    def wrapped(self, *a, **kw):
+        result = original(self, *a, **kw)
+        if self.state.global_step >= int(step_s):
+            print(f"workshop.train: fault injection, rank {rank_s} kills itself at step {self.state.global_step}",
+                  flush=True)
+            os.kill(os.getpid(), signal.SIGKILL)
+        return result
+
+    hf_trainer.Trainer._maybe_log_save_evaluate = wrapped
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        args = parse_args(argv)
+        train(args)
+    except WorkshopError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
