@@ -1,0 +1,237 @@
+"""The manifest validator: rendered pools pass, a negative corpus is rejected field by field."""
+
+from __future__ import annotations
+
+import copy
+from collections import Counter
+
+import pytest
+
+from workshop.errors import WorkshopError
+from workshop.k8s import cel_ext
+from workshop.k8s import validate as v
+from workshop.k8s.base import to_yaml
+from workshop.k8s.karpenter import cpu_amx_pool, gpu_pool
+
+POOL = cpu_amx_pool().to_dicts()   # [NodePool, EC2NodeClass]
+
+
+def _set(path, value):
+    def mutate(doc):
+        *head, last = path
+        target = doc
+        for key in head:
+            target = target[key]
+        target[last] = value
+    return mutate
+
+
+def _pop(path):
+    def mutate(doc):
+        *head, last = path
+        target = doc
+        for key in head:
+            target = target[key]
+        del target[last]
+    return mutate
+
+
+REQ = ["spec", "template", "spec", "requirements"]
+# (case, document index in POOL, mutation, field path expected in the problem, rule text expected)
+NEGATIVE = [
+    ("wrong type: limits.cpu list", 0, _set(["spec", "limits", "cpu"], [1]), "spec.limits.cpu",
+     "x-kubernetes-int-or-string"),
+    ("wrong type: weight string", 0, _set(["spec", "weight"], "high"), "spec.weight", "type"),
+    ("weight above maximum", 0, _set(["spec", "weight"], 101), "spec.weight", "maximum"),
+    ("bad enum: consolidationPolicy", 0, _set(["spec", "disruption", "consolidationPolicy"], "Sometimes"),
+     "spec.disruption.consolidationPolicy", "enum"),
+    ("bad enum: taint effect", 0, _set(["spec", "template", "spec", "taints", 0, "effect"], "NoRun"),
+     "spec.template.spec.taints[0].effect", "enum"),
+    ("bad pattern: expireAfter 30d", 0, _set(["spec", "template", "spec", "expireAfter"], "30d"),
+     "spec.template.spec.expireAfter", "pattern"),
+    ("bad quantity in limits", 0, _set(["spec", "limits", "memory"], "64 GiB"), 'spec.limits.memory', "pattern"),
+    ("unknown field (strict)", 0, _set(["spec", "limit"], {"cpu": 1}), "spec.limit", "unknown field"),
+    ("missing required nodeClassRef", 0, _pop(["spec", "template", "spec", "nodeClassRef"]),
+     "spec.template.spec.nodeClassRef", "required"),
+    ("null on non-nullable", 0, _set(["spec", "weight"], None), "spec.weight", "nullable"),
+    ("CEL: In requirement without values", 0, _set(REQ + [4, "values"], []), "spec.template.spec.requirements",
+     "x.operator == 'In' ? x.values.size() != 0"),
+    ("CEL: In requirement with values omitted", 0, _pop(REQ + [4, "values"]), "spec.template.spec.requirements",
+     "x.operator == 'In' ? x.values.size() != 0"),
+    ("CEL: Gt with a non-integer", 0, _set(REQ + [0], {"key": "karpenter.k8s.aws/instance-cpu",
+                                                          "operator": "Gt", "values": ["many"]}),
+     "spec.template.spec.requirements", "int(x.values[0]) >= 0"),
+    ("CEL: minValues above the number of values", 0, _set(REQ + [4, "minValues"], 5),
+     "spec.template.spec.requirements", "x.values.size() >= x.minValues"),
+    ("CEL: restricted requirement key", 0, _set(REQ + [0, "key"], "karpenter.sh/nodepool"),
+     "spec.template.spec.requirements[0].key", 'self != "karpenter.sh/nodepool"'),
+    ("CEL: restricted label", 0, _set(["spec", "template", "metadata", "labels", "kubernetes.io/hostname"], "a"),
+     "spec.template.metadata.labels", 'x != "kubernetes.io/hostname"'),
+    ("CEL: restricted label domain", 0,
+     _set(["spec", "template", "metadata", "labels", "karpenter.k8s.aws/whatever"], "a"),
+     "spec.template.metadata.labels", 'endsWith("karpenter.k8s.aws")'),
+    ("CEL: budget schedule without duration", 0,
+     _set(["spec", "disruption", "budgets"], [{"nodes": "1", "schedule": "@daily"}]),
+     "spec.disruption.budgets", "has(x.schedule) == has(x.duration)"),
+    ("CEL: both role and instanceProfile", 1, _set(["spec", "instanceProfile"], "KarpenterProfile"), "spec",
+     "has(self.role) && !has(self.instanceProfile)"),
+    ("CEL: neither role nor instanceProfile", 1, _pop(["spec", "role"]), "spec",
+     "has(self.role) && !has(self.instanceProfile)"),
+    ("CEL: unsupported AMI family alias", 1, _set(["spec", "amiSelectorTerms", 0, "alias"], "ubuntu@latest"),
+     "spec.amiSelectorTerms[0].alias", "self.split('@')[0] in"),
+    ("CEL: alias mixed with id", 1, _set(["spec", "amiSelectorTerms"], [{"alias": "al2023@latest"},
+                                                                        {"id": "ami-0123"}]),
+     "spec.amiSelectorTerms", "self.size() != 1"),
+    ("CEL: restricted tag", 1, _set(["spec", "tags"], {"karpenter.sh/nodepool": "x"}), "spec.tags",
+     "k != 'karpenter.sh/nodepool'"),
+    ("CEL: empty subnet selector term", 1, _set(["spec", "subnetSelectorTerms"], [{}]), "spec.subnetSelectorTerms",
+     "has(x.tags) || has(x.id)"),
+    ("bad pattern: volume size 300GB", 1, _set(["spec", "blockDeviceMappings", 0, "ebs", "volumeSize"], "300GB"),
+     "spec.blockDeviceMappings[0].ebs.volumeSize", "pattern"),
+    ("bad enum: volume type", 1, _set(["spec", "blockDeviceMappings", 0, "ebs", "volumeType"], "gp9"),
+     "spec.blockDeviceMappings[0].ebs.volumeType", "enum"),
+    ("wrong type: encrypted as string", 1, _set(["spec", "blockDeviceMappings", 0, "ebs", "encrypted"], "yes"),
+     "spec.blockDeviceMappings[0].ebs.encrypted", "type"),
+    ("metadata: bad name", 0, _set(["metadata", "name"], "CPU_AMX"), "metadata.name", "DNS-1123 subdomain"),
+    ("metadata: label value not a string", 0, _set(["metadata", "labels"], {"team": 7}),
+     'metadata.labels.team', "type"),
+]
+
+
+@pytest.mark.parametrize("case,index,mutate,path,rule", NEGATIVE, ids=[c[0] for c in NEGATIVE])
+def test_negative_corpus_is_rejected_with_the_field_named(case, index, mutate, path, rule):
+    docs = copy.deepcopy(POOL)
+    mutate(docs[index])
+    problems = v.validate_documents(docs)
+    assert problems, f"{case}: accepted"
+    hits = [p for p in problems if p.path == path and rule in p.rule]
+    assert hits, f"{case}: expected {path} / {rule!r}, got " + "; ".join(map(str, problems))
+    assert hits[0].doc.startswith(f"{docs[index]['kind']}/") and f"(document {index + 1})" in hits[0].doc
+    assert path in str(hits[0]) or (path == "spec" and "spec:" in str(hits[0]))
+
+
+@pytest.mark.parametrize("karpenter", ["1.8.8", "1.14.1"])
+def test_rendered_pools_validate_on_both_releases(karpenter):
+    docs = cpu_amx_pool().to_dicts() + gpu_pool().to_dicts()
+    assert v.validate_documents(docs, karpenter=karpenter) == []
+
+
+def test_seed_static_yaml_passes_schema_but_is_not_our_output():
+    """The seed's heredoc is valid Karpenter; its fault (pip install on the host) is semantic."""
+    seed = copy.deepcopy(POOL)
+    seed[1]["spec"]["userData"] = "#!/bin/bash\npip install intel-extension-for-pytorch\n"
+    assert v.validate_documents(seed) == []
+
+
+def test_unknown_kind_and_wrong_api_version_are_problems():
+    docs = [{"apiVersion": "v1", "kind": "Widget", "metadata": {"name": "x"}},
+            {**POOL[0], "apiVersion": "karpenter.sh/v1beta1"}]
+    problems = v.validate_documents(docs)
+    assert [p.rule for p in problems] == ["kind", "served versions"]
+    assert "unknown kind" in problems[0].message and "karpenter.sh/v1" in problems[1].message
+
+
+def test_multi_document_yaml_names_each_document():
+    bad = copy.deepcopy(POOL)
+    bad[1]["spec"]["role"] = ""
+    bad[1]["spec"]["instanceProfile"] = "p"
+    text = to_yaml(POOL + bad)
+    problems = v.validate_yaml(text, source="pools.yaml")
+    assert problems and all(p.doc == "EC2NodeClass/cpu-amx (document 4 of pools.yaml)" for p in problems)
+    assert v.validate_yaml("a: [", source="x.yaml")[0].rule == "YAML syntax"
+
+
+def test_trainjob_root_cel_rule_and_secret_checks():
+    job = {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
+           "metadata": {"name": "llama.run", "namespace": "default"},
+           "spec": {"runtimeRef": {"name": "deepspeed-distributed"}}}
+    problems = v.validate_documents([job])
+    assert any(p.path == "" and "matches('^[a-z]" in p.rule for p in problems), problems
+    job["metadata"]["name"] = "llama-run"
+    assert v.validate_documents([job], trainer="2.1.0") == []
+    assert v.validate_documents([job], trainer="2.3.0") == []
+    secret = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "hf"},
+              "data": {"HF_TOKEN": "not base64!"}, "stringData": {"x": 1}, "extra": True}
+    rules = {(p.path, p.rule) for p in v.validate_documents([secret])}
+    assert {("data.HF_TOKEN", "format: byte"), ("stringData.x", "type"), ("extra", "unknown field")} <= rules
+
+
+def test_unknown_version_is_rejected_early():
+    with pytest.raises(WorkshopError, match="allowed: 1.8.8, 1.14.1"):
+        v.validate_documents(POOL, karpenter="0.37")
+
+
+def test_crds_folder_override(tmp_path, monkeypatch):
+    monkeypatch.setenv("WORKSHOP_CRDS_DIR", str(tmp_path))
+    with pytest.raises(WorkshopError, match="allowed: $"):
+        v.validate_documents(POOL)
+
+
+def test_ensure_valid_lists_every_problem():
+    bad = copy.deepcopy(POOL)
+    bad[0]["spec"]["weight"] = "x"
+    bad[1]["spec"].pop("role")
+    with pytest.raises(WorkshopError) as err:
+        v.ensure_valid(bad)
+    assert "spec.weight" in str(err.value) and "exactly one of" in str(err.value)
+
+
+def test_rule_inventory_counts_and_only_transition_rules_skipped():
+    inv = v.rule_inventory(karpenter="1.8.8", trainer="2.1.0")
+    per_kind = Counter(r.kind for r in inv)
+    assert per_kind["NodePool"] == 24 and per_kind["EC2NodeClass"] == 48 and per_kind["TrainJob"] == 5
+    skipped = [r for r in inv if r.status != "evaluated"]
+    assert skipped and all("oldSelf" in r.rule for r in skipped)
+    assert all("transition rule" in r.status for r in skipped)
+    assert v.rule_status("self.ip(x)").startswith("skipped")
+
+
+def test_cel_extensions_behave_like_kubernetes():
+    assert cel_ext.find("karpenter.sh/nodepool", "^([^/]+)") == "karpenter.sh"
+    assert cel_ext.find("abc", "z") == ""
+    assert list(cel_ext.split("al2023@latest", "@")) == ["al2023", "latest"]
+    assert cel_ext.parse_quantity("64Gi") == 64 * 2**30 and cel_ext.parse_quantity("500m") == cel_ext.Decimal("0.5")
+    with pytest.raises(ValueError):
+        cel_ext.parse_quantity("64 GiB")
+    ok, _ = v._run_rule("quantity(self.a).isGreaterThan(quantity('1Gi')) && self.b.lowerAscii() == 'x'",
+                        {"a": "2Gi", "b": "X"})
+    assert ok
+    ok, _ = v._run_rule("self.all(x, x.indexOf('a') == 0) && 'a,b'.split(',').size() == 2", ["ab", "ac"])
+    assert ok
+
+
+def test_cli_exit_codes(tmp_path, capsys):
+    good, bad = tmp_path / "good.yaml", tmp_path / "bad.yaml"
+    good.write_text(to_yaml(POOL))
+    broken = copy.deepcopy(POOL)
+    broken[0]["spec"]["template"]["spec"]["requirements"][4]["values"] = []
+    bad.write_text(to_yaml(broken))
+    assert v.main([str(good), "--karpenter", "1.14.1"]) == 0
+    assert v.main([str(good), str(bad)]) == 1
+    out = capsys.readouterr().out
+    assert "NodePool/cpu-amx (document 1 of" in out and "spec.template.spec.requirements" in out
+    assert v.main([str(tmp_path / "missing.yaml")]) == 2
+    assert v.main([str(good), "--trainer", "9.9"]) == 2
+    assert "error:" in capsys.readouterr().err
+
+
+def test_upstream_trainer_runtimes_pass_their_release_and_fail_the_next():
+    """Real-world positive corpus: Kubeflow's own v2.1.0 runtimes; v2.3.0 moved torch.numProcPerNode."""
+    runtimes = sorted((v.crds_dir() / "kubeflow-trainer-v2.1.0" / "runtimes").glob("*.yaml"))
+    assert runtimes
+    assert v.validate_files(runtimes, trainer="2.1.0") == []
+    newer = v.validate_files(runtimes, trainer="2.3.0")
+    assert newer and {p.path for p in newer} == {"spec.mlPolicy.torch.numProcPerNode"}
+    assert {p.rule for p in newer} == {"unknown field"}
+
+
+def test_list_map_keys_and_int_or_string_in_trainjob():
+    job = {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
+           "metadata": {"name": "llama", "namespace": "default"},
+           "spec": {"runtimeRef": {"name": "deepspeed-distributed"},
+                    "initializer": {"dataset": {"env": [{"name": "A", "value": "1"}, {"name": "A", "value": "2"}]}},
+                    "trainer": {"numNodes": "four", "resourcesPerNode": {"limits": {"cpu": "31.5"}}}}}
+    rules = {(p.path, p.rule) for p in v.validate_documents([job], trainer="2.1.0")}
+    assert ("spec.initializer.dataset.env[1]", "x-kubernetes-list-map-keys") in rules
+    assert ("spec.trainer.numNodes", "type") in rules
+    assert not any(path.startswith("spec.trainer.resourcesPerNode") for path, _ in rules)

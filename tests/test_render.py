@@ -1,0 +1,50 @@
+"""manifests/ is generated: a fresh render must equal the checked-in files, and every entry validates."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from workshop.k8s import render
+from workshop.k8s.base import HEADER, load_yaml_docs, to_yaml
+from workshop.k8s.validate import validate_files
+
+REPO_MANIFESTS = Path(__file__).resolve().parents[1] / "manifests"
+
+
+def test_checked_in_manifests_have_no_drift():
+    assert render.drift(REPO_MANIFESTS) == [], "run `workshop render` and commit manifests/"
+
+
+def test_checked_in_manifests_validate_on_listed_releases():
+    for name, entry in render.DEFAULT_MANIFESTS.items():
+        for kv in entry.karpenter:
+            for tv in entry.trainer:
+                assert validate_files([REPO_MANIFESTS / name], karpenter=kv, trainer=tv) == []
+
+
+def test_render_check_detects_drift(tmp_path, capsys):
+    assert render.main(["--out", str(tmp_path)]) == 0
+    assert render.main(["--out", str(tmp_path), "--check"]) == 0
+    first = tmp_path / next(iter(render.DEFAULT_MANIFESTS))
+    first.write_text(first.read_text().replace("720h", "719h"))
+    assert render.main(["--out", str(tmp_path), "--check"]) == 1
+    assert "drift:" in capsys.readouterr().out
+    (tmp_path / first.name).unlink()
+    assert render.drift(tmp_path) == [first.name]
+
+
+def test_yaml_is_stable_and_round_trips():
+    docs = [{"spec": {"b": 1, "a": None, "userData": "line1\nline2\n"}, "kind": "X", "apiVersion": "v1"}]
+    text = to_yaml(docs)
+    assert text.startswith(HEADER) and text == to_yaml(docs)
+    assert text.index("apiVersion") < text.index("kind") < text.index("spec")
+    assert "\n  a:" not in text and "userData: |" in text
+    assert load_yaml_docs(text) == [{"apiVersion": "v1", "kind": "X", "spec": {"b": 1, "userData": "line1\nline2\n"}}]
+
+
+def test_unknown_manifest_name_is_an_error():
+    import pytest
+
+    from workshop.errors import WorkshopError
+    with pytest.raises(WorkshopError, match="known: karpenter-cpu-amx.yaml"):
+        render.render("nope.yaml")

@@ -1,0 +1,170 @@
+"""A TrainJob's life on a cluster: submit, wait for a condition, stream rank 0's log, parse it, delete.
+
+Built on chapter 02's `Cluster` (server-side apply, polling, pod logs). Everything that can be checked
+before a request is checked first — the manifest against the Trainer release's CRDs, the Secret the job
+references — so a mistake fails here with its name, not as a pod stuck in CreateContainerConfigError.
+Without a cluster (`connect()` returned None) `run_on_cluster` says so in one line and returns None,
+and the notebook carries on with the namespace simulation.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+from workshop.errors import WorkshopError, check_choice, check_positive
+from workshop.k8s.cluster import ClusterError
+from workshop.k8s.trainjob import NODE_JOB, HFTokenSecret, TrainJobSpec, crd_release
+
+# TrainJob conditions (Trainer v2): Created, Suspended, Complete, Failed.
+CONDITIONS = ("Created", "Complete", "Failed", "Suspended")
+
+
+def rank0_selector(job_name: str) -> str:
+    """Pod labels of the first node of a TrainJob: JobSet names pods <job>-node-0-0-<hash>."""
+    return (f"jobset.sigs.k8s.io/jobset-name={job_name},jobset.sigs.k8s.io/replicatedjob-name={NODE_JOB},"
+            "jobset.sigs.k8s.io/job-index=0,batch.kubernetes.io/job-completion-index=0")
+
+
+def ensure_secret(cluster, secret: HFTokenSecret, *, create: bool = True) -> str:
+    """Make sure the Secret exists: 'present', or 'created' from its value. Missing and no value -> error
+    (before anything is submitted). The token goes only into the API request body, never into output."""
+    try:
+        cluster.get("Secret", secret.name, secret.namespace)
+        return "present"
+    except ClusterError as exc:
+        if exc.status != 404:
+            raise
+    if not (create and secret.value):
+        raise WorkshopError(f"Secret {secret.namespace}/{secret.name} does not exist and no token was given; "
+                            f"create it with:\n  {secret.kubectl_command()}")
+    cluster.apply([secret.api_body()], namespace=secret.namespace, validate=False)
+    return "created"
+
+
+@dataclass
+class Submitted:
+    name: str
+    namespace: str
+    trainer: str
+    secret: str | None = None  # 'present' / 'created' / None (no secret referenced)
+    notes: list[str] = field(default_factory=list)
+
+
+def submit(cluster, spec: TrainJobSpec, *, trainer: str = "2.1.0", replace: bool = True,
+           dry_run: bool = False) -> Submitted:
+    """Validate against the release's CRDs, check the Secret, (re)create the TrainJob.
+
+    A TrainJob's `spec.trainer` and runtimeRef are immutable, so `replace` deletes an older job of the same
+    name first (what the seed did by hand with `kubectl delete trainjob`)."""
+    from workshop.k8s.validate import ensure_valid
+
+    docs = spec.documents(trainer)
+    ensure_valid(docs, trainer=crd_release(trainer))
+    secret_state = ensure_secret(cluster, spec.hf_secret) if spec.hf_secret is not None else None
+    if replace and not dry_run and cluster.delete("TrainJob", spec.name, spec.namespace):
+        _wait_gone(cluster, spec.name, spec.namespace)
+    # validated above against the right release; cluster.apply's own check uses its default release
+    cluster.apply(docs, dry_run=dry_run, namespace=spec.namespace, validate=False)
+    return Submitted(spec.name, spec.namespace, trainer, secret_state)
+
+
+def _wait_gone(cluster, name: str, namespace: str, timeout: float = 120, interval: float = 2) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            cluster.get("TrainJob", name, namespace)
+        except ClusterError as exc:
+            if exc.status == 404:
+                return
+            raise
+        time.sleep(interval)
+    raise WorkshopError(f"TrainJob {namespace}/{name} is still being deleted after {timeout:.0f} s")
+
+
+def status(cluster, name: str, namespace: str = "default") -> dict[str, str]:
+    """condition type -> status ('True'/'False') of a TrainJob right now."""
+    obj = cluster.get("TrainJob", name, namespace)
+    return {c.get("type"): c.get("status") for c in (obj.get("status") or {}).get("conditions") or []}
+
+
+def wait(cluster, name: str, namespace: str = "default", *, until: tuple[str, ...] = ("Complete", "Failed"),
+         timeout: float = 3600, interval: float = 10, clock: Callable[[], float] = time.monotonic,
+         sleep: Callable[[float], None] = time.sleep) -> str | None:
+    """The first condition of `until` that turns True, or None when `timeout` passes (never hangs)."""
+    for cond in until:
+        check_choice("TrainJob condition", cond, CONDITIONS)
+    check_positive("timeout", timeout)
+    deadline = clock() + timeout
+    while True:
+        try:
+            now = status(cluster, name, namespace)
+        except ClusterError as exc:
+            if exc.status != 404:
+                raise
+            now = {}
+        for cond in until:
+            if now.get(cond) == "True":
+                return cond
+        if clock() + interval > deadline:
+            return None
+        sleep(interval)
+
+
+def rank0_pod(cluster, name: str, namespace: str = "default", *, timeout: float = 600,
+              interval: float = 5) -> str | None:
+    """Name of the rank-0 pod once it exists (None on timeout)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        items = cluster.get("Pod", namespace=namespace, label_selector=rank0_selector(name)).get("items") or []
+        if items:
+            return items[0]["metadata"]["name"]
+        if time.monotonic() + interval > deadline:
+            return None
+        time.sleep(interval)
+
+
+def stream_rank0(cluster, name: str, namespace: str = "default", *, timeout: float = 3600) -> Iterator[str]:
+    """Rank 0's log lines as they are written (what `kubectl logs -f <job>-node-0-0-...` shows)."""
+    pod = rank0_pod(cluster, name, namespace)
+    if pod is None:
+        raise WorkshopError(f"no rank-0 pod for TrainJob {namespace}/{name} appeared; check `kubectl describe "
+                            f"trainjob {name}` and the node pool")
+    yield from cluster.logs(pod, namespace, container=NODE_JOB, follow=True, timeout=timeout)
+
+
+def parse(lines) -> dict:
+    """Chapter 04's parsers over a log: per-step metrics and DeepSpeed's ZeRO memory-stage lines."""
+    from workshop.logs import parse_metrics, parse_zero_stages
+
+    text = lines if isinstance(lines, str) else "\n".join(lines)
+    return {"steps": parse_metrics(text), "zero_stages": parse_zero_stages(text)}
+
+
+def delete(cluster, name: str, namespace: str = "default") -> bool:
+    """Delete the TrainJob (its JobSet, pods and services go with it); False when it was not there."""
+    return cluster.delete("TrainJob", name, namespace)
+
+
+def run_on_cluster(spec: TrainJobSpec, *, trainer: str = "2.1.0", cluster=None, timeout: float = 3600,
+                   keep: bool = False, echo: Callable[[str], None] | None = print) -> dict | None:
+    """Submit, follow rank 0, wait, parse, delete. No cluster -> one plain line, None."""
+    if cluster is None:
+        from workshop.k8s.cluster import connect
+
+        cluster = connect()
+    if cluster is None:
+        return None
+    sub = submit(cluster, spec, trainer=trainer)
+    lines = []
+    try:
+        for line in stream_rank0(cluster, spec.name, spec.namespace, timeout=timeout):
+            lines.append(line)
+            if echo and (line.startswith("METRIC ") or "error" in line.lower()):
+                echo(line)
+        outcome = wait(cluster, spec.name, spec.namespace, timeout=max(60.0, timeout / 10))
+    finally:
+        if not keep:
+            delete(cluster, spec.name, spec.namespace)
+    return {"submitted": sub, "outcome": outcome, **parse(lines)}

@@ -1,0 +1,116 @@
+"""`workshop render`: write every default manifest of the workbook into manifests/, validated first.
+
+The YAML in manifests/ is what a learner without Python can `kubectl apply`; it must never drift from the
+code that generates it, so `--check` (and a test) re-renders and fails on any difference. Chapters add
+their manifests by appending to DEFAULT_MANIFESTS (file name -> builder + the CRD releases it must pass).
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from workshop.errors import WorkshopError
+from workshop.k8s import karpenter
+from workshop.k8s.base import to_yaml
+from workshop.k8s.validate import DEFAULT_KARPENTER, DEFAULT_TRAINER, ensure_valid
+
+MANIFESTS_DIR = Path(__file__).resolve().parents[2] / "manifests"
+
+
+@dataclass(frozen=True)
+class ManifestEntry:
+    build: Callable[[], list[dict]]
+    about: str
+    karpenter: tuple[str, ...] = (DEFAULT_KARPENTER,)   # every release listed must accept the documents
+    trainer: tuple[str, ...] = (DEFAULT_TRAINER,)
+
+
+DEFAULT_MANIFESTS: dict[str, ManifestEntry] = {
+    "karpenter-cpu-amx.yaml": ManifestEntry(
+        lambda: karpenter.cpu_amx_pool().to_dicts(),
+        "cpu-amx NodePool + EC2NodeClass (AMX Xeon families, intel.com/amx taint)",
+        karpenter=("1.8.8", "1.14.1")),
+    "karpenter-gpu.yaml": ManifestEntry(
+        lambda: karpenter.gpu_pool().to_dicts(),
+        "gpu NodePool + EC2NodeClass (EFA-capable p4d/p5/g6e in one zone, nvidia.com/gpu taint)",
+        karpenter=("1.8.8", "1.14.1")),
+    # chapter 05: the same jobs in both Trainer forms (v2.1 podTemplateOverrides, v2.2+ runtimePatches)
+    "trainjob-cpu-v2.1.yaml": ManifestEntry(
+        lambda: _trainjob().default_cpu_job().documents("2.1.0"),
+        "CPU TrainJob for Trainer v2.1 (podTemplateOverrides): 4 x cpu-amx, planner-sized, HF token from a Secret",
+        trainer=("2.1.0",)),
+    "trainjob-cpu-v2.2.yaml": ManifestEntry(
+        lambda: _trainjob().default_cpu_job().documents("2.2.0"),
+        "CPU TrainJob for Trainer v2.2+ (runtimePatches)",
+        trainer=("2.3.0",)),
+    "trainjob-gpu-v2.2.yaml": ManifestEntry(
+        lambda: _trainjob().default_gpu_job().documents("2.2.0"),
+        "GPU TrainJob for Trainer v2.2+ (runtimePatches): 4 x p4d.24xlarge, 8 GPU + 4 EFA per node, IPC_LOCK",
+        trainer=("2.3.0",)),
+}
+
+
+def _trainjob():
+    from workshop.k8s import trainjob  # imported on use: it pulls in the planner and the catalog
+
+    return trainjob
+
+
+def render(name: str) -> str:
+    """The YAML text of one registry entry, after it passed every CRD release it lists."""
+    if name not in DEFAULT_MANIFESTS:
+        raise WorkshopError(f"unknown manifest {name!r}; known: {', '.join(DEFAULT_MANIFESTS)}")
+    entry = DEFAULT_MANIFESTS[name]
+    docs = entry.build()
+    for kv, tv in itertools.product(entry.karpenter, entry.trainer):
+        ensure_valid(docs, karpenter=kv, trainer=tv)
+    return to_yaml(docs)
+
+
+def render_all(out_dir: str | Path = MANIFESTS_DIR) -> list[Path]:
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name in DEFAULT_MANIFESTS:
+        path = out_dir / name
+        path.write_text(render(name))
+        written.append(path)
+    return written
+
+
+def drift(out_dir: str | Path = MANIFESTS_DIR) -> list[str]:
+    """Names of manifests whose file is missing or differs from a fresh render (empty = in sync)."""
+    out_dir = Path(out_dir)
+    return [name for name in DEFAULT_MANIFESTS
+            if not (out_dir / name).is_file() or (out_dir / name).read_text() != render(name)]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="workshop render", description=__doc__.split("\n")[0])
+    parser.add_argument("--out", default=str(MANIFESTS_DIR), help="output folder (default: the repo's manifests/)")
+    parser.add_argument("--check", action="store_true", help="write nothing; exit 1 if any file differs")
+    args = parser.parse_args(argv)
+    try:
+        if args.check:
+            stale = drift(args.out)
+            for name in stale:
+                print(f"drift: {Path(args.out) / name} differs from the code; run `workshop render`")
+            if stale:
+                return 1
+            print(f"{len(DEFAULT_MANIFESTS)} manifests in {args.out} match the code")
+            return 0
+        for path in render_all(args.out):
+            print(f"wrote {path}")
+    except WorkshopError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

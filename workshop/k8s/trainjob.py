@@ -1,0 +1,381 @@
+"""Kubeflow Trainer TrainJobs for the CPU (Xeon AMX) and GPU (EFA) runs, in both API forms, plus the HF Secret.
+
+Why a typed spec: the seed's TrainJob was a YAML template filled by `envsubst`, which (1) used
+`podTemplateOverrides`, removed in Trainer v2.2 (replaced by `runtimePatches`), (2) wrote the Hugging Face
+token into the manifest, (3) ran the CPU job on a CUDA image and (4) cloned a branch and pip-installed
+unpinned packages at pod start. Here one `TrainJobSpec` renders either form from the same fields, every
+number comes from the planner (chapter 01) or an explicit argument, the token is a `secretKeyRef`, and the
+image is one built from `docker/` with everything pinned, so a pod starts training at once.
+
+How torchrun learns its place: the `torch-distributed` ClusterTrainingRuntime's Torch plugin sets
+PET_NNODES, PET_NPROC_PER_NODE, PET_NODE_RANK (the Job completion index), PET_MASTER_ADDR
+(`<job>-node-0-0.<job>`) and PET_MASTER_PORT on the `node` container; torchrun reads PET_* as defaults for
+its flags, so the command is just `torchrun -m workshop.train ...`. Those names are reserved: the Trainer's
+webhook rejects them in `spec.trainer.env`. `numProcPerNode` is always an integer here: with `auto` on a CPU
+node the Torch plugin starts one process per vCPU of the request (190 ranks on a c7i.48xlarge).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+
+from workshop import __version__
+from workshop.errors import WorkshopError, check_choice, check_positive
+
+API_VERSION = "trainer.kubeflow.org/v1alpha1"
+# Releases this module can render for: v2.1.x takes podTemplateOverrides, v2.2.0+ takes runtimePatches.
+TRAINER_VERSIONS = ("2.1.0", "2.2.0", "2.3.0")
+PATCH_MANAGER = "workshop.example.com/notebook"  # runtimePatches are keyed by manager (who owns the patch)
+DEFAULT_RUNTIME = "torch-distributed"
+NODE_JOB = "node"  # the replicated job (and container) of torch-distributed that runs torchrun
+RESERVED_ENV = ("PET_NNODES", "PET_NPROC_PER_NODE", "PET_NODE_RANK", "PET_MASTER_ADDR", "PET_MASTER_PORT")
+_DNS_1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+_QUANTITY = re.compile(r"^\d+(\.\d+)?(m|k|Ki|Mi|Gi|Ti|Pi|M|G|T|P)?$")
+
+# Images: name + tag here, built from docker/<accelerator>/Dockerfile (its LABELs carry the same values;
+# tests/test_trainjob.py checks they agree). The registry is yours: push there, then render with it.
+DEFAULT_REGISTRY = "registry.example.com/workshop"
+IMAGES = {"cpu": "workshop-cpu", "gpu": "workshop-gpu"}
+IMAGE_TAG = __version__
+OUTPUT_DIR = "/workspace/out"
+
+
+def image_ref(accelerator: str, registry: str = DEFAULT_REGISTRY, tag: str = IMAGE_TAG) -> str:
+    check_choice("accelerator", accelerator, IMAGES)
+    return f"{registry.rstrip('/')}/{IMAGES[accelerator]}:{tag}"
+
+
+def normalize_trainer_version(version: str) -> str:
+    """'v2.2.0' or '2.2' -> '2.2.0'; anything else is an error naming the releases we know."""
+    text = str(version).strip().lstrip("v")
+    if re.fullmatch(r"\d+\.\d+", text):
+        text += ".0"
+    check_choice("Kubeflow Trainer version", text, TRAINER_VERSIONS)
+    return text
+
+
+def trainer_form(version: str) -> str:
+    """Which field carries pod customisations for a release: 'podTemplateOverrides' or 'runtimePatches'."""
+    v = tuple(int(x) for x in normalize_trainer_version(version).split("."))
+    return "podTemplateOverrides" if v < (2, 2, 0) else "runtimePatches"
+
+
+def crd_release(version: str) -> str:
+    """The CRD folder to validate against: the same release if we have it, else the nearest one of the same
+    form (2.2.0 -> 2.3.0: both take runtimePatches; the TrainJob schema did not change in between for it)."""
+    from workshop.k8s.validate import available_versions
+
+    version = normalize_trainer_version(version)
+    have = available_versions("trainer")
+    if version in have:
+        return version
+    same = [v for v in have if v in TRAINER_VERSIONS and trainer_form(v) == trainer_form(version)]
+    if not same:
+        raise WorkshopError(f"no Trainer CRDs for a release like {version}; have: {', '.join(have)}")
+    return same[-1]
+
+
+def check_dns_label(what: str, name: str) -> None:
+    """RFC 1035 label (the TrainJob CRD's own CEL rule), at most 63 characters."""
+    if not isinstance(name, str) or not _DNS_1035.match(name) or len(name) > 63:
+        raise WorkshopError(f"{what} {name!r} is not a DNS label: lowercase letters, digits and '-', starting "
+                            "with a letter, ending with a letter or digit, at most 63 characters")
+
+
+def _check_quantity(what: str, value: str) -> None:
+    if not isinstance(value, str) or not _QUANTITY.match(value):
+        raise WorkshopError(f"{what} {value!r} is not a Kubernetes quantity such as 4, 500m, 64Gi")
+
+
+# ------------------------------------------------------------------------------------- the Secret
+@dataclass
+class HFTokenSecret:
+    """A Kubernetes Secret holding the Hugging Face token. The value never goes into YAML or a repr:
+    manifests only reference it (`valueFrom.secretKeyRef`); `api_body()` is for the API call alone."""
+
+    name: str = "hf-token"
+    key: str = "token"
+    namespace: str = "default"
+    value: str | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        check_dns_label("Secret name", self.name)
+        check_dns_label("namespace", self.namespace)
+        if not re.fullmatch(r"[-._a-zA-Z0-9]+", self.key):
+            raise WorkshopError(f"Secret key {self.key!r} must consist of alphanumerics, '-', '_' or '.'")
+
+    def __repr__(self) -> str:
+        shown = "<set>" if self.value else "None"
+        return f"HFTokenSecret(name={self.name!r}, key={self.key!r}, namespace={self.namespace!r}, value={shown})"
+
+    def env_var(self, var: str = "HF_TOKEN") -> dict:
+        return {"name": var, "valueFrom": {"secretKeyRef": {"name": self.name, "key": self.key}}}
+
+    def api_body(self) -> dict:
+        """The object sent to the API server (stringData: the server base64-encodes it). Never render this."""
+        if not self.value:
+            raise WorkshopError(f"Secret {self.name}: no token value (set HF_TOKEN, or create it with kubectl)")
+        return {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+                "metadata": {"name": self.name, "namespace": self.namespace,
+                             "labels": {"app.kubernetes.io/part-of": "workshop"}},
+                "stringData": {self.key: self.value}}
+
+    def kubectl_command(self, env_var: str = "HF_TOKEN") -> str:
+        """Create the Secret from the environment without the token touching argv, history or a file."""
+        return (f'printf %s "${env_var}" | kubectl create secret generic {self.name} -n {self.namespace} '
+                f"--from-file={self.key}=/dev/stdin")
+
+
+def secret_from_env(name: str = "hf-token", *, namespace: str = "default", env_var: str = "HF_TOKEN",
+                    key: str = "token", required: bool = False) -> HFTokenSecret:
+    """The Secret with its value read from `$env_var` (never printed). Missing: None value, or an error if
+    `required` (the error names the variable, not a value)."""
+    value = os.environ.get(env_var) or None
+    if required and value is None:
+        raise WorkshopError(f"${env_var} is not set; export it (the token is read from the environment only)")
+    return HFTokenSecret(name=name, key=key, namespace=namespace, value=value)
+
+
+# ------------------------------------------------------------------------------------- the TrainJob
+@dataclass
+class TrainJobSpec:
+    """Everything a TrainJob needs, independent of the Trainer release; `to_dict(trainer=...)` picks the form."""
+
+    name: str
+    image: str
+    train_args: list[str]
+    nodes: int
+    procs_per_node: int
+    namespace: str = "default"
+    runtime: str = DEFAULT_RUNTIME
+    requests: dict[str, str] = field(default_factory=dict)
+    limits: dict[str, str] = field(default_factory=dict)
+    env: dict[str, str] = field(default_factory=dict)
+    hf_secret: HFTokenSecret | None = None
+    node_selector: dict[str, str] = field(default_factory=dict)
+    tolerations: list[dict] = field(default_factory=list)
+    shm_size: str | None = None
+    capabilities: list[str] = field(default_factory=list)  # e.g. IPC_LOCK for EFA (v2.2+ only: see render)
+    labels: dict[str, str] = field(default_factory=dict)
+    launcher: list[str] = field(default_factory=lambda: ["torchrun"])
+    module: str = "workshop.train"
+
+    def __post_init__(self) -> None:
+        check_dns_label("TrainJob name", self.name)
+        check_dns_label("namespace", self.namespace)
+        check_dns_label("runtime name", self.runtime)
+        for what in ("nodes", "procs_per_node"):
+            value = getattr(self, what)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise WorkshopError(f"{what} must be an integer >= 1, got {value!r}"
+                                    + (" (never 'auto' on CPU: it means one rank per vCPU)" if what ==
+                                       "procs_per_node" and isinstance(value, str) else ""))
+        for k, v in {**self.requests, **self.limits}.items():
+            _check_quantity(f"resource {k}", v)
+        if self.shm_size is not None:
+            _check_quantity("shm_size", self.shm_size)
+        clash = sorted(set(self.env) & set(RESERVED_ENV))
+        if clash:
+            raise WorkshopError(f"env {clash} is set by the Trainer's Torch plugin for torchrun; remove it")
+        if self.hf_secret and self.hf_secret.namespace != self.namespace:
+            raise WorkshopError(f"Secret {self.hf_secret.name} is in namespace {self.hf_secret.namespace}, "
+                                f"the TrainJob in {self.namespace}: a secretKeyRef only sees its own namespace")
+        if not self.image or any(c.isspace() for c in self.image):
+            raise WorkshopError(f"image {self.image!r} is not an image reference")
+
+    # -- pieces
+    @property
+    def command(self) -> list[str]:
+        return [*self.launcher, "-m", self.module]
+
+    def env_list(self) -> list[dict]:
+        out = [{"name": k, "value": str(v)} for k, v in sorted(self.env.items())]
+        if self.hf_secret is not None:
+            out.append(self.hf_secret.env_var())
+        return out
+
+    def _trainer(self) -> dict:
+        resources = {k: v for k, v in (("requests", self.requests), ("limits", self.limits)) if v}
+        return {"image": self.image, "command": self.command, "args": list(self.train_args),
+                "numNodes": self.nodes, "numProcPerNode": self.procs_per_node,
+                "resourcesPerNode": resources or None, "env": self.env_list() or None}
+
+    def _pod_spec(self, form: str) -> dict:
+        container: dict = {"name": NODE_JOB}
+        volumes = None
+        if self.shm_size:
+            # torch's DataLoader workers, gloo/NCCL shared-memory transports and DeepSpeed use /dev/shm; a
+            # container's default is 64 MiB. A memory-backed emptyDir counts against the pod's memory.
+            volumes = [{"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": self.shm_size}}]
+            container["volumeMounts"] = [{"name": "dshm", "mountPath": "/dev/shm"}]
+        if self.capabilities and form == "runtimePatches":
+            container["securityContext"] = {"capabilities": {"add": list(self.capabilities)}}
+        return {"nodeSelector": self.node_selector or None, "tolerations": self.tolerations or None,
+                "volumes": volumes, "containers": [container] if len(container) > 1 else None}
+
+    def to_dict(self, trainer: str = "2.1.0") -> dict:
+        form = trainer_form(trainer)
+        if self.capabilities and form == "podTemplateOverrides":
+            raise WorkshopError(f"Trainer {trainer} cannot add container capabilities {self.capabilities} from a "
+                                "TrainJob (podTemplateOverrides has no securityContext); use Trainer >= 2.2.0 "
+                                "or a custom ClusterTrainingRuntime")
+        pod = {k: v for k, v in self._pod_spec(form).items() if v is not None}
+        spec: dict = {"runtimeRef": {"apiGroup": "trainer.kubeflow.org", "kind": "ClusterTrainingRuntime",
+                                     "name": self.runtime},
+                      "trainer": {k: v for k, v in self._trainer().items() if v is not None}}
+        if pod and form == "podTemplateOverrides":
+            spec["podTemplateOverrides"] = [{"targetJobs": [{"name": NODE_JOB}], "spec": pod}]
+        elif pod:
+            spec["runtimePatches"] = [{"manager": PATCH_MANAGER, "trainingRuntimeSpec": {"template": {"spec": {
+                "replicatedJobs": [{"name": NODE_JOB, "template": {"spec": {"template": {"spec": pod}}}}]}}}}]
+        labels = {"app.kubernetes.io/part-of": "workshop", **self.labels}
+        return {"apiVersion": API_VERSION, "kind": "TrainJob",
+                "metadata": {"name": self.name, "namespace": self.namespace, "labels": labels},
+                "spec": spec}
+
+    def documents(self, trainer: str = "2.1.0") -> list[dict]:
+        """What goes into a manifest file: the TrainJob only. The Secret is created separately, never rendered."""
+        return [self.to_dict(trainer)]
+
+
+# ------------------------------------------------------------------------------------- builders
+def train_args(model: str = "tiny", *, dataset: str = "local", seq_len: int = 128, micro_batch: int = 4,
+               grad_accum: int = 1, max_steps: int = 20, precision: str = "bf16", zero_stage: int = 3,
+               backend: str = "gloo", threads: int | None = None, grad_ckpt: bool = False,
+               offload_optimizer: bool = False, output_dir: str = OUTPUT_DIR, extra: list[str] | None = None) -> list[str]:
+    """The workbook's training flags, as the node container passes them to `workshop.train`."""
+    for what, value in (("seq_len", seq_len), ("micro_batch", micro_batch), ("grad_accum", grad_accum),
+                        ("max_steps", max_steps)):
+        check_positive(what, value)
+    check_choice("ZeRO stage", zero_stage, (0, 1, 2, 3))
+    args = ["--model", model, "--dataset", dataset, "--seq-len", str(seq_len), "--micro-batch", str(micro_batch),
+            "--grad-accum", str(grad_accum), "--max-steps", str(max_steps), "--precision", precision,
+            "--engine", "deepspeed", "--zero-stage", str(zero_stage), "--backend", backend]
+    if threads:
+        args += ["--threads", str(threads)]
+    if grad_ckpt:
+        args.append("--grad-ckpt")
+    if offload_optimizer:
+        args.append("--offload-optimizer")
+    return [*args, "--output-dir", output_dir, *(extra or [])]
+
+
+def _check_nodes(nodes) -> None:
+    if isinstance(nodes, bool) or not isinstance(nodes, int) or nodes < 1:
+        raise WorkshopError(f"nodes must be an integer >= 1, got {nodes!r}")
+
+
+def cpu_trainjob(name: str = "cpu-llama3", *, model: str = "llama-3-8b", nodes: int = 4, procs_per_node: int = 1,
+                 node_pool: str = "cpu-amx", namespace: str = "default", registry: str = DEFAULT_REGISTRY,
+                 recommendation=None, cpu: str | None = None, memory: str | None = None, shm_size: str | None = None,
+                 threads_per_rank: int | None = None, hf_secret: HFTokenSecret | None = None,
+                 args: list[str] | None = None, **train_kw) -> TrainJobSpec:
+    """The Xeon AMX job: CPU image, Karpenter pool + AMX taint, planner-sized resources and /dev/shm.
+
+    Sizes come from `recommendation` (chapter 01's `memory.recommend`), computed here if not given;
+    explicit cpu/memory/shm_size/threads win over it.
+    """
+    _check_nodes(nodes)
+    check_dns_label("node pool", node_pool)
+    if recommendation is None and None in (cpu, memory, shm_size, threads_per_rank):
+        from workshop.memory import recommend
+
+        recommendation = recommend(model, nodes=nodes, procs_per_node=procs_per_node)
+    rec = recommendation
+    cpu = cpu or rec.cpu_request
+    memory = memory or rec.memory_request
+    shm_size = shm_size or rec.shm_size
+    threads = threads_per_rank or rec.threads_per_rank
+    from workshop.k8s.karpenter import AMX_TAINT
+
+    key, value, effect = AMX_TAINT
+    if args is None:
+        args = train_args(model, threads=threads, **{"dataset": "wikitext", "seq_len": 512, "micro_batch": 1,
+                                                     "grad_accum": 4, "max_steps": 50, "grad_ckpt": True,
+                                                     **train_kw})
+    return TrainJobSpec(
+        name=name, namespace=namespace, image=image_ref("cpu", registry), train_args=args, nodes=nodes,
+        procs_per_node=procs_per_node,
+        requests={"cpu": str(cpu), "memory": memory}, limits={"memory": memory},
+        env={"OMP_NUM_THREADS": str(threads), "TOKENIZERS_PARALLELISM": "false",
+             "HF_HOME": "/workspace/hf-cache"},
+        hf_secret=hf_secret, node_selector={"karpenter.sh/nodepool": node_pool},
+        tolerations=[{"key": key, "operator": "Equal", "value": value, "effect": effect}],
+        shm_size=shm_size, labels={"workshop/accelerator": "cpu"})
+
+
+def gpu_trainjob(name: str = "gpu-llama3", *, model: str = "llama-3-8b", nodes: int = 4,
+                 instance_type: str = "p4d.24xlarge", gpus_per_node: int | None = None,
+                 efa_per_node: int | None = None, namespace: str = "default", registry: str = DEFAULT_REGISTRY,
+                 cpu: str | None = None, memory: str | None = None, shm_size: str = "64Gi",
+                 ipc_lock: bool = True, catalog_source: str | None = None, hf_secret: HFTokenSecret | None = None, args: list[str] | None = None,
+                 **train_kw) -> TrainJobSpec:
+    """The GPU job: CUDA/NCCL/EFA image, one rank per GPU, every EFA interface of the instance.
+
+    GPU and EFA counts default to the instance type's (from the catalog). IPC_LOCK lets libfabric pin
+    memory for EFA; hostIPC is not needed because /dev/shm is a sized memory volume. Trainer v2.1 cannot
+    add a capability from a TrainJob: render for it with ipc_lock=False (EKS AMIs already raise memlock).
+    """
+    _check_nodes(nodes)
+    if gpus_per_node is None or efa_per_node is None:
+        from workshop.catalog import instance_info
+
+        info = instance_info(instance_type, source=catalog_source)
+        if not info.gpus:
+            raise WorkshopError(f"{instance_type} has no GPU; pick a GPU type such as p4d.24xlarge or g6e.8xlarge")
+        gpus_per_node = gpus_per_node or info.gpus
+        efa_per_node = info.max_efa_interfaces if efa_per_node is None else efa_per_node
+    check_positive("gpus_per_node", gpus_per_node)
+    check_positive("efa_per_node", efa_per_node, allow_zero=True)
+    limits = {"nvidia.com/gpu": str(gpus_per_node)}
+    if efa_per_node:
+        limits["vpc.amazonaws.com/efa"] = str(efa_per_node)
+    requests = {k: v for k, v in (("cpu", cpu), ("memory", memory)) if v}
+    if memory:
+        limits["memory"] = memory
+    if args is None:
+        args = train_args(model, **{"dataset": "wikitext", "seq_len": 512, "micro_batch": 1, "grad_accum": 4,
+                                    "max_steps": 50, "grad_ckpt": True, "backend": "nccl", **train_kw})
+    env = {"NCCL_DEBUG": "WARN", "TOKENIZERS_PARALLELISM": "false", "HF_HOME": "/workspace/hf-cache"}
+    if efa_per_node:
+        env.update({"FI_PROVIDER": "efa", "FI_EFA_USE_DEVICE_RDMA": "1" if instance_type.startswith("p") else "0"})
+    return TrainJobSpec(
+        name=name, namespace=namespace, image=image_ref("gpu", registry), train_args=args, nodes=nodes,
+        procs_per_node=gpus_per_node, requests=requests, limits=limits, env=env, hf_secret=hf_secret,
+        node_selector={"node.kubernetes.io/instance-type": instance_type},
+        tolerations=[{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
+                     {"key": "vpc.amazonaws.com/efa", "operator": "Exists", "effect": "NoSchedule"}],
+        shm_size=shm_size, capabilities=["IPC_LOCK"] if efa_per_node and ipc_lock else [],
+        labels={"workshop/accelerator": "gpu"})
+
+
+# ------------------------------------------------------------------------------------- validation
+def validate(spec_or_docs, trainer: str = "2.1.0") -> list:
+    """Chapter 02's validator against the CRDs of `trainer`'s release (or its nearest same-form release)."""
+    from workshop.k8s.validate import validate_documents
+
+    docs = spec_or_docs.documents(trainer) if isinstance(spec_or_docs, TrainJobSpec) else list(spec_or_docs)
+    return validate_documents(docs, trainer=crd_release(trainer))
+
+
+def migration_diff(spec: TrainJobSpec, old: str = "2.1.0", new: str = "2.2.0") -> str:
+    """The unified diff a reviewer sees when the same job moves from `old` to `new` Trainer."""
+    from workshop.k8s.base import diff_yaml
+
+    return diff_yaml(spec.documents(old), spec.documents(new), old_name=f"trainer-v{normalize_trainer_version(old)}",
+                     new_name=f"trainer-v{normalize_trainer_version(new)}")
+
+
+# Default manifests (registered in workshop/k8s/render.py): the seed's 4-node Llama-3-8B jobs, fixed.
+def default_cpu_job() -> TrainJobSpec:
+    """Sized by the planner from the offline (moto) catalog, so the checked-in YAML is the same everywhere."""
+    from workshop.memory import recommend
+
+    rec = recommend("llama-3-8b", nodes=4, procs_per_node=1, source="moto")
+    return cpu_trainjob(model="llama-3-8b", nodes=4, recommendation=rec, hf_secret=HFTokenSecret())
+
+
+def default_gpu_job() -> TrainJobSpec:
+    return gpu_trainjob(catalog_source="moto", hf_secret=HFTokenSecret())
