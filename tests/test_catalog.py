@@ -1,0 +1,72 @@
+"""EC2 catalog: the seed's query and the broader ones answered from moto's real offline catalog."""
+
+import json
+
+import pytest
+
+from workshop import catalog
+from workshop.errors import WorkshopError
+
+
+def test_seed_query_returns_the_seeds_instances():
+    rows, source = catalog.describe_instance_types(catalog.SEED_FILTERS, source="moto")
+    assert source.startswith("moto")
+    names = {r.instance_type for r in rows}
+    # every row the seed printed is still in the catalog (newer catalogs add u7i/u7in sizes)
+    seed = {"u7i-6tb.112xlarge", "r7iz.32xlarge", "r7i.metal-48xl", "i7ie.metal-48xl", "m7i.48xlarge",
+            "i7ie.48xlarge", "c7i.metal-48xl", "i7i.metal-48xl", "r7iz.metal-32xl", "r7i.48xlarge",
+            "i7i.48xlarge", "i7i.24xlarge", "c7i.48xlarge", "m7i.metal-48xl"}
+    assert seed <= names
+    assert all(r.efa and "7i" in r.instance_type for r in rows)
+    r7i = next(r for r in rows if r.instance_type == "r7i.48xlarge")
+    assert (r7i.vcpus, r7i.cores, r7i.memory_gib) == (192, 96, 1536)
+    assert r7i.amx and r7i.hourly_usd == pytest.approx(12.7008)
+
+
+def test_broad_families_gpu_and_amx_marks():
+    rows, _ = catalog.list_instances(["c7i", "m8i", "p4d", "p5", "g6e", "m7g", "m7a"], source="moto")
+    by = {r.instance_type: r for r in rows}
+    p5 = by["p5.48xlarge"]
+    assert (p5.gpus, p5.gpu_name, p5.gpu_memory_gib) == (8, "H100", 80) and p5.efa and not p5.amx
+    p4d = by["p4d.24xlarge"]
+    assert (p4d.gpus, p4d.gpu_memory_gib) == (8, 40) and not p4d.amx and p4d.hourly_usd == pytest.approx(32.7726)
+    assert by["g6e.8xlarge"].network_performance == "25 Gigabit" and by["g6e.8xlarge"].efa  # the seed's spec
+    assert all(r.amx for r in rows if r.family in ("c7i", "m8i"))
+    assert not any(r.amx for r in rows if r.family in ("m7g", "m7a"))
+    assert "Graviton" in by["m7g.large"].amx_reason and "AMD" in by["m7a.large"].amx_reason
+    assert by["m8i.large"].hourly_usd is None  # unknown prices stay unknown
+
+
+def test_sizes_and_efa_filters():
+    rows, _ = catalog.list_instances(["c7i", "m7i", "r7i"], sizes=["8xlarge", "48xlarge"], efa=True, source="moto")
+    assert {r.instance_type for r in rows} == {"c7i.48xlarge", "m7i.48xlarge", "r7i.48xlarge"}
+
+
+def test_amx_rule():
+    assert catalog.amx_capability("c6i", "Intel", "x86_64")[0] is False  # Ice Lake
+    assert catalog.amx_capability("r7iz", "Intel", "x86_64")[0] is True
+    assert catalog.amx_capability("m7i-flex", "Intel", "x86_64")[0] is True
+    assert catalog.amx_capability("c7g", "AWS", "arm64")[0] is False
+
+
+def test_unknown_family_and_instance_are_clear_errors():
+    with pytest.raises(WorkshopError, match="did you mean.*r7i"):
+        catalog.list_instances(["r7x"], source="moto")
+    with pytest.raises(WorkshopError, match="check the size"):
+        catalog.instance_info("r7i.49xlarge", source="moto")
+    with pytest.raises(WorkshopError, match="should look like"):
+        catalog.instance_info("r7i")
+    with pytest.raises(WorkshopError, match="catalog source"):
+        catalog.describe_instance_types(source="azure")
+    assert catalog.instance_info("g6e.8xlarge", source="moto").gpus == 1
+
+
+def test_cli_json_and_errors(capsys):
+    assert catalog.main(["--family", "r7i", "--efa", "--json", "--source", "moto"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert isinstance(out, list) and out
+    for key in ("instance_type", "vcpus", "cores", "memory_gib", "efa"):
+        assert key in out[0]
+    assert all(o["efa"] for o in out)
+    assert catalog.main(["--family", "nope9", "--source", "moto"]) == 2
+    assert capsys.readouterr().err.startswith("error:")

@@ -1,0 +1,103 @@
+"""Hardware detection and the GEMM benchmark: real values on whatever CPU runs the tests (AMX or not)."""
+
+import json
+
+import pytest
+
+from workshop import hardware
+from workshop.errors import WorkshopError
+
+
+@pytest.fixture(scope="module")
+def detected():
+    return hardware.detect()
+
+
+def test_detect_reports_flags_consistently_with_proc_cpuinfo(detected):
+    flags = set(hardware._read_proc_cpuinfo().get("flags", "").split())
+    if not flags:
+        pytest.skip("no /proc/cpuinfo flags on this OS")
+    assert detected["amx_bf16"] == ("amx_bf16" in flags)
+    assert detected["avx512_bf16"] == ("avx512_bf16" in flags)
+    assert detected["amx"] == ("amx_bf16" in flags and "amx_tile" in flags)
+    assert detected["cores"] >= 1 and detected["clock_source"]
+    assert isinstance(detected["torch_capability"], str) and detected["torch_capability"]
+
+
+def test_onednn_line_agrees_with_amx_flag(detected):
+    impl = detected["onednn_bf16_impl"]
+    if impl is None:
+        pytest.skip("this torch build ran no oneDNN matmul for bf16")
+    # oneDNN can only pick an AMX kernel when the CPU reports AMX, and names the ISA it used.
+    assert ("amx" in impl) <= detected["amx"]
+    assert detected["onednn_isa"]
+    assert detected["why"].startswith("AMX present" if detected["amx"] else "No AMX")
+
+
+def test_peak_formula_matches_hand_computation():
+    p = hardware.peak_tflops("amx_bf16", 96, 3.2)  # r7i.48xlarge: 96 cores x 3.2 GHz x 1024
+    assert p.tflops == pytest.approx(96 * 3.2e9 * 1024 / 1e12)
+    assert 300 < p.tflops < 320
+    assert hardware.peak_tflops("avx512_fp32_intel", 2, 2.0).tflops == pytest.approx(0.256)
+    with pytest.raises(WorkshopError, match="unknown matmul path"):
+        hardware.peak_tflops("amx_fp64", 2, 2.0)
+    with pytest.raises(WorkshopError):
+        hardware.peak_tflops("amx_bf16", 0, 2.0)
+
+
+def test_machine_peaks_use_the_isa_present(detected):
+    peaks = hardware.machine_peaks(detected, cores=2)
+    assert peaks["amx_reference"].flops_per_cycle == 1024
+    if detected["clock_ghz"] and peaks["bf16"]:
+        if detected["amx"]:
+            assert peaks["bf16"].path == "amx_bf16"
+        else:
+            assert peaks["bf16"].path != "amx_bf16"
+            assert peaks["bf16"].tflops < peaks["amx_reference"].tflops
+
+
+def test_isa_class_for_known_cpus():
+    base = {"amx": False, "avx512f": True, "avx512_bf16": True, "avx2": True, "arch": "x86_64"}
+    assert hardware.isa_class({**base, "vendor": "AuthenticAMD", "cpu_family": 25}) == "zen4"
+    assert hardware.isa_class({**base, "vendor": "AuthenticAMD", "cpu_family": 26}) == "zen5"
+    assert hardware.isa_class({**base, "amx": True, "vendor": "GenuineIntel"}) == "intel_amx"
+    assert hardware.isa_class({**base, "avx512f": False, "vendor": "ARM"}) == "avx2"
+    graviton = {**base, "avx512f": False, "avx2": False, "avx512_bf16": False, "arch": "aarch64", "vendor": "ARM",
+                "onednn_bf16_impl": None}
+    assert "Arm" in hardware.explain(graviton)
+
+
+def test_gemm_benchmark_measures_real_throughput():
+    res = hardware.gemm_benchmark(sizes=(128, 256), threads=(1,), warmup=1, repeats=3, min_seconds=0.01)
+    assert {(r.size, r.dtype) for r in res} == {(128, "bf16"), (256, "bf16"), (128, "fp32"), (256, "fp32")}
+    for r in res:
+        assert len(r.tflops) == 3
+        assert r.worst <= r.median <= r.best
+        assert 1e-4 < r.median < 100  # a real CPU: more than 0.1 GFLOPS, less than 100 TFLOPS
+    d = {"cores": 1, "clock_ghz": 2.0, "isa_class": "zen4", "amx": False, "avx512_bf16": True, "why": "x"}
+    s = hardware.summarize(d, res)
+    assert s["bf16_over_fp32"] == pytest.approx(s["bf16_tflops"] / s["fp32_tflops"], rel=0.01)
+    amx_peak_one_core = 1 * hardware.XEON_REFERENCE["clock_ghz"] * 1024 / 1000
+    assert s["peak_amx_bf16_tflops"] == pytest.approx(amx_peak_one_core)
+    assert s["bf16_pct_of_amx_peak"] == pytest.approx(100 * s["bf16_tflops"] / amx_peak_one_core, abs=0.1)
+    assert s["peak_bf16_tflops"] == pytest.approx(1 * 2.0 * 64 / 1000)  # Zen 4 bf16: 64 FLOP/cycle
+
+
+def test_gemm_benchmark_rejects_bad_input():
+    with pytest.raises(WorkshopError, match="dtype"):
+        hardware.gemm_benchmark(sizes=(64,), dtypes=("int4",))
+    with pytest.raises(WorkshopError):
+        hardware.gemm_benchmark(sizes=(0,))
+
+
+def test_cli_json(capsys):
+    assert hardware.main(["--json", "--sizes", "128", "--threads", "1", "--repeats", "2"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    for key in ("amx", "bf16_tflops", "fp32_tflops", "peak_bf16_tflops", "peak_amx_bf16_tflops"):
+        assert key in out
+    assert out["bf16_tflops"] > 0 and out["fp32_tflops"] > 0
+
+
+def test_cli_bad_input_is_an_error_not_a_traceback(capsys):
+    assert hardware.main(["--sizes", "12x", "--no-bench"]) == 2
+    assert capsys.readouterr().err.startswith("error:")

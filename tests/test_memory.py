@@ -1,0 +1,147 @@
+"""Memory planner: exact counts, the seed's measured ZeRO-3 log, DeepSpeed's estimator, a real forward pass."""
+
+import json
+
+import pytest
+
+from workshop import memory
+from workshop.errors import WorkshopError
+from workshop.memory import GiB
+
+
+def test_exact_parameter_count_from_meta_device():
+    arch = memory.architecture("llama-3-8b")
+    assert arch.params == 8_030_261_248
+    assert arch.largest_layer_params == 128256 * 4096  # embedding (untied lm_head is the same size)
+
+
+def test_plan_matches_seed_log_after_calibration_stage():
+    """Only the first line calibrates the runtime term; the later stages are predictions."""
+    rows = {r["stage"]: r for r in memory.seed_comparison()}
+    assert rows["Stage 3 initialize beginning"]["plan_gib"] == pytest.approx(4.81, abs=0.01)
+    for stage in ("After creating fp32 partitions", "After initializing optimizer states",
+                  "After initializing ZeRO optimizer"):
+        assert abs(rows[stage]["diff_pct"]) < 6, rows[stage]
+    plan = memory.plan_memory(**memory.SEED_RUN)
+    assert plan.at_zero_init / GiB == pytest.approx(24.47, rel=0.06)
+    # host total: 4 ranks + the seed host's own idle baseline (used at start minus 4 x 4.81 GiB)
+    baseline = memory.SEED_HOST_USED_GIB["start"] - 4 * memory.SEED_STAGES_GIB["Stage 3 initialize beginning"]
+    assert 4 * plan.at_zero_init / GiB + baseline == pytest.approx(104.54, rel=0.06)
+    # the seed's line is before the first step: Adam's moments come on top of it
+    assert plan.total > plan.at_zero_init + 14 * GiB
+
+
+def test_model_states_agree_with_deepspeed_estimator():
+    ds = memory.deepspeed_estimate("llama-3-8b", nodes=1, procs_per_node=4)
+    plan = memory.plan_memory(**memory.SEED_RUN)
+    states = sum(plan.components[k] for k in ("params", "grads", "master_fp32", "adam_moments",
+                                              "optimizer_grads_fp32"))
+    # DeepSpeed counts 18 bytes/param with offload; we count a bf16 gradient partition too (20)
+    assert states / ds["host_per_rank"] == pytest.approx(20 / 18, rel=0.02)
+    gpu_ds = memory.deepspeed_estimate("llama-3-8b", nodes=2, procs_per_node=8, offload_optimizer=False,
+                                       offload_param=False)
+    gpu = memory.plan_memory("llama-3-8b", world_size=16, procs_per_node=8, device="gpu")
+    dev_states = gpu.device_bytes - gpu.components["activations"] - gpu.components["cuda_context"]
+    assert dev_states / gpu_ds["device_per_rank"] == pytest.approx(1.0, abs=0.15)
+
+
+def test_activation_formula_matches_saved_tensors_of_a_real_forward():
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from workshop.models import build_config
+
+    arch = memory.architecture("tiny")
+    for ckpt in (False, True):
+        torch.manual_seed(0)
+        net = AutoModelForCausalLM.from_config(build_config("tiny"), attn_implementation="sdpa").to(torch.bfloat16)
+        net.train()
+        if ckpt:
+            enable = getattr(net, "activation_checkpointing_enable", None) or net.gradient_checkpointing_enable
+            enable()
+        params = {p.untyped_storage().data_ptr() for p in net.parameters()}
+        saved = {}
+
+        def pack(t, params=params, saved=saved):
+            st = t.untyped_storage()
+            if st.data_ptr() not in params:
+                saved[st.data_ptr()] = st.nbytes()
+            return t
+
+        ids = torch.randint(0, arch.vocab, (2, 64))
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+            net(input_ids=ids, labels=ids, use_cache=False).loss.backward()
+        predicted = memory.activation_bytes(arch, 2, 64, ckpt)["saved"]
+        assert sum(saved.values()) == pytest.approx(predicted, rel=0.15), ckpt
+
+
+def test_zero_stages_partition_in_order():
+    kw = {"world_size": 8, "device": "cpu"}
+    plans = [memory.plan_memory("llama-3.2-1b", zero_stage=s, **kw) for s in range(4)]
+    assert [p.components["adam_moments"] for p in plans][1:] == [plans[1].components["adam_moments"]] * 3
+    assert plans[0].components["adam_moments"] == 8 * plans[0].params
+    assert plans[1].components["grads"] == 2 * plans[1].params and plans[2].components["grads"] < plans[1].components["grads"]
+    assert plans[3].components["params"] == pytest.approx(2 * plans[3].params / 8, abs=1)
+    ck = memory.plan_memory("llama-3-8b", world_size=4, grad_ckpt=True).components["activations"]
+    assert ck < memory.plan_memory("llama-3-8b", world_size=4).components["activations"] / 2
+
+
+def test_gpu_placement_follows_offload_flags():
+    on = memory.plan_memory("llama-3-8b", world_size=8, device="gpu", offload_optimizer=True, offload_param=True)
+    off = memory.plan_memory("llama-3-8b", world_size=8, device="gpu")
+    assert on.placement["adam_moments"] == "host" and off.placement["adam_moments"] == "device"
+    assert on.device_bytes < off.device_bytes and on.host_bytes > off.host_bytes
+
+
+def test_bad_plan_input():
+    with pytest.raises(WorkshopError, match="model preset"):
+        memory.plan_memory("llama-9b", world_size=1)
+    with pytest.raises(WorkshopError, match="world_size"):
+        memory.plan_memory("tiny", world_size=0)
+    with pytest.raises(WorkshopError, match="stage 3"):
+        memory.plan_memory("tiny", world_size=2, zero_stage=2, offload_param=True)
+    with pytest.raises(WorkshopError, match="ZeRO stage"):
+        memory.plan_memory("tiny", world_size=2, zero_stage=4)
+
+
+def test_recommend_seed_run_and_multinode():
+    rec = memory.recommend("llama-3-8b", nodes=1, procs_per_node=4, offload_optimizer=True, offload_param=True,
+                           source="moto")
+    assert rec.instance_type in rec.instance_types and rec.nodes == 1 and rec.procs_per_node == 4
+    need = 4 * rec.plan.total / GiB * 1.2
+    assert int(rec.memory_request.removesuffix("Gi")) >= need and rec.allocatable_gib >= need
+    assert rec.hourly_cost_usd is not None and int(rec.cpu_request) >= 4
+    assert rec.shm_size.endswith("Gi")
+    four = memory.recommend("llama-3-8b", nodes=4, source="moto")
+    assert all(t.endswith(("48xlarge", "48xl")) for t in four.instance_types)  # EFA sizes only
+    assert four.hourly_cost_usd == pytest.approx(4 * four.node_hourly_usd)
+
+
+def test_recommend_gpu_and_nothing_fits():
+    rec = memory.recommend("llama-3-8b", nodes=2, families=["p4d", "p5", "g6e"], source="moto")
+    assert rec.device == "gpu" and rec.procs_per_node == rec.gpus_per_node
+    assert rec.plan.device_bytes / GiB * 1.2 <= memory_gpu_gib(rec.instance_type)
+    with pytest.raises(WorkshopError, match="nothing fits.*g6e"):
+        memory.recommend("llama-3-8b", nodes=1, procs_per_node=1, families=["g6e"], source="moto")
+    with pytest.raises(WorkshopError, match="nodes"):
+        memory.recommend("tiny", nodes=0)
+    with pytest.raises(WorkshopError, match="did you mean"):
+        memory.recommend("tiny", nodes=1, families=["r7x"], source="moto")
+
+
+def memory_gpu_gib(instance_type):
+    from workshop.catalog import instance_info
+
+    return instance_info(instance_type, source="moto").gpu_memory_gib
+
+
+def test_cli_json(capsys):
+    assert memory.main(["--model", "llama-3-8b", "--nodes", "1", "--procs-per-node", "4", "--offload-optimizer",
+                        "--offload-param", "--source", "moto", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["params"] == 8_030_261_248
+    assert out["per_rank_bytes"] == sum(out["components"].values())
+    assert out["recommendation"]["instance_type"]
+    assert memory.main(["--model", "nope", "--nodes", "1"]) == 2
+    assert memory.main(["--nodes", "0"]) == 2
+    assert "error:" in capsys.readouterr().err

@@ -1,0 +1,406 @@
+"""What this CPU can do for bf16 training: AMX detection, the kernel oneDNN really picks, measured GEMM TFLOPS.
+
+Why three separate answers: a CPU flag says the silicon has AMX, the kernel must also allow it (Linux >= 5.16
+grants AMX tile state on request), and only oneDNN's own verbose line proves a bf16 matmul actually ran on
+it. The benchmark then puts a number beside the theoretical peak, so "AMX gives 30-50 TFLOPS" becomes a
+measured fraction of a stated formula. Nothing here assumes AMX is present.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import re
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from functools import lru_cache
+
+from workshop.errors import WorkshopError, check_positive
+
+# FLOPs per cycle per core for the matmul paths that matter here, with where each number comes from.
+# A FLOP is a multiply or an add (an FMA is 2).
+FLOPS_PER_CYCLE: dict[str, tuple[int, str]] = {
+    "amx_bf16": (1024, "Intel AMX TMUL: 1,024 bf16 FLOP/cycle/core (Intel AMX overview, 4th gen Xeon)"),
+    "avx512_bf16_intel": (128, "AVX512_BF16 VDPBF16PS: 32 pairs x 2 FLOP per 512-bit op x 2 FMA ports (Xeon)"),
+    "avx512_fp32_intel": (64, "AVX-512 FMA: 16 lanes x 2 FLOP x 2 FMA ports per core (Xeon)"),
+    "avx512_bf16_zen4": (64, ("Zen 4 runs 512-bit ops on two 256-bit pipes: one VDPBF16PS zmm (64 FLOP) per"
+                              " cycle (AMD Zen 4 software optimization guide)")),
+    "avx512_fp32_zen4": (32, "Zen 4: one 512-bit FMA per cycle = 16 lanes x 2 FLOP (two 256-bit FMA pipes)"),
+    "avx512_bf16_zen5": (128, "Zen 5 (EPYC 9005) has full 512-bit datapaths: two VDPBF16PS zmm per cycle"),
+    "avx512_fp32_zen5": (64, "Zen 5: two 512-bit FMA per cycle = 2 x 16 lanes x 2 FLOP"),
+    "avx2_fp32": (32, "AVX2 FMA: 8 lanes x 2 FLOP x 2 FMA ports"),
+}
+
+# The Xeon the chapter targets: r7i/m7i/c7i are Sapphire Rapids; EC2's catalog lists 3.2 GHz all-core turbo.
+XEON_REFERENCE = {"name": "r7i (Sapphire Rapids) all-core turbo", "clock_ghz": 3.2,
+                  "clock_source": "EC2 DescribeInstanceTypes ProcessorInfo.SustainedClockSpeedInGhz for r7i"}
+
+
+def _read_proc_cpuinfo() -> dict:
+    """First processor block of /proc/cpuinfo as a dict (Linux); empty elsewhere."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as fh:
+            text = fh.read()
+    except OSError:
+        return {}
+    info: dict = {}
+    for line in text.split("\n\n")[0].splitlines():
+        if ":" in line:
+            key, _, value = line.partition(":")
+            info.setdefault(key.strip(), value.strip())
+    return info
+
+
+def _clock_ghz(proc: dict, brand: str) -> tuple[float | None, str]:
+    """The best clock we can justify, and where it came from (the peak formula is only as good as this)."""
+    try:
+        with open("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq") as fh:
+            khz = int(fh.read())
+        return khz / 1e6, "/sys/.../cpufreq/cpuinfo_max_freq (max boost the kernel reports)"
+    except (OSError, ValueError):
+        pass
+    m = re.search(r"@\s*([\d.]+)\s*GHz", brand)
+    if m:
+        return float(m.group(1)), "CPU brand string (nominal base clock)"
+    if proc.get("cpu MHz"):
+        return float(proc["cpu MHz"]) / 1000, "/proc/cpuinfo 'cpu MHz' (the clock the hypervisor reports)"
+    try:
+        import cpuinfo
+
+        hz = cpuinfo.get_cpu_info().get("hz_advertised")
+    except Exception:  # noqa: BLE001 - py-cpuinfo is a best-effort fallback
+        hz = None
+    if hz:
+        return hz[0] / 1e9, "py-cpuinfo advertised clock"
+    return None, "unknown (no cpufreq, brand string or /proc/cpuinfo clock)"
+
+
+def _physical_cores() -> int:
+    import psutil
+
+    return psutil.cpu_count(logical=False) or os.cpu_count() or 1
+
+
+_PROBE = """
+import torch
+a = torch.randn(128, 128, dtype=torch.bfloat16)
+(a @ a).sum().item()
+"""
+
+
+@lru_cache(maxsize=1)
+def onednn_dispatch() -> dict:
+    """Run one bf16 matmul in a child process with ONEDNN_VERBOSE=1 and read what oneDNN chose.
+
+    A child process because oneDNN reads the variable once at start-up and prints from C, past Python's
+    stdout; the child's output is ours to parse.
+    """
+    env = {**os.environ, "ONEDNN_VERBOSE": "1", "OMP_NUM_THREADS": "1"}
+    try:
+        out = subprocess.run([sys.executable, "-c", _PROBE], env=env, capture_output=True, text=True,
+                             timeout=120, check=False).stdout
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return {"isa": None, "bf16_matmul_impl": None, "error": str(exc)}
+    isa = impl = None
+    for line in out.splitlines():
+        if ",info,cpu,isa:" in line:
+            isa = line.split("isa:", 1)[1].strip()
+        elif ",primitive,exec,cpu,matmul," in line or ",primitive,exec,cpu,inner_product," in line:
+            impl = impl or line.split(",")[6]
+    return {"isa": isa, "bf16_matmul_impl": impl,
+            "note": None if impl else "no oneDNN matmul ran: this torch build routes bf16 GEMM elsewhere"}
+
+
+def detect(*, probe_onednn: bool = True) -> dict:
+    """AMX/bf16 flags, CPU identity, cores and clock (with its source), oneDNN's bf16 kernel, torch's ISA level."""
+    import torch
+
+    proc = _read_proc_cpuinfo()
+    flags = set(proc.get("flags", proc.get("Features", "")).split())
+    brand = proc.get("model name", "") or platform.processor()
+    vendor = proc.get("vendor_id", "") or platform.machine()
+    if not flags:  # not Linux: py-cpuinfo knows more
+        try:
+            import cpuinfo
+
+            info = cpuinfo.get_cpu_info()
+        except Exception:  # noqa: BLE001 - best effort
+            info = {}
+        flags = set(info.get("flags", []))
+        brand, vendor = info.get("brand_raw", brand), info.get("vendor_id_raw", vendor)
+    clock, clock_source = _clock_ghz(proc, brand)
+    amx = {f: f in flags for f in ("amx_bf16", "amx_tile", "amx_int8")}
+    has_amx = amx["amx_bf16"] and amx["amx_tile"]
+    family = int(proc["cpu family"]) if proc.get("cpu family", "").isdigit() else None
+    onednn = onednn_dispatch() if probe_onednn else {"isa": None, "bf16_matmul_impl": None}
+    impl = onednn.get("bf16_matmul_impl") or ""
+    result = {
+        "cpu_model": brand, "vendor": vendor, "arch": platform.machine(), "cpu_family": family,
+        "cores": _physical_cores(), "logical_cpus": os.cpu_count(), "torch_threads": torch.get_num_threads(),
+        "clock_ghz": round(clock, 3) if clock else None, "clock_source": clock_source,
+        **amx, "amx": has_amx, "avx512f": "avx512f" in flags, "avx512_bf16": "avx512_bf16" in flags,
+        "avx2": "avx2" in flags,
+        "onednn_isa": onednn.get("isa"), "onednn_bf16_impl": onednn.get("bf16_matmul_impl"),
+        "onednn_uses_amx": "amx" in impl,
+        "torch_capability": torch.backends.cpu.get_cpu_capability(),
+        "torch_version": torch.__version__,
+    }
+    result["isa_class"] = isa_class(result)
+    result["why"] = explain(result)
+    return result
+
+
+def isa_class(d: dict) -> str:
+    """Which FLOPS_PER_CYCLE rows apply: 'intel_amx', 'intel_avx512', 'zen4', 'zen5', 'avx2' or 'other'."""
+    if d.get("amx"):
+        return "intel_amx"
+    amd = "AMD" in (d.get("vendor") or "") or "AMD" in (d.get("cpu_model") or "")
+    if d.get("avx512f"):
+        if amd:
+            return "zen5" if (d.get("cpu_family") or 0) >= 26 else "zen4"
+        return "intel_avx512"
+    return "avx2" if d.get("avx2") else "other"
+
+
+def explain(d: dict) -> str:
+    """One sentence a learner can act on: what bf16 matmuls run on here, and why."""
+    if d["amx"]:
+        used = "and oneDNN dispatches bf16 matmuls to it" if d.get("onednn_uses_amx") else (
+            "but oneDNN did not pick an AMX kernel (check the kernel >= 5.16 and the torch build)")
+        return f"AMX present (amx_bf16, amx_tile) {used}: {d.get('onednn_bf16_impl')}."
+    vendor = d.get("vendor") or "this CPU"
+    if d["arch"] in ("aarch64", "arm64"):
+        why = "an Arm CPU (e.g. Graviton): AMX is an Intel x86 extension"
+    elif "AMD" in vendor:
+        why = "an AMD CPU: AMD implements AVX-512 (Zen 4+) but not AMX"
+    else:
+        why = "an x86 CPU older than 4th gen Xeon (Sapphire Rapids), or a VM/kernel that hides AMX"
+    path = ("avx512_bf16 dot products" if d.get("avx512_bf16") else
+            "fp32 FMA units (bf16 is converted, no native bf16 math)")
+    return f"No AMX: {why}. bf16 matmuls run on {path}; oneDNN kernel: {d.get('onednn_bf16_impl')}."
+
+
+@dataclass
+class Peak:
+    """Theoretical peak = cores x clock x FLOP/cycle/core, with every factor named."""
+    label: str
+    path: str
+    cores: int
+    clock_ghz: float
+    flops_per_cycle: int
+    tflops: float
+    assumption: str
+
+
+def peak_tflops(path: str, cores: int, clock_ghz: float) -> Peak:
+    """Peak TFLOPS of one matmul path (a FLOPS_PER_CYCLE key) on `cores` cores at `clock_ghz`."""
+    if path not in FLOPS_PER_CYCLE:
+        raise WorkshopError(f"unknown matmul path {path!r}; allowed: {', '.join(FLOPS_PER_CYCLE)}")
+    check_positive("cores", cores)
+    check_positive("clock_ghz", clock_ghz)
+    fpc, why = FLOPS_PER_CYCLE[path]
+    return Peak(path, path, cores, clock_ghz, fpc, cores * clock_ghz * 1e9 * fpc / 1e12, why)
+
+
+def machine_peaks(d: dict, cores: int | None = None) -> dict[str, Peak | None]:
+    """bf16 and fp32 peaks for the ISA found here, plus the AMX peak this many cores would have on a Xeon."""
+    cores = cores or d["cores"]
+    clock = d.get("clock_ghz")
+    cls = d.get("isa_class") or isa_class(d)
+    bf16_path = {"intel_amx": "amx_bf16", "zen4": "avx512_bf16_zen4", "zen5": "avx512_bf16_zen5",
+                 "intel_avx512": "avx512_bf16_intel"}.get(cls)
+    if bf16_path and bf16_path.startswith("avx512_bf16") and not d.get("avx512_bf16"):
+        bf16_path = None  # AVX-512 without bf16 dot products: bf16 runs through fp32 units
+    fp32_path = {"intel_amx": "avx512_fp32_intel", "intel_avx512": "avx512_fp32_intel",
+                 "zen4": "avx512_fp32_zen4", "zen5": "avx512_fp32_zen5", "avx2": "avx2_fp32"}.get(cls)
+    out: dict[str, Peak | None] = {"bf16": None, "fp32": None}
+    if clock:
+        out["fp32"] = peak_tflops(fp32_path, cores, clock) if fp32_path else None
+        out["bf16"] = peak_tflops(bf16_path, cores, clock) if bf16_path else out["fp32"]
+    # What the same cores would peak at with AMX, at the Xeon's clock (the chapter's target).
+    out["amx_reference"] = peak_tflops("amx_bf16", cores, XEON_REFERENCE["clock_ghz"])
+    return out
+
+
+@dataclass
+class GemmResult:
+    """One (size, dtype, threads) cell: every repeat kept, so the spread is visible, never one timing."""
+    size: int
+    dtype: str
+    threads: int
+    tflops: list[float] = field(default_factory=list)
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.tflops)
+
+    @property
+    def best(self) -> float:
+        return max(self.tflops)
+
+    @property
+    def worst(self) -> float:
+        return min(self.tflops)
+
+    def as_dict(self) -> dict:
+        return {**asdict(self), "median_tflops": self.median, "best_tflops": self.best,
+                "worst_tflops": self.worst}
+
+
+_DTYPES = ("bf16", "fp32")
+
+
+def gemm_benchmark(sizes=(512, 1024, 2048), dtypes=_DTYPES, threads=None, *, warmup: int = 2,
+                   repeats: int = 5, min_seconds: float = 0.05) -> list[GemmResult]:
+    """Square n x n GEMMs: each repeat times enough back-to-back matmuls to last >= min_seconds.
+
+    Threads default to (1, physical cores). Warm-up runs first so oneDNN's kernel generation (JIT) and
+    page faults are not timed; the median and best are reported because VM timings swing 2x run to run.
+    """
+    import torch
+
+    threads = list(threads or sorted({1, _physical_cores()}))
+    for n in sizes:
+        check_positive("GEMM size", n)
+    for t in threads:
+        check_positive("threads", t)
+    check_positive("repeats", repeats)
+    for dt in dtypes:
+        if dt not in _DTYPES:
+            raise WorkshopError(f"unknown dtype {dt!r}; allowed: {', '.join(_DTYPES)}")
+    torch_dtype = {"bf16": torch.bfloat16, "fp32": torch.float32}
+    before = torch.get_num_threads()
+    results = []
+    try:
+        for t in threads:
+            torch.set_num_threads(t)
+            for dt in dtypes:
+                for n in sizes:
+                    a = torch.randn(n, n, dtype=torch_dtype[dt])
+                    b = torch.randn(n, n, dtype=torch_dtype[dt])
+                    for _ in range(warmup):
+                        torch.mm(a, b)
+                    start = time.perf_counter()
+                    torch.mm(a, b)
+                    once = max(time.perf_counter() - start, 1e-6)
+                    inner = max(1, int(min_seconds / once))
+                    cell = GemmResult(n, dt, t)
+                    for _ in range(repeats):
+                        start = time.perf_counter()
+                        for _ in range(inner):
+                            torch.mm(a, b)
+                        elapsed = time.perf_counter() - start
+                        cell.tflops.append(2 * n**3 * inner / elapsed / 1e12)
+                    results.append(cell)
+    finally:
+        torch.set_num_threads(before)
+    return results
+
+
+def summarize(d: dict, results: list[GemmResult]) -> dict:
+    """The numbers the chapter quotes: the best median cell per dtype, their ratio, and % of each peak.
+
+    The best cell, not the most threads: on a shared 2-core VM a second thread often loses to a neighbour's
+    process, and the peak is computed for the thread count that cell actually used.
+    """
+    def best_cell(dtype):
+        cells = [r for r in results if r.dtype == dtype]
+        return max(cells, key=lambda r: r.median) if cells else None
+
+    bf16, fp32 = best_cell("bf16"), best_cell("fp32")
+
+    def peaks_for(cell):
+        return machine_peaks(d, cores=min(cell.threads, d["cores"])) if cell else machine_peaks(d)
+
+    pb = peaks_for(bf16)["bf16"]
+    pf = peaks_for(fp32)["fp32"]
+    pa = peaks_for(bf16)["amx_reference"]
+
+    def pct(x, p):
+        return round(100 * x / p.tflops, 1) if (x is not None and p) else None
+
+    bf16_t = bf16.median if bf16 else None
+    fp32_t = fp32.median if fp32 else None
+    out = {
+        "amx": d["amx"], "isa_class": d["isa_class"], "why": d["why"],
+        "threads": bf16.threads if bf16 else None, "fp32_threads": fp32.threads if fp32 else None,
+        "bf16_tflops": bf16_t, "bf16_best_tflops": bf16.best if bf16 else None,
+        "bf16_size": bf16.size if bf16 else None,
+        "fp32_tflops": fp32_t, "fp32_best_tflops": fp32.best if fp32 else None,
+        "fp32_size": fp32.size if fp32 else None,
+        "bf16_over_fp32": round(bf16_t / fp32_t, 2) if (bf16_t and fp32_t) else None,
+        "peak_bf16_tflops": pb.tflops if pb else None, "peak_bf16_path": pb.path if pb else None,
+        "peak_fp32_tflops": pf.tflops if pf else None, "peak_fp32_path": pf.path if pf else None,
+        "peak_amx_bf16_tflops": pa.tflops,
+        "bf16_pct_of_peak": pct(bf16_t, pb), "fp32_pct_of_peak": pct(fp32_t, pf),
+        "bf16_pct_of_amx_peak": pct(bf16_t, pa),
+        "clock_ghz": d.get("clock_ghz"), "clock_source": d.get("clock_source"),
+        "peaks": {"bf16": asdict(pb) if pb else None, "fp32": asdict(pf) if pf else None,
+                  "amx_reference": asdict(pa)},
+        "note": None,
+    }
+    if any((v or 0) > 100 for v in (out["bf16_pct_of_peak"], out["fp32_pct_of_peak"])):
+        out["note"] = ("above 100% of peak: the clock used is below the one the cores really ran at "
+                       f"({d.get('clock_source')}; VMs report the base clock, cores boost higher)")
+    return out
+
+
+def _int_list(text: str) -> list[int]:
+    try:
+        values = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise WorkshopError(f"expected comma-separated integers, got {text!r}") from None
+    for v in values:
+        check_positive("value", v)
+    return values
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="workshop hw", description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="512,1024,2048", help="GEMM sizes n (n x n), comma-separated")
+    parser.add_argument("--threads", default=None, help="thread counts, comma-separated (default: 1,cores)")
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--no-bench", action="store_true", help="detection only")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    args = parser.parse_args(argv)
+    try:
+        sizes = _int_list(args.sizes)
+        threads = _int_list(args.threads) if args.threads else None
+        check_positive("--repeats", args.repeats)
+        d = detect()
+        out: dict = {"detect": d, "amx": d["amx"]}
+        if not args.no_bench:
+            results = gemm_benchmark(sizes, threads=threads, repeats=args.repeats)
+            out.update(summarize(d, results))
+            out["results"] = [r.as_dict() for r in results]
+    except WorkshopError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(out, indent=2, default=str))
+        return 0
+    print(f"CPU: {d['cpu_model']} ({d['vendor']}), {d['cores']} cores, clock {d['clock_ghz']} GHz "
+          f"[{d['clock_source']}]")
+    print(f"AMX: {d['amx']} | avx512_bf16: {d['avx512_bf16']} | torch capability: {d['torch_capability']}")
+    print(f"oneDNN ISA: {d['onednn_isa']} | bf16 matmul kernel: {d['onednn_bf16_impl']}")
+    print(d["why"])
+    if "results" in out:
+        for r in out["results"]:
+            print(f"  {r['dtype']:>4} n={r['size']:>5} threads={r['threads']}: median {r['median_tflops']:.3f}"
+                  f" best {r['best_tflops']:.3f} worst {r['worst_tflops']:.3f} TFLOPS")
+        if out["note"]:
+            print(f"note: {out['note']}")
+        print(f"bf16 {out['bf16_tflops']:.3f} vs fp32 {out['fp32_tflops']:.3f} TFLOPS "
+              f"(x{out['bf16_over_fp32']}); peak here bf16 {out['peak_bf16_tflops']:.2f} "
+              f"({out['bf16_pct_of_peak']}%), AMX peak of the same cores {out['peak_amx_bf16_tflops']:.2f} "
+              f"({out['bf16_pct_of_amx_peak']}%)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
