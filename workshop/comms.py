@@ -1,0 +1,521 @@
+"""How many bytes ZeRO moves per step, over which wire, and what that costs: chapter 06's model and benchmark.
+
+The model is deliberately small: step time = compute + (1 - overlap) x (collective bytes / link bandwidth
++ offload bytes / PCIe bandwidth). Bytes come from the ZeRO algorithm (ring factor (N-1)/N, gradient
+accumulation, one all-gather per forward, backward and checkpoint recompute); bandwidths come from
+workshop.topology (published line rates x one stated efficiency). The only number taken from a
+measurement is each instance's compute time, read off its own single-pod run; every multi-pod time is
+then a prediction. Locally the same model is calibrated with a torch.distributed collective benchmark.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from workshop.errors import WorkshopError, check_choice, check_positive
+from workshop.topology import GB, INSTANCES, SEED_RUNS, SEED_STEPS, SeedRun, SeedWorkload, instance, link
+
+OPS = ("all_reduce", "all_gather", "reduce_scatter")
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "benchmarks" / "results" / "comms.json"
+
+
+# ---------------------------------------------------------------- traffic model
+
+def ring_factor(world: int) -> float:
+    """A ring moves (N-1)/N of the buffer through every rank's link."""
+    check_positive("world size", world)
+    return (world - 1) / world
+
+
+def gathers_per_micro_step(grad_ckpt: bool) -> int:
+    """ZeRO-3 all-gathers every parameter for forward and for backward; checkpoint recompute adds one more."""
+    return 3 if grad_ckpt else 2
+
+
+@dataclass(frozen=True)
+class Traffic:
+    """Bytes each rank sends (= receives) per optimizer step, by collective, plus the PCIe offload copies."""
+
+    stage: int
+    world: int
+    params: int
+    grad_accum: int
+    bytes_per_param: int
+    gathers_per_micro: int
+    all_gather: float
+    reduce_scatter: float
+    all_reduce: float
+    pcie_h2d: float
+    pcie_d2h: float
+
+    @property
+    def collective(self) -> float:
+        return self.all_gather + self.reduce_scatter + self.all_reduce
+
+    @property
+    def pcie(self) -> float:
+        return max(self.pcie_h2d, self.pcie_d2h)  # PCIe is full duplex: the busier direction sets the time
+
+
+def zero_traffic(params: int, world: int, stage: int, *, grad_accum: int = 1, bytes_per_param: int = 2,
+                 grad_ckpt: bool = False, offload_param: bool = False, offload_optimizer: bool = False,
+                 reduce_scatter_as_all_reduce: bool = False) -> Traffic:
+    """Per-rank bytes per optimizer step for ZeRO stage 0-3 (0 = plain data parallel).
+
+    stage 0: one all-reduce of the gradients per step (accumulation stays local).
+    stage 1: gradients reduce-scattered once per step, updated parameters all-gathered once per step.
+    stage 2: gradients are partitioned, so they are reduce-scattered every micro-step.
+    stage 3: parameters are partitioned too: all-gathered for every forward, backward (and recompute).
+    `reduce_scatter_as_all_reduce`: backends such as gloo implement reduce-scatter as an all-reduce
+    (twice the bytes); the collective benchmark measures which one yours does.
+    """
+    check_choice("ZeRO stage", stage, (0, 1, 2, 3))
+    check_positive("params", params)
+    check_positive("grad_accum", grad_accum)
+    check_positive("bytes_per_param", bytes_per_param)
+    size = float(params) * bytes_per_param
+    r = ring_factor(world)
+    rs = 2 * r * size if reduce_scatter_as_all_reduce else r * size
+    k = gathers_per_micro_step(grad_ckpt) if stage == 3 else 0
+    ag = rsc = ar = 0.0
+    if stage == 0:
+        ar = 2 * r * size
+    elif stage == 1:
+        rsc, ag = rs, r * size
+    elif stage == 2:
+        rsc, ag = grad_accum * rs, r * size
+    else:
+        rsc, ag = grad_accum * rs, grad_accum * k * r * size
+    shard = size / world
+    h2d = d2h = 0.0
+    if offload_optimizer:
+        d2h = shard * (grad_accum if stage >= 2 else 1)  # gradient partitions go to the CPU optimizer
+        h2d = shard  # updated parameters come back
+    if stage == 3 and offload_param:
+        h2d = grad_accum * k * shard  # every gather first fetches the local shard from host memory
+    return Traffic(stage, world, params, grad_accum, bytes_per_param, k, ag, rsc, ar, h2d, d2h)
+
+
+# ---------------------------------------------------------------- step time
+
+@dataclass(frozen=True)
+class StepPrediction:
+    compute_s: float
+    collective_s: float
+    pcie_s: float
+    overlap: float
+    total_s: float
+
+    @property
+    def exposed_s(self) -> float:
+        return self.total_s - self.compute_s
+
+
+def step_time(traffic: Traffic, *, collective_gbytes_per_s: float, compute_s: float, overlap: float = 0.0,
+              pcie_gbytes_per_s: float | None = None) -> StepPrediction:
+    """compute + (1 - overlap) x communication; `overlap` is the stated fraction hidden behind compute."""
+    check_positive("collective bandwidth", collective_gbytes_per_s)
+    check_positive("compute time", compute_s, allow_zero=True)
+    if not 0.0 <= overlap < 1.0:
+        raise WorkshopError(f"overlap must be in [0, 1), got {overlap!r}")
+    coll = traffic.collective / (collective_gbytes_per_s * GB)
+    pcie = traffic.pcie / (pcie_gbytes_per_s * GB) if pcie_gbytes_per_s else 0.0
+    return StepPrediction(compute_s, coll, pcie, overlap, compute_s + (1 - overlap) * (coll + pcie))
+
+
+def seed_traffic(w: SeedWorkload | None = None) -> Traffic:
+    w = w or SeedWorkload()
+    return zero_traffic(w.params, w.world, w.zero_stage, grad_accum=w.grad_accum,
+                        bytes_per_param=w.bytes_per_param, grad_ckpt=w.grad_ckpt,
+                        offload_param=w.offload_param, offload_optimizer=w.offload_optimizer)
+
+
+def collective_bandwidth(instance_name: str, pods: int, network: str | None, *, efa_per_pod: int = 1) -> float:
+    """Effective GB/s of the slowest edge of the ring: NVLink/PCIe inside one pod, the pod's NIC(s) across pods."""
+    inst = instance(instance_name)
+    intra = link(inst.intra_link).effective_gbytes_per_s
+    if pods == 1:
+        return intra
+    check_choice("network between pods", network, ("efa", "eni"))
+    per_pod = link(network).effective_gbytes_per_s * (efa_per_pod if network == "efa" else 1)
+    return min(intra, per_pod)
+
+
+@dataclass(frozen=True)
+class SeedRow:
+    label: str
+    instance: str
+    pods: int
+    network: str | None
+    transport: str
+    measured_s: float  # per optimizer step
+    predicted_s: float
+    compute_s: float
+    collective_s: float
+    pcie_s: float
+    fitted: bool  # True for the single-pod run the compute time was read from
+    retest: bool
+
+    @property
+    def error(self) -> float:
+        return self.predicted_s / self.measured_s - 1
+
+
+def _predict(run: SeedRun, network: str | None, compute_s: float, overlap: float, efa_per_pod: int,
+             traffic: Traffic) -> StepPrediction:
+    inst = instance(run.instance)
+    bw = collective_bandwidth(run.instance, run.pods, network, efa_per_pod=efa_per_pod)
+    return step_time(traffic, collective_gbytes_per_s=bw, compute_s=compute_s, overlap=overlap,
+                     pcie_gbytes_per_s=link(inst.pcie).effective_gbytes_per_s)
+
+
+def seed_comparison(*, overlap: float = 0.0, efa_per_pod: int = 1,
+                    workload: SeedWorkload | None = None) -> list[SeedRow]:
+    """Predict every seed run. Per instance, compute time = its single-pod step minus the modelled comms.
+
+    A multi-pod run whose transport the seed did not record is predicted twice (EFA and ENI).
+    """
+    traffic = seed_traffic(workload)
+    rows: list[SeedRow] = []
+    for name in INSTANCES:
+        runs = [r for r in SEED_RUNS if r.instance == name]
+        single = next(r for r in runs if r.pods == 1)
+        measured1 = single.seconds / SEED_STEPS
+        comm1 = _predict(single, None, 0.0, overlap, efa_per_pod, traffic)
+        compute = measured1 - comm1.total_s
+        if compute <= 0:
+            raise WorkshopError(f"{name}: modelled comms ({comm1.total_s:.1f} s) exceed the measured step")
+        for run in runs:
+            networks = ["efa", "eni"] if run.network == "unrecorded" else [run.network]
+            for net in networks:
+                p = _predict(run, net, compute, overlap, efa_per_pod, traffic)
+                label = run.label if run.network != "unrecorded" else run.label.replace("?", f"{net.upper()}?")
+                rows.append(SeedRow(label, name, run.pods, net, run.transport, run.seconds / SEED_STEPS,
+                                    p.total_s, compute, p.collective_s, p.pcie_s, run.pods == 1, run.retest))
+    return rows
+
+
+def seed_checks(rows: list[SeedRow]) -> dict:
+    """The chapter's claims, computed: per-instance ordering and the p4d EFA/single-pod ratio."""
+    ordering = {}
+    for name in INSTANCES:
+        mine = [r for r in rows if r.instance == name]
+        recorded = [r for r in mine if "?" not in r.label]
+        single = next(r for r in mine if r.pods == 1)
+        ok = all(r.predicted_s > single.predicted_s for r in mine if r.pods > 1)
+        measured_order = [r.label for r in sorted(recorded, key=lambda r: r.measured_s)]
+        predicted_order = [r.label for r in sorted(recorded, key=lambda r: r.predicted_s)]
+        ordering[name] = {"single_pod_fastest": ok, "recorded_order_matches": measured_order == predicted_order,
+                          "measured_order": measured_order}
+    p4d = {r.network: r for r in rows if r.instance == "p4d.24xlarge"}
+    measured_ratio = p4d["efa"].measured_s / p4d[None].measured_s
+    predicted_ratio = p4d["efa"].predicted_s / p4d[None].predicted_s
+    return {
+        "ordering": ordering,
+        "ordering_ok": all(v["single_pod_fastest"] and v["recorded_order_matches"] for v in ordering.values()),
+        "p4d_ratio_measured": measured_ratio,
+        "p4d_ratio_predicted": predicted_ratio,
+        "p4d_ratio_error": predicted_ratio / measured_ratio - 1,
+        "p4d_eni_error": p4d["eni"].error,
+    }
+
+
+def overlap_sweep(overlaps=(0.0, 0.1, 0.2, 0.3, 0.4, 0.5)) -> list[dict]:
+    """How the p4d ratio depends on the one stated parameter the data cannot pin down."""
+    out = []
+    for ov in overlaps:
+        c = seed_checks(seed_comparison(overlap=ov))
+        out.append({"overlap": ov, "p4d_ratio_predicted": c["p4d_ratio_predicted"],
+                    "p4d_ratio_error": c["p4d_ratio_error"]})
+    return out
+
+
+def bandwidth_sweep(gbytes_per_s: list[float], *, compute_s: float, traffic: Traffic | None = None,
+                    pcie_gbytes_per_s: float | None = None, overlap: float = 0.0) -> list[dict]:
+    """Step time as the inter-rank bandwidth varies: where a run stops being compute-bound."""
+    traffic = traffic or seed_traffic()
+    return [{"gbytes_per_s": b, "step_s": step_time(traffic, collective_gbytes_per_s=b, compute_s=compute_s,
+                                                    overlap=overlap, pcie_gbytes_per_s=pcie_gbytes_per_s).total_s}
+            for b in gbytes_per_s]
+
+
+# ---------------------------------------------------------------- collective benchmark
+
+def bus_factor(op: str, world: int) -> float:
+    """nccl-tests convention: bus bandwidth = algorithm bandwidth x this, comparable to the link's speed."""
+    check_choice("collective", op, OPS)
+    r = ring_factor(world)
+    return 2 * r if op == "all_reduce" else r
+
+
+def loopback_bytes() -> int:
+    """Bytes received on `lo` so far (Linux); what gloo moves between ranks on one host."""
+    try:
+        for line in Path("/proc/net/dev").read_text().splitlines():
+            if line.strip().startswith("lo:"):
+                return int(line.split(":", 1)[1].split()[0])
+    except OSError:
+        pass
+    return 0
+
+
+def _worker(argv: list[str]) -> int:
+    """One rank of the collective benchmark (run under torchrun); rank 0 writes the JSON."""
+    import torch
+    import torch.distributed as dist
+
+    p = argparse.ArgumentParser()
+    p.add_argument("--sizes-mb", type=float, nargs="+", required=True)
+    p.add_argument("--ops", nargs="+", default=list(OPS))
+    p.add_argument("--iters", type=int, default=5)
+    p.add_argument("--backend", default="gloo")
+    p.add_argument("--out", required=True)
+    a = p.parse_args(argv)
+    dist.init_process_group(a.backend)
+    rank, world = dist.get_rank(), dist.get_world_size()
+    dev = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0"))) if a.backend == "nccl" else torch.device("cpu")
+    if dev.type == "cuda":
+        torch.cuda.set_device(dev)
+    sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
+    rows = []
+    for op in a.ops:
+        for mb in a.sizes_mb:
+            n = max(world, int(mb * 1e6 / 4) // world * world)  # fp32 elements, divisible by world
+            full = torch.ones(n, device=dev)
+            shard = torch.ones(n // world, device=dev)
+
+            def once(op=op, full=full, shard=shard):
+                if op == "all_reduce":
+                    dist.all_reduce(full)
+                elif op == "all_gather":
+                    dist.all_gather_into_tensor(full, shard)
+                else:
+                    dist.reduce_scatter_tensor(shard, full)
+            once()
+            sync()
+            dist.barrier()
+            lo0, t0 = loopback_bytes(), time.perf_counter()
+            for _ in range(a.iters):
+                once()
+            sync()
+            dt = (time.perf_counter() - t0) / a.iters
+            lo1 = loopback_bytes()
+            size = n * 4
+            rows.append({"op": op, "bytes": size, "time_s": dt, "algbw_gbytes_per_s": size / dt / GB,
+                         "busbw_gbytes_per_s": size / dt / GB * bus_factor(op, world),
+                         "loopback_bytes_per_rank": (lo1 - lo0) / a.iters / world})
+            dist.barrier()
+    if rank == 0:
+        Path(a.out).write_text(json.dumps({"backend": a.backend, "world": world, "results": rows}, indent=2))
+    dist.destroy_process_group()
+    return 0
+
+
+def _torchrun(module_args: list[str], *, nproc: int, env: dict | None = None, prefix: list[str] | None = None,
+              timeout: float = 900, log_path: Path | None = None) -> subprocess.CompletedProcess:
+    port = 29500 + (os.getpid() * 7 + int(time.time())) % 2000
+    cmd = [*(prefix or []), sys.executable, "-m", "torch.distributed.run", f"--nproc-per-node={nproc}",
+           "--master-addr=127.0.0.1", f"--master-port={port}", *module_args]
+    full_env = {**os.environ, "GLOO_SOCKET_IFNAME": "lo", "PYTHONPATH": str(ROOT), **(env or {})}
+    proc = subprocess.run(cmd, check=False, env=full_env, capture_output=True, text=True, timeout=timeout)
+    if log_path:
+        Path(log_path).write_text(proc.stdout + proc.stderr)
+    return proc
+
+
+def run_collective_bench(*, backend: str = "gloo", sizes_mb=(0.25, 1, 4, 16, 64), ops=OPS, nproc: int = 2,
+                         iters: int = 5, env: dict | None = None, prefix: list[str] | None = None) -> dict:
+    """All-reduce / all-gather / reduce-scatter over message sizes: gloo on CPU, nccl on GPUs."""
+    check_choice("backend", backend, ("gloo", "nccl"))
+    check_positive("nproc", nproc)
+    for op in ops:
+        check_choice("collective", op, OPS)
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "bench.json"
+        args = ["-m", "workshop.comms", "_worker", "--backend", backend, "--iters", str(iters), "--out", str(out),
+                "--sizes-mb", *map(str, sizes_mb), "--ops", *ops]
+        proc = _torchrun(args, nproc=nproc, env={"OMP_NUM_THREADS": "1", **(env or {})}, prefix=prefix)
+        if proc.returncode != 0 or not out.exists():
+            raise WorkshopError(f"collective benchmark failed (rc={proc.returncode}):\n{proc.stderr[-2000:]}")
+        result = json.loads(out.read_text())
+    result["fit"] = fit_collectives(result["results"], result["world"])
+    return result
+
+
+def fit_collectives(rows: list[dict], world: int) -> dict:
+    """Least-squares t = alpha + per-rank bytes / B for each collective: latency and effective bandwidth.
+
+    Per-rank bytes are what the traffic model counts ((N-1)/N of the buffer, twice for all-reduce), so
+    B is directly the bandwidth zero_traffic() divides by. The loopback counter says how many bytes the
+    backend really moved, which exposes e.g. a reduce-scatter implemented as an all-reduce.
+    """
+    fit = {}
+    for op in OPS:
+        pts = [(r["bytes"] * bus_factor(op, world), r["time_s"], r.get("loopback_bytes_per_rank", 0.0), r["bytes"])
+               for r in rows if r["op"] == op]
+        if len(pts) < 2:
+            continue
+        xs, ys = [p[0] for p in pts], [p[1] for p in pts]
+        mx, my = statistics.fmean(xs), statistics.fmean(ys)
+        sxx = sum((x - mx) ** 2 for x in xs)
+        slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sxx if sxx else 0.0
+        alpha = max(0.0, my - slope * mx)
+        big = max(pts)
+        wire = big[2] / big[0] if big[0] and big[2] else None
+        fit[op] = {"alpha_s": alpha, "gbytes_per_s": (1 / slope / GB) if slope > 0 else math.inf,
+                   "wire_bytes_over_model_bytes": wire}
+    return fit
+
+
+def collective_time(traffic: Traffic, fit: dict, *, n_ops: dict | None = None) -> float:
+    """Seconds per step for a traffic pattern on a calibrated backend (bytes / B + ops x latency)."""
+    t = 0.0
+    for op, nbytes in (("all_gather", traffic.all_gather), ("reduce_scatter", traffic.reduce_scatter),
+                       ("all_reduce", traffic.all_reduce)):
+        if nbytes:
+            f = fit[op]
+            t += nbytes / (f["gbytes_per_s"] * GB) + (n_ops or {}).get(op, 0) * f["alpha_s"]
+    return t
+
+
+# ---------------------------------------------------------------- local ZeRO-3 check
+
+@dataclass
+class LocalRun:
+    model: str
+    world: int
+    offload: bool
+    grad_ckpt: bool
+    step_time_s: float
+    loopback_bytes_per_step_per_rank: float | None
+
+
+def run_training(model: str, *, world: int, offload: bool = False, grad_ckpt: bool = False, steps: int = 6,
+                 micro_batch: int = 4, seq_len: int = 128, out_dir: Path | None = None,
+                 prefix: list[str] | None = None) -> LocalRun:
+    """One ZeRO-3 run of the lead's entry point; median step time (after the first) and loopback bytes."""
+    out = Path(out_dir or tempfile.mkdtemp(prefix="comms-")) / f"{model}-w{world}-o{int(offload)}-c{int(grad_ckpt)}"
+    args = ["-m", "workshop.train", "--model", model, "--zero-stage", "3", "--max-steps", str(steps),
+            "--micro-batch", str(micro_batch), "--seq-len", str(seq_len), "--threads", "1",
+            "--output-dir", str(out)]
+    if offload:
+        args += ["--offload-optimizer", "--offload-param"]
+    if grad_ckpt:
+        args += ["--grad-ckpt"]
+    lo0 = loopback_bytes()
+    proc = _torchrun(args, nproc=world, prefix=prefix, env={"OMP_NUM_THREADS": "1"})
+    lo1 = loopback_bytes()
+    metrics_path = out / "metrics.json"
+    if proc.returncode != 0 or not metrics_path.exists():
+        raise WorkshopError(f"training run failed (rc={proc.returncode}):\n{proc.stderr[-2000:]}")
+    m = json.loads(metrics_path.read_text())
+    times = [s["step_time_s"] for s in m["steps"][1:]] or [m["step_time_s_median"]]
+    lo = (lo1 - lo0) / steps / world if world > 1 and lo1 > lo0 else None
+    return LocalRun(model, world, offload, grad_ckpt, statistics.median(times), lo)
+
+
+def local_comparison(fit: dict, *, models=("tiny", "small"), offloads=(False, True), steps: int = 6,
+                     out_dir: Path | None = None) -> list[dict]:
+    """Predict 2-rank ZeRO-3 step times = 1-rank step (same per-rank work) + calibrated collectives."""
+    from workshop.models import architecture
+
+    rs_as_ar = (fit.get("reduce_scatter", {}).get("wire_bytes_over_model_bytes") or 1.0) > 1.5
+    rows = []
+    for model in models:
+        arch = architecture(model)
+        for off in offloads:
+            base = run_training(model, world=1, offload=off, steps=steps, out_dir=out_dir)
+            two = run_training(model, world=2, offload=off, steps=steps, out_dir=out_dir)
+            tr = zero_traffic(arch["params"], 2, 3, bytes_per_param=2, offload_param=off, offload_optimizer=off,
+                              reduce_scatter_as_all_reduce=rs_as_ar)
+            n_ops = {"all_gather": tr.gathers_per_micro * (7 * arch["layers"] + 2), "reduce_scatter": 1}
+            pred = base.step_time_s + collective_time(tr, fit, n_ops=n_ops)
+            rows.append({"model": model, "params": arch["params"], "offload": off,
+                         "base_1rank_s": base.step_time_s, "predicted_s": pred, "measured_s": two.step_time_s,
+                         "error": pred / two.step_time_s - 1, "model_bytes_per_rank": tr.collective,
+                         "loopback_bytes_per_rank": two.loopback_bytes_per_step_per_rank})
+    return rows
+
+
+# ---------------------------------------------------------------- CLI
+
+def model_report(overlap: float = 0.0, efa_per_pod: int = 1) -> dict:
+    rows = seed_comparison(overlap=overlap, efa_per_pod=efa_per_pod)
+    tr = seed_traffic()
+    return {"workload": asdict(SeedWorkload()), "traffic_per_rank_per_step": asdict(tr),
+            "overlap": overlap, "efa_per_pod": efa_per_pod,
+            "rows": [{**asdict(r), "error": r.error} for r in rows], "checks": seed_checks(rows),
+            "overlap_sweep": overlap_sweep()}
+
+
+def _write(result: dict, path: Path) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    old = json.loads(path.read_text()) if path.exists() else {}
+    path.write_text(json.dumps({**old, **result}, indent=2, default=str))
+    return path
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="workshop comms", description=__doc__.splitlines()[0])
+    sub = p.add_subparsers(dest="cmd", required=True)
+    m = sub.add_parser("model", help="predict the seed's GPU topologies and check the claims")
+    m.add_argument("--overlap", type=float, default=0.0)
+    m.add_argument("--efa-per-pod", type=int, default=1)
+    b = sub.add_parser("bench", help="collective bus bandwidth over message sizes")
+    b.add_argument("--backend", default="gloo", help="gloo (CPU) | nccl (GPU)")
+    b.add_argument("--nproc", type=int, default=2)
+    b.add_argument("--sizes-mb", type=float, nargs="+", default=[0.25, 1, 4, 16, 64])
+    b.add_argument("--iters", type=int, default=5)
+    loc = sub.add_parser("local", help="bench + local ZeRO-3 step times vs the model")
+    loc.add_argument("--models", nargs="+", default=["tiny", "small"])
+    loc.add_argument("--steps", type=int, default=6)
+    for s in (m, b, loc):
+        s.add_argument("--out", default=str(RESULTS), help="JSON file (merged)")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["_worker"]:
+        return _worker(argv[1:])
+    a = _parser().parse_args(argv)
+    try:
+        if a.cmd == "model":
+            res = {"model": model_report(a.overlap, a.efa_per_pod)}
+            c = res["model"]["checks"]
+            print(f"p4d ratio predicted {c['p4d_ratio_predicted']:.2f} vs measured {c['p4d_ratio_measured']:.2f} "
+                  f"({c['p4d_ratio_error']:+.0%}); ordering ok: {c['ordering_ok']}")
+        elif a.cmd == "bench":
+            res = {"bench": run_collective_bench(backend=a.backend, nproc=a.nproc, sizes_mb=a.sizes_mb,
+                                                 iters=a.iters)}
+            for op, f in res["bench"]["fit"].items():
+                print(f"{op:15s} {f['gbytes_per_s']:.2f} GB/s  latency {f['alpha_s'] * 1e3:.2f} ms")
+        else:
+            bench = run_collective_bench()
+            rows = local_comparison(bench["fit"], models=a.models, steps=a.steps)
+            res = {"bench": bench, "local": rows,
+                   "local_max_abs_error": max(abs(r["error"]) for r in rows)}
+            for r in rows:
+                print(f"{r['model']:6s} offload={r['offload']!s:5s} predicted {r['predicted_s']:.3f} s "
+                      f"measured {r['measured_s']:.3f} s ({r['error']:+.0%})")
+        print(f"wrote {_write(res, Path(a.out))}")
+    except WorkshopError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,185 @@
+"""Figures for the notebooks: each function takes data and a path, saves a PNG (Agg backend), returns the path."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+
+
+def _save(fig, path) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+# ---------------------------------------------------------------- chapter 06 (comms)
+
+def plot_seed_prediction(rows: list[dict], path) -> Path:
+    """Predicted vs measured seconds per optimizer step for every seed topology (bars side by side)."""
+    fig, ax = plt.subplots(figsize=(9, 4.2))
+    labels = [r["label"].replace(" x ", "x").replace(".48xlarge", "").replace(".24xlarge", "") for r in rows]
+    xs = range(len(rows))
+    ax.bar([x - 0.2 for x in xs], [r["measured_s"] for r in rows], 0.4, label="measured (seed)")
+    ax.bar([x + 0.2 for x in xs], [r["predicted_s"] for r in rows], 0.4, label="model")
+    for x, r in zip(xs, rows):
+        if r.get("fitted"):
+            ax.annotate("fitted", (x + 0.2, r["predicted_s"]), ha="center", va="bottom", fontsize=7)
+    ax.set_xticks(list(xs), labels, rotation=30, ha="right", fontsize=8)
+    ax.set_ylabel("seconds per optimizer step")
+    ax.set_title("Llama-3-8B ZeRO-3 + CPU offload, 4 GPUs: model vs seed")
+    ax.legend()
+    return _save(fig, path)
+
+
+def plot_bytes_by_stage(traffic: dict[int, dict], path) -> Path:
+    """Stacked bytes per rank per step for ZeRO stages 0-3 (GB): which collective grows with each stage."""
+    fig, ax = plt.subplots(figsize=(6.5, 4))
+    stages = sorted(traffic)
+    bottom = [0.0] * len(stages)
+    for key in ("all_reduce", "reduce_scatter", "all_gather", "pcie_h2d"):
+        vals = [traffic[s][key] / 1e9 for s in stages]
+        ax.bar([str(s) for s in stages], vals, bottom=bottom, label=key.replace("_", "-"))
+        bottom = [b + v for b, v in zip(bottom, vals)]
+    ax.set_xlabel("ZeRO stage")
+    ax.set_ylabel("GB per rank per optimizer step")
+    ax.legend(fontsize=8)
+    return _save(fig, path)
+
+
+def plot_step_vs_bandwidth(sweep: list[dict], path, *, marks: dict[str, float] | None = None) -> Path:
+    """Step time against link bandwidth (log x), with the named links marked."""
+    fig, ax = plt.subplots(figsize=(6.5, 4))
+    ax.plot([p["gbytes_per_s"] for p in sweep], [p["step_s"] for p in sweep])
+    ax.set_xscale("log")
+    for name, bw in (marks or {}).items():
+        ax.axvline(bw, ls=":", color="grey")
+        ax.text(bw, ax.get_ylim()[1] * 0.95, name, rotation=90, va="top", fontsize=8)
+    ax.set_xlabel("effective bandwidth between ranks (GB/s)")
+    ax.set_ylabel("seconds per optimizer step")
+    return _save(fig, path)
+
+
+def plot_collective_bench(rows: list[dict], path) -> Path:
+    """Bus bandwidth over message size, one line per collective (nccl-tests convention)."""
+    fig, ax = plt.subplots(figsize=(6.5, 4))
+    for op in sorted({r["op"] for r in rows}):
+        pts = sorted((r["bytes"], r["busbw_gbytes_per_s"]) for r in rows if r["op"] == op)
+        ax.plot([p[0] / 1e6 for p in pts], [p[1] for p in pts], marker="o", label=op)
+    ax.set_xscale("log")
+    ax.set_xlabel("message size (MB)")
+    ax.set_ylabel("bus bandwidth (GB/s)")
+    ax.legend()
+    return _save(fig, path)
+
+
+# ---------------------------------------------------------------- chapter 01 (AMX, instance selection)
+
+def plot_gemm_tflops(results: list[dict], peaks: dict[str, float | None], path) -> Path:
+    """bf16 vs fp32 GEMM TFLOPS by size (median bar, best-worst whisker) at each thread count, with peak lines.
+
+    `results` rows have size, dtype, threads, median_tflops, best_tflops, worst_tflops; `peaks` maps a
+    label (e.g. "bf16 peak here") to TFLOPS, drawn as horizontal lines when not None.
+    """
+    threads = sorted({r["threads"] for r in results})
+    fig, axes = plt.subplots(1, len(threads), figsize=(4.6 * len(threads), 4), squeeze=False, sharey=True)
+    colors = {"bf16": "tab:blue", "fp32": "tab:orange"}
+    for ax, t in zip(axes[0], threads):
+        rows = [r for r in results if r["threads"] == t]
+        sizes = sorted({r["size"] for r in rows})
+        for i, dtype in enumerate(("bf16", "fp32")):
+            cells = {r["size"]: r for r in rows if r["dtype"] == dtype}
+            xs = [j + (i - 0.5) * 0.38 for j, s in enumerate(sizes) if s in cells]
+            med = [cells[s]["median_tflops"] for s in sizes if s in cells]
+            lo = [cells[s]["median_tflops"] - cells[s]["worst_tflops"] for s in sizes if s in cells]
+            hi = [cells[s]["best_tflops"] - cells[s]["median_tflops"] for s in sizes if s in cells]
+            ax.bar(xs, med, 0.38, yerr=[lo, hi], capsize=3, color=colors[dtype], label=f"{dtype} (median)")
+        for k, (label, value) in enumerate((peaks or {}).items()):
+            if value:
+                ax.axhline(value, ls=("--", ":", "-.")[k % 3], color="0.3", lw=1)
+                ax.annotate(f"{label}: {value:.2f}", (len(sizes) - 0.5, value), ha="right", va="bottom",
+                            fontsize=7)
+        ax.set_xticks(range(len(sizes)), [f"{s}" for s in sizes])
+        ax.set_xlabel("n (n x n GEMM)")
+        ax.set_title(f"{t} thread(s)")
+        ax.set_yscale("log")
+    axes[0][0].set_ylabel("TFLOPS (log)")
+    axes[0][0].legend(fontsize=8, loc="lower left")
+    fig.suptitle("GEMM throughput vs theoretical peak (whiskers: best and worst repeat)")
+    return _save(fig, path)
+
+
+def plot_memory_stages(rows: list[dict], path) -> Path:
+    """Planned cumulative GiB per rank at each ZeRO-3 stage beside the seed's measured values."""
+    fig, ax = plt.subplots(figsize=(9, 4.2))
+    xs = range(len(rows))
+    ax.bar([x - 0.2 for x in xs], [r["plan_gib"] for r in rows], 0.4, label="planner")
+    seed = [(x, r["seed_gib"]) for x, r in zip(xs, rows) if r.get("seed_gib") is not None]
+    ax.bar([x + 0.2 for x, _ in seed], [v for _, v in seed], 0.4, label="seed (measured)")
+    ax.set_xticks(list(xs), [r["stage"].replace("After ", "").replace("initializing", "init")[:30] for r in rows],
+                  rotation=30, ha="right", fontsize=8)
+    ax.set_ylabel("GiB per rank")
+    ax.set_title("Llama-3-8B, ZeRO-3 + offload, 4 ranks: planner vs seed log")
+    ax.legend()
+    return _save(fig, path)
+
+
+# ---------------------------------------------------------------- chapter 04 (training)
+
+def plot_training(steps: list[dict], path, title: str = "ZeRO-3 training on CPU (gloo)") -> Path:
+    """Loss and useful tokens/s per optimizer step, side by side."""
+    fig, (a, b) = plt.subplots(1, 2, figsize=(10, 3.6))
+    xs = [s["step"] for s in steps]
+    a.plot(xs, [s["loss"] for s in steps], marker="o", ms=3)
+    a.set_xlabel("optimizer step")
+    a.set_ylabel("training loss")
+    a.set_title("loss")
+    b.plot(xs, [s["tokens_per_s"] for s in steps], marker="o", ms=3, color="tab:green")
+    b.set_xlabel("optimizer step")
+    b.set_ylabel("useful tokens / s (all ranks)")
+    b.set_title("throughput (step 1 includes warm-up)")
+    fig.suptitle(title)
+    return _save(fig, path)
+
+
+def plot_thread_comparison(rows: list[dict], path) -> Path:
+    """Median tokens/s per thread setting (one bar each), with the step-time spread as error bars."""
+    fig, ax = plt.subplots(figsize=(6, 3.6))
+    labels = [r["label"] for r in rows]
+    ax.bar(labels, [r["tokens_per_s"] for r in rows], color="tab:blue")
+    for i, r in enumerate(rows):
+        ax.annotate(f"{r['tokens_per_s']:.0f}", (i, r["tokens_per_s"]), ha="center", va="bottom")
+    ax.set_ylabel("median useful tokens / s")
+    ax.set_title("threads per rank: same ranks, same steps")
+    return _save(fig, path)
+
+
+# ---------------------------------------------------------------- chapter 05 (multi-node, netsim)
+
+def plot_netsim(rows: list[dict], path) -> Path:
+    """Per rate cap: median step time (left) and MB each simulated node sent (right), from netsim's table."""
+    fig, (a, b) = plt.subplots(1, 2, figsize=(9, 3.6))
+    labels = [r["rate"] for r in rows]
+    times = [r.get("step_time_s_median") or 0.0 for r in rows]
+    a.bar(labels, times, color="tab:blue")
+    for i, t in enumerate(times):
+        a.annotate(f"{t:.2f} s", (i, t), ha="center", va="bottom")
+    a.set_ylabel("median seconds per optimizer step")
+    a.set_title("step time vs per-node rate cap")
+    nodes = max((len(r.get("mb_sent_per_node") or []) for r in rows), default=0)
+    width = 0.8 / max(nodes, 1)
+    for n in range(nodes):
+        sent = [(r.get("mb_sent_per_node") or [None] * nodes)[n] or 0.0 for r in rows]
+        b.bar([i - 0.4 + width * (n + 0.5) for i in range(len(rows))], sent, width, label=f"node {n}")
+    b.set_xticks(range(len(rows)), labels)
+    b.set_ylabel("MB sent during the run")
+    b.set_title("bytes on the wire per node")
+    if nodes:
+        b.legend()
+    return _save(fig, path)
