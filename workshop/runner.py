@@ -55,7 +55,9 @@ def _failed_cell(nb_path: Path) -> str:
     import nbformat
 
     nb = nbformat.read(nb_path, as_version=4)
-    for i, cell in enumerate(nb.cells):
+    added = {"injected-parameters", "papermill-error-cell-tag"}  # cells papermill adds; number as in the source
+    cells = [c for c in nb.cells if not added & set(c.get("metadata", {}).get("tags", []))]
+    for i, cell in enumerate(cells):
         if cell.get("metadata", {}).get("papermill", {}).get("status") == "failed" or any(
                 o.get("output_type") == "error" for o in cell.get("outputs", [])):
             first = cell.source.strip().splitlines()[0] if cell.source.strip() else ""
