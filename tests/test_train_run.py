@@ -46,7 +46,7 @@ def test_plain_process_needs_no_launcher(tmp_path, kit_cache):
     env_clean = {k: v for k, v in __import__("os").environ.items()
                  if k not in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")}
     r = subprocess.run([sys.executable, "-m", "workshop.train", *common(tmp_path, kit_cache, steps=3)],
-                       capture_output=True, text=True, env=env_clean, timeout=600)
+                       capture_output=True, text=True, env=env_clean, timeout=600, check=False)
     assert r.returncode == 0, r.stderr[-2000:]
     m = json.loads((tmp_path / "run" / "metrics.json").read_text())
     assert m["world_size"] == 1 and len(m["steps"]) == 3 and "KeyError" not in r.stderr

@@ -34,7 +34,7 @@ SPECIAL_TOKENS = {"bos_token": "<|begin_of_text|>", "eos_token": "<|end_of_text|
 def _docstrings(module_name: str):
     try:
         module = importlib.import_module(module_name)
-    except Exception:  # a module missing on this interpreter just contributes nothing
+    except ImportError:  # a module missing on this interpreter (e.g. turtle without Tk) contributes nothing
         return
     seen = set()
     # only objects defined in the module itself: re-exports vary with what else was imported first

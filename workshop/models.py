@@ -7,7 +7,7 @@ built on them) are exact without downloading weights: the model is instantiated 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cache
 
 from workshop.errors import check_choice
 
@@ -24,26 +24,26 @@ _LLAMA3_ROPE = {"rope_type": "llama3", "factor": 32.0, "low_freq_factor": 1.0, "
                 "original_max_position_embeddings": 8192, "rope_theta": 500000.0}
 
 PRESETS: dict[str, Preset] = {p.name: p for p in [
-    Preset("tiny", "~7M params; CI and laptops, trains in seconds per step", None, dict(
-        vocab_size=8192, hidden_size=256, intermediate_size=688, num_hidden_layers=4,
-        num_attention_heads=8, num_key_value_heads=4, max_position_embeddings=1024)),
-    Preset("small", "~64M params; benchmarks on a 2-core box", None, dict(
-        vocab_size=8192, hidden_size=768, intermediate_size=2048, num_hidden_layers=8,
-        num_attention_heads=12, num_key_value_heads=4, max_position_embeddings=1024)),
-    Preset("medium", "~370M params; big enough that loading-memory effects are unmistakable", None, dict(
-        vocab_size=32000, hidden_size=1024, intermediate_size=2816, num_hidden_layers=24,
-        num_attention_heads=16, num_key_value_heads=8, max_position_embeddings=2048)),
-    Preset("llama-3.2-1b", "Meta Llama 3.2 1B (published config)", "meta-llama/Llama-3.2-1B", dict(
-        vocab_size=128256, hidden_size=2048, intermediate_size=8192, num_hidden_layers=16,
-        num_attention_heads=32, num_key_value_heads=8, head_dim=64, max_position_embeddings=131072,
-        rms_norm_eps=1e-5, tie_word_embeddings=True, rope_parameters=_LLAMA3_ROPE,
-        bos_token_id=128000, eos_token_id=128001)),
-    Preset("llama-3-8b", "Meta Llama 3 8B (published config)", "meta-llama/Meta-Llama-3-8B", dict(
-        vocab_size=128256, hidden_size=4096, intermediate_size=14336, num_hidden_layers=32,
-        num_attention_heads=32, num_key_value_heads=8, max_position_embeddings=8192,
-        rms_norm_eps=1e-5, tie_word_embeddings=False,
-        rope_parameters={"rope_type": "default", "rope_theta": 500000.0},
-        bos_token_id=128000, eos_token_id=128001)),
+    Preset("tiny", "~7M params; CI and laptops, trains in seconds per step", None, {
+        "vocab_size": 8192, "hidden_size": 256, "intermediate_size": 688, "num_hidden_layers": 4,
+        "num_attention_heads": 8, "num_key_value_heads": 4, "max_position_embeddings": 1024}),
+    Preset("small", "~64M params; benchmarks on a 2-core box", None, {
+        "vocab_size": 8192, "hidden_size": 768, "intermediate_size": 2048, "num_hidden_layers": 8,
+        "num_attention_heads": 12, "num_key_value_heads": 4, "max_position_embeddings": 1024}),
+    Preset("medium", "~370M params; big enough that loading-memory effects are unmistakable", None, {
+        "vocab_size": 32000, "hidden_size": 1024, "intermediate_size": 2816, "num_hidden_layers": 24,
+        "num_attention_heads": 16, "num_key_value_heads": 8, "max_position_embeddings": 2048}),
+    Preset("llama-3.2-1b", "Meta Llama 3.2 1B (published config)", "meta-llama/Llama-3.2-1B", {
+        "vocab_size": 128256, "hidden_size": 2048, "intermediate_size": 8192, "num_hidden_layers": 16,
+        "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 64, "max_position_embeddings": 131072,
+        "rms_norm_eps": 1e-5, "tie_word_embeddings": True, "rope_parameters": _LLAMA3_ROPE,
+        "bos_token_id": 128000, "eos_token_id": 128001}),
+    Preset("llama-3-8b", "Meta Llama 3 8B (published config)", "meta-llama/Meta-Llama-3-8B", {
+        "vocab_size": 128256, "hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32,
+        "num_attention_heads": 32, "num_key_value_heads": 8, "max_position_embeddings": 8192,
+        "rms_norm_eps": 1e-5, "tie_word_embeddings": False,
+        "rope_parameters": {"rope_type": "default", "rope_theta": 500000.0},
+        "bos_token_id": 128000, "eos_token_id": 128001}),
 ]}
 
 
@@ -59,7 +59,7 @@ def build_config(name: str, **overrides):
     return LlamaConfig(**{**get_preset(name).config, **overrides})
 
 
-@lru_cache(maxsize=None)
+@cache
 def count_parameters(name: str) -> int:
     """Exact parameter count, from instantiating the architecture on the meta device (no memory used)."""
     import torch

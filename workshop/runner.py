@@ -78,7 +78,7 @@ def run_notebook(path: Path, out: Path, overrides: dict, kernel: str = "python3"
     try:
         pm.execute_notebook(str(path), str(dest), parameters=params, cwd=str(path.parent), kernel_name=kernel,
                             progress_bar=False, log_output=False)
-    except Exception as e:  # papermill's execution error carries the exception of the failing cell
+    except Exception as e:  # noqa: BLE001 -- any failure of a notebook is reported, not raised
         msg = f"{path.name}, {_failed_cell(dest) if dest.exists() else 'before the first cell'}: " \
               f"{getattr(e, 'ename', type(e).__name__)}: {getattr(e, 'evalue', e)}"
         return NotebookRun(path.name, "failed", round(time.time() - t0, 1), str(dest), params, msg)
