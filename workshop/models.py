@@ -27,10 +27,10 @@ PRESETS: dict[str, Preset] = {p.name: p for p in [
     Preset("tiny", "~7M params; CI and laptops, trains in seconds per step", None, {
         "vocab_size": 8192, "hidden_size": 256, "intermediate_size": 688, "num_hidden_layers": 4,
         "num_attention_heads": 8, "num_key_value_heads": 4, "max_position_embeddings": 1024}),
-    Preset("small", "~64M params; benchmarks on a 2-core box", None, {
+    Preset("small", "~63M params; benchmarks on a 2-core box", None, {
         "vocab_size": 8192, "hidden_size": 768, "intermediate_size": 2048, "num_hidden_layers": 8,
         "num_attention_heads": 12, "num_key_value_heads": 4, "max_position_embeddings": 1024}),
-    Preset("medium", "~370M params; big enough that loading-memory effects are unmistakable", None, {
+    Preset("medium", "~350M params; big enough that loading-memory effects are unmistakable", None, {
         "vocab_size": 32000, "hidden_size": 1024, "intermediate_size": 2816, "num_hidden_layers": 24,
         "num_attention_heads": 16, "num_key_value_heads": 8, "max_position_embeddings": 2048}),
     Preset("llama-3.2-1b", "Meta Llama 3.2 1B (published config)", "meta-llama/Llama-3.2-1B", {

@@ -183,3 +183,32 @@ def plot_netsim(rows: list[dict], path) -> Path:
     if nodes:
         b.legend()
     return _save(fig, path)
+
+
+# ---------------------------------------------------------------- chapter 03 (sharded loading)
+
+def plot_loading_peaks(rows: list[dict], path, *, title: str = "Peak RSS while loading, per rank") -> Path:
+    """Peak RSS per method and world size, one bar per rank (anon solid, file-backed hatched on top)."""
+    groups: dict[tuple[str, int], list[dict]] = {}
+    for r in rows:
+        groups.setdefault((r["method"], r["world_size"]), []).append(r)
+    fig, ax = plt.subplots(figsize=(9, 4.2))
+    labels, x, width = [], 0.0, 0.38
+    for i, ((method, n), ranks) in enumerate(groups.items()):
+        ranks = sorted(ranks, key=lambda r: r["rank"])
+        for j, r in enumerate(ranks):
+            pos = x + (j - (len(ranks) - 1) / 2) * width
+            anon = r.get("peak_anon_gb", r["peak_rss_gb"])
+            ax.bar(pos, anon, width * 0.95, color=f"C{j}", label=f"rank {j}" if i == 0 or j >= 1 and
+                   f"rank {j}" not in ax.get_legend_handles_labels()[1] else None)
+            ax.bar(pos, r["peak_rss_gb"] - anon, width * 0.95, bottom=anon, color=f"C{j}", alpha=0.4,
+                   hatch="//", edgecolor="white")
+            if r.get("plan_load_gb") is not None:
+                ax.plot([pos - width / 2, pos + width / 2], [r["plan_load_gb"]] * 2, color="black", lw=1.5)
+        labels.append((x, f"{method}\nN={n}"))
+        x += 1.0
+    ax.set_xticks([p for p, _ in labels], [t for _, t in labels], fontsize=8)
+    ax.set_ylabel("GB (peak resident)")
+    ax.set_title(title + " (hatched: mmap'd file pages; black line: planner)")
+    ax.legend()
+    return _save(fig, path)
