@@ -59,6 +59,20 @@ def check_fits(nproc_per_node: int, threads_per_rank: int | None, *, allow_overs
                             f"allowed threads_per_rank: 1..{max(1, cores // nproc_per_node)}")
 
 
+def extensions_dir() -> Path:
+    """Where torch's JIT-built C++ extensions (DeepSpeed's ops) are cached."""
+    return Path(os.environ.get("TORCH_EXTENSIONS_DIR", Path.home() / ".cache" / "torch_extensions"))
+
+
+def ops_to_build(train_args: list[str]) -> list[str]:
+    """DeepSpeed ops this run will compile because no cached build exists (so the wait is announced, not silent)."""
+    if _arg(train_args, "--engine", "deepspeed") != "deepspeed":
+        return []
+    needed = ["deepspeed_shm_comm"] + (["cpu_adam"] if "--offload-optimizer" in train_args else [])
+    built = {p.parent.name for p in extensions_dir().glob("**/*.so")}
+    return [op for op in needed if op not in built]
+
+
 def torchrun_command(train_args: list[str], *, nproc_per_node: int = 2, nnodes: int = 1, node_rank: int = 0,
                      rdzv_endpoint: str | None = None, max_restarts: int = 0,
                      module: str = "workshop.train", prefix: list[str] | None = None) -> list[str]:
@@ -105,6 +119,10 @@ def run_torchrun(train_args: list[str], *, nproc_per_node: int = 2, nnodes: int 
     out_dir = Path(_arg(train_args, "--output-dir", "out/train"))
     log_path = Path(log_path) if log_path else out_dir / f"torchrun-node{node_rank}.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
+    pending = ops_to_build(train_args)
+    if pending and progress:
+        print(f"note: DeepSpeed compiles {', '.join(pending)} on this first run (about a minute on 2 cores); "
+              f"later runs reuse the build cached in {extensions_dir()}", flush=True)
     max_steps = _arg(train_args, "--max-steps")
     bar = _progress(int(max_steps) if max_steps else None, progress)
 
