@@ -10,7 +10,9 @@ from __future__ import annotations
 import hashlib
 import importlib
 import inspect
+import os
 import re
+import shutil
 from pathlib import Path
 
 from workshop.errors import WorkshopError, check_positive
@@ -73,7 +75,9 @@ def build_corpus(path: str | Path, *, min_chars: int = 80, max_lines: int | None
     text = "\n".join(lines) + "\n"
     if not path.exists() or path.read_text() != text:
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}")
+        tmp.write_text(text)
+        os.replace(tmp, path)  # atomic: a reader never sees half a corpus
     return path
 
 
@@ -114,7 +118,12 @@ def local_kit(cache_dir: str | Path, vocab_size: int = 8192):
     corpus = build_corpus(cache_dir / "corpus.txt")
     tok_dir = cache_dir / f"tokenizer-{vocab_size}-{corpus_fingerprint(corpus)}"
     if not (tok_dir / "tokenizer.json").exists():
-        train_tokenizer(corpus, tok_dir, vocab_size)
+        tmp = cache_dir / f".{tok_dir.name}.{os.getpid()}"
+        train_tokenizer(corpus, tmp, vocab_size)
+        try:
+            os.replace(tmp, tok_dir)  # atomic; if another process won the race, keep its copy
+        except OSError:
+            shutil.rmtree(tmp, ignore_errors=True)
     return corpus, load_tokenizer(tok_dir)
 
 

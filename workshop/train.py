@@ -318,16 +318,17 @@ def load_model_and_tokenizer(args: TrainArgs, cache_dir: Path):
     return model, tok
 
 
-def _worker_cache(cache_dir: Path) -> Path:
-    """Rank 0 builds the corpus/tokenizer cache first; the others wait, so nobody reads a half-written file."""
+def _node_local_first(fn):
+    """Run fn on each node's local rank 0 first, then on nobody else until it is done.
+
+    Nodes of a TrainJob do not share a filesystem, so "global rank 0 writes, everyone reads" breaks on the
+    second node: every node prepares its own copy (writes are atomic, so a shared volume is safe too).
+    """
     import torch.distributed as dist
 
-    from workshop.data import local_kit
-
-    if dist.get_rank() == 0:
-        local_kit(cache_dir)
+    if int(os.environ.get("LOCAL_RANK", "0")) == 0:
+        fn()
     dist.barrier()
-    return cache_dir
 
 
 # ---------------------------------------------------------------- main
@@ -352,17 +353,13 @@ def train(args: TrainArgs) -> dict:
     rank, world = dist.get_rank(), dist.get_world_size()
     out = Path(args.output_dir)
     cache_dir = Path(args.cache_dir).expanduser()
-    if rank == 0:
-        out.mkdir(parents=True, exist_ok=True)
-    if args.model in PRESETS:
-        _worker_cache(cache_dir)
+    from workshop.data import local_kit
 
-    ds_path = None
-    if args.engine == "deepspeed":
-        ds_path = out / "ds_config.json"
-        if rank == 0:
-            ds_path.write_text(json.dumps(ds_config(args), indent=2))
-        dist.barrier()
+    _node_local_first(lambda: (out.mkdir(parents=True, exist_ok=True),
+                               local_kit(cache_dir) if args.model in PRESETS else None))
+    ds = ds_config(args) if args.engine == "deepspeed" else None
+    if ds and rank == 0:  # a record of what ran; the ranks get the dict itself, no file to share
+        (out / "ds_config.json").write_text(json.dumps(ds, indent=2))
 
     on_cpu = backend == "gloo"
     targs = TrainingArguments(
@@ -370,7 +367,7 @@ def train(args: TrainArgs) -> dict:
         gradient_accumulation_steps=args.grad_accum, max_steps=args.max_steps, learning_rate=args.lr,
         warmup_steps=args.warmup_steps, lr_scheduler_type="constant_with_warmup", weight_decay=0.0,
         logging_steps=1, save_strategy="steps" if args.save_steps else "no", save_steps=args.save_steps or 500,
-        bf16=args.precision == "bf16", use_cpu=on_cpu, ddp_backend=backend, deepspeed=str(ds_path) if ds_path else None,
+        bf16=args.precision == "bf16", use_cpu=on_cpu, ddp_backend=backend, deepspeed=ds,
         activation_checkpointing=args.grad_ckpt, seed=args.seed, report_to="none", disable_tqdm=True,
         dataloader_drop_last=True, optim=args.optimizer, torch_compile=args.compile, save_only_model=False,
     )
