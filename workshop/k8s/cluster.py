@@ -122,11 +122,13 @@ class Cluster:
 
     # -- write
     def apply(self, docs: list[dict], dry_run: bool = False, field_manager: str = "workshop", *,
-              namespace: str = "default", force: bool = True, validate: bool = True) -> list[Applied]:
-        """Server-side apply each document; validated offline first (so mistakes fail before any call)."""
+              namespace: str = "default", force: bool = True, validate: bool = True,
+              karpenter: str = "1.8.8", trainer: str = "2.1.0") -> list[Applied]:
+        """Server-side apply each document; validated offline first, against the CRD releases the cluster runs
+        (so mistakes fail before any call)."""
         if validate:
             from workshop.k8s.validate import KIND_FAMILY, ensure_valid
-            ensure_valid([d for d in docs if d.get("kind") in KIND_FAMILY])
+            ensure_valid([d for d in docs if d.get("kind") in KIND_FAMILY], karpenter=karpenter, trainer=trainer)
         if not field_manager or len(field_manager) > 128:
             raise WorkshopError(f"field manager {field_manager!r} must be 1-128 characters")
         results = []

@@ -61,12 +61,11 @@ def submit(cluster, spec: TrainJobSpec, *, trainer: str = "2.1.0", replace: bool
     from workshop.k8s.validate import ensure_valid
 
     docs = spec.documents(trainer)
-    ensure_valid(docs, trainer=crd_release(trainer))
+    ensure_valid(docs, trainer=crd_release(trainer))  # before anything is sent, Secret included
     secret_state = ensure_secret(cluster, spec.hf_secret) if spec.hf_secret is not None else None
     if replace and not dry_run and cluster.delete("TrainJob", spec.name, spec.namespace):
         _wait_gone(cluster, spec.name, spec.namespace)
-    # validated above against the right release; cluster.apply's own check uses its default release
-    cluster.apply(docs, dry_run=dry_run, namespace=spec.namespace, validate=False)
+    cluster.apply(docs, dry_run=dry_run, namespace=spec.namespace, trainer=crd_release(trainer))
     return Submitted(spec.name, spec.namespace, trainer, secret_state)
 
 
