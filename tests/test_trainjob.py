@@ -266,7 +266,8 @@ class FakeCluster:
         raise AssertionError(kind)
 
     def apply(self, docs, dry_run=False, field_manager="workshop", *, namespace="default", force=True,
-              validate=True):
+              validate=True, karpenter="1.8.8", trainer="2.1.0"):
+        self.validated_against = trainer if validate else None
         for d in docs:
             self.applied.append(d)
             if d["kind"] == "Secret":
@@ -305,6 +306,7 @@ def test_secret_created_from_env_then_job_submitted(monkeypatch, capsys):
     assert kinds == ["Secret", "TrainJob"]
     assert fake.applied[0]["stringData"] == {"token": TOKEN}  # only in the API request body
     assert "runtimePatches" in fake.applied[1]["spec"]
+    assert fake.validated_against == "2.3.0"  # the v2.2+ form is checked against a v2.2+ CRD, not v2.1
     assert TOKEN not in str(fake.applied[1]) and TOKEN not in capsys.readouterr().out
 
 
