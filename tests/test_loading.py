@@ -1,0 +1,180 @@
+"""Sharded loading: checkpoint files, clear errors for bad input, the sampler, the planner comparison, real runs."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from workshop import loading
+from workshop.errors import WorkshopError
+
+
+@pytest.fixture(scope="module")
+def ckpt(tmp_path_factory):
+    return loading.write_checkpoint(tmp_path_factory.mktemp("ckpt") / "tiny", "tiny", max_shard_size="5MB")
+
+
+def test_checkpoint_looks_like_a_hub_checkpoint(ckpt):
+    from workshop.models import count_parameters
+
+    names = {p.name for p in ckpt.iterdir()}
+    assert {"config.json", "model.safetensors.index.json", "tokenizer.json", "tokenizer_config.json"} <= names
+    info = loading.verify_checkpoint(ckpt)
+    assert len(info.shards) >= 3 and all(s in names for s in info.shards)
+    assert info.numel == count_parameters("tiny")
+    assert info.bytes == 2 * info.numel and info.dtype == "bf16"
+    index = json.loads((ckpt / "model.safetensors.index.json").read_text())
+    assert set(index["weight_map"].values()) == set(info.shards)
+
+
+def test_rewrite_with_same_spec_is_skipped(ckpt):
+    before = {p.name: p.stat().st_mtime_ns for p in ckpt.glob("*.safetensors")}
+    loading.write_checkpoint(ckpt, "tiny", max_shard_size="5MB")
+    assert {p.name: p.stat().st_mtime_ns for p in ckpt.glob("*.safetensors")} == before
+
+
+def _copy(ckpt, tmp_path):
+    import shutil
+
+    dst = tmp_path / "copy"
+    shutil.copytree(ckpt, dst)
+    return dst, loading.verify_checkpoint(dst).shards
+
+
+def test_missing_shard_names_the_shard(ckpt, tmp_path):
+    dst, shards = _copy(ckpt, tmp_path)
+    (dst / shards[1]).unlink()
+    with pytest.raises(WorkshopError, match=f"{shards[1]}.*missing"):
+        loading.verify_checkpoint(dst)
+
+
+def test_corrupt_and_truncated_shards_are_clear_errors(ckpt, tmp_path):
+    dst, shards = _copy(ckpt, tmp_path)
+    (dst / shards[0]).write_bytes(b"garbage that is not a safetensors header")
+    with pytest.raises(WorkshopError, match=f"{shards[0]}.*corrupt or truncated"):
+        loading.verify_checkpoint(dst)
+    dst2, _ = _copy(ckpt, tmp_path / "b")
+    data = (dst2 / shards[-1]).read_bytes()
+    (dst2 / shards[-1]).write_bytes(data[: len(data) // 2])
+    with pytest.raises(WorkshopError, match=shards[-1]):
+        loading.verify_checkpoint(dst2)
+
+
+def test_missing_directory_and_config(tmp_path):
+    with pytest.raises(WorkshopError, match="does not exist"):
+        loading.verify_checkpoint(tmp_path / "nope")
+    with pytest.raises(WorkshopError, match="config.json"):
+        loading.verify_checkpoint(tmp_path)
+
+
+def test_world_size_beyond_the_machine_is_refused():
+    cores = os.cpu_count()
+    loading.check_world_size(1)
+    with pytest.raises(WorkshopError, match=f"world size {cores + 1}.*allowed: 1..{cores}"):
+        loading.check_world_size(cores + 1)
+    for bad in (0, -1, 1.5, True):
+        with pytest.raises(WorkshopError):
+            loading.check_world_size(bad)
+    with pytest.raises(WorkshopError, match="GB"):  # a model that cannot fit in RAM twice
+        loading.check_world_size(1, model_bytes=10**15, method="naive")
+
+
+def test_cli_bad_input_exits_2_with_one_line(ckpt, tmp_path, capsys):
+    assert loading.main(["run", "--checkpoint", str(tmp_path / "nope")]) == 2
+    assert capsys.readouterr().err.startswith("error: checkpoint directory")
+    assert loading.main(["run", "--checkpoint", str(ckpt), "--methods", "naive,bogus"]) == 2
+    assert "unknown method 'bogus'; allowed: naive, meta, zero3, zero3-stream" in capsys.readouterr().err
+    assert loading.main(["run", "--checkpoint", str(ckpt), "--ranks", "1,99"]) == 2
+    assert "larger than this machine allows" in capsys.readouterr().err
+    assert loading.main(["run", "--checkpoint", str(ckpt), "--ranks", "x"]) == 2
+    assert loading.main(["checkpoint", "--model", "huge", "--out", str(tmp_path / "c")]) == 2
+    assert "unknown model preset 'huge'" in capsys.readouterr().err
+
+
+def test_worker_outside_torchrun_is_a_clear_error(ckpt, tmp_path, monkeypatch, capsys):
+    monkeypatch.delenv("LOCAL_RANK", raising=False)
+    assert loading.main(["worker", "--method", "naive", "--checkpoint", str(ckpt), "--out-dir", str(tmp_path)]) == 2
+    assert "torchrun" in capsys.readouterr().err
+
+
+def test_sampler_catches_a_short_lived_allocation():
+    import torch
+
+    with loading.PeakRSS() as s:
+        start = loading.rss_bytes()
+        t = torch.ones(300 * 2**20 // 4)  # 300 MiB, touched
+        del t
+    assert s.peak - start > 250 * 2**20
+    assert s.peak_anon > 250 * 2**20
+    assert loading.ru_maxrss_bytes() >= s.peak * 0.95
+
+
+def test_planner_prediction_orders_the_methods():
+    n1 = {m: loading.planner_prediction("medium", 1, m, shard_bytes=200_000_000) for m in loading.METHODS}
+    n2 = {m: loading.planner_prediction("medium", 2, m, shard_bytes=200_000_000) for m in loading.METHODS}
+    # naive = meta + a second full copy + the shard it is reading through
+    assert n2["naive"]["peak_rank0_gb"] - n2["meta"]["peak_rank0_gb"] == pytest.approx(n2["meta"]["keep_gb"] + 0.2)
+    assert n2["zero3"]["keep_gb"] == pytest.approx(n1["zero3"]["keep_gb"] / 2, rel=1e-6)
+    assert n2["zero3-stream"]["peak_rank0_gb"] < n2["zero3"]["peak_rank0_gb"]
+    assert n2["zero3"]["peak_other_gb"] < n2["meta"]["peak_other_gb"] < n2["naive"]["peak_other_gb"]
+
+
+def _row(method, n, rank, peak, **kw):
+    base = {"method": method, "world_size": n, "rank": rank, "dtype": "bf16", "peak_rss_gb": peak,
+            "peak_anon_gb": peak, "peak_file_gb": 0.0, "ru_maxrss_gb": peak, "end_rss_gb": peak,
+            "used_rss_gb": peak, "load_s": 1.0, "local_numel": 10 // n, "full_numel": 10, "model_bytes": 20,
+            "weights_match": True, "baseline_rss_gb": 0.3}
+    return {**base, **kw}
+
+
+def test_summary_ratios_and_table():
+    rows = [_row("naive", 2, 0, 2.0), _row("naive", 2, 1, 1.8), _row("zero3", 2, 0, 1.0), _row("zero3", 2, 1, 0.9)]
+    summary = loading.summarize(rows, model="tiny")
+    assert [r["share"] for r in summary] == [0.5] * 4
+    assert all("plan_peak_gb" in r and "plan_load_gb" in r for r in summary)
+    assert loading.ratios(summary) == {"naive": [1.0, 1.0], "zero3": [0.5, 0.5]}
+    table = loading.format_table(summary)
+    assert len(table.splitlines()) == 6 and "zero3" in table and "plan GB" in table
+
+
+def test_plot_loading_peaks(tmp_path):
+    from workshop import plots
+
+    rows = [_row("naive", 1, 0, 2.0, peak_anon_gb=1.7), _row("zero3", 2, 0, 1.0), _row("zero3", 2, 1, 0.8)]
+    path = plots.plot_loading_peaks(loading.summarize(rows, model="tiny"), tmp_path / "p.png")
+    assert path.exists() and path.stat().st_size > 5000
+
+
+@pytest.mark.slow
+def test_each_zero3_rank_holds_half_and_weights_equal_the_file(ckpt, tmp_path):
+    for method in ("zero3", "zero3-stream"):
+        reports = loading.run_method(ckpt, method, 2, out_dir=tmp_path)
+        assert [r["rank"] for r in reports] == [0, 1]
+        for r in reports:
+            assert r["partitioned"] and r["weights_match"], r
+            assert r["local_numel"] * 2 >= r["full_numel"] > r["local_numel"]
+            assert r["peak_rss_gb"] >= r["baseline_rss_gb"] > 0.05
+            assert r["ru_maxrss_gb"] >= r["peak_rss_gb"] * 0.9
+
+
+@pytest.mark.slow
+def test_naive_and_meta_hold_the_whole_model(ckpt, tmp_path):
+    for method in ("naive", "meta"):
+        (r,) = loading.run_method(ckpt, method, 1, out_dir=tmp_path)
+        assert not r["partitioned"] and r["weights_match"]
+        assert r["local_numel"] == r["full_numel"] == loading.verify_checkpoint(ckpt).numel
+
+
+@pytest.mark.slow
+def test_pitfalls_happen_and_the_fix_works(ckpt):
+    lost = loading.show_pitfall("config-not-kept", ckpt, nproc=2)
+    fixed = loading.show_pitfall("fix", ckpt, nproc=2)
+    assert lost["ok"] and not lost["partitioned"] and lost["local_numel"] == lost["full_numel"]
+    assert fixed["ok"] and fixed["partitioned"] and fixed["local_numel"] * 2 >= fixed["full_numel"]
+    assert fixed["local_numel"] < fixed["full_numel"]
+    wrapped = loading.show_pitfall("init-wraps-from-pretrained", ckpt, nproc=1)
+    assert not wrapped["ok"] and wrapped["error"]
+    with pytest.raises(WorkshopError, match="unknown pitfall"):
+        loading.show_pitfall("nope", ckpt)
