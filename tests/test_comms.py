@@ -93,3 +93,90 @@ def test_gloo_collective_bench_runs():
     assert res["world"] == 2 and len(res["results"]) == 6
     assert all(r["busbw_gbytes_per_s"] > 0 for r in res["results"])
     assert set(res["fit"]) == set(comms.OPS)
+
+
+@pytest.mark.parametrize("trainer", ["2.1.0", "2.3.0"])
+@pytest.mark.parametrize("pods,gpus,efa", [(1, 4, 4), (4, 1, 1)])
+def test_placement_trainjobs_validate_for_their_trainer(pods, gpus, efa, trainer):
+    from workshop.k8s.validate import validate_documents
+    from workshop.topology import placement_trainjob
+
+    spec = placement_trainjob("p4d.24xlarge", pods, gpus, trainer=trainer)
+    docs = spec.documents(trainer)
+    assert validate_documents(docs, trainer=trainer) == []
+    job = docs[0]["spec"]["trainer"]
+    assert (job["numNodes"], job["numProcPerNode"]) == (pods, gpus)
+    assert job["resourcesPerNode"]["limits"] == {"nvidia.com/gpu": str(gpus), "vpc.amazonaws.com/efa": str(efa)}
+    assert "--offload-param" in job["args"] and "--grad-ckpt" in job["args"]
+    assert {"name": "NCCL_DEBUG", "value": "INFO"} in job["env"]
+    other = "2.1.0" if trainer == "2.3.0" else "2.3.0"
+    assert validate_documents(docs, trainer=other)  # each form only fits its own release
+
+
+def test_placement_trainjob_eni_and_bad_input():
+    from workshop.topology import placement_trainjob
+
+    eni = placement_trainjob("p4d.24xlarge", 4, 1, network="eni").documents("2.3.0")[0]
+    limits = eni["spec"]["trainer"]["resourcesPerNode"]["limits"]
+    assert "vpc.amazonaws.com/efa" not in limits
+    assert not any(e["name"] == "FI_PROVIDER" for e in eni["spec"]["trainer"]["env"])
+    with pytest.raises(WorkshopError, match="network"):
+        placement_trainjob("p4d.24xlarge", 4, 1, network="ib")
+    with pytest.raises(WorkshopError, match="GPUs"):
+        placement_trainjob("p4d.24xlarge", 1, 9)
+
+
+def test_per_step_calls_diffs_snapshots():
+    snaps = [{"all_gather": [3, 30]}, {"all_gather": [13, 130]}, {"all_gather": [23, 230], "barrier": [1, 0]},
+             {"all_gather": [33, 330], "barrier": [2, 0]}]
+    calls = comms.per_step_calls(snaps)
+    assert calls["all_gather"] == {"calls": 10, "bytes": 100}
+    assert calls["barrier"]["calls"] == 1
+
+
+def test_zero3_calls_from_architecture():
+    tiny = comms.zero3_calls("tiny")
+    # 4 layers x (q, k, v, o, 2 norms) + final norm stay whole (<= 1e5 elements): one all-gather each after
+    # the step; the MLP, embedding and head are fetched in one 5e7-element prefetch bucket, kept for backward
+    assert (tiny.persistent_params, tiny.gather_passes, tiny.all_gather_calls) == (25, 1, 26)
+    assert tiny.all_gather_waves == 2 and tiny.n_ops == {"all_gather": 2, "reduce_scatter": 1}
+    assert tiny.all_gather_bytes == tiny.reduce_scatter_bytes == 2 * tiny.params
+    big = comms.zero3_calls("llama-3-8b", grad_ckpt=True, grad_accum=4)
+    assert big.gather_passes == 3  # 8e9 elements > max_reuse_distance: gather again for backward + recompute
+    assert big.all_gather_bytes == pytest.approx(2 * (4 * 3 * big.partitioned + big.persistent))
+
+
+def test_predict_from_single_rank_splits_the_optimizer():
+    base = comms.LocalRun("tiny", 1, False, False, step_time_s=1.0, optimizer_step_s=0.4, calls={},
+                          loopback_bytes_per_step_per_rank=None)
+    calls = comms.zero3_calls("tiny")
+    fit = {op: {"alpha_s": 1e-3, "gbytes_per_s": 1.0} for op in comms.OPS}
+    p = comms.predict_from_single_rank(base, calls, fit, 2)
+    assert p["compute_s"] == pytest.approx(0.8)
+    assert p["latency_s"] == pytest.approx(3 * 1e-3)  # fetch wave + persistent wave + one reduce-scatter
+    assert p["predicted_if_every_call_waits_s"] - p["predicted_s"] == pytest.approx(24 * 1e-3)
+    assert p["bandwidth_s"] == pytest.approx(0.5 * (calls.all_gather_bytes + calls.reduce_scatter_bytes) / 1e9)
+
+
+def test_netsim_check_swaps_only_the_collective_time():
+    fit = lambda a, b: {op: {"alpha_s": a, "gbytes_per_s": b} for op in comms.OPS}
+    bench = {"mode": "netns", "rates": {"10gbit": {"world": 2, "fit": fit(1e-3, 1.0)},
+                                        "1gbit": {"world": 2, "fit": fit(5e-3, 0.1)}}}
+    netsim = {"table": [{"rate": "10gbit", "ok": True, "step_time_s_median": 0.3},
+                        {"rate": "1gbit", "ok": True, "step_time_s_median": 0.6}]}
+    out = comms.netsim_check(bench, netsim)
+    slow = next(r for r in out["rows"] if r["rate"] == "1gbit")
+    calls = comms.zero3_calls("tiny")
+    wire = 0.5 * (calls.all_gather_bytes + calls.reduce_scatter_bytes)
+    assert slow["predicted_s"] == pytest.approx(0.3 + 3 * 4e-3 + wire / 1e8 - wire / 1e9)
+    with pytest.raises(WorkshopError, match="two caps"):
+        comms.netsim_check(bench, {"table": netsim["table"][:1]})
+
+
+@pytest.mark.slow
+def test_counted_calls_match_the_architecture(tmp_path):
+    run = comms.run_training("tiny", world=2, steps=3, out_dir=tmp_path)
+    model = comms.zero3_calls("tiny")
+    assert run.calls["all_gather_into_tensor"] == {"calls": model.all_gather_calls, "bytes": model.all_gather_bytes}
+    assert run.calls["reduce_scatter_tensor"]["calls"] == model.reduce_scatter_calls
+    assert run.step_time_s > 0 and 0 < run.optimizer_step_s < run.step_time_s

@@ -79,6 +79,22 @@ def plot_collective_bench(rows: list[dict], path) -> Path:
     return _save(fig, path)
 
 
+def plot_local_prediction(rows: list[dict], path) -> Path:
+    """Local check of the same model: measured vs predicted step time per case, the +-20% band drawn."""
+    fig, ax = plt.subplots(figsize=(7.5, 4))
+    xs = range(len(rows))
+    meas = [r["measured_s"] for r in rows]
+    ax.bar([x - 0.2 for x in xs], meas, 0.4, label="measured")
+    ax.bar([x + 0.2 for x in xs], [r["predicted_s"] for r in rows], 0.4, label="model")
+    ax.errorbar([x + 0.2 for x in xs], meas, yerr=[0.2 * m for m in meas], fmt="none", ecolor="grey",
+                capsize=4, label="measured +-20%")
+    ax.set_xticks(list(xs), [r["label"] for r in rows], rotation=20, ha="right", fontsize=8)
+    ax.set_ylabel("seconds per optimizer step")
+    ax.set_title("ZeRO-3 on this machine (gloo): model vs measurement")
+    ax.legend(fontsize=8)
+    return _save(fig, path)
+
+
 # ---------------------------------------------------------------- chapter 01 (AMX, instance selection)
 
 def plot_gemm_tflops(results: list[dict], peaks: dict[str, float | None], path) -> Path:
@@ -193,22 +209,49 @@ def plot_loading_peaks(rows: list[dict], path, *, title: str = "Peak RSS while l
     for r in rows:
         groups.setdefault((r["method"], r["world_size"]), []).append(r)
     fig, ax = plt.subplots(figsize=(9, 4.2))
-    labels, x, width = [], 0.0, 0.38
-    for i, ((method, n), ranks) in enumerate(groups.items()):
+    labels, x, width, named = [], 0.0, 0.38, set()
+    for (method, n), ranks in groups.items():
         ranks = sorted(ranks, key=lambda r: r["rank"])
         for j, r in enumerate(ranks):
             pos = x + (j - (len(ranks) - 1) / 2) * width
             anon = r.get("peak_anon_gb", r["peak_rss_gb"])
-            ax.bar(pos, anon, width * 0.95, color=f"C{j}", label=f"rank {j}" if i == 0 or j >= 1 and
-                   f"rank {j}" not in ax.get_legend_handles_labels()[1] else None)
+            ax.bar(pos, anon, width * 0.95, color=f"C{j}", label=None if j in named else f"rank {j}")
+            named.add(j)
             ax.bar(pos, r["peak_rss_gb"] - anon, width * 0.95, bottom=anon, color=f"C{j}", alpha=0.4,
                    hatch="//", edgecolor="white")
             if r.get("plan_load_gb") is not None:
-                ax.plot([pos - width / 2, pos + width / 2], [r["plan_load_gb"]] * 2, color="black", lw=1.5)
+                ax.plot([pos - width / 2, pos + width / 2], [r["plan_load_gb"]] * 2, color="black", lw=1.5,
+                        label=None if "plan" in named else "planner (measured baseline)")
+                named.add("plan")
+            if r.get("used_rss_gb") is not None:
+                ax.plot(pos, r["used_rss_gb"], marker="x", color="black", ls="none",
+                        label=None if "used" in named else "after every weight is read once")
+                named.add("used")
         labels.append((x, f"{method}\nN={n}"))
         x += 1.0
     ax.set_xticks([p for p, _ in labels], [t for _, t in labels], fontsize=8)
     ax.set_ylabel("GB (peak resident)")
-    ax.set_title(title + " (hatched: mmap'd file pages; black line: planner)")
-    ax.legend()
+    ax.set_title(title + " (hatched: mmap'd file pages)")
+    ax.legend(fontsize=8)
+    return _save(fig, path)
+
+
+# ---------------------------------------------------------------- benchmarks (workshop bench)
+
+def plot_bench_recipes(bars: list[dict], path) -> Path:
+    """Median useful tokens/s per training variant (log scale) with min-max whiskers over interleaved runs.
+
+    `bars` rows have label, median, min, max (a workshop.bench Stats as dict plus a label), slowest first.
+    """
+    fig, ax = plt.subplots(figsize=(7.5, 3.8))
+    xs = range(len(bars))
+    med = [b["median"] for b in bars]
+    ax.bar(xs, med, 0.6, color=[f"C{i}" for i in xs],
+           yerr=[[b["median"] - b["min"] for b in bars], [b["max"] - b["median"] for b in bars]], capsize=4)
+    for x, b in zip(xs, bars):
+        ax.annotate(f"{b['median']:.0f}", (x, b["max"]), ha="center", va="bottom", fontsize=8)
+    ax.set_xticks(list(xs), [b["label"] for b in bars], fontsize=8)
+    ax.set_yscale("log")
+    ax.set_ylabel("useful tokens / s (median, log)")
+    ax.set_title("Same model, same corpus, same steps, 2 ranks (whiskers: min-max over runs)")
     return _save(fig, path)
