@@ -156,3 +156,22 @@ def run_torchrun(train_args: list[str], *, nproc_per_node: int = 2, nnodes: int 
     metrics_file = out_dir / "metrics.json"
     metrics = json.loads(metrics_file.read_text()) if proc.returncode == 0 and metrics_file.exists() else None
     return RunResult(proc.returncode, "".join(lines), steps, metrics, str(log_path), round(time.time() - t0, 2))
+
+
+def sweep_threads(train_args, settings: list[int], *, nproc_per_node: int = 2, steps: int = 8) -> list[dict]:
+    """The same job once per threads-per-rank setting (fewer steps); median tokens/s and step time of each.
+
+    `train_args` is a workshop.train.TrainArgs; each setting writes to its own `<output_dir>-threadsT`.
+    Settings that oversubscribe the cores are allowed on purpose: that is what the sweep shows.
+    """
+    from dataclasses import replace
+
+    rows = []
+    for t in settings:
+        args = replace(train_args, max_steps=steps, output_dir=f"{train_args.output_dir}-threads{t}")
+        run = run_torchrun(args.to_argv(), nproc_per_node=nproc_per_node, threads_per_rank=t,
+                           allow_oversubscribe=True, progress=False).check()
+        rows.append({"label": f"{nproc_per_node} ranks x {t} threads", "threads": t,
+                     "tokens_per_s": run.metrics["tokens_per_s_median"],
+                     "step_time_s": run.metrics["step_time_s_median"]})
+    return rows
