@@ -350,3 +350,22 @@ def test_no_cluster_is_a_plain_none(monkeypatch, tmp_path, capsys):
 def test_kubectl_command_is_valid_shell():
     cmd = tj.HFTokenSecret().kubectl_command()
     assert shlex.split(cmd)[0] == "printf" and "--from-file=token=/dev/stdin" in cmd
+
+
+@pytest.mark.parametrize("trainer", ["2.1.0", "2.2.0"])
+def test_multi_node_jobs_keep_one_node_pod_per_machine(trainer):
+    """4 pods x 1 GPU must not be packed onto one 8-GPU machine: required pod anti-affinity on hostname."""
+    spec = tj.gpu_trainjob("gpu-4x1", nodes=4, gpus_per_node=1, efa_per_node=1, catalog_source="moto",
+                           ipc_lock=False, env={"NCCL_DEBUG": "INFO"}, offload_param=True)
+    doc = spec.to_dict(trainer)
+    pod = (doc["spec"]["podTemplateOverrides"][0]["spec"] if trainer == "2.1.0" else
+           doc["spec"]["runtimePatches"][0]["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"][0]
+           ["template"]["spec"]["template"]["spec"])
+    term = pod["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][0]
+    assert term["topologyKey"] == "kubernetes.io/hostname"
+    assert term["labelSelector"]["matchLabels"] == {"jobset.sigs.k8s.io/jobset-name": "gpu-4x1"}
+    assert {"name": "NCCL_DEBUG", "value": "INFO"} in doc["spec"]["trainer"]["env"]
+    assert "--offload-param" in doc["spec"]["trainer"]["args"]
+    assert tj.validate(spec, trainer) == []
+    single = tj.gpu_trainjob("gpu-1x4", nodes=1, gpus_per_node=4, efa_per_node=4, catalog_source="moto")
+    assert "affinity" not in str(single.to_dict("2.2.0"))  # one pod: nothing to spread

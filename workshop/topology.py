@@ -204,11 +204,9 @@ def placement_trainjob(instance_type: str, pods: int, gpus_per_pod: int, *, netw
         efa = efa_per_pod if efa_per_pod is not None else (inst.efa_devices if pods == 1 else 1)
         check_positive("efa_per_pod", efa)
     w = workload or SeedWorkload()
-    extra = ["--offload-param"] if w.offload_param else []
-    spec = gpu_trainjob(f"{instance_type.split('.')[0]}-{pods}x{gpus_per_pod}-{network}", model=w.model,
+    return gpu_trainjob(f"{instance_type.split('.')[0]}-{pods}x{gpus_per_pod}-{network}", model=w.model,
                         nodes=pods, instance_type=instance_type, gpus_per_node=gpus_per_pod, efa_per_node=efa,
                         ipc_lock=trainer_form(trainer) == "runtimePatches", micro_batch=w.micro_batch,
                         grad_accum=w.grad_accum, grad_ckpt=w.grad_ckpt, offload_optimizer=w.offload_optimizer,
-                        max_steps=SEED_STEPS, extra=extra)
-    spec.env.update({"NCCL_DEBUG": nccl_debug, **w.env})
-    return spec
+                        offload_param=w.offload_param, max_steps=SEED_STEPS,
+                        env={"NCCL_DEBUG": nccl_debug, **w.env}, one_pod_per_node=True)

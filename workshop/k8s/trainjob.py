@@ -159,6 +159,7 @@ class TrainJobSpec:
     shm_size: str | None = None
     capabilities: list[str] = field(default_factory=list)  # e.g. IPC_LOCK for EFA (v2.2+ only: see render)
     labels: dict[str, str] = field(default_factory=dict)
+    one_pod_per_node: bool = False  # pod anti-affinity: each node pod on its own machine
     launcher: list[str] = field(default_factory=lambda: ["torchrun"])
     module: str = "workshop.train"
 
@@ -213,7 +214,16 @@ class TrainJobSpec:
         if self.capabilities and form == "runtimePatches":
             container["securityContext"] = {"capabilities": {"add": list(self.capabilities)}}
         return {"nodeSelector": self.node_selector or None, "tolerations": self.tolerations or None,
+                "affinity": self._spread() if self.one_pod_per_node and self.nodes > 1 else None,
                 "volumes": volumes, "containers": [container] if len(container) > 1 else None}
+
+    def _spread(self) -> dict:
+        """Never two node pods of this job on one machine: without it, the scheduler (and Karpenter) may pack
+        "4 pods x 1 GPU" onto a single 8-GPU instance, and the measured network path is not the one meant.
+        The Trainer runs the job as a JobSet named after the TrainJob, whose pods carry that name."""
+        return {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{
+            "labelSelector": {"matchLabels": {"jobset.sigs.k8s.io/jobset-name": self.name}},
+            "topologyKey": "kubernetes.io/hostname"}]}}
 
     def to_dict(self, trainer: str = "2.1.0") -> dict:
         form = trainer_form(trainer)
@@ -244,7 +254,8 @@ class TrainJobSpec:
 def train_args(model: str = "tiny", *, dataset: str = "local", seq_len: int = 128, micro_batch: int = 4,
                grad_accum: int = 1, max_steps: int = 20, precision: str = "bf16", zero_stage: int = 3,
                backend: str = "gloo", threads: int | None = None, grad_ckpt: bool = False,
-               offload_optimizer: bool = False, output_dir: str = OUTPUT_DIR, extra: list[str] | None = None) -> list[str]:
+               offload_optimizer: bool = False, offload_param: bool = False, output_dir: str = OUTPUT_DIR,
+               extra: list[str] | None = None) -> list[str]:
     """The workbook's training flags, as the node container passes them to `workshop.train`."""
     for what, value in (("seq_len", seq_len), ("micro_batch", micro_batch), ("grad_accum", grad_accum),
                         ("max_steps", max_steps)):
@@ -259,6 +270,8 @@ def train_args(model: str = "tiny", *, dataset: str = "local", seq_len: int = 12
         args.append("--grad-ckpt")
     if offload_optimizer:
         args.append("--offload-optimizer")
+    if offload_param:
+        args.append("--offload-param")
     return [*args, "--output-dir", output_dir, *(extra or [])]
 
 
@@ -303,14 +316,15 @@ def cpu_trainjob(name: str = "cpu-llama3", *, model: str = "llama-3-8b", nodes: 
              "HF_HOME": "/workspace/hf-cache"},
         hf_secret=hf_secret, node_selector={"karpenter.sh/nodepool": node_pool},
         tolerations=[{"key": key, "operator": "Equal", "value": value, "effect": effect}],
-        shm_size=shm_size, labels={"workshop/accelerator": "cpu"})
+        shm_size=shm_size, one_pod_per_node=True, labels={"workshop/accelerator": "cpu"})
 
 
 def gpu_trainjob(name: str = "gpu-llama3", *, model: str = "llama-3-8b", nodes: int = 4,
                  instance_type: str = "p4d.24xlarge", gpus_per_node: int | None = None,
                  efa_per_node: int | None = None, namespace: str = "default", registry: str = DEFAULT_REGISTRY,
                  cpu: str | None = None, memory: str | None = None, shm_size: str = "64Gi",
-                 ipc_lock: bool = True, catalog_source: str | None = None, hf_secret: HFTokenSecret | None = None, args: list[str] | None = None,
+                 ipc_lock: bool = True, catalog_source: str | None = None, hf_secret: HFTokenSecret | None = None,
+                 args: list[str] | None = None, env: dict[str, str] | None = None, one_pod_per_node: bool = True,
                  **train_kw) -> TrainJobSpec:
     """The GPU job: CUDA/NCCL/EFA image, one rank per GPU, every EFA interface of the instance.
 
@@ -338,9 +352,10 @@ def gpu_trainjob(name: str = "gpu-llama3", *, model: str = "llama-3-8b", nodes: 
     if args is None:
         args = train_args(model, **{"dataset": "wikitext", "seq_len": 512, "micro_batch": 1, "grad_accum": 4,
                                     "max_steps": 50, "grad_ckpt": True, "backend": "nccl", **train_kw})
-    env = {"NCCL_DEBUG": "WARN", "TOKENIZERS_PARALLELISM": "false", "HF_HOME": "/workspace/hf-cache"}
+    base_env = {"NCCL_DEBUG": "WARN", "TOKENIZERS_PARALLELISM": "false", "HF_HOME": "/workspace/hf-cache"}
     if efa_per_node:
-        env.update({"FI_PROVIDER": "efa", "FI_EFA_USE_DEVICE_RDMA": "1" if instance_type.startswith("p") else "0"})
+        base_env.update({"FI_PROVIDER": "efa", "FI_EFA_USE_DEVICE_RDMA": "1" if instance_type.startswith("p") else "0"})
+    env = {**base_env, **(env or {})}
     return TrainJobSpec(
         name=name, namespace=namespace, image=image_ref("gpu", registry), train_args=args, nodes=nodes,
         procs_per_node=gpus_per_node, requests=requests, limits=limits, env=env, hf_secret=hf_secret,
@@ -348,7 +363,7 @@ def gpu_trainjob(name: str = "gpu-llama3", *, model: str = "llama-3-8b", nodes: 
         tolerations=[{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
                      {"key": "vpc.amazonaws.com/efa", "operator": "Exists", "effect": "NoSchedule"}],
         shm_size=shm_size, capabilities=["IPC_LOCK"] if efa_per_node and ipc_lock else [],
-        labels={"workshop/accelerator": "gpu"})
+        one_pod_per_node=one_pod_per_node, labels={"workshop/accelerator": "gpu"})
 
 
 # ------------------------------------------------------------------------------------- validation
