@@ -1,0 +1,175 @@
+"""workshop.bench: the statistics, interleaving and MFU math, the verdicts, and one tiny real interleaved run."""
+
+import json
+import sys
+
+import pytest
+
+from workshop import bench
+from workshop.bench import BenchConfig, Stats, Variant
+from workshop.errors import WorkshopError
+
+
+def test_stats_median_spread_and_empty():
+    s = Stats.of([10.0, 12.0, 8.0, None])
+    assert (s.n, s.median, s.min, s.max) == (3, 10.0, 8.0, 12.0)
+    assert s.spread_pct == 40.0
+    with pytest.raises(WorkshopError, match="no measurements"):
+        Stats.of([None])
+
+
+def test_paired_ratios_cancel_drift_between_rounds():
+    # the machine gets 20% slower in round 2; each back-to-back pair still shows B is 2x faster
+    a = [100.0, 80.0]
+    b = [200.0, 160.0]
+    r = bench.paired_ratios(b, a)
+    assert r.values == [2.0, 2.0] and r.spread_pct == 0.0
+    with pytest.raises(WorkshopError, match="as many"):
+        bench.paired_ratios([1.0], [1.0, 2.0])
+
+
+def test_interleave_order_is_abab():
+    assert bench.interleave(["a", "b"], 3) == [(0, "a"), (0, "b"), (1, "a"), (1, "b"), (2, "a"), (2, "b")]
+    with pytest.raises(WorkshopError):
+        bench.interleave(["a", "a"], 2)
+    with pytest.raises(WorkshopError, match="rounds"):
+        bench.interleave(["a"], 0)
+
+
+def test_flops_per_token_and_mfu():
+    # 6N without the input embedding (a lookup) + 12 * L * d * T for attention
+    fpt = bench.flops_per_token(1_000_000, layers=2, hidden=64, seq_len=128, vocab=1000)
+    assert fpt == 6 * (1_000_000 - 64_000) + 12 * 2 * 64 * 128
+    assert bench.flops_per_token(1_000_000, layers=2, hidden=64, seq_len=128, vocab=1000, tied=True) == \
+        6 * 1_000_000 + 12 * 2 * 64 * 128
+    # 1e12 FLOP/s of a 2 TFLOPS peak is 50%
+    assert bench.mfu(1e6, 1e6, 2.0) == pytest.approx(50.0)
+    with pytest.raises(WorkshopError):
+        bench.mfu(1.0, 1.0, 0)
+
+
+def test_peaks_never_assume_amx():
+    p = bench.peaks_for(2)
+    assert p["amx_bf16_tflops"] > 0 and p["cores"] <= 2
+    if not p["amx"]:
+        assert p["bf16_path"] != "amx_bf16"
+
+
+def test_corpus_stats_counts_padding_waste(tmp_path):
+    class Tok:  # one token per word
+        def __call__(self, texts):
+            return {"input_ids": [t.split() for t in texts]}
+
+    f = tmp_path / "c.txt"
+    f.write_text("short\n" + "w " * 10 + "\n" + "w " * 1000 + "\n")
+    s = bench.corpus_stats(f, Tok(), min_chars=11, max_length=100)
+    assert s["lines"] == 3 and s["kept_lines"] == 2  # "short" (5 chars) is dropped, like the seed
+    assert s["mean_tokens_per_line"] == (10 + 100) / 2  # the long line is truncated at max_length
+    assert s["padding_efficiency"] == pytest.approx(0.55)
+
+
+def test_seed_variant_matches_the_seed_recipe():
+    from workshop.train import parse_args
+
+    v = bench.VARIANTS["seed"]
+    args = parse_args(bench.variant_argv(v, BenchConfig(dataset=__file__), bench.REPO / "out" / "x"))
+    assert (args.zero_stage, args.offload_param, args.offload_optimizer) == (3, True, True)
+    assert (args.micro_batch, args.grad_accum, args.seq_len, args.packing) == (1, 4, 512, False)
+    assert args.min_chars == 11 and args.precision == "bf16" and args.extra_ds["overlap_comm"] is True
+    w = parse_args(bench.variant_argv(bench.VARIANTS["workbook"], BenchConfig(dataset=__file__), bench.REPO / "x"))
+    assert w.packing and w.precision == "bf16" and not w.offload_param
+    assert bench.VARIANTS["workbook_fp32"].precision == "fp32"
+
+
+def fake_runner(speed: dict[str, float]):
+    calls = []
+
+    def run(v: Variant, cfg: BenchConfig, round_: int) -> dict:
+        calls.append((round_, v.name))
+        drift = 1.0 - 0.1 * round_
+        tps = speed[v.name] * drift
+        m = {"steps": [{"tokens": 1}] * cfg.steps, "tokens_per_s_median": tps, "step_time_s_median": 1000 / tps,
+             "world_size": 2, "params": 60_000_000, "args": {"micro_batch": 1, "grad_accum": 4, "seq_len": 512}}
+        return bench.run_record(v, round_, m, 1.0)
+
+    return run, calls
+
+
+def test_training_benchmarks_interleave_once_and_split(tmp_path, kit_cache):
+    run, calls = fake_runner({"seed": 40.0, "seed_engine_packed": 300.0, "workbook": 1000.0, "workbook_fp32": 400.0})
+    cfg = BenchConfig(steps=4, rounds=2, cache_dir=str(kit_cache), out_dir=str(tmp_path / "runs"))
+    out = bench.training_benchmarks(["recipes", "engine"], cfg, runner=run, echo=lambda *_: None)
+    # the shared "workbook" variant ran once per round, not once per benchmark
+    assert calls == [(0, "workbook"), (0, "seed"), (0, "seed_engine_packed"),
+                     (1, "workbook"), (1, "seed"), (1, "seed_engine_packed")]
+    rec = out["recipes"]
+    assert rec["tokens_per_s_ratio"]["median"] == pytest.approx(25.0)
+    assert rec["tokens_per_s_ratio"]["spread_pct"] == pytest.approx(0.0)  # drift cancels within a round
+    assert out["engine"]["tokens_per_s_ratio"]["median"] == pytest.approx(1000 / 300)
+    w = rec["variants"]["workbook"]
+    assert w["tokens_per_s"]["values"] == [1000.0, 900.0]
+    assert w["mfu_pct_of_amx_peak"] == pytest.approx(100 * 950 * w["flops_per_token"] / (rec["peaks"]["amx_bf16_tflops"] * 1e12),
+                                                     rel=1e-3)
+    assert rec["corpus"]["mean_tokens_per_line"] > 10  # paragraph-level lines, not one short line each
+
+
+def test_summary_rows_verdicts(tmp_path, kit_cache):
+    run, _ = fake_runner({"seed": 100.0, "seed_engine_packed": 300.0, "workbook": 1000.0, "workbook_fp32": 400.0})
+    cfg = BenchConfig(steps=4, rounds=1, cache_dir=str(kit_cache), out_dir=str(tmp_path / "runs"))
+    res = bench.training_benchmarks(["recipes", "engine", "precision"], cfg, runner=run, echo=lambda *_: None)
+    res["workbook"] = {"total_s": 720.0, "notebooks": [{"notebook": "01_x.ipynb"}]}
+    for name, r in res.items():
+        bench.save(name, r, tmp_path)
+    rows = {r["benchmark"]: r for r in bench.summary_rows(results_dir=tmp_path)}
+    assert rows["recipes"]["value"] == 10.0 and rows["recipes"]["verdict"] == "met"
+    assert rows["engine"]["verdict"] == "met"
+    assert rows["precision"]["value"] == 2.5 and rows["precision"]["verdict"] == "met"
+    assert rows["workbook"]["value"] == 12.0 and rows["workbook"]["verdict"] == "missed by 20%"
+    assert rows["gemm"]["verdict"] == "not measured"
+    if not res["recipes"]["peaks"]["amx"]:
+        assert rows["mfu"]["verdict"].startswith("cannot be judged")
+    assert "| recipes |" in bench.format_rows(list(rows.values()))
+    png = bench.plot(res, tmp_path / "img")
+    assert png and png[0].stat().st_size > 1000
+
+
+def test_cli_rejects_bad_input(capsys):
+    assert bench.main(["nope"]) == 2
+    assert "unknown benchmark 'nope'" in capsys.readouterr().err
+    assert bench.main(["recipes", "--steps", "2"]) == 2
+    assert "steps must be >= 3" in capsys.readouterr().err
+    assert bench.main(["recipes", "--dataset", "/no/such/file"]) == 2
+    assert "is not a file" in capsys.readouterr().err
+
+
+def test_ipex_skips_plainly_without_its_environment(monkeypatch, tmp_path):
+    monkeypatch.setenv("WORKSHOP_IPEX_PYTHON", str(tmp_path / "missing" / "python"))
+    r = bench.ipex(BenchConfig())
+    assert r["status"] == "skipped" and "environment-ipex.yml" in r["message"]
+
+
+@pytest.mark.slow
+def test_ipex_child_plumbing_with_stock_arms(tmp_path, kit_cache):
+    """The child script end to end in THIS environment, both arms stock: the JSON contract holds."""
+    cfg = BenchConfig(model="tiny", steps=3, rounds=2, seq_len=64, cache_dir=str(kit_cache), out_dir=str(tmp_path))
+    r = bench.ipex(cfg, sys.executable, stock_only=True)
+    assert r["status"] == "ok", r
+    assert len(r["stock_tokens_per_s"]) == 2 and all(x > 0 for x in r["ipex_tokens_per_s"])
+    assert r["stock_only"] is True and 0.2 < r["ratio"]["median"] < 5
+
+
+@pytest.mark.slow
+def test_real_interleaved_recipes_tiny(tmp_path, kit_cache):
+    """Two real 2-rank runs per variant (tiny model, few steps): the JSON has every run, in ABAB order."""
+    cfg = BenchConfig(model="tiny", steps=3, rounds=1, seq_len=128, cache_dir=str(kit_cache),
+                      out_dir=str(tmp_path / "runs"), results_dir=str(tmp_path / "res"))
+    out = bench.training_benchmarks(["recipes"], cfg, echo=lambda *_: None)
+    r = out["recipes"]
+    assert r["order"] == ["workbook#0", "seed#0"]
+    for name in ("workbook", "seed"):
+        v = r["variants"][name]
+        assert v["tokens_per_s"]["median"] > 0 and v["runs"][0]["steps"] == 3
+    # padding wastes most of the seed's compute; packing wastes none
+    assert r["variants"]["seed"]["computed_tokens_per_s"] > 2 * r["variants"]["seed"]["tokens_per_s"]["median"]
+    path = bench.save("recipes", r, cfg.results_dir)
+    assert json.loads(path.read_text())["variants"]["seed"]["argv"][:2] == ["--zero-stage", "3"]

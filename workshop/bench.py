@@ -1,0 +1,552 @@
+"""`workshop bench`: side-by-side benchmarks that prove (or refute) that the workbook's CPU recipe is the fast one.
+
+A 2-core VM drifts by about +-10% between batches, so a single A-then-B comparison can show a 10% win that is
+only drift. Every comparison here runs its variants interleaved (A B A B ...), keeps every run, and reports
+medians, the spread, and the ratio of each A/B pair run back to back. Results go to
+benchmarks/results/<name>.json, and `summary_rows()` turns them into the table chapter 04 shows.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from workshop.errors import WorkshopError, check_choice, check_positive
+
+REPO = Path(__file__).resolve().parent.parent
+RESULTS_DIR = REPO / "benchmarks" / "results"
+IMAGES_DIR = REPO / "images"
+
+# The seed's DeepSpeed file (chapter 000's cpu-ds.json) beyond stage and offload, reproduced as it is.
+SEED_ZERO_EXTRA = {"overlap_comm": True, "stage3_max_live_parameters": 1e9, "stage3_prefetch_bucket_size": 5e8,
+                   "stage3_param_persistence_threshold": 1e6}
+SEED_MIN_CHARS = 11  # the seed drops lines of <= 10 characters
+
+
+# ---------------------------------------------------------------- statistics
+
+@dataclass
+class Stats:
+    """The distribution of one metric over repeated runs: never a single timing."""
+    n: int
+    median: float
+    min: float
+    max: float
+    spread_pct: float  # (max - min) / median, in percent
+    values: list[float] = field(default_factory=list)
+
+    @classmethod
+    def of(cls, values: Sequence[float]) -> Stats:
+        xs = [float(v) for v in values if v is not None]
+        if not xs:
+            raise WorkshopError("no measurements to summarize (every run failed or produced no steps)")
+        med = statistics.median(xs)
+        spread = 100 * (max(xs) - min(xs)) / med if med else 0.0
+        return cls(len(xs), med, min(xs), max(xs), round(spread, 1), xs)
+
+
+def paired_ratios(a: Sequence[float], b: Sequence[float]) -> Stats:
+    """a[i] / b[i] for runs made back to back in the same round: drift between rounds cancels in each ratio."""
+    if len(a) != len(b):
+        raise WorkshopError(f"paired ratios need as many A runs as B runs, got {len(a)} and {len(b)}")
+    return Stats.of([x / y for x, y in zip(a, b) if x is not None and y])
+
+
+def interleave(names: Sequence[str], rounds: int) -> list[tuple[int, str]]:
+    """The run order: every variant once per round, rounds one after another (A B A B ...)."""
+    check_positive("rounds", rounds)
+    if len(set(names)) != len(names) or not names:
+        raise WorkshopError(f"variants must be distinct and non-empty, got {list(names)}")
+    return [(r, name) for r in range(rounds) for name in names]
+
+
+# ---------------------------------------------------------------- FLOPs and MFU
+
+def flops_per_token(params: int, *, layers: int, hidden: int, seq_len: int, vocab: int = 0,
+                    tied: bool = False) -> float:
+    """Training FLOPs per token: 6 per matmul weight (forward 2, backward 4) plus causal-free attention.
+
+    Kaplan/PaLM counting: 6 * N + 12 * layers * hidden * seq_len, where N excludes the input embedding (a
+    table lookup, no FLOPs) unless it is tied to the output head (then the head's matmul uses it).
+    """
+    for name, v in (("params", params), ("layers", layers), ("hidden", hidden), ("seq_len", seq_len)):
+        check_positive(name, v)
+    matmul_params = params - (0 if tied else vocab * hidden)
+    return 6.0 * matmul_params + 12.0 * layers * hidden * seq_len
+
+
+def mfu(tokens_per_s: float, flops_token: float, peak_tflops: float) -> float:
+    """Model FLOPs utilization in percent: useful model FLOPs per second over the theoretical peak."""
+    check_positive("peak_tflops", peak_tflops)
+    return 100.0 * tokens_per_s * flops_token / (peak_tflops * 1e12)
+
+
+def peaks_for(cores: int) -> dict:
+    """bf16/fp32 peak of the ISA present, and the AMX bf16 peak the same cores would have on a Xeon (chapter 01)."""
+    from workshop.hardware import detect, machine_peaks
+
+    d = detect(probe_onednn=False)
+    p = machine_peaks(d, cores=min(cores, d["cores"]))
+    return {"cpu_model": d["cpu_model"], "amx": d["amx"], "isa_class": d["isa_class"], "cores": p["amx_reference"].cores,
+            "clock_ghz": d.get("clock_ghz"), "why": d["why"],
+            "bf16_tflops": p["bf16"].tflops if p["bf16"] else None, "bf16_path": p["bf16"].path if p["bf16"] else None,
+            "fp32_tflops": p["fp32"].tflops if p["fp32"] else None, "fp32_path": p["fp32"].path if p["fp32"] else None,
+            "amx_bf16_tflops": p["amx_reference"].tflops}
+
+
+# ---------------------------------------------------------------- the corpus
+
+def corpus_stats(path: str | Path, tokenizer, *, min_chars: int = SEED_MIN_CHARS, max_length: int = 512) -> dict:
+    """What padding costs on this corpus: mean useful tokens per line against the padded length.
+
+    Counted like the seed: lines of fewer than min_chars characters dropped, each kept line truncated at
+    max_length. Tokens per line / max_length is the share of the padded recipe's compute that is useful.
+    """
+    lines = [x for x in Path(path).read_text(encoding="utf-8").splitlines()]
+    kept = [x for x in lines if len(x.strip()) >= min_chars]
+    if not kept:
+        raise WorkshopError(f"no line of {path} has >= {min_chars} characters")
+    lengths = [min(len(ids), max_length) for ids in tokenizer(kept)["input_ids"]]
+    mean_tokens = statistics.fmean(lengths)
+    return {"path": str(path), "lines": len(lines), "kept_lines": len(kept),
+            "mean_chars_per_line": round(statistics.fmean(len(x) for x in kept), 1),
+            "mean_tokens_per_line": round(mean_tokens, 1), "max_length": max_length,
+            "padding_efficiency": round(mean_tokens / max_length, 4),
+            "total_tokens": sum(lengths), "packed_blocks": sum(lengths) // max_length}
+
+
+# ---------------------------------------------------------------- the variants
+
+@dataclass(frozen=True)
+class Variant:
+    """One training recipe: the entry point's flags (shared ones come from BenchConfig) and threads per rank."""
+    name: str
+    label: str
+    about: str
+    argv: tuple[str, ...]
+    threads_per_rank: int = 1
+    precision: str = "bf16"
+    packing: bool = True
+
+
+SEED_ENGINE = ("--zero-stage", "3", "--offload-optimizer", "--offload-param", "--micro-batch", "1",
+               "--grad-accum", "4", "--precision", "bf16", "--extra-ds", json.dumps(SEED_ZERO_EXTRA))
+# The workbook's recipe for CPU ranks that share one host's memory (see the resolve note in benchmarks/README.md).
+WORKBOOK_ENGINE = ("--engine", "ddp", "--micro-batch", "4", "--grad-accum", "1", "--optimizer", "adamw_torch_fused")
+
+VARIANTS: dict[str, Variant] = {v.name: v for v in [
+    Variant("seed", "seed recipe", "HF Trainer + ZeRO-3, offload_param + offload_optimizer to CPU, bf16, one line "
+            "per sample padded to 512, lines <= 10 chars dropped, micro-batch 1, GA 4",
+            SEED_ENGINE + ("--no-packing", "--min-chars", str(SEED_MIN_CHARS)), packing=False),
+    Variant("seed_engine_packed", "seed engine, packed", "the seed's ZeRO-3 + offload engine fed packed 512-token "
+            "blocks (separates engine tuning from packing)", SEED_ENGINE + ("--packing",)),
+    Variant("workbook", "workbook recipe", "packed 512-token blocks, DDP (the model fits each rank), 1 thread per "
+            "rank, bf16 autocast, fused CPU AdamW", WORKBOOK_ENGINE + ("--precision", "bf16", "--packing")),
+    Variant("workbook_fp32", "workbook recipe, fp32", "the workbook recipe in fp32",
+            WORKBOOK_ENGINE + ("--precision", "fp32", "--packing"), precision="fp32"),
+]}
+
+# Which variants each training benchmark compares: (A, B); ratios are A / B.
+TRAINING_BENCHMARKS: dict[str, tuple[str, str]] = {
+    "recipes": ("workbook", "seed"),
+    "engine": ("workbook", "seed_engine_packed"),
+    "precision": ("workbook", "workbook_fp32"),
+}
+BENCHMARKS = (*TRAINING_BENCHMARKS, "gemm", "ipex", "workbook")
+
+
+@dataclass
+class BenchConfig:
+    """What every variant shares: same model, data file, step count and rank count."""
+    model: str = "small"
+    dataset: str | None = None  # a text file, one sample a line; None = the local paragraph corpus
+    steps: int = 8
+    rounds: int = 2
+    nproc: int = 2
+    seq_len: int = 512
+    cache_dir: str = "~/.cache/workshop"
+    out_dir: str = "out/bench"
+    results_dir: str = str(RESULTS_DIR)
+    images_dir: str = str(IMAGES_DIR)
+    timeout_s: float = 1800
+
+    def validate(self) -> None:
+        for name in ("steps", "rounds", "nproc", "seq_len"):
+            check_positive(name, getattr(self, name))
+        if self.steps < 3:
+            raise WorkshopError(f"steps must be >= 3 (the first, warm-up step is left out of medians), got {self.steps}")
+        if self.dataset is not None and not Path(self.dataset).is_file():
+            raise WorkshopError(f"--dataset {self.dataset!r} is not a file (one sample per line)")
+
+    def dataset_path(self) -> Path:
+        if self.dataset:
+            return Path(self.dataset)
+        from workshop.data import build_corpus
+
+        return build_corpus(Path(self.cache_dir).expanduser() / "corpus.txt")
+
+
+def variant_argv(v: Variant, cfg: BenchConfig, run_dir: Path) -> list[str]:
+    return ["--model", cfg.model, "--dataset", str(cfg.dataset_path()), "--seq-len", str(cfg.seq_len),
+            "--max-steps", str(cfg.steps), "--cache-dir", cfg.cache_dir, "--output-dir", str(run_dir),
+            "--warmup-steps", "0", *v.argv]
+
+
+def run_variant(v: Variant, cfg: BenchConfig, round_: int) -> dict:
+    """One torchrun of the entry point; the record keeps the per-step medians and the whole-run numbers."""
+    from workshop.launch import run_torchrun
+
+    run_dir = Path(cfg.out_dir) / f"{v.name}-r{round_}"
+    res = run_torchrun(variant_argv(v, cfg, run_dir), nproc_per_node=cfg.nproc, threads_per_rank=v.threads_per_rank,
+                       progress=False, timeout=cfg.timeout_s).check()
+    return run_record(v, round_, res.metrics, res.seconds)
+
+
+def run_record(v: Variant, round_: int, m: dict, wall_s: float) -> dict:
+    steady = m["steps"][1:] or m["steps"]
+    args = m.get("args", {})
+    samples_per_step = args.get("micro_batch", 1) * args.get("grad_accum", 1) * m.get("world_size", 1)
+    step_s = m["step_time_s_median"]
+    return {"variant": v.name, "round": round_, "steps": len(m["steps"]), "wall_s": wall_s,
+            "tokens_per_s": m["tokens_per_s_median"], "step_time_s": step_s,
+            "useful_tokens_per_step": statistics.median(s["tokens"] for s in steady),
+            "computed_tokens_per_s": samples_per_step * args.get("seq_len", 0) / step_s if step_s else None,
+            "params": m.get("params"), "first_loss": m.get("first_loss"), "final_loss": m.get("final_loss"),
+            "peak_rss_gb_per_rank": m.get("peak_rss_gb_per_rank")}
+
+
+def run_interleaved(names: Sequence[str], cfg: BenchConfig, runner: Callable[[Variant, BenchConfig, int], dict]
+                    = run_variant, echo=print) -> dict[str, list[dict]]:
+    """Run every variant once per round, in the interleaved order; records grouped by variant, in round order."""
+    order = interleave(names, cfg.rounds)
+    runs: dict[str, list[dict]] = {n: [] for n in names}
+    for i, (r, name) in enumerate(order):
+        echo(f"[{i + 1}/{len(order)}] round {r + 1}: {name} ...")
+        rec = runner(VARIANTS[name], cfg, r)
+        runs[name].append(rec)
+        echo(f"    {rec['tokens_per_s']:.0f} useful tokens/s, {rec['step_time_s']:.2f} s/step")
+    return runs
+
+
+def compare(name: str, runs: dict[str, list[dict]], cfg: BenchConfig, *, peaks: dict, arch: dict,
+            corpus: dict | None = None) -> dict:
+    """One training benchmark's JSON: per variant stats and MFU; A/B ratios per round; the target verdict."""
+    a, b = TRAINING_BENCHMARKS[name]
+    out: dict = {"benchmark": name, "a": a, "b": b, "config": asdict(cfg), "peaks": peaks, "arch": arch,
+                 "corpus": corpus, "variants": {}, "order": [f"{r['variant']}#{r['round']}" for rr in
+                                                              zip(*(runs[a], runs[b])) for r in rr]}
+    for vname in (a, b):
+        v = VARIANTS[vname]
+        recs = runs[vname]
+        tps = Stats.of([r["tokens_per_s"] for r in recs])
+        fpt = flops_per_token(recs[0]["params"] or arch["params"], layers=arch["layers"], hidden=arch["hidden"],
+                              seq_len=cfg.seq_len, vocab=arch["vocab"], tied=arch["tied_embeddings"])
+        peak_here = peaks["bf16_tflops"] if v.precision == "bf16" else peaks["fp32_tflops"]
+        computed = Stats.of([r["computed_tokens_per_s"] for r in recs])
+        out["variants"][vname] = {
+            "label": v.label, "about": v.about, "threads_per_rank": v.threads_per_rank, "precision": v.precision,
+            "argv": list(v.argv), "runs": recs,
+            "tokens_per_s": asdict(tps), "step_time_s": asdict(Stats.of([r["step_time_s"] for r in recs])),
+            "computed_tokens_per_s": computed.median, "flops_per_token": fpt,
+            "model_tflops": tps.median * fpt / 1e12,
+            "mfu_pct_of_present_peak": round(mfu(tps.median, fpt, peak_here), 2) if peak_here else None,
+            "mfu_pct_of_amx_peak": round(mfu(tps.median, fpt, peaks["amx_bf16_tflops"]), 2),
+            "hfu_pct_of_present_peak": round(mfu(computed.median, fpt, peak_here), 2) if peak_here else None,
+        }
+    out["tokens_per_s_ratio"] = asdict(paired_ratios([r["tokens_per_s"] for r in runs[a]],
+                                                     [r["tokens_per_s"] for r in runs[b]]))
+    out["step_time_ratio_b_over_a"] = asdict(paired_ratios([r["step_time_s"] for r in runs[b]],
+                                                           [r["step_time_s"] for r in runs[a]]))
+    return out
+
+
+# ---------------------------------------------------------------- targets
+
+TARGETS = {
+    "recipes": ("useful tokens/s, workbook / seed recipe", 10.0),
+    "engine": ("useful tokens/s on the same packed blocks, workbook engine / seed engine", 2.0),
+    "mfu": ("model FLOPs utilization of the workbook recipe, % of AMX bf16 peak", 10.0),
+    "precision": ("step throughput, bf16 / fp32 (workbook recipe)", 2.0),
+    "gemm": ("best bf16 GEMM, % of AMX bf16 peak", 40.0),
+    "workbook": ("whole-workbook smoke run, minutes (at most)", 10.0),
+}
+
+
+def _verdict(value: float | None, target: float, *, at_most: bool = False, judged: bool = True) -> str:
+    if value is None:
+        return "not measured"
+    if not judged:
+        return "cannot be judged here (no AMX)"
+    ok = value <= target if at_most else value >= target
+    return "met" if ok else f"missed by {abs(value - target) / target * 100:.0f}%"
+
+
+def load_results(results_dir: str | Path = RESULTS_DIR) -> dict[str, dict]:
+    """Every benchmark JSON in the folder, by benchmark name (missing ones are simply absent)."""
+    out = {}
+    for name in BENCHMARKS:
+        path = Path(results_dir) / f"{name}.json"
+        if path.exists():
+            out[name] = json.loads(path.read_text())
+    return out
+
+
+def summary_rows(results: dict[str, dict] | None = None, results_dir: str | Path = RESULTS_DIR) -> list[dict]:
+    """The headline table: one row per target with the measured value, the target and a plain verdict."""
+    res = load_results(results_dir) if results is None else results
+    amx = any(r.get("peaks", {}).get("amx") for r in res.values() if isinstance(r, dict))
+    rows = []
+
+    def row(key, value, unit, *, judged=True, at_most=False, detail=""):
+        what, target = TARGETS[key]
+        rows.append({"benchmark": key, "metric": what, "value": None if value is None else round(value, 2),
+                     "unit": unit, "target": target,
+                     "verdict": _verdict(value, target, at_most=at_most, judged=judged), "detail": detail})
+
+    for key in ("recipes", "engine", "precision"):
+        r = res.get(key)
+        if r:
+            ratio = r["tokens_per_s_ratio"]
+            va, vb = r["variants"][r["a"]], r["variants"][r["b"]]
+            row(key, ratio["median"], "x", detail=f"{va['tokens_per_s']['median']:.0f} vs {vb['tokens_per_s']['median']:.0f}"
+                f" tokens/s; paired ratios {ratio['min']:.2f}-{ratio['max']:.2f} over {ratio['n']} rounds")
+        else:
+            row(key, None, "x")
+    rec = res.get("recipes") or res.get("engine")
+    if rec:
+        w = rec["variants"][rec["a"]]
+        row("mfu", w["mfu_pct_of_amx_peak"], "%", judged=amx,
+            detail=f"{w['model_tflops']:.3f} model TFLOPS = {w['mfu_pct_of_present_peak']}% of this CPU's "
+                   f"{rec['peaks']['bf16_path']} peak ({rec['peaks']['bf16_tflops']:.2f} TFLOPS), "
+                   f"{w['mfu_pct_of_amx_peak']}% of {rec['peaks']['cores']}-core AMX peak "
+                   f"({rec['peaks']['amx_bf16_tflops']:.2f} TFLOPS)")
+    else:
+        row("mfu", None, "%")
+    g = res.get("gemm")
+    if g:
+        row("gemm", g["bf16_pct_of_amx_peak"], "%", judged=g["amx"],
+            detail=f"bf16 {g['bf16_tflops']:.3f} TFLOPS at n={g['bf16_size']} = {g['bf16_pct_of_peak']}% of this "
+                   f"CPU's {g['peak_bf16_path']} peak; bf16/fp32 GEMM x{g['bf16_over_fp32']}")
+    else:
+        row("gemm", None, "%")
+    wb = res.get("workbook")
+    row("workbook", wb["total_s"] / 60 if wb else None, "min", at_most=True,
+        detail=f"{len(wb['notebooks'])} notebooks: {', '.join(n['notebook'] for n in wb['notebooks'])}" if wb else "")
+    ip = res.get("ipex")
+    if ip:
+        rows.append({"benchmark": "ipex", "metric": "IPEX / stock PyTorch, training step throughput",
+                     "value": round(ip["ratio"]["median"], 2) if ip.get("status") == "ok" else None, "unit": "x",
+                     "target": None, "verdict": ip.get("status"), "detail": ip.get("message", "")})
+    return rows
+
+
+def format_rows(rows: list[dict]) -> str:
+    lines = ["| benchmark | metric | measured | target | verdict |", "|---|---|---|---|---|"]
+    for r in rows:
+        value = "-" if r["value"] is None else f"{r['value']} {r['unit']}"
+        target = "-" if r["target"] is None else f"{'<=' if r['benchmark'] == 'workbook' else '>='} {r['target']} {r['unit']}"
+        lines.append(f"| {r['benchmark']} | {r['metric']} | {value} | {target} | {r['verdict']} |")
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------- the benchmarks
+
+def _arch(cfg: BenchConfig) -> dict:
+    from workshop.models import PRESETS, architecture
+
+    if cfg.model not in PRESETS:
+        raise WorkshopError(f"benchmarks use a preset model; got {cfg.model!r}, allowed: {', '.join(PRESETS)}")
+    return architecture(cfg.model)
+
+
+def _corpus(cfg: BenchConfig) -> dict:
+    from workshop.data import local_kit
+
+    _, tok = local_kit(Path(cfg.cache_dir).expanduser())
+    return corpus_stats(cfg.dataset_path(), tok, max_length=cfg.seq_len)
+
+
+def training_benchmarks(names: Sequence[str], cfg: BenchConfig, runner=run_variant, echo=print) -> dict[str, dict]:
+    """Run the union of the named benchmarks' variants interleaved ONCE, then split it per benchmark."""
+    variants: list[str] = []
+    for n in names:
+        for v in TRAINING_BENCHMARKS[n]:
+            if v not in variants:
+                variants.append(v)
+    arch, peaks, corpus = _arch(cfg), peaks_for(cfg.nproc), _corpus(cfg)
+    echo(f"corpus: {corpus['kept_lines']} lines, {corpus['mean_tokens_per_line']} useful tokens per line "
+         f"({100 * corpus['padding_efficiency']:.1f}% of a {cfg.seq_len}-token padded sample)")
+    t0 = time.time()
+    runs = run_interleaved(variants, cfg, runner, echo)
+    out = {}
+    for n in names:
+        res = compare(n, runs, cfg, peaks=peaks, arch=arch, corpus=corpus)
+        res["interleaved_with"] = variants
+        res["order"] = [f"{name}#{r}" for r, name in interleave(variants, cfg.rounds)]
+        res["wall_s_all_variants"] = round(time.time() - t0, 1)
+        out[n] = res
+    return out
+
+
+def gemm(repeats: int = 5) -> dict:
+    """Chapter 01's GEMM sweep, saved with its verdict against the AMX peak."""
+    from workshop.hardware import detect, gemm_benchmark, summarize
+
+    d = detect()
+    results = gemm_benchmark(sizes=(256, 512, 1024, 2048), threads=sorted({1, d["cores"]}), repeats=repeats)
+    return {"benchmark": "gemm", **summarize(d, results), "results": [r.as_dict() for r in results],
+            "detect": {k: d[k] for k in ("cpu_model", "cores", "clock_ghz", "amx", "avx512_bf16", "onednn_bf16_impl")}}
+
+
+IPEX_SCRIPT = Path(__file__).with_name("bench_ipex_child.py")
+
+
+def ipex_python() -> str | None:
+    """The interpreter of the separate IPEX environment (environment-ipex.yml), if there is one."""
+    explicit = os.environ.get("WORKSHOP_IPEX_PYTHON")
+    if explicit:
+        return explicit if Path(explicit).exists() else None
+    for root in ("~/miniforge3", "~/miniconda3", "~/anaconda3", "/opt/conda"):
+        cand = Path(root).expanduser() / "envs" / "workshop-ipex" / "bin" / "python"
+        if cand.exists():
+            return str(cand)
+    return None
+
+
+def ipex(cfg: BenchConfig, python: str | None = None, *, stock_only: bool = False) -> dict:
+    """IPEX vs stock PyTorch on the same model and batches, run in IPEX's own pinned environment.
+
+    IPEX 2.8.0 needs torch 2.8.* (and its LLM path transformers <= 4.56), so it cannot share this environment;
+    the child gets the model shape and pre-tokenized blocks as JSON (a transformers-5 tokenizer does not load
+    in transformers 4.x).
+    """
+    python = python or ipex_python()
+    if python is None:
+        return {"benchmark": "ipex", "status": "skipped",
+                "message": "no IPEX environment found: create it with `conda env create -f environment-ipex.yml` "
+                           "(IPEX 2.8.0 pins torch 2.8.*, transformers 4.51.3), or point WORKSHOP_IPEX_PYTHON at its "
+                           "python. The workbook's default path never needs IPEX (retired; stock PyTorch reaches "
+                           "AMX through oneDNN)."}
+    from workshop.data import local_kit
+    from workshop.models import PRESETS
+
+    _, tok = local_kit(Path(cfg.cache_dir).expanduser())
+    ids: list[int] = []
+    for line in cfg.dataset_path().read_text(encoding="utf-8").splitlines():
+        if line.strip():
+            ids += tok(line)["input_ids"] + [tok.eos_token_id]
+        if len(ids) > cfg.seq_len * 64:
+            break
+    blocks = [ids[i:i + cfg.seq_len] for i in range(0, len(ids) - cfg.seq_len + 1, cfg.seq_len)]
+    spec = {"config": PRESETS[cfg.model].config, "blocks": blocks, "micro_batch": 2, "steps": cfg.steps,
+            "rounds": cfg.rounds, "threads": os.cpu_count() or 1, "stock_only": stock_only}
+    Path(cfg.out_dir).mkdir(parents=True, exist_ok=True)
+    spec_path = Path(cfg.out_dir) / "ipex_spec.json"
+    spec_path.write_text(json.dumps(spec))
+    proc = subprocess.run([python, str(IPEX_SCRIPT), str(spec_path)], capture_output=True, text=True,
+                          timeout=cfg.timeout_s, check=False)
+    if proc.returncode != 0:
+        return {"benchmark": "ipex", "status": "failed", "python": python,
+                "message": proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else "no output",
+                "stderr_tail": proc.stderr[-3000:]}
+    child = json.loads(proc.stdout.strip().splitlines()[-1])
+    ratio = paired_ratios(child["ipex_tokens_per_s"], child["stock_tokens_per_s"])
+    return {"benchmark": "ipex", "status": "ok", "python": python, **child, "ratio": asdict(ratio),
+            "message": f"IPEX / stock = x{ratio.median:.2f} (paired over {ratio.n} rounds)"}
+
+
+def workbook_smoke(out: str | Path = "out/bench-workbook", echo=print) -> dict:
+    """Every notebook with its small defaults (papermill), timed: the smoke run CI does."""
+    from workshop.runner import run_workbook
+
+    t0 = time.time()
+    runs = run_workbook(out, echo=echo)
+    total = time.time() - t0
+    return {"benchmark": "workbook", "total_s": round(total, 1), "minutes": round(total / 60, 2),
+            "all_ok": all(r.status == "ok" for r in runs),
+            "notebooks": [{"notebook": r.notebook, "status": r.status, "seconds": r.seconds} for r in runs]}
+
+
+def save(name: str, result: dict, results_dir: str | Path, json_out: str | Path | None = None) -> Path:
+    path = Path(json_out) if json_out else Path(results_dir) / f"{name}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    result = {**result, "measured_at": time.strftime("%Y-%m-%d %H:%M:%S"), "host_cores": os.cpu_count()}
+    path.write_text(json.dumps(result, indent=2, default=str) + "\n")
+    return path
+
+
+def plot(results: dict[str, dict], images_dir: str | Path) -> list[Path]:
+    from workshop.plots import plot_bench_recipes
+
+    bars = []
+    for key in ("recipes", "engine", "precision"):
+        r = results.get(key)
+        if not r:
+            continue
+        for vname in (r["b"], r["a"]):
+            v = r["variants"][vname]
+            if not any(b["variant"] == vname for b in bars):
+                bars.append({"variant": vname, "label": v["label"], **v["tokens_per_s"]})
+    return [plot_bench_recipes(bars, Path(images_dir) / "bench_recipes.png")] if bars else []
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="workshop bench", description=__doc__.split("\n\n")[0])
+    p.add_argument("benchmark", nargs="+", help=f"{' | '.join(BENCHMARKS)} | all | summary (several: their "
+                   "training variants are interleaved in ONE series of rounds)")
+    p.add_argument("--dataset", default=None, help="text file, one sample per line (default: the paragraph corpus)")
+    p.add_argument("--model", default="small")
+    p.add_argument("--steps", type=int, default=BenchConfig.steps, help="optimizer steps per run (same for all)")
+    p.add_argument("--rounds", type=int, default=BenchConfig.rounds, help="interleaved A B rounds")
+    p.add_argument("--nproc", type=int, default=BenchConfig.nproc, help="ranks per run")
+    p.add_argument("--cache-dir", default=BenchConfig.cache_dir)
+    p.add_argument("--out-dir", default=BenchConfig.out_dir, help="where each run's logs and metrics go")
+    p.add_argument("--results-dir", default=str(RESULTS_DIR))
+    p.add_argument("--images-dir", default=str(IMAGES_DIR))
+    p.add_argument("--json-out", default=None, help="write this benchmark's JSON here instead of results-dir")
+    p.add_argument("--ipex-python", default=None, help="python of the IPEX environment (default: auto-detect)")
+    a = p.parse_args(argv)
+    try:
+        for b in a.benchmark:
+            check_choice("benchmark", b, (*BENCHMARKS, "all", "summary"))
+        cfg = BenchConfig(model=a.model, dataset=a.dataset, steps=a.steps, rounds=a.rounds, nproc=a.nproc,
+                          cache_dir=a.cache_dir, out_dir=a.out_dir, results_dir=a.results_dir, images_dir=a.images_dir)
+        cfg.validate()
+        if "all" in a.benchmark:
+            names = list(BENCHMARKS)
+        else:
+            names = [b for b in dict.fromkeys(a.benchmark) if b != "summary"]
+        if a.json_out and len(names) != 1:
+            raise WorkshopError(f"--json-out names one benchmark's file, got {names}; use --results-dir")
+        done: dict[str, dict] = {}
+        training = [n for n in names if n in TRAINING_BENCHMARKS]
+        if training:
+            done.update(training_benchmarks(training, cfg))
+        if "gemm" in names:
+            done["gemm"] = gemm()
+        if "ipex" in names:
+            done["ipex"] = ipex(cfg, a.ipex_python)
+        if "workbook" in names:
+            done["workbook"] = workbook_smoke(Path(cfg.out_dir) / "workbook")
+        for name, result in done.items():
+            print(f"wrote {save(name, result, cfg.results_dir, a.json_out)}")
+        if done:
+            for path in plot({**load_results(cfg.results_dir), **done}, cfg.images_dir):
+                print(f"figure {path}")
+    except WorkshopError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print(format_rows(summary_rows({**load_results(cfg.results_dir), **done})))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
