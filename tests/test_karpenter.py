@@ -84,3 +84,21 @@ def test_bad_input_is_refused_early(call, match):
 
 def test_vcpus_of_sizes():
     assert [kp.vcpus_of(s) for s in ("large", "xlarge", "8xlarge", "48xlarge", "metal-48xl")] == [2, 4, 32, 192, 192]
+
+
+def test_admission_follows_the_requirements():
+    """admits() applies In/NotIn/Gt to a type's labels: the seed pool takes smaller sizes, the plan's pool only 48xl."""
+    from workshop.catalog import list_instances
+    from workshop.k8s import karpenter as k
+
+    rows, _ = list_instances(["c7i", "m7i", "r7i"], source="moto")
+    by_name = {r.instance_type: r for r in rows}
+    seed = k.seed_static_pool()[0]
+    ours = k.cpu_amx_pool(["r7i"], ["48xlarge"]).to_dicts()[0]
+    assert k.admits(seed, by_name["c7i.8xlarge"]) and not k.admits(seed, by_name["c7i.4xlarge"])
+    assert k.admits(ours, by_name["r7i.48xlarge"]) and not k.admits(ours, by_name["m7i.48xlarge"])
+    gt = {"spec": {"template": {"spec": {"requirements": [
+        {"key": "karpenter.k8s.aws/instance-cpu", "operator": "Gt", "values": ["64"]}]}}}}
+    assert k.admits(gt, by_name["r7i.48xlarge"]) and not k.admits(gt, by_name["r7i.16xlarge"])
+    table = k.admission_table(rows, {"seed": seed, "ours": ours})
+    assert sum(r["seed"] for r in table) == 12 and [r["instance_type"] for r in table if r["ours"]] == ["r7i.48xlarge"]

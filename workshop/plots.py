@@ -255,3 +255,36 @@ def plot_bench_recipes(bars: list[dict], path) -> Path:
     ax.set_ylabel("useful tokens / s (median, log)")
     ax.set_title("Same model, same corpus, same steps, 2 ranks (whiskers: min-max over runs)")
     return _save(fig, path)
+
+
+# ---------------------------------------------------------------- chapter 02 (Karpenter)
+
+def plot_pool_admission(rows: list[dict], path, *, need_gib: float | None = None,
+                        title: str = "Which instance types each NodePool may launch") -> Path:
+    """vCPUs vs memory of every candidate type, marked by which pool admits it (the plan's memory as a line).
+
+    rows: dicts with instance_type, vcpus, memory_gib, workbook (bool), seed (bool).
+    """
+    fig, ax = plt.subplots(figsize=(8.5, 4.6))
+    # drawn bottom to top; hollow rings stay visible where two types share vCPUs and memory (48xlarge / metal)
+    styles = [("neither", lambda r: not r["seed"] and not r["workbook"], {"c": "lightgray", "marker": ".", "s": 40}),
+              ("seed pool only", lambda r: r["seed"] and not r["workbook"], {"c": "tab:red", "marker": "x", "s": 40}),
+              ("workbook pool only", lambda r: r["workbook"] and not r["seed"],
+               {"facecolors": "none", "edgecolors": "tab:blue", "marker": "o", "s": 140, "linewidths": 1.5}),
+              ("both pools", lambda r: r["workbook"] and r["seed"], {"c": "tab:green", "marker": "o", "s": 35})]
+    for label, pick, style in styles:
+        sel = [r for r in rows if pick(r)]
+        if sel:
+            ax.scatter([r["vcpus"] for r in sel], [r["memory_gib"] for r in sel], label=f"{label} ({len(sel)})",
+                       **style)
+    if need_gib:
+        ax.axhline(need_gib, ls="--", c="k", lw=1)
+        ax.annotate(f"memory one node needs: {need_gib:.0f} GiB", (min(r["vcpus"] for r in rows), need_gib),
+                    va="bottom", fontsize=8)
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log", base=2)
+    ax.set_xlabel("vCPUs")
+    ax.set_ylabel("memory (GiB)")
+    ax.set_title(title)
+    ax.legend(fontsize=8, loc="lower right")
+    return _save(fig, path)

@@ -330,3 +330,39 @@ def seed_static_pool() -> list[dict]:
     node_class["spec"]["userData"] = ("#!/bin/bash\n# seed: host-side package installs, IPEX included\n"
                                       "pip install intel-extension-for-pytorch\n")
     return [pool.to_dict(), node_class]
+
+
+# ---------------------------------------------------------------- what a pool admits
+
+def instance_labels(row) -> dict[str, str]:
+    """The well-known node labels Karpenter matches requirements against, for one catalog row."""
+    return {"node.kubernetes.io/instance-type": row.instance_type,
+            "karpenter.k8s.aws/instance-family": row.family, "karpenter.k8s.aws/instance-size": row.size,
+            "kubernetes.io/arch": {"x86_64": "amd64", "arm64": "arm64"}.get(row.arch, row.arch),
+            "karpenter.k8s.aws/instance-cpu-manufacturer": (row.manufacturer or "").lower(),
+            "karpenter.k8s.aws/instance-cpu": str(row.vcpus),
+            "karpenter.k8s.aws/instance-memory": str(int(row.memory_gib * 1024)),
+            "karpenter.k8s.aws/instance-gpu-count": str(row.gpus)}
+
+
+def admits(nodepool: dict, row) -> bool:
+    """Would this NodePool let Karpenter launch this instance type? Requirements on labels the catalog
+    cannot know (capacity type, zone) are not judged here: a pool admits a type if some launch could match."""
+    labels = instance_labels(row)
+    for req in nodepool["spec"]["template"]["spec"].get("requirements", []):
+        key, op, values = req["key"], req["operator"], req.get("values", [])
+        if key not in labels:
+            continue
+        value = labels[key]
+        ok = {"In": value in values, "NotIn": value not in values, "Exists": True, "DoesNotExist": False,
+              "Gt": value.isdigit() and int(value) > int(values[0]),
+              "Lt": value.isdigit() and int(value) < int(values[0])}[op]
+        if not ok:
+            return False
+    return True
+
+
+def admission_table(rows, pools: dict[str, dict]) -> list[dict]:
+    """One row per instance type: its size, and for each named NodePool whether it admits the type."""
+    return [{"instance_type": r.instance_type, "vcpus": r.vcpus, "memory_gib": r.memory_gib, "efa": r.efa,
+             **{name: admits(pool, r) for name, pool in pools.items()}} for r in rows]
