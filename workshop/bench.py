@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from workshop.errors import WorkshopError, check_choice, check_positive
+from workshop.errors import WorkshopError, check_choice, check_positive, report
 
 REPO = Path(__file__).resolve().parent.parent
 RESULTS_DIR = REPO / "benchmarks" / "results"
@@ -542,8 +542,7 @@ def main(argv: list[str] | None = None) -> int:
             for path in plot({**load_results(cfg.results_dir), **done}, cfg.images_dir):
                 print(f"figure {path}")
     except WorkshopError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+        return report(e)
     print(format_rows(summary_rows({**load_results(cfg.results_dir), **done})))
     return 0
 

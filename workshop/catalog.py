@@ -16,7 +16,7 @@ import sys
 from dataclasses import asdict, dataclass
 from functools import lru_cache
 
-from workshop.errors import WorkshopError, check_choice
+from workshop.errors import WorkshopError, check_choice, report
 
 # The seed's query: every "7i" type with EFA (the cluster's inter-node fabric).
 SEED_FILTERS = [{"Name": "instance-type", "Values": ["*7i*"]},
@@ -319,8 +319,7 @@ def main(argv: list[str] | None = None) -> int:
             rows, answered = list_instances(args.family or DEFAULT_FAMILIES, sizes=args.size, efa=args.efa,
                                             region=args.region, source=args.source)
     except WorkshopError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        return report(exc)
     if args.json:
         print(json.dumps([r.as_dict() for r in rows], indent=2))
         return 0

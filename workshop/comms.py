@@ -22,7 +22,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from workshop.errors import WorkshopError, check_choice, check_positive
+from workshop.errors import WorkshopError, check_choice, check_positive, report
 from workshop.topology import GB, INSTANCES, SEED_RUNS, SEED_STEPS, SeedRun, SeedWorkload, instance, link
 
 OPS = ("all_reduce", "all_gather", "reduce_scatter")
@@ -795,8 +795,7 @@ def main(argv: list[str] | None = None) -> int:
                       f"measured {r['measured_s']:.3f} s ({r['error']:+.0%})")
         print(f"wrote {_write(res, Path(a.out))}")
     except WorkshopError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+        return report(e)
     return 0
 
 

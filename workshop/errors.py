@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterable
 
 
@@ -20,3 +21,9 @@ def check_positive(what: str, value, *, allow_zero: bool = False) -> None:
     if not ok:
         bound = ">= 0" if allow_zero else "> 0"
         raise WorkshopError(f"{what} must be a number {bound}, got {value!r}")
+
+
+def report(error: WorkshopError) -> int:
+    """How every command ends on bad input: one `error: ...` line on stderr and exit code 2, no traceback."""
+    print(f"error: {error}", file=sys.stderr)
+    return 2

@@ -20,7 +20,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 
-from workshop.errors import WorkshopError, check_positive
+from workshop.errors import WorkshopError, check_positive, report
 
 # FLOPs per cycle per core for the matmul paths that matter here, with where each number comes from.
 # A FLOP is a multiply or an add (an FMA is 2).
@@ -379,8 +379,7 @@ def main(argv: list[str] | None = None) -> int:
             out.update(summarize(d, results))
             out["results"] = [r.as_dict() for r in results]
     except WorkshopError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        return report(exc)
     if args.json:
         print(json.dumps(out, indent=2, default=str))
         return 0

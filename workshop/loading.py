@@ -29,7 +29,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from workshop.errors import WorkshopError, check_choice
+from workshop.errors import WorkshopError, check_choice, report
 
 METHODS = ("naive", "meta", "zero3", "zero3-stream")
 DTYPES = ("bf16", "fp32")
@@ -758,8 +758,7 @@ def main(argv: list[str] | None = None) -> int:
                 out_file = os.devnull
             print(json.dumps(run_pitfall_here(args.name, args.checkpoint, out_file)))
     except WorkshopError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        return report(exc)
     return 0
 
 

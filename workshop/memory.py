@@ -14,7 +14,7 @@ import sys
 from dataclasses import asdict, dataclass, field
 from functools import cache
 
-from workshop.errors import WorkshopError, check_choice, check_positive
+from workshop.errors import WorkshopError, check_choice, check_positive, report
 
 GiB = 1024**3
 ZERO_STAGES = (0, 1, 2, 3)
@@ -442,8 +442,7 @@ def main(argv: list[str] | None = None) -> int:
                         micro_batch=args.micro_batch, seq_len=args.seq_len, grad_ckpt=args.grad_ckpt,
                         headroom=args.headroom, efa=args.efa, source=args.source)
     except WorkshopError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        return report(exc)
     plan = rec.plan
     if args.json:
         out = {"params": plan.params, "per_rank_bytes": plan.total, "components": plan.components,

@@ -31,6 +31,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from workshop.errors import WorkshopError, check_choice, check_positive
+from workshop.errors import report as report_error
 
 DEFAULT_TRAIN_ARGS = ["--model", "tiny", "--dataset", "local", "--seq-len", "128", "--micro-batch", "4",
                       "--max-steps", "8", "--engine", "deepspeed", "--zero-stage", "3", "--precision", "bf16",
@@ -477,8 +478,7 @@ def main(argv: list[str] | None = None) -> int:
                            **({"train_args": train_args} if train_args else {}))
         report = run(cfg)
     except WorkshopError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        return report_error(exc)
     for row in report.table():
         print(json.dumps(row))
     if args.json:

@@ -14,7 +14,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from workshop.errors import WorkshopError
+from workshop.errors import WorkshopError, report
 
 REPO = Path(__file__).resolve().parent.parent
 NOTEBOOKS = REPO / "notebooks"
@@ -127,8 +127,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         runs = run_workbook(a.out, a.only, {k: parse_value(v) for k, v in a.parameter})
     except WorkshopError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+        return report(e)
     total = sum(r.seconds for r in runs)
     failed = [r for r in runs if r.status == "failed"]
     print(f"{len([r for r in runs if r.status == 'ok'])}/{len(runs)} notebooks ran in {total:.0f} s; "

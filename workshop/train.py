@@ -23,7 +23,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from workshop.errors import WorkshopError, check_choice, check_positive
+from workshop.errors import WorkshopError, check_choice, check_positive, report
 from workshop.models import PRESETS
 
 METRIC_PREFIX = "METRIC "
@@ -484,8 +484,7 @@ def main(argv: list[str] | None = None) -> int:
         args = parse_args(argv)
         train(args)
     except WorkshopError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+        return report(e)
     return 0
 
 

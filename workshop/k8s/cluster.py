@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlencode
 
-from workshop.errors import WorkshopError, check_choice, check_positive
+from workshop.errors import WorkshopError, check_choice, check_positive, report
 
 # kind -> (apiVersion, plural, namespaced). Other kinds are found through API discovery.
 RESOURCES = {
@@ -325,8 +325,7 @@ def main(argv: list[str] | None = None) -> int:
             for line in (out if args.follow else str(out).splitlines()):
                 print(line, flush=True)
     except WorkshopError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        return report(exc)
     return 0
 
 

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from workshop.errors import WorkshopError
+from workshop.errors import WorkshopError, report
 from workshop.k8s import karpenter
 from workshop.k8s.base import to_yaml
 from workshop.k8s.validate import DEFAULT_KARPENTER, DEFAULT_TRAINER, ensure_valid
@@ -107,8 +107,7 @@ def main(argv: list[str] | None = None) -> int:
         for path in render_all(args.out):
             print(f"wrote {path}")
     except WorkshopError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        return report(exc)
     return 0
 
 

@@ -37,7 +37,7 @@ import celpy
 import celpy.celtypes as ct
 import yaml
 
-from workshop.errors import WorkshopError, check_choice
+from workshop.errors import WorkshopError, check_choice, report
 from workshop.k8s import cel_ext
 from workshop.k8s.base import load_yaml_docs
 
@@ -631,8 +631,7 @@ def main(argv: list[str] | None = None) -> int:
             raise WorkshopError("give at least one manifest FILE (or --rules)")
         problems = validate_files(args.files, karpenter=args.karpenter, trainer=args.trainer)
     except WorkshopError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        return report(exc)
     for problem in problems:
         print(problem)
     versions = f"Karpenter {args.karpenter}, Trainer {args.trainer}"
