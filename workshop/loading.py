@@ -751,6 +751,12 @@ def main(argv: list[str] | None = None) -> int:
         elif args.cmd == "worker":
             run_worker(args.method, args.checkpoint, args.out_dir, dtype=args.dtype,
                        low_cpu_mem_usage=args.low_cpu_mem_usage, verify=not args.no_verify)
+            # The report is on disk and the process group is gone. Skip interpreter teardown: a DeepSpeed/gloo
+            # C++ thread left joinable after zero.Init can abort the exit ("terminate called without an active
+            # exception", SIGABRT, seen once in CI), which would fail a measurement that already succeeded.
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(0)
         elif args.cmd == "pitfall":
             if not args.rank0_only or os.environ.get("RANK", "0") == "0":
                 out_file = args.out_file
