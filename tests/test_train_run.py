@@ -93,3 +93,15 @@ def test_two_nodes_without_a_shared_filesystem(tmp_path, kit_cache):
     written = [r.metrics for r in (r0, r1) if r.metrics]
     assert len(written) == 1 and written[0]["world_size"] == 2 and len(written[0]["steps"]) == 4
     assert (tmp_path / "cache1" / "corpus.txt").exists()  # node 1 built its own kit
+
+
+def test_runs_leave_no_deepspeed_shm_buffers(tmp_path, kit_cache):
+    """DeepSpeed never unlinks its ~66 MB-per-rank /dev/shm buffers; the entry point and the launcher must."""
+    from pathlib import Path
+
+    before = set(Path("/dev/shm").glob("deepspeed_allreduce_buffer_*"))
+    run_torchrun(common(tmp_path, kit_cache, steps=2), nproc_per_node=2, threads_per_rank=1, progress=False).check()
+    crashed = run_torchrun(common(tmp_path / "crash", kit_cache, steps=6), nproc_per_node=2, threads_per_rank=1,
+                           progress=False, env={"WORKSHOP_KILL_AT": "1:2"})
+    assert crashed.returncode != 0
+    assert set(Path("/dev/shm").glob("deepspeed_allreduce_buffer_*")) - before == set()

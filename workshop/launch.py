@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from workshop.errors import WorkshopError, check_positive
+from workshop.train import SHM_DIR, SHM_GLOB
 
 
 @dataclass
@@ -128,6 +129,7 @@ def run_torchrun(train_args: list[str], *, nproc_per_node: int = 2, nnodes: int 
 
     from workshop.logs import parse_metrics
 
+    shm_before = set(SHM_DIR.glob(SHM_GLOB))
     t0, lines, steps = time.time(), [], []
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1,
                             env=rank_env(threads_per_rank, env), start_new_session=True)
@@ -153,6 +155,9 @@ def run_torchrun(train_args: list[str], *, nproc_per_node: int = 2, nnodes: int 
     finally:
         if bar is not None:
             bar.close()
+        if proc.returncode != 0:  # ranks that died never released DeepSpeed's /dev/shm buffers: do it for them
+            for path in set(SHM_DIR.glob(SHM_GLOB)) - shm_before:
+                path.unlink(missing_ok=True)
     metrics_file = out_dir / "metrics.json"
     metrics = json.loads(metrics_file.read_text()) if proc.returncode == 0 and metrics_file.exists() else None
     return RunResult(proc.returncode, "".join(lines), steps, metrics, str(log_path), round(time.time() - t0, 2))

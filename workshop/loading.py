@@ -398,6 +398,10 @@ def run_worker(method: str, checkpoint: str, out_dir: str, *, dtype: str = "bf16
     (Path(out_dir) / f"rank{rank}.json").write_text(json.dumps(asdict(report)))
     dist.barrier()
     del keep
+    if rank == 0:
+        from workshop.train import release_shm_buffers
+
+        release_shm_buffers()
     dist.destroy_process_group()
     return report
 

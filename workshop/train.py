@@ -410,6 +410,8 @@ def train(args: TrainArgs) -> dict:
               f"{result['final_loss']}, median {result['tokens_per_s_median']} tokens/s, metrics in {out / 'metrics.json'}",
               flush=True)
     dist.barrier()
+    if int(os.environ.get("LOCAL_RANK", "0")) == 0:
+        release_shm_buffers()
     dist.destroy_process_group()
     return result
 
@@ -436,6 +438,28 @@ def show_zero_memory_stages() -> None:
         return original(message, force=force or str(message).startswith(ZERO_STAGE_MESSAGES))
 
     stage3.see_memory_usage = parameter_offload.see_memory_usage = see_memory_usage
+
+
+SHM_DIR = Path("/dev/shm")
+SHM_GLOB = "deepspeed_allreduce_buffer_*"
+
+
+def shm_buffer_prefix() -> str:
+    """Name prefix of the shared-memory files DeepSpeed's CPU collective creates for this run (shm.cpp)."""
+    return f"deepspeed_allreduce_buffer_{os.getuid()}_{os.environ.get('MASTER_ADDR')}_{os.environ.get('MASTER_PORT')}_"
+
+
+def release_shm_buffers() -> int:
+    """Unlink this run's DeepSpeed shared-memory buffers (one ~66 MB file per rank in /dev/shm).
+
+    DeepSpeed 0.19 creates them when all ranks are on one host and never removes them: /dev/shm is RAM,
+    so a day of runs fills the machine's memory. Call after a barrier, once, when no rank needs them.
+    """
+    removed = 0
+    for path in SHM_DIR.glob(shm_buffer_prefix() + "*"):
+        path.unlink(missing_ok=True)
+        removed += 1
+    return removed
 
 
 def zero3_partition(model, world: int, max_params: int = 1000) -> dict | None:
