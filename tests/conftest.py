@@ -23,3 +23,15 @@ def kit_cache(tmp_path_factory) -> Path:
 
     local_kit(path)
     return path
+
+
+@pytest.fixture(scope="session", autouse=True)
+def no_leftover_deepspeed_shm():
+    """Safety net: DeepSpeed never unlinks its ~66 MB-per-rank /dev/shm buffers. The entry point and the
+    launcher release them, but runs that fail on purpose (chapter 03's pitfalls) cannot; /dev/shm is RAM,
+    so the test session removes whatever it left behind."""
+    shm = Path("/dev/shm")
+    before = set(shm.glob("deepspeed_allreduce_buffer_*"))
+    yield
+    for path in set(shm.glob("deepspeed_allreduce_buffer_*")) - before:
+        path.unlink(missing_ok=True)
