@@ -43,17 +43,35 @@ def _nb(folder, name, *cells):
     nbformat.write(nb, folder / name)
 
 
-@pytest.mark.slow
-def test_runner_stops_at_first_failure_naming_notebook_and_cell(tmp_path):
+def _three(tmp_path):
     src = tmp_path / "nbs"
     src.mkdir()
     _nb(src, "01_ok.ipynb", "assert steps == 3, steps")
     _nb(src, "02_bad.ipynb", "x = 1", "raise ValueError('boom at ' + str(steps))")
-    _nb(src, "03_never.ipynb", "pass")
-    runs = run_workbook(tmp_path / "out", overrides={"steps": 3, "undeclared": 1}, echo=lambda *a: None, folder=src)
-    assert [r.status for r in runs] == ["ok", "failed", "skipped"]
+    _nb(src, "03_after.ipynb", "print('ran after the failure')")
+    return src
+
+
+@pytest.mark.slow
+def test_runner_runs_every_notebook_and_names_the_failing_cell(tmp_path):
+    runs = run_workbook(tmp_path / "out", overrides={"steps": 3}, echo=lambda *a: None, folder=_three(tmp_path))
+    assert [r.status for r in runs] == ["ok", "failed", "ok"]
     assert "02_bad.ipynb" in runs[1].error and "cell 2" in runs[1].error and "boom at 3" in runs[1].error
-    assert "undeclared" not in runs[0].parameters  # only declared parameters are passed
     index = (tmp_path / "out" / "index.md").read_text()
-    assert "02_bad.ipynb" in index and "failed" in index and "skipped" in index
+    assert "02_bad.ipynb" in index and "boom at 3" in index and "failed" in index
     assert NOTEBOOKS.name == "notebooks"
+
+
+@pytest.mark.slow
+def test_runner_stop_on_failure_skips_the_rest(tmp_path):
+    runs = run_workbook(tmp_path / "out", overrides={"steps": 3}, echo=lambda *a: None, folder=_three(tmp_path),
+                        stop_on_failure=True)
+    assert [r.status for r in runs] == ["ok", "failed", "skipped"]
+
+
+def test_runner_refuses_a_parameter_no_notebook_declares(tmp_path):
+    from workshop.errors import WorkshopError
+
+    with pytest.raises(WorkshopError, match=r"'no_such_param' is declared by none.*steps \(01, 02, 03\)"):
+        run_workbook(tmp_path / "out", overrides={"no_such_param": 5}, echo=lambda *a: None, folder=_three(tmp_path))
+    assert not (tmp_path / "out").exists()  # refused before anything ran or was written

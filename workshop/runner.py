@@ -65,10 +65,28 @@ def _failed_cell(nb_path: Path) -> str:
     return "unknown cell"
 
 
+def declared_parameters(path: Path) -> dict:
+    """Name -> papermill's description (type, default, help) of the notebook's `parameters` cell."""
+    import papermill as pm
+
+    return dict(pm.inspect_notebook(str(path)))
+
+
+def check_overrides(paths: list[Path], overrides: dict) -> None:
+    """Refuse, before anything runs, a `-p` name that none of the selected notebooks declares."""
+    declared = {name: [p.stem[:2] for p in paths if name in declared_parameters(p)]
+                for name in {n for p in paths for n in declared_parameters(p)}}
+    unknown = sorted(set(overrides) - set(declared))
+    if unknown:
+        listing = "; ".join(f"{n} ({', '.join(nbs)})" for n, nbs in sorted(declared.items()))
+        raise WorkshopError(f"parameter {', '.join(map(repr, unknown))} is declared by none of the selected "
+                            f"notebooks; declared: {listing}")
+
+
 def run_notebook(path: Path, out: Path, overrides: dict, kernel: str = "python3") -> NotebookRun:
     import papermill as pm
 
-    declared = {p for p in pm.inspect_notebook(str(path))}
+    declared = set(declared_parameters(path))
     params = {"images_dir": str(out / "images"), "out_dir": str(out), **overrides}
     params = {k: v for k, v in params.items() if k in declared}  # pass each notebook only what it declares
     dest = out / "notebooks" / path.name
@@ -100,17 +118,18 @@ def write_index(out: Path, runs: list[NotebookRun]) -> Path:
 
 
 def run_workbook(out: str | Path = "out", only: list[str] | None = None, overrides: dict | None = None,
-                 echo=print, folder: Path = NOTEBOOKS) -> list[NotebookRun]:
+                 echo=print, folder: Path = NOTEBOOKS, stop_on_failure: bool = False) -> list[NotebookRun]:
+    todo = notebooks(only, folder)
+    check_overrides(todo, overrides or {})
     out = Path(out).resolve()
     (out / "images").mkdir(parents=True, exist_ok=True)
     runs: list[NotebookRun] = []
-    todo = notebooks(only, folder)
     for i, path in enumerate(todo):
         echo(f"[{i + 1}/{len(todo)}] {path.name} ...")
         run = run_notebook(path, out, overrides or {})
         runs.append(run)
         echo(f"    {run.status} in {run.seconds} s" + (f": {run.error}" if run.error else ""))
-        if run.status == "failed":
+        if run.status == "failed" and stop_on_failure:
             runs += [NotebookRun(p.name, "skipped") for p in todo[i + 1:]]
             break
     write_index(out, runs)
@@ -123,15 +142,19 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--only", nargs="*", help="notebook numbers or names, e.g. --only 01 04")
     p.add_argument("-p", "--parameter", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
                    help="override a notebook parameter (given to every notebook that declares it)")
+    p.add_argument("--stop-on-failure", action="store_true", help="stop at the first failing notebook")
     a = p.parse_args(argv)
     try:
-        runs = run_workbook(a.out, a.only, {k: parse_value(v) for k, v in a.parameter})
+        runs = run_workbook(a.out, a.only, {k: parse_value(v) for k, v in a.parameter},
+                            stop_on_failure=a.stop_on_failure)
     except WorkshopError as e:
         return report(e)
     total = sum(r.seconds for r in runs)
     failed = [r for r in runs if r.status == "failed"]
     print(f"{len([r for r in runs if r.status == 'ok'])}/{len(runs)} notebooks ran in {total:.0f} s; "
           f"index: {Path(a.out) / 'index.md'}")
+    for r in failed:
+        print(f"failed: {r.error}")
     return 1 if failed else 0
 
 

@@ -24,6 +24,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from workshop.errors import WorkshopError, check_choice, check_positive, report
+from workshop.guard import NumericsGuard, check_deepspeed, versions
 from workshop.models import PRESETS
 
 METRIC_PREFIX = "METRIC "
@@ -61,6 +62,7 @@ class TrainArgs:
     optimizer: str = "adamw_torch"
     compile: bool = False
     extra_ds: dict = field(default_factory=dict)
+    max_grad_jump: float = 1e3
 
     def to_argv(self) -> list[str]:
         """The command-line form of these arguments (what torchrun or a TrainJob passes to the entry point)."""
@@ -82,6 +84,7 @@ class TrainArgs:
         for name in ("seq_len", "micro_batch", "grad_accum", "max_steps", "warmup_steps"):
             check_positive(name.replace("_", "-"), getattr(self, name), allow_zero=name == "warmup_steps")
         check_positive("lr", self.lr)
+        check_positive("max-grad-jump", self.max_grad_jump, allow_zero=True)
         if self.threads is not None:
             check_positive("threads", self.threads)
         check_choice("precision", self.precision, PRECISIONS)
@@ -134,6 +137,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--optimizer", default=d.optimizer, help="transformers optim name, e.g. adamw_torch, adamw_torch_fused")
     p.add_argument("--compile", action="store_true", help="torch.compile the model (Inductor)")
     p.add_argument("--extra-ds", type=json.loads, default={}, help="JSON merged into zero_optimization")
+    p.add_argument("--max-grad-jump", type=float, default=d.max_grad_jump,
+                   help="stop when a step's grad norm exceeds this many times the median so far (0: off); "
+                        "a non-finite loss or a loss of exactly 0 always stops the run")
     return p
 
 
@@ -236,7 +242,7 @@ def _gather(value):
     return out
 
 
-def make_callback(state: dict):
+def make_callback(state: dict, guard: NumericsGuard | None = None):
     from transformers import TrainerCallback
 
     class MetricsCallback(TrainerCallback):
@@ -260,10 +266,15 @@ def make_callback(state: dict):
             rec = state.pop("pending", None)
             if rec is None or not logs or "loss" not in logs:
                 return
-            rec.update(loss=round(float(logs["loss"]), 4), lr=logs.get("learning_rate"))
+            grad_norm = logs.get("grad_norm")
+            grad_norm = None if grad_norm is None else float(grad_norm)
+            rec.update(loss=round(float(logs["loss"]), 4), lr=logs.get("learning_rate"),
+                       grad_norm=None if grad_norm is None else float(f"{grad_norm:.6g}"))
             state["steps"].append(rec)
             if st.is_world_process_zero:
                 print(METRIC_PREFIX + json.dumps(rec), flush=True)
+            if guard is not None:  # every rank sees the same (all-reduced) loss and norm, so all stop together
+                guard.check(rec["step"], float(logs["loss"]), grad_norm)
 
     return MetricsCallback()
 
@@ -335,6 +346,7 @@ def _node_local_first(fn):
 
 def train(args: TrainArgs) -> dict:
     ensure_process_env()
+    _stop_on_sigterm()
     if args.threads:
         os.environ["OMP_NUM_THREADS"] = str(args.threads)
     import torch
@@ -342,7 +354,27 @@ def train(args: TrainArgs) -> dict:
     if args.threads:
         torch.set_num_threads(args.threads)
     backend = resolve_backend(args.backend)
+    if args.engine == "deepspeed":
+        check_deepspeed(backend, args.zero_stage)
     init_distributed(args, backend)
+    try:
+        return _train(args, backend)
+    finally:  # whatever way the run ends (a guard, an exception, SIGTERM from torchrun): nothing left in RAM
+        release_shm_buffers()
+
+
+def _stop_on_sigterm() -> None:
+    """torchrun SIGTERMs the surviving ranks when one fails; turn that into SystemExit so `finally` runs."""
+    import signal
+
+    def handler(signum, frame):
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, handler)
+
+
+def _train(args: TrainArgs, backend: str) -> dict:
+    import torch
 
     import torch.distributed as dist
     from transformers import Trainer, TrainingArguments
@@ -386,7 +418,7 @@ def train(args: TrainArgs) -> dict:
             return super().compute_loss(model, inputs, *a, **kw)
 
     trainer = CountingTrainer(model=model, args=targs, train_dataset=data, processing_class=tok,
-                              callbacks=[make_callback(state)])
+                              callbacks=[make_callback(state, NumericsGuard(args.max_grad_jump))])
     resume_from = get_last_checkpoint(str(out)) if args.resume and out.is_dir() else None
     if rank == 0:
         print(f"workshop.train: world_size={world} backend={backend} engine={args.engine} zero={args.zero_stage} "
@@ -403,15 +435,13 @@ def train(args: TrainArgs) -> dict:
     result = summarize(state["steps"], world_size=world, backend=backend, peak_rss_gb_per_rank=peaks,
                        partition=partition, resumed_from=resume_from, global_step=trainer.state.global_step,
                        params=sum(p.ds_numel if hasattr(p, "ds_numel") else p.numel() for p in model.parameters()),
-                       torch=torch.__version__, args=asdict(args))
+                       torch=torch.__version__, versions=versions(), args=asdict(args))
     if rank == 0:
         (out / "metrics.json").write_text(json.dumps(result, indent=2))
         print(f"workshop.train: done, {len(state['steps'])} steps, loss {result['first_loss']} -> "
               f"{result['final_loss']}, median {result['tokens_per_s_median']} tokens/s, metrics in {out / 'metrics.json'}",
               flush=True)
     dist.barrier()
-    if int(os.environ.get("LOCAL_RANK", "0")) == 0:
-        release_shm_buffers()
     dist.destroy_process_group()
     return result
 
@@ -453,7 +483,8 @@ def release_shm_buffers() -> int:
     """Unlink this run's DeepSpeed shared-memory buffers (one ~66 MB file per rank in /dev/shm).
 
     DeepSpeed 0.19 creates them when all ranks are on one host and never removes them: /dev/shm is RAM,
-    so a day of runs fills the machine's memory. Call after a barrier, once, when no rank needs them.
+    so a day of runs fills the machine's memory. Unlinking removes only the name: a rank that still has a
+    buffer mapped keeps it until it exits, so every rank may call this at its end, in any order.
     """
     removed = 0
     for path in SHM_DIR.glob(shm_buffer_prefix() + "*"):

@@ -25,7 +25,6 @@ import binascii
 import copy
 import difflib
 import json
-import os
 import re
 import sys
 import typing
@@ -38,7 +37,7 @@ import celpy.celtypes as ct
 import yaml
 
 from workshop.errors import WorkshopError, check_choice, report
-from workshop.k8s import cel_ext
+from workshop.k8s import cel_ext, crds
 from workshop.k8s.base import load_yaml_docs
 
 DEFAULT_KARPENTER = "1.8.8"
@@ -66,20 +65,14 @@ class Problem:
 
 # ------------------------------------------------------------------------------------------- CRDs
 def crds_dir() -> Path:
-    """`$WORKSHOP_CRDS_DIR`, else `<repo>/../shared/crds` (the CRDs are read in place, never copied)."""
-    env = os.environ.get("WORKSHOP_CRDS_DIR")
-    return Path(env) if env else Path(__file__).resolve().parents[2].parent / "shared" / "crds"
+    """Where CRDs are read: `$WORKSHOP_CRDS_DIR`, else the user cache that `workshop crds` fills."""
+    return crds.root()
 
 
 def available_versions(family: str) -> list[str]:
+    """The pinned releases of a family (workshop.k8s.crds.RELEASES), whether cached yet or not."""
     check_choice("CRD family", family, FAMILIES)
-    prefix = FAMILIES[family].format("")
-    root = crds_dir()
-    if not root.is_dir():
-        raise WorkshopError(f"CRD folder {root} not found; set WORKSHOP_CRDS_DIR to the folder holding "
-                            f"{FAMILIES[family].format('<version>')}/")
-    found = [p.name[len(prefix):] for p in root.iterdir() if p.is_dir() and p.name.startswith(prefix)]
-    return sorted(found, key=lambda v: tuple(int(x) if x.isdigit() else x for x in v.split(".")))
+    return crds.versions(family)
 
 
 @dataclass(frozen=True)
@@ -108,9 +101,8 @@ def _load_folder(folder: str) -> dict[str, CRD]:
 
 def load_crds(family: str, version: str) -> dict[str, CRD]:
     """Kind -> CRD for one release of a family; parsed once per process (the Trainer CRDs are ~1 MB)."""
-    versions = available_versions(family)
-    check_choice(f"{family} version", version, versions)
-    return _load_folder(str(crds_dir() / FAMILIES[family].format(version)))
+    check_choice(f"{family} version", version, available_versions(family))
+    return _load_folder(str(crds.folder(family, version)))
 
 
 # ---------------------------------------------------------------------------------------- helpers
