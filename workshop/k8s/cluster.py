@@ -14,7 +14,8 @@ Without a kubeconfig or a reachable API server, `connect()` prints why and retur
 going offline and shows what it would have applied.
 
 The Kubeflow SDK (`kubeflow` 0.5.0, TrainerClient) was evaluated for submit/wait/logs and is not used: it pins
-`kubernetes>=27.2.0,<36.0.0` (this environment resolves kubernetes 37) and `kubeflow-trainer-api>=2.3.0,<2.4`
+`kubernetes>=27.2.0,<36.0.0` (this environment resolves kubernetes 37.0.1; this module also runs on 35, so
+the two could share kubernetes 35, but the SDK would hold the client back) and `kubeflow-trainer-api>=2.3.0,<2.4`
 (its models speak Trainer 2.3 only, while the workbook renders 2.1 and 2.2+ forms); `train()` builds its own
 TrainJob from its runtime types rather than applying a rendered, offline-validated manifest, creates instead
 of server-side applying (no dry run), and wraps every API error into "Failed to create TrainJob". Its
@@ -35,8 +36,9 @@ from pathlib import Path
 
 from workshop.errors import WorkshopError, check_choice, check_positive, report
 
-# The oldest `kubernetes` release this module was run against (tests/test_cluster_api.py); DynamicClient's
-# server_side_apply, which it needs, appeared in 21.
+# The oldest `kubernetes` release tests/test_cluster.py was run against (it passes on 31.0.0, 35.0.0 and 37.0.1).
+# Nothing here calls ApiClient.param_serialize (37+); DynamicClient.server_side_apply, the newest API used,
+# exists from 21 on (absent in 18.20).
 MIN_KUBERNETES = 31
 
 # apiVersion of the kinds the workbook names by kind alone; paths, plurals and scope come from discovery.
