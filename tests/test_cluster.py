@@ -1,93 +1,44 @@
-"""The cluster layer against a fake API server on 127.0.0.1 that records what it receives."""
+"""The cluster layer against a fake API server on 127.0.0.1 (tests/fake_apiserver.py) that records requests."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import socket
-import threading
-import typing
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from urllib.parse import parse_qs, urlsplit
 
+import kubernetes
 import pytest
+from fake_apiserver import FakeAPIServer, status
 
 from workshop.errors import WorkshopError
 from workshop.k8s import cluster as cl
 from workshop.k8s.karpenter import cpu_amx_pool
 
-
-class _FakeAPI(BaseHTTPRequestHandler):
-    requests: typing.ClassVar[list] = []
-
-    def log_message(self, *args):  # keep pytest output clean
-        pass
-
-    def _send(self, status, obj, *, lines=None):
-        body = b"".join(json.dumps(x).encode() + b"\n" for x in lines) if lines else json.dumps(obj).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def _record(self):
-        length = int(self.headers.get("Content-Length") or 0)
-        body = self.rfile.read(length) if length else b""
-        parts = urlsplit(self.path)
-        self.requests.append({"method": self.command, "path": parts.path, "query": parse_qs(parts.query),
-                              "headers": {k.lower(): v for k, v in self.headers.items()}, "body": body})
-        return parts
-
-    def do_GET(self):
-        parts = self._record()
-        if parts.path == "/version":
-            return self._send(200, {"gitVersion": "v1.33.0-fake"})
-        if parts.path == "/apis/karpenter.sh/v1/nodeclaims" and "watch=true" in parts.query:
-            claim = {"metadata": {"name": "cpu-amx-abc", "labels": {"node.kubernetes.io/instance-type":
-                                                                    "r7i.8xlarge"}},
-                     "status": {"nodeName": "ip-10-0-0-1", "conditions": [{"type": "Launched", "status": "True"}]}}
-            return self._send(200, None, lines=[{"type": "ADDED", "object": claim}])
-        if parts.path == "/apis/karpenter.sh/v1/nodepools/cpu-amx":
-            return self._send(200, {"status": {"conditions": [{"type": "Ready", "status": "True"}]}})
-        if parts.path == "/api/v1/namespaces/default/pods/trainer-0/log":
-            body = b"step 1 loss 9.1\nstep 2 loss 8.7\n"
-            self.send_response(200)
-            self.send_header("Content-Type", "text/plain")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            return self.wfile.write(body)
-        return self._send(404, {"kind": "Status", "message": f"{parts.path} not found"})
-
-    def do_PATCH(self):
-        parts = self._record()
-        doc = json.loads(self.requests[-1]["body"])
-        return self._send(200, {**doc, "metadata": {**doc["metadata"], "uid": "uid-" + parts.path.rsplit("/", 1)[-1]}})
-
-    def do_DELETE(self):
-        parts = self._record()
-        if parts.path.endswith("/missing"):
-            return self._send(404, {"kind": "Status", "message": "not found"})
-        return self._send(200, {"kind": "Status", "status": "Success"})
+JOB = {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
+       "metadata": {"name": "llama", "namespace": "default"},
+       "spec": {"runtimeRef": {"name": "torch-distributed"}}}
 
 
 @pytest.fixture()
-def fake_cluster(tmp_path):
-    _FakeAPI.requests = []
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _FakeAPI)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    kubeconfig = tmp_path / "kubeconfig"
-    kubeconfig.write_text(json.dumps({
-        "apiVersion": "v1", "kind": "Config", "current-context": "fake",
-        "clusters": [{"name": "fake", "cluster": {"server": f"http://127.0.0.1:{server.server_port}"}}],
-        "users": [{"name": "me", "user": {"token": "secret-token"}}],
-        "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "me"}}],
-    }))
-    yield str(kubeconfig), _FakeAPI.requests
-    server.shutdown()
-    server.server_close()
+def api(tmp_path):
+    with FakeAPIServer() as server:
+        server.kubeconfig_path = server.kubeconfig(tmp_path / "kubeconfig")
+        yield server
 
 
+def _connect(api):
+    return cl.connect(kubeconfig=api.kubeconfig_path, quiet=True)
+
+
+def _claim(name, rv, event="ADDED"):
+    return {"type": event, "object": {"apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
+                                      "metadata": {"name": name, "resourceVersion": str(rv),
+                                                   "labels": {"node.kubernetes.io/instance-type": "r7i.8xlarge"}},
+                                      "status": {"nodeName": "ip-10-0-0-1",
+                                                 "conditions": [{"type": "Launched", "status": "True"}]}}}
+
+
+# ------------------------------------------------------------------------------- no cluster, plainly
 def test_no_kubeconfig_says_so_and_returns_none(tmp_path, monkeypatch, capsys):
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
     monkeypatch.setenv("KUBECONFIG", str(tmp_path / "nope"))
@@ -116,59 +67,153 @@ def test_cli_without_cluster_exits_1_plainly(tmp_path, monkeypatch, capsys):
     assert "no cluster" in capsys.readouterr().out
 
 
-def test_server_side_apply_sends_one_patch_per_object(fake_cluster, capsys):
-    kubeconfig, requests = fake_cluster
-    cluster = cl.connect(kubeconfig=kubeconfig)
+def test_too_old_client_library_is_named_not_called_no_cluster(api, monkeypatch):
+    monkeypatch.setattr(kubernetes, "__version__", "30.1.0")
+    with pytest.raises(WorkshopError, match=rf"kubernetes 30.1.0 is too old .*need >= {cl.MIN_KUBERNETES}"):
+        _connect(api)
+    assert api.requests == []
+
+
+# ------------------------------------------------------------------------------------------ apply
+def test_server_side_apply_creates_through_discovery(api, capsys):
+    cluster = cl.connect(kubeconfig=api.kubeconfig_path)
     assert cluster is not None and cluster.version == "v1.33.0-fake"
     assert "connected" in capsys.readouterr().out
     docs = cpu_amx_pool().to_dicts()
     results = cluster.apply(docs, dry_run=True, field_manager="workbook-ch02")
-    patches = [r for r in requests if r["method"] == "PATCH"]
+    patches = [r for r in api.requests if r["method"] == "PATCH"]
     assert [p["path"] for p in patches] == ["/apis/karpenter.sh/v1/nodepools/cpu-amx",
                                             "/apis/karpenter.k8s.aws/v1/ec2nodeclasses/cpu-amx"]
     for patch, doc in zip(patches, docs):
-        assert patch["query"] == {"fieldManager": ["workbook-ch02"], "force": ["true"], "dryRun": ["All"]}
+        assert patch["query"] == {"fieldManager": "workbook-ch02", "dryRun": "All"}  # no force unless asked
         assert patch["headers"]["content-type"] == "application/apply-patch+yaml"
         assert patch["headers"]["authorization"] == "Bearer secret-token"
         assert json.loads(patch["body"]) == doc
-    assert next(str(r) for r in results) == "NodePool/cpu-amx applied (server dry run, nothing stored)"
-    assert results[1].uid == "uid-cpu-amx"
+    assert str(results[0]) == "NodePool/cpu-amx applied (server dry run, nothing stored)"
+    assert results[1].uid == "uid-cpu-amx" and api.objects == {}  # dry run: nothing stored
+    real = cluster.apply([JOB])
+    assert real[0].namespace == "default" and ("trainer.kubeflow.org/v1alpha1", "trainjobs", "default",
+                                               "llama") in api.objects
+    assert cluster.get("TrainJob", "llama")["spec"]["runtimeRef"]["name"] == "torch-distributed"
 
 
-def test_apply_without_dry_run_omits_dryrun_and_secret_is_namespaced(fake_cluster):
-    kubeconfig, requests = fake_cluster
-    cluster = cl.connect(kubeconfig=kubeconfig, quiet=True)
-    secret = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "hf-token", "namespace": "train"},
-              "stringData": {"HF_TOKEN": "x"}}
-    cluster.apply([secret])
-    patch = [r for r in requests if r["method"] == "PATCH"][-1]
-    assert patch["path"] == "/api/v1/namespaces/train/secrets/hf-token"
-    assert "dryRun" not in patch["query"] and patch["query"]["fieldManager"] == ["workshop"]
+def test_apply_conflict_names_the_fields_and_the_other_manager(api):
+    cluster = _connect(api)
+    api.conflicts["llama"] = [(".spec.trainer.numNodes", "kubectl-edit")]
+    with pytest.raises(cl.ClusterError) as err:
+        cluster.apply([JOB])
+    assert err.value.status == 409
+    text = str(err.value)
+    assert ".spec.trainer.numNodes" in text and "kubectl-edit" in text and "force=True" in text
+    assert cluster.apply([JOB], force=True)[0].uid == "uid-llama"
+    assert api.requests[-1]["query"]["force"] in ("true", "True")
 
 
-def test_apply_validates_offline_before_any_request(fake_cluster):
-    kubeconfig, requests = fake_cluster
-    cluster = cl.connect(kubeconfig=kubeconfig, quiet=True)
+def test_apply_validates_offline_before_any_request(api):
+    cluster = _connect(api)
     bad = cpu_amx_pool().to_dicts()
     bad[1]["spec"]["instanceProfile"] = "also-a-profile"   # role XOR instanceProfile (a CEL rule)
     with pytest.raises(WorkshopError, match="exactly one of"):
         cluster.apply(bad)
-    assert not [r for r in requests if r["method"] == "PATCH"]
+    assert not [r for r in api.requests if r["method"] == "PATCH"]
 
 
-def test_wait_watch_logs_delete(fake_cluster):
-    kubeconfig, requests = fake_cluster
-    cluster = cl.connect(kubeconfig=kubeconfig, quiet=True)
+def test_forbidden_says_who_cannot_do_what_where(api):
+    cluster = _connect(api)
+    api.faults.append(("PATCH", "/apis/trainer.kubeflow.org", 403, status(
+        403, 'trainjobs.trainer.kubeflow.org "llama" is forbidden: User "alice" cannot patch resource', "Forbidden"),
+        None))
+    with pytest.raises(cl.ClusterError) as err:
+        cluster.apply([JOB])
+    assert err.value.status == 403
+    assert "the kubeconfig user 'alice' cannot create or change trainjobs in namespace default" in str(err.value)
+    assert "kubectl auth can-i patch trainjobs -n default" in str(err.value)
+
+
+def test_missing_crd_names_the_component(tmp_path):
+    groups = {gv: r for gv, r in FakeAPIServer().groups.items() if not gv.startswith("trainer.")}
+    with FakeAPIServer(groups) as server:
+        cluster = cl.connect(kubeconfig=server.kubeconfig(tmp_path / "kc"), quiet=True)
+        with pytest.raises(cl.ClusterError, match="Kubeflow Trainer is not installed on this cluster: "
+                                                  "no trainjobs.trainer.kubeflow.org") as err:
+            cluster.apply([JOB])
+        assert err.value.status == 404
+        assert not [r for r in server.requests if r["method"] == "PATCH"]
+
+
+def test_429_then_success_is_retried_with_backoff(api):
+    cluster = _connect(api)
+    api.put("trainer.kubeflow.org/v1alpha1", "trainjobs", JOB, "default")
+    api.faults.append(("GET", "/apis/trainer.kubeflow.org/v1alpha1/namespaces/default/trainjobs/llama", 429,
+                       status(429, "too many requests", "TooManyRequests"), {"Retry-After": "0"}))
+    assert cluster.get("TrainJob", "llama")["metadata"]["name"] == "llama"
+    gets = [r for r in api.requests if r["path"].endswith("/trainjobs/llama")]
+    assert len(gets) == 2 and not api.faults
+
+
+def test_503_that_never_ends_is_reported_after_the_retries(api, monkeypatch):
+    monkeypatch.setattr(cl, "retries", lambda: __import__("urllib3").util.retry.Retry(
+        total=2, connect=0, read=0, status=2, backoff_factor=0, status_forcelist=cl.RETRY_STATUSES,
+        allowed_methods=None, raise_on_status=False))
+    cluster = _connect(api)
+    path = "/apis/karpenter.sh/v1/nodepools/cpu-amx"
+    api.faults += [("GET", path, 503, status(503, "etcd is sad", "ServiceUnavailable"), None)] * 3
+    with pytest.raises(cl.ClusterError, match="still answering 503") as err:
+        cluster.get("NodePool", "cpu-amx")
+    assert err.value.status == 503 and len([r for r in api.requests if r["path"] == path]) == 3
+
+
+# ------------------------------------------------------------------------------- read, watch, logs
+def test_watch_resumes_from_the_last_version_when_the_stream_is_cut(api):
+    cluster = _connect(api)
+    api.put("karpenter.sh/v1", "nodeclaims", _claim("cpu-amx-a", 0)["object"])
+    api.watch_scripts = [[_claim("cpu-amx-b", 201), "cut"], [_claim("cpu-amx-b", 202, "MODIFIED")]]
+    events = list(itertools.islice(cluster.watch("NodeClaim", timeout=20), 3))
+    assert [(t, o["metadata"]["name"]) for t, o in events] == [
+        ("ADDED", "cpu-amx-a"), ("ADDED", "cpu-amx-b"), ("MODIFIED", "cpu-amx-b")]
+    watches = [r["query"] for r in api.requests if r["query"].get("watch")]
+    lists = [r for r in api.requests if r["path"] == "/apis/karpenter.sh/v1/nodeclaims" and not r["query"].get("watch")]
+    assert len(lists) == 1  # a cut is resumed, not re-listed
+    assert watches[0]["resourceVersion"] == lists[0]["rv_answered"]  # the watch starts where the list ended
+    assert watches[1]["resourceVersion"] == "201"                       # and resumes from the last event seen
+
+
+def test_watch_lists_again_after_410_gone(api):
+    cluster = _connect(api)
+    api.watch_scripts = [["gone"], ["status410"], [_claim("cpu-amx-c", 300)]]
+    lines = list(itertools.islice(cluster.watch_nodeclaims(timeout=20), 1))
+    assert lines == ["ADDED    nodeclaim/cpu-amx-c type=r7i.8xlarge node=ip-10-0-0-1 true=Launched"]
+    kinds = ["watch" if r["query"].get("watch") else "list" for r in api.requests
+             if r["path"] == "/apis/karpenter.sh/v1/nodeclaims"]
+    assert kinds == ["list", "watch", "list", "watch", "list", "watch"]
+
+
+def test_logs_whole_and_followed_as_written(api):
+    cluster = _connect(api)
+    api.logs["trainer-0"] = ["step 1 loss 9.1", "step 2 loss 8.7", "step 3 loss 8.2"]
+    assert "step 2 loss 8.7" in cluster.logs("trainer-0")
+    followed = cluster.logs("trainer-0", container="node", follow=True)
+    assert next(followed) == "step 1 loss 9.1"
+    assert list(followed) == ["step 2 loss 8.7", "step 3 loss 8.2"]
+    req = api.requests[-1]
+    assert req["path"] == "/api/v1/namespaces/default/pods/trainer-0/log"
+    assert req["query"]["follow"] in ("true", "True") and req["query"]["container"] == "node"
+    with pytest.raises(cl.ClusterError, match="not found"):
+        list(cluster.logs("nope", follow=True))
+
+
+def test_wait_pods_and_delete(api):
+    cluster = _connect(api)
+    api.put("karpenter.sh/v1", "nodepools", {"apiVersion": "karpenter.sh/v1", "kind": "NodePool",
+                                             "metadata": {"name": "cpu-amx"},
+                                             "status": {"conditions": [{"type": "Ready", "status": "True"}]}})
+    api.put("v1", "pods", {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "llama-node-0-0-x"}}, "default")
     assert cluster.wait_for("NodePool", "cpu-amx", "Ready", timeout=5, interval=0.1)
     assert not cluster.wait_for("NodePool", "other", "Ready", timeout=0.3, interval=0.1)
-    lines = list(cluster.watch_nodeclaims(timeout=5))
-    assert lines == ["ADDED    nodeclaim/cpu-amx-abc type=r7i.8xlarge node=ip-10-0-0-1 true=Launched"]
-    watch_req = [r for r in requests if r["path"] == "/apis/karpenter.sh/v1/nodeclaims"][-1]
-    assert watch_req["query"]["watch"] == ["true"] and watch_req["query"]["timeoutSeconds"] == ["5"]
-    assert "step 2 loss 8.7" in cluster.logs("trainer-0")
-    assert list(cluster.logs("trainer-0", follow=True)) == ["step 1 loss 9.1", "step 2 loss 8.7"]
+    assert cluster.pods("default") == ["llama-node-0-0-x"]
+    api.put("trainer.kubeflow.org/v1alpha1", "trainjobs", JOB, "default")
     assert cluster.delete("TrainJob", "llama", "default") is True
-    assert cluster.delete("TrainJob", "missing", "default") is False
-    assert requests[-2]["path"] == "/apis/trainer.kubeflow.org/v1alpha1/namespaces/default/trainjobs/llama"
+    assert cluster.delete("TrainJob", "llama", "default") is False
+    assert api.requests[-1]["path"] == "/apis/trainer.kubeflow.org/v1alpha1/namespaces/default/trainjobs/llama"
     with pytest.raises(cl.ClusterError, match="404"):
         cluster.delete("TrainJob", "missing", "default", missing_ok=False)

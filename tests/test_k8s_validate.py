@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 from collections import Counter
+from pathlib import Path
 
 import pytest
 
@@ -235,3 +236,55 @@ def test_list_map_keys_and_int_or_string_in_trainjob():
     assert ("spec.initializer.dataset.env[1]", "x-kubernetes-list-map-keys") in rules
     assert ("spec.trainer.numNodes", "type") in rules
     assert not any(path.startswith("spec.trainer.resourcesPerNode") for path, _ in rules)
+
+
+# ------------------------------------------------------------------- which release a manifest targets
+MANIFESTS = sorted((Path(__file__).resolve().parents[1] / "manifests").glob("*.yaml"))
+
+
+def test_checked_in_manifests_pass_with_no_flags(capsys):
+    assert MANIFESTS and v.main([str(p) for p in MANIFESTS]) == 0
+    out = capsys.readouterr().out
+    assert "trainjob-cpu-v2.2.yaml): accepted by Trainer 2.3.0 (its shape targets 2.3.0: spec.runtimePatches" in out
+    assert "trainjob-cpu-v2.1.yaml): accepted by Trainer 2.1.0 (its shape targets 2.1.0: spec.podTemplateOverrides" \
+        in out
+    assert "accepted by Karpenter 1.8.8, 1.14.1" in out  # no clue: every known release, each accepts
+    v22 = [str(p) for p in MANIFESTS if p.name == "trainjob-cpu-v2.2.yaml"]
+    assert v.main([*v22, "--trainer", "2.1.0"]) == 1  # forcing a release still judges against that one only
+    assert 'unknown field "runtimePatches"' in capsys.readouterr().out
+
+
+def test_no_clue_is_judged_against_every_release_and_says_which_accept():
+    runtimes = sorted((v.crds_dir() / "kubeflow-trainer-v2.1.0" / "runtimes").glob("*.yaml"))
+    verdicts = {x.label: x for x in v.judge_files(runtimes)}
+    torch = [x for label, x in verdicts.items() if "numProcPerNode" in x.reason]  # moved in 2.3: a clue
+    assert torch and all(x.judged == ("2.1.0",) and x.accepted == ("2.1.0",) for x in torch)
+    other = [x for x in verdicts.values() if x not in torch]  # no clue: both releases judged, both accept
+    assert other and all(x.judged == x.accepted == ("2.1.0", "2.3.0") for x in other)
+    assert "accepted by Trainer 2.1.0, 2.3.0" in str(other[0])
+    pool = v.judge(POOL[0])
+    assert pool.judged == ("1.8.8", "1.14.1") and pool.accepted == pool.judged and pool.reason == ""
+    bad = copy.deepcopy(POOL[0])
+    bad["spec"]["weight"] = 101
+    verdict = v.judge(bad)
+    assert verdict.accepted == () and [p.release for p in verdict.problems] == ["Karpenter 1.8.8, 1.14.1"]
+    assert "rejected by Karpenter 1.8.8, 1.14.1" in str(verdict)
+
+
+def test_a_newer_karpenter_field_targets_the_newer_release():
+    ec2 = copy.deepcopy(POOL[1])
+    ec2["spec"]["placementGroupSelector"] = {"name": "training"}
+    verdict = v.judge(ec2)
+    assert verdict.judged == ("1.14.1",) and verdict.ok, verdict.problems
+    assert "spec.placementGroupSelector is not declared in 1.8.8" in verdict.reason
+    assert v.validate_documents([ec2], karpenter="1.8.8")[0].rule == "unknown field"
+
+
+def test_unknown_field_suggests_the_near_name_and_metadata_is_checked():
+    job = {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
+           "metadata": {"name": "llama", "namespace": "Default", "labelz": {}},
+           "spec": {"runtimeRef": {"name": "torch-distributed"}, "trainr": {}}}
+    problems = {(p.path, p.rule): p.message for p in v.validate_documents([job], trainer="2.3.0")}
+    assert 'did you mean "trainer"' in problems[("spec.trainr", "unknown field")]
+    assert ("metadata.namespace", "DNS-1123 label") in problems
+    assert ("metadata.labelz", "unknown field") in problems

@@ -1,11 +1,25 @@
-"""The cluster layer: connect, server-side apply, wait/watch, logs, delete — and a plain "no cluster" path.
+"""The cluster layer: connect, server-side apply, get/wait/watch, logs, delete — and a plain "no cluster" path.
 
-Everything goes through the `kubernetes` client's ApiClient (auth, TLS, kubeconfig or in-cluster config)
-with explicit REST paths, so what is sent is easy to read and to test: server-side apply is one PATCH
-with `Content-Type: application/apply-patch+yaml`, `?fieldManager=workshop&force=true` and, for a dry
-run, `&dryRun=All` (the API server validates and defaults the object but stores nothing).
-Without a kubeconfig or a reachable API server, `connect()` prints why and returns None, so a notebook
-keeps going offline and shows what it would have applied.
+Everything goes through the `kubernetes` client's own APIs, the ones kubectl-like tools are built on:
+- `kubernetes.dynamic.DynamicClient` finds each kind through API discovery (no table of paths here) and does
+  server-side apply (`fieldManager`, `dryRun=All` for a server dry run, `force` only when asked — a 409
+  names the fields and the manager that owns them, as `kubectl apply --server-side` does);
+- the typed `CoreV1Api` reads pods and logs; `kubernetes.watch.Watch` follows a log and watches objects,
+  resuming from the last resourceVersion when a stream is cut and re-listing after 410 Gone;
+- urllib3's `Retry` (the client's `Configuration.retries`) retries 429 and 5xx answers with backoff,
+  honouring Retry-After;
+- an API error becomes one plain sentence: who cannot do what where (403), which component is missing when
+  a CRD is not served (404 in discovery), which fields conflict (409).
+Without a kubeconfig or a reachable API server, `connect()` prints why and returns None, so a notebook keeps
+going offline and shows what it would have applied.
+
+The Kubeflow SDK (`kubeflow` 0.5.0, TrainerClient) was evaluated for submit/wait/logs and is not used: it pins
+`kubernetes>=27.2.0,<36.0.0` (this environment resolves kubernetes 37.0.1; this module also runs on 35, so
+the two could share kubernetes 35, but the SDK would hold the client back) and `kubeflow-trainer-api>=2.3.0,<2.4`
+(its models speak Trainer 2.3 only, while the workbook renders 2.1 and 2.2+ forms); `train()` builds its own
+TrainJob from its runtime types rather than applying a rendered, offline-validated manifest, creates instead
+of server-side applying (no dry run), and wraps every API error into "Failed to create TrainJob". Its
+`get_job_logs(follow=True)` is `Watch().stream(read_namespaced_pod_log, follow=True)` — what `logs()` does here.
 """
 
 from __future__ import annotations
@@ -14,36 +28,37 @@ import argparse
 import json
 import os
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import urlencode
 
 from workshop.errors import WorkshopError, check_choice, check_positive, report
 
-# kind -> (apiVersion, plural, namespaced). Other kinds are found through API discovery.
-RESOURCES = {
-    "NodePool": ("karpenter.sh/v1", "nodepools", False),
-    "NodeClaim": ("karpenter.sh/v1", "nodeclaims", False),
-    "EC2NodeClass": ("karpenter.k8s.aws/v1", "ec2nodeclasses", False),
-    "TrainJob": ("trainer.kubeflow.org/v1alpha1", "trainjobs", True),
-    "TrainingRuntime": ("trainer.kubeflow.org/v1alpha1", "trainingruntimes", True),
-    "ClusterTrainingRuntime": ("trainer.kubeflow.org/v1alpha1", "clustertrainingruntimes", False),
-    "Secret": ("v1", "secrets", True),
-    "ConfigMap": ("v1", "configmaps", True),
-    "Pod": ("v1", "pods", True),
-    "Node": ("v1", "nodes", False),
-    "Namespace": ("v1", "namespaces", False),
-    "Event": ("v1", "events", True),
+# The oldest `kubernetes` release tests/test_cluster.py was run against (it passes on 31.0.0, 35.0.0 and 37.0.1).
+# Nothing here calls ApiClient.param_serialize (37+); DynamicClient.server_side_apply, the newest API used,
+# exists from 21 on (absent in 18.20).
+MIN_KUBERNETES = 31
+
+# apiVersion of the kinds the workbook names by kind alone; paths, plurals and scope come from discovery.
+API_VERSIONS = {
+    "NodePool": "karpenter.sh/v1", "NodeClaim": "karpenter.sh/v1", "EC2NodeClass": "karpenter.k8s.aws/v1",
+    "TrainJob": "trainer.kubeflow.org/v1alpha1", "TrainingRuntime": "trainer.kubeflow.org/v1alpha1",
+    "ClusterTrainingRuntime": "trainer.kubeflow.org/v1alpha1", "JobSet": "jobset.x-k8s.io/v1alpha2",
+    **{kind: "v1" for kind in ("Secret", "ConfigMap", "Pod", "Node", "Namespace", "Event", "Service")},
 }
+# API group -> what installs it (named when its CRDs are missing)
+COMPONENTS = {"trainer.kubeflow.org": "Kubeflow Trainer", "karpenter.sh": "Karpenter",
+              "karpenter.k8s.aws": "Karpenter's AWS provider", "jobset.x-k8s.io": "JobSet"}
+RETRY_STATUSES = (429, 500, 502, 503, 504)
 
 
 class ClusterError(WorkshopError):
-    """The API server refused a request; carries the HTTP status and the server's message."""
+    """The API server refused a request; carries the HTTP status (0: no answer) and a plain explanation."""
 
     def __init__(self, status: int, message: str):
-        super().__init__(f"API server answered {status}: {message}")
+        super().__init__(f"{message} (HTTP {status})" if status else message)
         self.status = status
 
 
@@ -60,72 +75,133 @@ class Applied:
         return f"{self.kind}/{self.name}{where} applied" + (" (server dry run, nothing stored)" if self.dry_run else "")
 
 
+def check_library() -> str:
+    """The installed kubernetes client's version; a clear error when it is older than this module needs."""
+    import kubernetes
+
+    version = getattr(kubernetes, "__version__", "0")
+    major = int(version.split(".")[0]) if version.split(".")[0].isdigit() else 0
+    if major < MIN_KUBERNETES:
+        raise WorkshopError(f"kubernetes {version} is too old for workshop.k8s.cluster: need >= {MIN_KUBERNETES} "
+                            f"(pip install -U 'kubernetes>={MIN_KUBERNETES}')")
+    return version
+
+
+def retries():
+    """429/5xx are retried with exponential backoff (0.5 s, 1 s, 2 s, 4 s) or the server's Retry-After; a
+    refused connection is not (that is "no cluster", said at once)."""
+    from urllib3.util.retry import Retry
+
+    return Retry(total=4, connect=0, read=0, status=4, backoff_factor=0.5, status_forcelist=RETRY_STATUSES,
+                 allowed_methods=None, raise_on_status=False, respect_retry_after_header=True)
+
+
+def _plural(kind: str) -> str:
+    return kind.lower() + ("es" if kind.endswith("s") else "s")
+
+
+def _status_body(exc) -> dict:
+    try:
+        body = json.loads(getattr(exc, "body", None) or "{}")
+    except (TypeError, ValueError):
+        return {}
+    return body if isinstance(body, dict) else {}
+
+
 class Cluster:
-    def __init__(self, api_client, *, where: str = "", version: str = ""):
+    def __init__(self, api_client, *, where: str = "", version: str = "", user: str = ""):
+        from kubernetes import client
+
         self.api = api_client
-        self.where, self.version = where, version
-        self._discovered: dict[tuple[str, str], tuple[str, bool]] = {}
+        self.core = client.CoreV1Api(api_client)
+        self.where, self.version, self.user = where, version, user
+        self._dynamic = None
+        self._cache_dir = None
 
-    # -- plumbing
-    def request(self, method: str, path: str, *, query: dict | None = None, body=None,
-                content_type: str | None = None, timeout: float = 30, stream: bool = False):
-        headers = {"Accept": "application/json"}
-        if content_type:
-            headers["Content-Type"] = content_type
-        full = path + ("?" + urlencode(query) if query else "")
-        method, url, headers, body, _ = self.api.param_serialize(
-            method=method, resource_path=full, header_params=headers, body=body, auth_settings=["BearerToken"])
-        resp = self.api.call_api(method, url, header_params=headers, body=body, _request_timeout=timeout)
-        if stream and 200 <= resp.status < 300:
-            return resp.response
-        data = resp.read()
-        if not 200 <= resp.status < 300:
-            try:
-                message = json.loads(data).get("message", "")
-            except ValueError:
-                message = data.decode(errors="replace")[:300]
-            raise ClusterError(resp.status, message)
-        if not data:
-            return {}
+    @property
+    def dynamic(self):
+        """The DynamicClient, made on first use (its discovery costs two requests); its discovery cache
+        lives for this process only, so a CRD installed a minute ago is seen."""
+        if self._dynamic is None:
+            from kubernetes.dynamic import DynamicClient
+
+            self._cache_dir = tempfile.TemporaryDirectory(prefix="workshop-discovery-")
+            self._dynamic = self._call(lambda: DynamicClient(
+                self.api, cache_file=os.path.join(self._cache_dir.name, "discovery.json")), "discover", "APIs")
+        return self._dynamic
+
+    # -- errors in plain words
+    def _explain(self, exc, verb: str, kind: str, name: str | None = None, namespace: str | None = None,
+                 api_version: str | None = None) -> ClusterError:
+        from kubernetes.client.exceptions import ApiException
+
+        if not isinstance(exc, ApiException):  # urllib3: refused, reset, timed out
+            return ClusterError(0, f"the API server at {self.api.configuration.host} did not answer "
+                                   f"({type(exc).__name__}: {exc})")
+        status, body = exc.status or 0, _status_body(exc)
+        message = body.get("message") or exc.reason or ""
+        what = _plural(kind) if kind[:1].isupper() else kind
+        where = f"in namespace {namespace}" if namespace else "cluster-wide"
+        obj = f"{kind}/{name}" if name else what
+        if status == 403:
+            user = f"the kubeconfig user {self.user!r}" if self.user else "this client's user"
+            rbac = {"apply": "patch", "get logs of": "get", "follow logs of": "get"}.get(verb, verb)
+            doing = "create or change" if verb == "apply" else verb
+            return ClusterError(403, f"{user} cannot {doing} {what} {where}: {message}. Ask the cluster admin "
+                                     f"for a Role that allows it (check with `kubectl auth can-i {rbac} {what}"
+                                     + (f" -n {namespace}`)" if namespace else "`)"))
+        if status == 401:
+            return ClusterError(401, f"the API server at {self.api.configuration.host} did not accept the "
+                                     f"kubeconfig's credentials ({self.where}); refresh them (e.g. `aws eks "
+                                     "update-kubeconfig`)")
+        if status == 404:
+            return ClusterError(404, f"{obj} not found {where}")
+        if status == 409 and verb == "apply":
+            causes = (body.get("details") or {}).get("causes") or []
+            fields = [f"{c.get('field', '?')} ({c.get('message', '')})" for c in causes] or [message]
+            return ClusterError(409, f"{obj} {where}: conflicts with another field manager over "
+                                     f"{'; '.join(fields)}. Drop those fields from the manifest, or take them "
+                                     "over with force=True (`--force-conflicts`)")
+        if status in RETRY_STATUSES:
+            return ClusterError(status, f"the API server is still answering {status} ({message or exc.reason}) "
+                                        f"to {verb} {obj} after {retries().total} retries with backoff; try again "
+                                        "later")
+        return ClusterError(status, f"cannot {verb} {obj} {where}: {message}")
+
+    def _call(self, fn, verb: str, kind: str, name: str | None = None, namespace: str | None = None):
+        from kubernetes.client.exceptions import ApiException
+        from urllib3.exceptions import HTTPError
+
         try:
-            return json.loads(data)
-        except ValueError:
-            return data.decode(errors="replace")
+            return fn()
+        except (ApiException, HTTPError) as exc:
+            raise self._explain(exc, verb, kind, name, namespace) from exc
 
-    def resource(self, api_version: str, kind: str) -> tuple[str, bool]:
-        """(plural, namespaced) for a kind: the table above, else API discovery."""
-        known = RESOURCES.get(kind)
-        if known and known[0] == api_version:
-            return known[1], known[2]
-        key = (api_version, kind)
-        if key not in self._discovered:
-            prefix = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
-            for res in self.request("GET", prefix).get("resources", []):
-                if res.get("kind") == kind and "/" not in res.get("name", ""):
-                    self._discovered[key] = (res["name"], bool(res.get("namespaced")))
-                    break
-            else:
-                raise WorkshopError(f"the cluster serves no {kind} in {api_version} (is its CRD installed?)")
-        return self._discovered[key]
+    def resource(self, kind: str, api_version: str | None = None):
+        """The discovered API resource of a kind; a missing CRD is named with what installs it."""
+        from kubernetes.dynamic.exceptions import ResourceNotFoundError, ResourceNotUniqueError
 
-    def path(self, api_version: str, kind: str, name: str | None = None, namespace: str | None = None) -> str:
-        plural, namespaced = self.resource(api_version, kind)
-        base = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
-        if namespaced:
-            base += f"/namespaces/{namespace or 'default'}"
-        return f"{base}/{plural}" + (f"/{name}" if name else "")
-
-    def _path_for_kind(self, kind: str, name: str | None = None, namespace: str | None = None) -> str:
-        if kind not in RESOURCES:
-            raise WorkshopError(f"unknown kind {kind!r} here; known: {', '.join(RESOURCES)}")
-        return self.path(RESOURCES[kind][0], kind, name, namespace)
+        api_version = api_version or API_VERSIONS.get(kind)
+        try:
+            return self.dynamic.resources.get(api_version=api_version, kind=kind)
+        except ResourceNotFoundError:
+            group = (api_version or "").rpartition("/")[0]
+            plural = f"{_plural(kind)}.{group}" if group else _plural(kind)
+            component = COMPONENTS.get(group)
+            if component:
+                raise ClusterError(404, f"{component} is not installed on this cluster: no {plural}"
+                                        + (f" ({api_version})" if api_version else "")) from None
+            raise ClusterError(404, f"the cluster serves no {kind}" + (f" in {api_version}" if api_version else "")
+                               + " (is its CRD installed?)") from None
+        except ResourceNotUniqueError:
+            raise WorkshopError(f"kind {kind!r} is served by several API groups; give its apiVersion") from None
 
     # -- write
     def apply(self, docs: list[dict], dry_run: bool = False, field_manager: str = "workshop", *,
-              namespace: str = "default", force: bool = True, validate: bool = True,
-              karpenter: str = "1.8.8", trainer: str = "2.1.0") -> list[Applied]:
-        """Server-side apply each document; validated offline first, against the CRD releases the cluster runs
-        (so mistakes fail before any call)."""
+              namespace: str = "default", force: bool = False, validate: bool = True,
+              karpenter: str | None = None, trainer: str | None = None) -> list[Applied]:
+        """Server-side apply each document (what `kubectl apply --server-side` does), validated offline first
+        against the CRD release each targets, or the releases given (so mistakes fail before any call)."""
         if validate:
             from workshop.k8s.validate import KIND_FAMILY, ensure_valid
             ensure_valid([d for d in docs if d.get("kind") in KIND_FAMILY], karpenter=karpenter, trainer=trainer)
@@ -134,23 +210,24 @@ class Cluster:
         results = []
         for doc in docs:
             meta = doc.get("metadata") or {}
-            _plural, namespaced = self.resource(doc["apiVersion"], doc["kind"])
-            ns = (meta.get("namespace") or namespace) if namespaced else None
-            query = {"fieldManager": field_manager, "force": "true" if force else "false"}
-            if dry_run:
-                query["dryRun"] = "All"
-            out = self.request("PATCH", self.path(doc["apiVersion"], doc["kind"], meta["name"], ns),
-                               query=query, body=json.dumps(doc), content_type="application/apply-patch+yaml")
-            uid = (out.get("metadata") or {}).get("uid") if isinstance(out, dict) else None
+            res = self.resource(doc["kind"], doc.get("apiVersion"))
+            ns = (meta.get("namespace") or namespace) if res.namespaced else None
+            kwargs = {"body": doc, "name": meta.get("name"), "namespace": ns, "field_manager": field_manager,
+                      "force_conflicts": True if force else None, **({"dry_run": "All"} if dry_run else {})}
+            out = self._call(lambda res=res, kwargs=kwargs: self.dynamic.server_side_apply(res, **kwargs),
+                             "apply", doc["kind"], meta.get("name"), ns)
+            uid = (out.to_dict().get("metadata") or {}).get("uid") if out is not None else None
             results.append(Applied(doc["kind"], meta["name"], ns, dry_run, uid))
         return results
 
     def delete(self, kind: str, name: str, namespace: str | None = None, *, dry_run: bool = False,
-               missing_ok: bool = True) -> bool:
+               missing_ok: bool = True, api_version: str | None = None) -> bool:
         """Delete one object; False when it was not there (and missing_ok)."""
-        query = {"dryRun": "All"} if dry_run else None
+        res = self.resource(kind, api_version)
+        ns = (namespace or "default") if res.namespaced else None
+        extra = {"dry_run": "All"} if dry_run else {}
         try:
-            self.request("DELETE", self._path_for_kind(kind, name, namespace), query=query)
+            self._call(lambda: self.dynamic.delete(res, name=name, namespace=ns, **extra), "delete", kind, name, ns)
         except ClusterError as exc:
             if exc.status == 404 and missing_ok:
                 return False
@@ -159,9 +236,19 @@ class Cluster:
 
     # -- read
     def get(self, kind: str, name: str | None = None, namespace: str | None = None, *,
-            label_selector: str | None = None):
-        query = {"labelSelector": label_selector} if label_selector else None
-        return self.request("GET", self._path_for_kind(kind, name, namespace), query=query)
+            label_selector: str | None = None, api_version: str | None = None) -> dict:
+        """One object, or a list ({"items": [...], "metadata": {"resourceVersion": ...}}) without a name."""
+        res = self.resource(kind, api_version)
+        ns = (namespace or "default") if res.namespaced else None
+        out = self._call(lambda: res.get(name=name, namespace=ns, label_selector=label_selector),
+                         "get" if name else "list", kind, name, ns)
+        return out.to_dict()
+
+    def pods(self, namespace: str = "default", *, label_selector: str | None = None) -> list[str]:
+        """Names of the pods matching a selector (typed CoreV1Api)."""
+        out = self._call(lambda: self.core.list_namespaced_pod(namespace, label_selector=label_selector),
+                         "list", "Pod", None, namespace)
+        return [p.metadata.name for p in out.items]
 
     def wait_for(self, kind: str, name: str, condition: str = "Ready", timeout: float = 600, *,
                  namespace: str | None = None, interval: float = 5) -> bool:
@@ -171,8 +258,7 @@ class Cluster:
         while True:
             try:
                 obj = self.get(kind, name, namespace)
-                conds = (obj.get("status") or {}).get("conditions") or []
-                if any(c.get("type") == condition and c.get("status") == "True" for c in conds):
+                if conditions(obj).get(condition) == "True":
                     return True
             except ClusterError as exc:
                 if exc.status != 404:
@@ -182,24 +268,43 @@ class Cluster:
             time.sleep(interval)
 
     def watch(self, kind: str, *, timeout: float = 300, namespace: str | None = None,
-              label_selector: str | None = None) -> Iterator[tuple[str, dict]]:
-        """(event type, object) pairs until `timeout` seconds pass; the server closes the stream then."""
+              label_selector: str | None = None, api_version: str | None = None) -> Iterator[tuple[str, dict]]:
+        """(event type, object) pairs for `timeout` seconds, as an informer sees them: a list first (each
+        object as ADDED), then a watch from its resourceVersion. A cut stream resumes from the last version
+        seen; 410 Gone (that version was compacted away) lists again."""
+        from kubernetes import watch
+        from kubernetes.client.exceptions import ApiException
+        from urllib3.exceptions import HTTPError
+
         check_positive("timeout", timeout)
-        query = {"watch": "true", "timeoutSeconds": str(int(timeout))}
-        if label_selector:
-            query["labelSelector"] = label_selector
-        resp = self.request("GET", self._path_for_kind(kind, None, namespace), query=query,
-                            timeout=timeout + 10, stream=True)
+        res = self.resource(kind, api_version)
+        ns = (namespace or "default") if res.namespaced else None
         deadline = time.monotonic() + timeout
-        try:
-            for line in resp:
-                if line.strip():
-                    event = json.loads(line)
-                    yield event.get("type", ""), event.get("object") or {}
-                if time.monotonic() > deadline:
-                    break
-        finally:
-            resp.release_conn()
+        version = None
+        while (left := deadline - time.monotonic()) > 0:
+            if version is None:
+                listing = self.get(kind, namespace=ns, label_selector=label_selector, api_version=api_version)
+                for item in listing.get("items") or []:
+                    yield "ADDED", item
+                version = (listing.get("metadata") or {}).get("resourceVersion") or "0"
+                continue
+            stream = watch.Watch().stream(res.get, namespace=ns, label_selector=label_selector,
+                                          resource_version=version, allow_watch_bookmarks=True, serialize=False,
+                                          timeout_seconds=max(1, int(left)), _request_timeout=(10, left + 10))
+            try:
+                for event in stream:
+                    obj = event.get("raw_object") or event.get("object") or {}
+                    version = (obj.get("metadata") or {}).get("resourceVersion") or version
+                    if event.get("type") != "BOOKMARK":
+                        yield event.get("type", ""), obj
+                    if time.monotonic() > deadline:
+                        return
+            except ApiException as exc:
+                if exc.status != 410:
+                    raise self._explain(exc, "watch", kind, None, ns) from exc
+                version = None  # too old: list again
+            except HTTPError:
+                time.sleep(min(1.0, max(0.0, deadline - time.monotonic())))  # cut: resume from `version`
 
     def watch_nodeclaims(self, *, timeout: float = 600, nodepool: str | None = None) -> Iterator[str]:
         """One readable line per NodeClaim change: which instance type, which node, which conditions."""
@@ -215,63 +320,87 @@ class Cluster:
         for kind, obj in self.watch("Node", timeout=timeout, label_selector=label_selector):
             meta = obj.get("metadata") or {}
             labels = meta.get("labels") or {}
-            conds = {c.get("type"): c.get("status") for c in (obj.get("status") or {}).get("conditions") or []}
+            conds = conditions(obj)
             taints = [t.get("key") for t in (obj.get("spec") or {}).get("taints") or []]
             yield (f"{kind:8} node/{meta.get('name')} type={labels.get('node.kubernetes.io/instance-type', '?')}"
                    f" ready={conds.get('Ready', '?')} taints={','.join(taints) or '-'}")
 
     def logs(self, pod: str, namespace: str = "default", *, container: str | None = None,
              follow: bool = False, tail: int | None = None, timeout: float = 3600):
-        """A pod's log: the whole text, or with follow=True an iterator of lines as they are written."""
-        query = {"container": container, "follow": "true" if follow else None,
-                 "tailLines": str(tail) if tail else None}
-        query = {k: v for k, v in query.items() if v is not None}
-        path = f"/api/v1/namespaces/{namespace}/pods/{pod}/log"
-        if not follow:
-            return self.request("GET", path, query=query or None, timeout=timeout)
-        resp = self.request("GET", path, query=query, timeout=timeout, stream=True)
+        """A pod's log (`kubectl logs`): the whole text, or with follow=True (`-f`) an iterator of lines as
+        they are written."""
+        from kubernetes import watch
 
-        def lines():
-            try:
-                for line in resp:
-                    yield line.decode(errors="replace").rstrip("\n")
-            finally:
-                resp.release_conn()
-        return lines()
+        kwargs = {k: v for k, v in (("container", container), ("tail_lines", tail)) if v is not None}
+        if not follow:
+            return self._call(lambda: self.core.read_namespaced_pod_log(pod, namespace, _request_timeout=timeout,
+                                                                         **kwargs), "get logs of", "pods", pod,
+                              namespace)
+
+        return _guarded(lambda: watch.Watch().stream(self.core.read_namespaced_pod_log, pod, namespace,
+                                                     follow=True, _request_timeout=(10, timeout), **kwargs),
+                        lambda exc: self._explain(exc, "get", "pods/log", pod, namespace))
+
+
+def _guarded(make, explain) -> Iterator[str]:
+    """Iterate a client stream, turning its API and network errors into ClusterErrors."""
+    from kubernetes.client.exceptions import ApiException
+    from urllib3.exceptions import HTTPError
+
+    try:
+        yield from make()
+    except (ApiException, HTTPError) as exc:
+        raise explain(exc) from exc
+
+
+def conditions(obj: dict) -> dict[str, str]:
+    """condition type -> status ('True'/'False'/'Unknown') of an object's status.conditions."""
+    return {c.get("type"): c.get("status") for c in (obj.get("status") or {}).get("conditions") or []}
 
 
 def connect(*, kubeconfig: str | None = None, context: str | None = None, timeout: float = 5.0,
             quiet: bool = False) -> Cluster | None:
     """A Cluster when an API server answers; None (with one plain printed reason) otherwise."""
+    check_library()
     from kubernetes import client, config
+    from kubernetes.client.exceptions import ApiException
+    from urllib3.exceptions import HTTPError
 
     def say(text):
         if not quiet:
             print(text)
 
     cfg = client.Configuration()
+    user = ""
     try:
         if kubeconfig is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
             config.load_incluster_config(client_configuration=cfg)
-            where = "in-cluster service account"
+            where, user = "in-cluster service account", "the pod's service account"
         else:
             path = kubeconfig or os.environ.get("KUBECONFIG", "").split(os.pathsep)[0] or "~/.kube/config"
             if not Path(os.path.expanduser(path)).is_file():
                 say(f"no cluster: no kubeconfig at {path} (and not running inside a pod); continuing offline")
                 return None
-            config.load_kube_config(config_file=os.path.expanduser(path), context=context,
-                                    client_configuration=cfg)
+            path = os.path.expanduser(path)
+            config.load_kube_config(config_file=path, context=context, client_configuration=cfg)
+            contexts, active = config.list_kube_config_contexts(config_file=path)
+            chosen = next((c for c in contexts if c.get("name") == context), active) if context else active
+            user = ((chosen or {}).get("context") or {}).get("user", "")
             where = f"kubeconfig {path}" + (f" context {context}" if context else "")
     except config.ConfigException as exc:
         say(f"no cluster: the kubeconfig could not be used ({exc}); continuing offline")
         return None
-    cluster = Cluster(client.ApiClient(cfg), where=where)
+    cfg.retries = retries()
+    cluster = Cluster(client.ApiClient(cfg), where=where, user=user)
     try:
-        version = cluster.request("GET", "/version", timeout=timeout)
-    except Exception as exc:  # noqa: BLE001 - any network failure means "no cluster", said plainly
+        info = client.VersionApi(cluster.api).get_code(_request_timeout=timeout)
+    except (HTTPError, OSError) as exc:
         say(f"no cluster: the API server at {cfg.host} did not answer ({type(exc).__name__}); continuing offline")
         return None
-    cluster.version = version.get("gitVersion", "?") if isinstance(version, dict) else "?"
+    except ApiException as exc:
+        say(f"no cluster: {cluster._explain(exc, 'get', 'version')}; continuing offline")
+        return None
+    cluster.version = info.git_version or "?"
     say(f"connected: {cfg.host} (Kubernetes {cluster.version}, {where})")
     return cluster
 
@@ -288,6 +417,7 @@ def main(argv: list[str] | None = None) -> int:
     p_apply.add_argument("files", nargs="+")
     p_apply.add_argument("--dry-run", action="store_true", help="server-side dry run (nothing stored)")
     p_apply.add_argument("--field-manager", default="workshop")
+    p_apply.add_argument("--force-conflicts", action="store_true", help="take over fields another manager owns")
     p_watch = sub.add_parser("watch", help="print NodeClaim or Node changes until the timeout")
     p_watch.add_argument("what", choices=["nodeclaims", "nodes"])
     p_watch.add_argument("--timeout", type=float, default=600)
@@ -308,12 +438,14 @@ def main(argv: list[str] | None = None) -> int:
         if cluster is None:
             return 1
         if args.action == "apply":
-            for result in cluster.apply(docs, dry_run=args.dry_run, field_manager=args.field_manager):
+            for result in cluster.apply(docs, dry_run=args.dry_run, field_manager=args.field_manager,
+                                        force=args.force_conflicts):
                 print(result)
         elif args.action == "delete":
             for doc in docs:
                 meta = doc.get("metadata") or {}
-                gone = cluster.delete(doc["kind"], meta["name"], meta.get("namespace"))
+                gone = cluster.delete(doc["kind"], meta["name"], meta.get("namespace"),
+                                      api_version=doc.get("apiVersion"))
                 print(f"{doc['kind']}/{meta['name']} {'deleted' if gone else 'was not there'}")
         elif args.action == "watch":
             check_choice("watch target", args.what, ("nodeclaims", "nodes"))

@@ -7,14 +7,20 @@ rules (`x-kubernetes-validations`), e.g. "an `In` requirement needs values" or "
 
 The checks follow what the API server does for a custom resource, in its order:
 1. kind/apiVersion must name a served CRD version (an unknown kind is an error, never a silent pass);
-2. ObjectMeta is checked by hand (the CRD schema only says `metadata: object`);
-3. schema defaults are applied to a copy (CEL rules see defaulted objects, as on the server);
-4. openAPIV3Schema: types, nullable, enum, pattern, formats (int32/int64/date-time/duration/quantity/byte),
-   length/item/property bounds, required, int-or-string, list-map key and set uniqueness, and unknown
-   fields rejected as `kubectl --validate=strict` does;
-5. CEL rules with cel-python plus the Kubernetes extension functions in `cel_ext`. Transition rules
+2. schema defaults are applied to a copy (CEL rules see defaulted objects, as on the server);
+3. the openAPIV3Schema, with `jsonschema` (Draft 4: OpenAPI 3.0's boolean exclusiveMinimum) extended by the
+   Kubernetes dialect: nullable, x-kubernetes-int-or-string, x-kubernetes-preserve-unknown-fields,
+   x-kubernetes-embedded-resource, list-map keys and sets, the formats the API server checks (int32, int64,
+   date-time, duration, quantity, byte), and unknown fields rejected as `kubectl --validate=strict` does.
+   ObjectMeta and the core Secret are small schemas here, run by the same validator;
+4. CEL rules with cel-python plus the Kubernetes extension functions in `cel_ext`. Transition rules
    (those reading `oldSelf`) compare against the stored object and are skipped — `rule_inventory()` says
    which rules run and which cannot, and why.
+
+Which release? A manifest is judged against the release its shape targets: a field that only some known
+releases declare (Trainer: `runtimePatches` means 2.2+, `podTemplateOverrides` means 2.1; Karpenter:
+EC2NodeClass `networkInterfaces` means newer than 1.8) picks those releases; with no such clue it is judged
+against every known release and the verdict says which accept it. `--trainer`/`--karpenter` force one.
 """
 
 from __future__ import annotations
@@ -27,14 +33,14 @@ import difflib
 import json
 import re
 import sys
-import typing
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from functools import cache
 from pathlib import Path
 
 import celpy
 import celpy.celtypes as ct
 import yaml
+from jsonschema import Draft4Validator, ValidationError, validators
 
 from workshop.errors import WorkshopError, check_choice, report
 from workshop.k8s import cel_ext, crds
@@ -42,6 +48,9 @@ from workshop.k8s.base import load_yaml_docs
 
 DEFAULT_KARPENTER = "1.8.8"
 DEFAULT_TRAINER = "2.1.0"
+# The releases a manifest is judged against when no flag forces one (the CRDs of each must be available).
+KNOWN_RELEASES = {"karpenter": ("1.8.8", "1.14.1"), "trainer": ("2.1.0", "2.3.0")}
+FAMILY_NAME = {"karpenter": "Karpenter", "trainer": "Trainer"}
 
 # family -> folder name pattern under the CRDs directory
 FAMILIES = {"karpenter": "karpenter-aws-v{}", "trainer": "kubeflow-trainer-v{}"}
@@ -58,9 +67,11 @@ class Problem:
     path: str     # "spec.template.spec.requirements[0].values"
     rule: str     # schema keyword ("type", "enum", "unknown field", ...) or the CEL rule text
     message: str
+    release: str = ""  # "Karpenter 1.8.8, 1.14.1": the release(s) that reject it; "" for core kinds
 
     def __str__(self) -> str:
-        return f"{self.doc}: {self.path or '(root)'}: {self.message} [rule: {self.rule}]"
+        where = f" ({self.release})" if self.release else ""
+        return f"{self.doc}: {self.path or '(root)'}: {self.message} [rule: {self.rule}]{where}"
 
 
 # ------------------------------------------------------------------------------------------- CRDs
@@ -105,6 +116,7 @@ def load_crds(family: str, version: str) -> dict[str, CRD]:
     return _load_folder(str(crds.folder(family, version)))
 
 
+
 # ---------------------------------------------------------------------------------------- helpers
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -117,38 +129,23 @@ def _join(path: str, key) -> str:
     return f"{path}[{json.dumps(key)}]"
 
 
+def _path(parts) -> str:
+    out = ""
+    for key in parts:
+        out = _join(out, key)
+    return out
+
+
 def _short(value) -> str:
     text = json.dumps(value, default=str)
     return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _type_name(value) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    if isinstance(value, dict):
-        return "object"
-    return type(value).__name__
+    names = {type(None): "null", bool: "boolean", int: "integer", float: "number", str: "string",
+             list: "array", dict: "object"}
+    return names.get(type(value), type(value).__name__)
 
-
-_TYPE_OK = {
-    "object": lambda v: isinstance(v, dict),
-    "array": lambda v: isinstance(v, list),
-    "string": lambda v: isinstance(v, str),
-    "integer": lambda v: isinstance(v, int) and not isinstance(v, bool)
-    or isinstance(v, float) and v.is_integer(),
-    "number": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
-    "boolean": lambda v: isinstance(v, bool),
-}
 
 _RFC3339 = re.compile(r"^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$")
 _DURATION = re.compile(r"^[-+]?(0|(\d+(\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h))((\d+(\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h))*$")
@@ -158,29 +155,19 @@ _QUALIFIED_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
 _LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 
 
-def _format_error(fmt: str, value) -> str | None:
-    if fmt == "int32" and isinstance(value, int) and not -2**31 <= value < 2**31:
-        return "is out of the int32 range"
-    if fmt == "int64" and isinstance(value, int) and not -2**63 <= value < 2**63:
-        return "is out of the int64 range"
-    if not isinstance(value, str):
-        return None
-    if fmt == "date-time" and not _RFC3339.match(value):
-        return "is not an RFC 3339 date-time (e.g. 2025-01-31T12:00:00Z)"
-    if fmt == "date" and not re.match(r"^\d{4}-\d{2}-\d{2}$", value):
-        return "is not a date (YYYY-MM-DD)"
-    if fmt == "duration" and not _DURATION.match(value):
-        return "is not a duration (e.g. 30s, 20m, 720h)"
-    if fmt == "quantity":
-        try:
-            cel_ext.parse_quantity(value)
-        except ValueError:
-            return "is not a quantity (e.g. 500m, 64Gi, 2)"
-    if fmt == "byte":
-        try:
-            base64.b64decode(value, validate=True)
-        except (binascii.Error, ValueError):
-            return "is not base64"
+def _quantity_error(value: str) -> str | None:
+    try:
+        cel_ext.parse_quantity(value)
+    except ValueError:
+        return "is not a quantity (e.g. 500m, 64Gi, 2)"
+    return None
+
+
+def _byte_error(value: str) -> str | None:
+    try:
+        base64.b64decode(value, validate=True)
+    except (binascii.Error, ValueError):
+        return "is not base64"
     return None
 
 
@@ -193,228 +180,212 @@ def _qualified_name_error(key: str) -> str | None:
     return None
 
 
-# ---------------------------------------------------------------------------------- the checker
-class _Checker:
-    def __init__(self, doc_label: str):
-        self.doc = doc_label
-        self.problems: list[Problem] = []
+def _matches(regex, message):
+    return lambda v: None if regex.match(v) else message
 
-    def add(self, path: str, rule: str, message: str) -> None:
-        self.problems.append(Problem(self.doc, path, rule, message))
 
-    # -- defaults (as the API server applies them before validating)
-    def default(self, value, schema) -> None:
-        if isinstance(value, dict):
-            props = schema.get("properties") or {}
-            for key, sub in props.items():
-                if key not in value and "default" in sub:
-                    value[key] = copy.deepcopy(sub["default"])
-            for key, item in value.items():
-                if key in props:
-                    self.default(item, props[key])
-                elif isinstance(schema.get("additionalProperties"), dict):
-                    self.default(item, schema["additionalProperties"])
-        elif isinstance(value, list) and isinstance(schema.get("items"), dict):
-            for item in value:
-                self.default(item, schema["items"])
+# format -> (the rule a problem names, check: value -> error text or None). The first six are the formats the
+# API server validates in CRD schemas; the rest are ObjectMeta's hand-coded checks, named as formats here.
+_FORMATS = {
+    "int32": ("format: int32", lambda v: None if -2**31 <= v < 2**31 else "is out of the int32 range"),
+    "int64": ("format: int64", lambda v: None if -2**63 <= v < 2**63 else "is out of the int64 range"),
+    "date-time": ("format: date-time", _matches(_RFC3339, "is not an RFC 3339 date-time (e.g. 2025-01-31T12:00:00Z)")),
+    "date": ("format: date", _matches(re.compile(r"^\d{4}-\d{2}-\d{2}$"), "is not a date (YYYY-MM-DD)")),
+    "duration": ("format: duration", _matches(_DURATION, "is not a duration (e.g. 30s, 20m, 720h)")),
+    "quantity": ("format: quantity", _quantity_error),
+    "byte": ("format: byte", _byte_error),
+    "dns1123-subdomain": ("DNS-1123 subdomain", lambda v: None if len(v) <= 253 and _DNS1123_SUBDOMAIN.match(v)
+                          else "must be lowercase alphanumerics, '-' or '.', at most 253 characters"),
+    "dns1123-label": ("DNS-1123 label", lambda v: None if len(v) <= 63 and _DNS1123_LABEL.match(v)
+                      else "must be lowercase alphanumerics or '-', at most 63 characters"),
+    "qualified-name": ("qualified name", lambda v: _qualified_name_error(v)),
+    "label-value": ("label value", lambda v: None if len(v) <= 63 and _LABEL_VALUE.match(v)
+                    else "must be at most 63 alphanumerics, '-', '_', '.'"),
+}
+_INTEGER_FORMATS = ("int32", "int64")
 
-    # -- openAPIV3Schema
-    def schema(self, value, schema: dict, path: str) -> None:
-        if value is None:
-            if not schema.get("nullable"):
-                self.add(path, "nullable", "is null, but the field is not nullable (omit it instead)")
-            return
-        if schema.get("x-kubernetes-int-or-string"):
-            if not (isinstance(value, (int, str)) and not isinstance(value, bool)):
-                self.add(path, "x-kubernetes-int-or-string",
-                         f"must be an integer or a string, got {_type_name(value)} {_short(value)}")
-                return
-        else:
-            want = schema.get("type")
-            if want and not _TYPE_OK[want](value):
-                self.add(path, "type", f"must be of type {want}, got {_type_name(value)} {_short(value)}")
-                return
-        self._scalar(value, schema, path)
-        if isinstance(value, dict):
-            self._object(value, schema, path)
-        elif isinstance(value, list):
-            self._array(value, schema, path)
-        for sub in schema.get("allOf") or []:
-            self.schema(value, {k: v for k, v in sub.items() if k != "type"}, path)
-        anyof = schema.get("anyOf") if not schema.get("x-kubernetes-int-or-string") else None
-        if anyof and all(self._trial(value, sub, path) for sub in anyof):
-            self.add(path, "anyOf", "matches none of the allowed alternatives")
-        oneof = schema.get("oneOf")
-        if oneof and sum(not self._trial(value, sub, path) for sub in oneof) != 1:
-            self.add(path, "oneOf", "must match exactly one of the alternatives")
-        if isinstance(schema.get("not"), dict) and not self._trial(value, schema["not"], path):
-            self.add(path, "not", "matches a forbidden form")
+# ObjectMeta: a CRD schema only says `metadata: {type: object}`; the API server checks it by hand.
+_STRING_MAP = {"type": "object", "propertyNames": {"format": "qualified-name"},
+               "additionalProperties": {"type": "string"}}
+OBJECT_META = {
+    "type": "object", "required": ["name"],  # server-side apply needs a name (generateName is not enough)
+    "properties": {
+        "name": {"type": "string", "format": "dns1123-subdomain"},
+        "generateName": {"type": "string"},
+        "namespace": {"type": "string", "format": "dns1123-label"},
+        "labels": {**_STRING_MAP, "additionalProperties": {"type": "string", "format": "label-value"}},
+        "annotations": _STRING_MAP,
+        "finalizers": {"type": "array", "items": {"type": "string"}},
+        "ownerReferences": {"type": "array", "items": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}},
+        "managedFields": {"type": "array", "items": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}},
+        **{k: {"type": "string"} for k in ("uid", "resourceVersion", "selfLink")},
+        **{k: {"type": "string", "format": "date-time"} for k in ("creationTimestamp", "deletionTimestamp")},
+        **{k: {"type": "integer", "format": "int64"} for k in ("generation", "deletionGracePeriodSeconds")},
+    },
+}
+_SECRET_KEYS = {"pattern": r"^[-._a-zA-Z0-9]+$"}
+SECRET = {  # core/v1 Secret: no CRD exists for core kinds
+    "type": "object", "required": ["apiVersion", "kind", "metadata"],
+    "properties": {
+        "apiVersion": {"type": "string", "enum": ["v1"]},
+        "kind": {"type": "string", "enum": ["Secret"]},
+        "metadata": OBJECT_META,
+        "data": {"type": "object", "propertyNames": _SECRET_KEYS,
+                 "additionalProperties": {"type": "string", "format": "byte"}},
+        "stringData": {"type": "object", "propertyNames": _SECRET_KEYS, "additionalProperties": {"type": "string"}},
+        "type": {"type": "string"},
+        "immutable": {"type": "boolean"},
+    },
+}
 
-    def _trial(self, value, schema, path) -> list[Problem]:
-        trial = _Checker(self.doc)
-        trial.schema(value, schema, path)
-        return trial.problems
 
-    def _scalar(self, value, schema, path) -> None:
-        if "enum" in schema and value not in schema["enum"]:
-            self.add(path, "enum", f"unsupported value {_short(value)}; allowed: "
-                     + ", ".join(json.dumps(e) for e in schema["enum"]))
-        if isinstance(value, str):
-            if "pattern" in schema and not re.search(schema["pattern"], value):
-                self.add(path, "pattern", f"{_short(value)} does not match {schema['pattern']}")
-            if "maxLength" in schema and len(value) > schema["maxLength"]:
-                self.add(path, "maxLength", f"is {len(value)} characters long; at most {schema['maxLength']}")
-            if "minLength" in schema and len(value) < schema["minLength"]:
-                self.add(path, "minLength", f"is {len(value)} characters long; at least {schema['minLength']}")
-        if "format" in schema:
-            err = _format_error(schema["format"], value)
-            if err:
-                self.add(path, f"format: {schema['format']}", f"{_short(value)} {err}")
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            if "minimum" in schema and (value < schema["minimum"] or
-                                        schema.get("exclusiveMinimum") and value == schema["minimum"]):
-                self.add(path, "minimum", f"{value} is below the minimum {schema['minimum']}")
-            if "maximum" in schema and (value > schema["maximum"] or
-                                        schema.get("exclusiveMaximum") and value == schema["maximum"]):
-                self.add(path, "maximum", f"{value} is above the maximum {schema['maximum']}")
+# ------------------------------------------------------------------ the Kubernetes dialect of jsonschema
+def _child(validator, value, schema, key):
+    """Descend into one field or item; a null is an error unless the field is `nullable` (as on the server)."""
+    if value is None:
+        if not schema.get("nullable"):
+            yield ValidationError("is null, but the field is not nullable (omit it instead)",
+                                  validator="nullable", path=[key])
+        return
+    yield from validator.descend(value, schema, path=key, schema_path=key)
 
-    def _object(self, value: dict, schema: dict, path: str) -> None:
-        props = schema.get("properties") or {}
-        extra = schema.get("additionalProperties")
-        open_ = (extra is True or schema.get("x-kubernetes-preserve-unknown-fields")
-                 or ("properties" not in schema and extra is None))
-        for key in schema.get("required") or []:
-            if key not in value:
-                self.add(_join(path, key), "required", "is required")
-        for key, item in value.items():
-            sub = _join(path, key)
-            if key in props:
-                self.schema(item, props[key], sub)
-            elif isinstance(extra, dict):
-                self.schema(item, extra, sub)
-            elif schema.get("x-kubernetes-embedded-resource") and key in ("apiVersion", "kind", "metadata"):
-                continue
-            elif not open_:
-                hint = difflib.get_close_matches(key, list(props), n=1)
-                self.add(sub, "unknown field", f'unknown field "{key}"'
-                         + (f' (did you mean "{hint[0]}"?)' if hint else "")
-                         + (f"; known: {', '.join(props)}" if props and not hint else ""))
-        n = len(value)
-        if "maxProperties" in schema and n > schema["maxProperties"]:
-            self.add(path, "maxProperties", f"has {n} entries; at most {schema['maxProperties']}")
-        if "minProperties" in schema and n < schema["minProperties"]:
-            self.add(path, "minProperties", f"has {n} entries; at least {schema['minProperties']}")
 
-    def _array(self, value: list, schema: dict, path: str) -> None:
-        if "maxItems" in schema and len(value) > schema["maxItems"]:
-            self.add(path, "maxItems", f"has {len(value)} items; at most {schema['maxItems']}")
-        if "minItems" in schema and len(value) < schema["minItems"]:
-            self.add(path, "minItems", f"has {len(value)} items; at least {schema['minItems']}")
-        items = schema.get("items")
-        if isinstance(items, dict):
-            for i, item in enumerate(value):
-                self.schema(item, items, _join(path, i))
-        kind = schema.get("x-kubernetes-list-type")
-        if kind == "map":
-            keys = schema.get("x-kubernetes-list-map-keys") or []
-            seen: dict = {}
-            for i, item in enumerate(value):
-                if not isinstance(item, dict):
-                    continue
+def _properties(validator, properties, instance, schema):
+    if not isinstance(instance, dict):
+        return
+    for key, sub in properties.items():  # the API server defaults before it validates (and CEL sees defaults)
+        if key not in instance and "default" in sub:
+            instance[key] = copy.deepcopy(sub["default"])
+    open_ = schema.get("additionalProperties") not in (None, False) or schema.get("x-kubernetes-preserve-unknown-fields")
+    embedded = schema.get("x-kubernetes-embedded-resource")
+    for key, value in instance.items():
+        if key in properties:
+            yield from _child(validator, value, properties[key], key)
+        elif not open_ and not (embedded and key in ("apiVersion", "kind", "metadata")):
+            hint = difflib.get_close_matches(key, list(properties), n=1)
+            yield ValidationError(f'unknown field "{key}"' + (f' (did you mean "{hint[0]}"?)' if hint else
+                                  f"; known: {', '.join(properties)}"), validator="unknown field", path=[key])
+
+
+def _additional_properties(validator, extra, instance, schema):
+    if not isinstance(instance, dict):
+        return
+    props = schema.get("properties") or {}
+    for key, value in instance.items():
+        if key in props:
+            continue
+        if isinstance(extra, dict):
+            yield from _child(validator, value, extra, key)
+        elif extra is False and not props:
+            yield ValidationError(f'unknown field "{key}"', validator="unknown field", path=[key])
+
+
+def _items(validator, items, instance, schema):
+    if isinstance(instance, list) and isinstance(items, dict):
+        for i, item in enumerate(instance):
+            yield from _child(validator, item, items, i)
+
+
+def _property_names(validator, names, instance, schema):
+    if isinstance(instance, dict):
+        for key in instance:
+            for error in validator.descend(key, names, path=key):
+                error.message = f"key {error.message}"
+                yield error
+
+
+def _required(validator, required, instance, schema):
+    if isinstance(instance, dict):
+        for key in required:
+            if key not in instance:
+                yield ValidationError("is required", path=[key])
+
+
+def _type(validator, want, instance, schema):
+    if schema.get("x-kubernetes-int-or-string"):
+        return  # the keyword of its own name checks it
+    if not validator.is_type(instance, want):
+        yield ValidationError(f"must be of type {want}, got {_type_name(instance)} {_short(instance)}")
+
+
+def _int_or_string(validator, on, instance, schema):
+    if on and (isinstance(instance, bool) or not isinstance(instance, (int, str))):
+        yield ValidationError(f"must be an integer or a string, got {_type_name(instance)} {_short(instance)}")
+
+
+def _any_of(validator, any_of, instance, schema):
+    if schema.get("x-kubernetes-int-or-string"):
+        return  # anyOf [integer, string] is how int-or-string is spelled; reported once, above
+    for error in Draft4Validator.VALIDATORS["anyOf"](validator, any_of, instance, schema):
+        first = "; ".join(dict.fromkeys(e.message for e in error.context))
+        error.message = "matches none of the allowed alternatives" + (f" ({first})" if first else "")
+        yield error
+
+
+def _enum(validator, enum, instance, schema):
+    if instance not in enum:
+        yield ValidationError(f"unsupported value {_short(instance)}; allowed: " + ", ".join(map(json.dumps, enum)))
+
+
+def _pattern(validator, pattern, instance, schema):
+    if isinstance(instance, str) and not re.search(pattern, instance):
+        yield ValidationError(f"{_short(instance)} does not match {pattern}")
+
+
+def _format(validator, fmt, instance, schema):
+    if fmt not in _FORMATS or isinstance(instance, bool):
+        return  # other formats are not checked by the API server either
+    if not isinstance(instance, int if fmt in _INTEGER_FORMATS else str):
+        return
+    rule, check = _FORMATS[fmt]
+    err = check(instance)
+    if err:
+        yield ValidationError(f"{_short(instance)} {err}", validator=rule)
+
+
+def _list_type(validator, kind, instance, schema):
+    if not isinstance(instance, list):
+        return
+    seen: dict = {}
+    if kind == "map":
+        keys = schema.get("x-kubernetes-list-map-keys") or []
+        for i, item in enumerate(instance):
+            if isinstance(item, dict):
                 ident = tuple(json.dumps(item.get(k), sort_keys=True) for k in keys)
                 if ident in seen:
-                    self.add(_join(path, i), "x-kubernetes-list-map-keys",
-                             f"duplicate entry for key ({', '.join(f'{k}={item.get(k)!r}' for k in keys)}); "
-                             f"first at [{seen[ident]}]")
+                    yield ValidationError(f"duplicate entry for key ({', '.join(f'{k}={item.get(k)!r}' for k in keys)});"
+                                          f" first at [{seen[ident]}]", validator="x-kubernetes-list-map-keys", path=[i])
                 seen.setdefault(ident, i)
-        elif kind == "set" or schema.get("uniqueItems"):
-            seen_items: dict = {}
-            for i, item in enumerate(value):
-                ident = json.dumps(item, sort_keys=True)
-                if ident in seen_items:
-                    self.add(_join(path, i), "x-kubernetes-list-type: set",
-                             f"duplicate value {_short(item)}; first at [{seen_items[ident]}]")
-                seen_items.setdefault(ident, i)
-
-    # -- CEL
-    def cel(self, value, schema: dict, path: str, *, root: bool = False) -> None:
-        if value is None:
-            return
-        want = schema.get("type")
-        if want and not schema.get("x-kubernetes-int-or-string") and not _TYPE_OK[want](value):
-            return  # already reported by the schema pass; a rule on a mistyped value would only add noise
-        for rule in schema.get("x-kubernetes-validations") or []:
-            status = rule_status(rule["rule"])
-            if status is not None:
-                continue  # skipped: transition rule or a function we do not provide (see rule_inventory)
-            self_value = value
-            if root:  # at the root, Kubernetes exposes only metadata.name and metadata.generateName
-                meta = value.get("metadata") or {}
-                self_value = {**value, "metadata": {k: meta[k] for k in ("name", "generateName") if k in meta}}
-            ok, err = _run_rule(rule["rule"], self_value)
-            if not ok:
-                message = rule.get("message") or f"failed rule: {rule['rule']}"
-                if err:
-                    message = f"{message} (the rule could not be evaluated: {err}; the API server rejects that too)"
-                self.add(_join(path, rule["fieldPath"].lstrip(".")) if rule.get("fieldPath") else path,
-                         rule["rule"], message)
-        if isinstance(value, dict):
-            props = schema.get("properties") or {}
-            extra = schema.get("additionalProperties")
-            for key, item in value.items():
-                if root and key == "metadata":
-                    continue
-                if key in props:
-                    self.cel(item, props[key], _join(path, key))
-                elif isinstance(extra, dict):
-                    self.cel(item, extra, _join(path, key))
-        elif isinstance(value, list) and isinstance(schema.get("items"), dict):
-            for i, item in enumerate(value):
-                self.cel(item, schema["items"], _join(path, i))
-
-    # -- ObjectMeta (the CRD schema only says `type: object`; the API server checks it by hand too)
-    _META_FIELDS: typing.ClassVar[set] = {"name", "generateName", "namespace", "labels", "annotations", "finalizers",
-                    "ownerReferences", "uid", "resourceVersion", "generation", "creationTimestamp",
-                    "deletionTimestamp", "deletionGracePeriodSeconds", "managedFields", "selfLink"}
-
-    def metadata(self, meta) -> None:
-        if meta is None:
-            self.add("metadata", "required", "is required (at least metadata.name)")
-            return
-        if not isinstance(meta, dict):
-            self.add("metadata", "type", f"must be of type object, got {_type_name(meta)}")
-            return
-        for key in meta:
-            if key not in self._META_FIELDS:
-                self.add(_join("metadata", key), "unknown field", f'unknown field "{key}" in ObjectMeta')
-        name = meta.get("name")
-        if name is None and not meta.get("generateName"):
-            self.add("metadata.name", "required", "is required")
-        elif name is not None and (not isinstance(name, str) or len(name) > 253
-                                   or not _DNS1123_SUBDOMAIN.match(name)):
-            self.add("metadata.name", "DNS-1123 subdomain",
-                     f"{_short(name)} must be lowercase alphanumerics, '-' or '.', at most 253 characters")
-        ns = meta.get("namespace")
-        if ns is not None and (not isinstance(ns, str) or len(ns) > 63 or not _DNS1123_LABEL.match(ns)):
-            self.add("metadata.namespace", "DNS-1123 label", f"{_short(ns)} is not a valid namespace name")
-        for field in ("labels", "annotations"):
-            entries = meta.get(field)
-            if entries is None:
-                continue
-            if not isinstance(entries, dict):
-                self.add(f"metadata.{field}", "type", f"must be a map of strings, got {_type_name(entries)}")
-                continue
-            for key, val in entries.items():
-                p = _join(f"metadata.{field}", str(key))
-                err = _qualified_name_error(str(key))
-                if err:
-                    self.add(p, "qualified name", f"key {err}")
-                if not isinstance(val, str):
-                    self.add(p, "type", f"must be a string, got {_type_name(val)} {_short(val)} (quote it)")
-                elif field == "labels" and (len(val) > 63 or not _LABEL_VALUE.match(val)):
-                    self.add(p, "label value", f"{_short(val)} must be at most 63 alphanumerics, '-', '_', '.'")
+    elif kind == "set":
+        for i, item in enumerate(instance):
+            ident = json.dumps(item, sort_keys=True)
+            if ident in seen:
+                yield ValidationError(f"duplicate value {_short(item)}; first at [{seen[ident]}]",
+                                      validator="x-kubernetes-list-type: set", path=[i])
+            seen.setdefault(ident, i)
 
 
+def _is_integer(checker, value) -> bool:  # YAML may give 4.0 for an integer field; the server accepts it
+    return (isinstance(value, int) and not isinstance(value, bool)) or (isinstance(value, float) and value.is_integer())
+
+
+KubernetesValidator = validators.extend(
+    Draft4Validator,
+    validators={
+        "properties": _properties, "additionalProperties": _additional_properties, "items": _items,
+        "propertyNames": _property_names, "required": _required, "type": _type, "anyOf": _any_of,
+        "enum": _enum, "pattern": _pattern, "format": _format, "x-kubernetes-int-or-string": _int_or_string,
+        "x-kubernetes-list-type": _list_type,
+    },
+    type_checker=Draft4Validator.TYPE_CHECKER.redefine("integer", _is_integer),
+)
+KubernetesValidator.__doc__ = "jsonschema's Draft 4 validator speaking the Kubernetes structural-schema dialect."
+
+
+def _structural(obj: dict, schema: dict, label: str, release: str) -> list[Problem]:
+    """Problems of `obj` (defaulted in place) against a schema, deepest first per field, as Problems."""
+    errors = sorted(KubernetesValidator(schema).iter_errors(obj), key=lambda e: [str(p) for p in e.absolute_path])
+    return [Problem(label, _path(e.absolute_path), str(e.validator), e.message, release) for e in errors]
 # ------------------------------------------------------------------------------------------ CEL
 _ENV = celpy.Environment()
 _BUILTINS = set(celpy.evaluation.base_functions) | {"has", "all", "exists", "exists_one", "filter", "map", "dyn"}
@@ -500,37 +471,47 @@ def rule_counts(*, karpenter: str = DEFAULT_KARPENTER, trainer: str = DEFAULT_TR
     return counts
 
 
-# --------------------------------------------------------------------------------- entry points
-def _check_secret(doc: dict, chk: _Checker) -> None:
-    """Core Secret: a small hand-written schema (no CRD exists for core kinds)."""
-    if doc.get("apiVersion") != "v1":
-        chk.add("apiVersion", "enum", f"{_short(doc.get('apiVersion'))} is not served for Secret; use \"v1\"")
-    allowed = {"apiVersion", "kind", "metadata", "data", "stringData", "type", "immutable"}
-    for key in doc:
-        if key not in allowed:
-            chk.add(key, "unknown field", f'unknown field "{key}"; known: {", ".join(sorted(allowed))}')
-    chk.metadata(doc.get("metadata"))
-    for field in ("data", "stringData"):
-        entries = doc.get(field)
-        if entries is None:
-            continue
-        if not isinstance(entries, dict):
-            chk.add(field, "type", f"must be a map of strings, got {_type_name(entries)}")
-            continue
-        for key, val in entries.items():
-            p = _join(field, str(key))
-            if not re.match(r"^[-._a-zA-Z0-9]+$", str(key)):
-                chk.add(p, "pattern", "key must consist of alphanumerics, '-', '_' or '.'")
-            if not isinstance(val, str):
-                chk.add(p, "type", f"must be a string, got {_type_name(val)}")
-            elif field == "data" and _format_error("byte", val):
-                chk.add(p, "format: byte", "data values must be base64 (use stringData for plain text)")
-    if "type" in doc and not isinstance(doc["type"], str):
-        chk.add("type", "type", "must be a string")
-    if "immutable" in doc and not isinstance(doc["immutable"], bool):
-        chk.add("immutable", "type", "must be a boolean")
+
+def _cel(value, schema: dict, path: str, label: str, release: str, *, root: bool = False) -> list[Problem]:
+    """Every CEL rule on the way down, with `self` bound as the API server binds it."""
+    if value is None:
+        return []
+    want = schema.get("type")
+    if want and not schema.get("x-kubernetes-int-or-string") and not _TYPES.is_type(value, want):
+        return []  # already reported by the schema pass; a rule on a mistyped value would only add noise
+    out = []
+    for rule in schema.get("x-kubernetes-validations") or []:
+        if rule_status(rule["rule"]) is not None:
+            continue  # skipped: transition rule or a function we do not provide (see rule_inventory)
+        self_value = value
+        if root:  # at the root, Kubernetes exposes only metadata.name and metadata.generateName
+            meta = value.get("metadata") or {}
+            self_value = {**value, "metadata": {k: meta[k] for k in ("name", "generateName") if k in meta}}
+        ok, err = _run_rule(rule["rule"], self_value)
+        if not ok:
+            message = rule.get("message") or f"failed rule: {rule['rule']}"
+            if err:
+                message = f"{message} (the rule could not be evaluated: {err}; the API server rejects that too)"
+            where = _join(path, rule["fieldPath"].lstrip(".")) if rule.get("fieldPath") else path
+            out.append(Problem(label, where, rule["rule"], message, release))
+    if isinstance(value, dict):
+        props, extra = schema.get("properties") or {}, schema.get("additionalProperties")
+        for key, item in value.items():
+            if root and key == "metadata":
+                continue
+            sub = props.get(key, extra if key not in props else None)
+            if isinstance(sub, dict):
+                out += _cel(item, sub, _join(path, key), label, release)
+    elif isinstance(value, list) and isinstance(schema.get("items"), dict):
+        for i, item in enumerate(value):
+            out += _cel(item, schema["items"], _join(path, i), label, release)
+    return out
 
 
+_TYPES = KubernetesValidator.TYPE_CHECKER
+
+
+# ------------------------------------------------------------------------------------ one document
 def _label(doc, index: int, source: str | None) -> str:
     kind = doc.get("kind", "?") if isinstance(doc, dict) else "?"
     meta = doc.get("metadata") if isinstance(doc, dict) else None
@@ -539,67 +520,157 @@ def _label(doc, index: int, source: str | None) -> str:
     return f"{kind}/{name} ({where})"
 
 
-def _validate_one(doc, index: int, source: str | None, karpenter: str, trainer: str) -> list[Problem]:
-    chk = _Checker(_label(doc, index, source))
-    if not isinstance(doc, dict):
-        chk.add("", "type", f"a manifest must be a mapping, got {_type_name(doc)}")
-        return chk.problems
-    kind = doc.get("kind")
-    if kind not in KIND_FAMILY:
-        chk.add("kind", "kind", f"unknown kind {_short(kind)}; this validator knows: {', '.join(KIND_FAMILY)}")
-        return chk.problems
-    family = KIND_FAMILY[kind]
+def _against(doc: dict, label: str, family: str, version: str) -> list[Problem]:
+    """Problems of one document against one release of its family (the core family has no releases)."""
     if family == "core":
-        _check_secret(doc, chk)
-        return chk.problems
-    crd = load_crds(family, karpenter if family == "karpenter" else trainer)[kind]
+        return _structural(copy.deepcopy(doc), SECRET, label, "")
+    release = f"{FAMILY_NAME[family]} {version}"
+    kind = doc["kind"]
+    crd = load_crds(family, version)[kind]
     served = {f"{crd.group}/{v}": v for v in crd.versions}
     if doc.get("apiVersion") not in served:
-        chk.add("apiVersion", "served versions",
-                f"{_short(doc.get('apiVersion'))} is not served for {kind}; use {', '.join(served)}")
-        return chk.problems
+        return [Problem(label, "apiVersion", "served versions",
+                        f"{_short(doc.get('apiVersion'))} is not served for {kind}; use {', '.join(served)}", release)]
     schema = crd.versions[served[doc["apiVersion"]]]
-    chk.metadata(doc.get("metadata"))
+    schema = {**schema, "required": sorted({*schema.get("required", ()), "metadata"}),
+              "properties": {**schema.get("properties", {}), "metadata": OBJECT_META}}
     obj = copy.deepcopy(doc)
-    chk.default(obj, schema)
-    body = {k: v for k, v in schema.get("properties", {}).items() if k != "metadata"}
-    chk.schema({k: v for k, v in obj.items() if k != "metadata"}, {**schema, "properties": body}, "")
-    chk.cel(obj, schema, "", root=True)
-    return chk.problems
+    problems = _structural(obj, schema, label, release)   # defaults obj in place, as the server does
+    return problems + _cel(obj, schema, "", label, release, root=True)
 
 
-def validate_documents(docs: list, *, karpenter: str = DEFAULT_KARPENTER, trainer: str = DEFAULT_TRAINER,
+@dataclass
+class Verdict:
+    """How one document fared: the releases judged, which accept it, and why those were chosen."""
+    label: str
+    family: str                       # "karpenter", "trainer" or "core"
+    judged: tuple[str, ...] = ()      # releases it was judged against ("" for core)
+    accepted: tuple[str, ...] = ()
+    reason: str = ""                  # why these releases: "forced", "spec.runtimePatches: only in 2.3.0", ...
+    problems: list[Problem] = field(default_factory=list)  # empty when any judged release accepts it
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def __str__(self) -> str:
+        if self.family == "core":
+            return f"{self.label}: {'valid' if self.ok else 'invalid'}"
+        name = FAMILY_NAME[self.family]
+        rejected = [v for v in self.judged if v not in self.accepted]
+        text = f"{self.label}: " + (f"accepted by {name} {', '.join(self.accepted)}" if self.accepted
+                                    else f"rejected by {name} {', '.join(self.judged)}")
+        if self.accepted and rejected:
+            text += f"; not by {', '.join(rejected)}"
+        return text + (f" ({self.reason})" if self.reason else "")
+
+
+def _merge(per_release: dict[str, list[Problem]], family: str) -> list[Problem]:
+    """One Problem per (path, rule, message), naming every release that reports it."""
+    merged: dict[tuple, list[str]] = {}
+    first: dict[tuple, Problem] = {}
+    for version, problems in per_release.items():
+        for p in problems:
+            key = (p.doc, p.path, p.rule, p.message)
+            merged.setdefault(key, []).append(version)
+            first.setdefault(key, p)
+    return [replace(p, release=f"{FAMILY_NAME[family]} {', '.join(merged[k])}") for k, p in first.items()]
+
+
+def _shape_clue(per_release: dict[str, list[Problem]]) -> tuple[list[str], str]:
+    """Releases whose schema declares every field the document uses, when that is some but not all of them
+    (e.g. `spec.runtimePatches` exists from Trainer 2.2 on); else ([], "")."""
+    unknown = {v: [p for p in ps if p.rule in ("unknown field", "served versions")] for v, ps in per_release.items()}
+    fits = [v for v, ps in unknown.items() if not ps]
+    if not fits or len(fits) == len(per_release):
+        return [], ""
+    misfit = next(ps[0] for ps in unknown.values() if ps)
+    what = f"{misfit.path} is not declared" if misfit.rule == "unknown field" else "its apiVersion is not served"
+    return fits, f"its shape targets {', '.join(fits)}: {what} in {', '.join(v for v in per_release if v not in fits)}"
+
+
+def judge(doc, index: int = 0, source: str | None = None, *, karpenter: str | None = None,
+          trainer: str | None = None) -> Verdict:
+    """Judge one document against the release it targets (or the one forced), else every known release."""
+    label = _label(doc, index, source)
+    if not isinstance(doc, dict):
+        return Verdict(label, "core", problems=[Problem(label, "", "type",
+                                                        f"a manifest must be a mapping, got {_type_name(doc)}")])
+    kind = doc.get("kind")
+    if kind not in KIND_FAMILY:
+        return Verdict(label, "core", problems=[Problem(label, "kind", "kind", f"unknown kind {_short(kind)}; "
+                                                        f"this validator knows: {', '.join(KIND_FAMILY)}")])
+    family = KIND_FAMILY[kind]
+    if family == "core":
+        return Verdict(label, family, problems=_against(doc, label, family, ""))
+    forced = karpenter if family == "karpenter" else trainer
+    releases = [forced] if forced else list(KNOWN_RELEASES[family])
+    per_release = {v: _against(doc, label, family, v) for v in releases}
+    reason = "forced" if forced else ""
+    if not forced:
+        fits, why = _shape_clue(per_release)
+        if fits:
+            per_release, reason = {v: per_release[v] for v in fits}, why
+    accepted = tuple(v for v, ps in per_release.items() if not ps)
+    problems = [] if accepted else _merge(per_release, family)
+    return Verdict(label, family, tuple(per_release), accepted, reason if reason != "forced" else "", problems)
+
+
+# --------------------------------------------------------------------------------- entry points
+def _check_versions(karpenter: str | None, trainer: str | None) -> None:
+    """Fail early on an unknown (or unavailable) release, even with no documents of that family."""
+    for family, forced in (("karpenter", karpenter), ("trainer", trainer)):
+        for version in [forced] if forced else KNOWN_RELEASES[family]:
+            load_crds(family, version)
+
+
+def judge_documents(docs: list, *, karpenter: str | None = None, trainer: str | None = None,
+                    source: str | None = None) -> list[Verdict]:
+    _check_versions(karpenter, trainer)
+    return [judge(doc, i, source, karpenter=karpenter, trainer=trainer) for i, doc in enumerate(docs)]
+
+
+def validate_documents(docs: list, *, karpenter: str | None = None, trainer: str | None = None,
                        source: str | None = None) -> list[Problem]:
-    """All problems of all documents (empty list = valid). Versions pick the CRD release folders."""
-    load_crds("karpenter", karpenter)  # fail early on an unknown version, even with no such documents
-    load_crds("trainer", trainer)
-    problems = []
-    for i, doc in enumerate(docs):
-        problems.extend(_validate_one(doc, i, source, karpenter, trainer))
-    return problems
+    """All problems of all documents (empty list = valid). A version forces that release; None lets each
+    document be judged against the release its shape targets, or every known release."""
+    return [p for v in judge_documents(docs, karpenter=karpenter, trainer=trainer, source=source) for p in v.problems]
 
 
-def validate_yaml(text: str, *, karpenter: str = DEFAULT_KARPENTER, trainer: str = DEFAULT_TRAINER,
-                  source: str | None = None) -> list[Problem]:
+def _load(text: str, source: str | None) -> tuple[list, list[Problem]]:
     try:
         docs = load_yaml_docs(text)
     except yaml.YAMLError as exc:
-        return [Problem(source or "<yaml>", "", "YAML syntax", str(exc).replace("\n", " "))]
+        return [], [Problem(source or "<yaml>", "", "YAML syntax", str(exc).replace("\n", " "))]
     if not docs:
-        return [Problem(source or "<yaml>", "", "documents", "contains no documents")]
-    return validate_documents(docs, karpenter=karpenter, trainer=trainer, source=source)
+        return [], [Problem(source or "<yaml>", "", "documents", "contains no documents")]
+    return docs, []
 
 
-def validate_files(paths, *, karpenter: str = DEFAULT_KARPENTER, trainer: str = DEFAULT_TRAINER) -> list[Problem]:
-    problems = []
+def validate_yaml(text: str, *, karpenter: str | None = None, trainer: str | None = None,
+                  source: str | None = None) -> list[Problem]:
+    docs, problems = _load(text, source)
+    return problems or validate_documents(docs, karpenter=karpenter, trainer=trainer, source=source)
+
+
+def judge_files(paths, *, karpenter: str | None = None, trainer: str | None = None) -> list[Verdict]:
+    verdicts = []
     for path in map(Path, paths):
         if not path.is_file():
             raise WorkshopError(f"manifest file {str(path)!r} not found")
-        problems.extend(validate_yaml(path.read_text(), karpenter=karpenter, trainer=trainer, source=str(path)))
-    return problems
+        docs, problems = _load(path.read_text(), str(path))
+        if problems:
+            verdicts.append(Verdict(str(path), "core", problems=problems))
+        else:
+            verdicts += judge_documents(docs, karpenter=karpenter, trainer=trainer, source=str(path))
+    return verdicts
 
 
-def ensure_valid(docs: list, *, karpenter: str = DEFAULT_KARPENTER, trainer: str = DEFAULT_TRAINER) -> None:
+def validate_files(paths, *, karpenter: str | None = None, trainer: str | None = None) -> list[Problem]:
+    return [p for v in judge_files(paths, karpenter=karpenter, trainer=trainer) for p in v.problems]
+
+
+def ensure_valid(docs: list, *, karpenter: str | None = None, trainer: str | None = None) -> None:
     """Raise WorkshopError naming every problem; used before anything is written or applied."""
     problems = validate_documents(docs, karpenter=karpenter, trainer=trainer)
     if problems:
@@ -609,28 +680,33 @@ def ensure_valid(docs: list, *, karpenter: str = DEFAULT_KARPENTER, trainer: str
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="workshop validate", description=__doc__.split("\n")[0])
     parser.add_argument("files", nargs="*", metavar="FILE", help="YAML files (multi-document allowed)")
-    parser.add_argument("--karpenter", default=DEFAULT_KARPENTER, help="Karpenter CRD release (default %(default)s)")
-    parser.add_argument("--trainer", default=DEFAULT_TRAINER, help="Kubeflow Trainer CRD release (default %(default)s)")
+    parser.add_argument("--karpenter", help="force one Karpenter CRD release (default: the one each manifest "
+                        f"targets, else all of {', '.join(KNOWN_RELEASES['karpenter'])})")
+    parser.add_argument("--trainer", help="force one Kubeflow Trainer CRD release (default: the one each manifest "
+                        f"targets, else all of {', '.join(KNOWN_RELEASES['trainer'])})")
     parser.add_argument("--rules", action="store_true", help="list every CEL rule and whether it is evaluated")
     args = parser.parse_args(argv)
     try:
         if args.rules:
-            for info in rule_inventory(karpenter=args.karpenter, trainer=args.trainer):
+            for info in rule_inventory(karpenter=args.karpenter or DEFAULT_KARPENTER,
+                                       trainer=args.trainer or DEFAULT_TRAINER):
                 print(f"{info.kind:24} {info.path:50} {info.status:12.60} {info.rule}")
             if not args.files:
                 return 0
         if not args.files:
             raise WorkshopError("give at least one manifest FILE (or --rules)")
-        problems = validate_files(args.files, karpenter=args.karpenter, trainer=args.trainer)
+        verdicts = judge_files(args.files, karpenter=args.karpenter, trainer=args.trainer)
     except WorkshopError as exc:
         return report(exc)
+    problems = [p for v in verdicts for p in v.problems]
+    for verdict in verdicts:
+        print(verdict)
     for problem in problems:
-        print(problem)
-    versions = f"Karpenter {args.karpenter}, Trainer {args.trainer}"
+        print(f"  {problem}")
     if problems:
-        print(f"{len(problems)} problem(s) ({versions})", file=sys.stderr)
+        print(f"{len(problems)} problem(s)", file=sys.stderr)
         return 1
-    print(f"all valid: {', '.join(args.files)} ({versions})")
+    print(f"all valid: {', '.join(args.files)}")
     return 0
 
 

@@ -1,0 +1,223 @@
+"""A small Kubernetes API server on 127.0.0.1 for the cluster tests: discovery, objects, server-side apply,
+watch streams (scripted: cut mid-stream, 410 Gone), pod logs (followed, chunked), and injected failures.
+
+It records every request so a test can assert what the client sent. Only what the workbook's client calls is
+served; anything else is a 404 Status, as a real server would answer."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs, urlsplit
+
+# group/version -> [(plural, kind, namespaced)]
+GROUPS = {
+    "v1": [("pods", "Pod", True), ("pods/log", "Pod", True), ("secrets", "Secret", True), ("nodes", "Node", False),
+           ("namespaces", "Namespace", False)],
+    "karpenter.sh/v1": [("nodepools", "NodePool", False), ("nodeclaims", "NodeClaim", False)],
+    "karpenter.k8s.aws/v1": [("ec2nodeclasses", "EC2NodeClass", False)],
+    "trainer.kubeflow.org/v1alpha1": [("trainjobs", "TrainJob", True),
+                                      ("clustertrainingruntimes", "ClusterTrainingRuntime", False)],
+}
+
+
+def status(code: int, message: str, reason: str = "", **details) -> dict:
+    return {"kind": "Status", "apiVersion": "v1", "status": "Failure", "message": message, "reason": reason,
+            "code": code, **({"details": details} if details else {})}
+
+
+class FakeAPIServer:
+    def __init__(self, groups: dict | None = None):
+        self.groups = dict(GROUPS if groups is None else groups)
+        self.objects: dict[tuple, dict] = {}   # (group/version, plural, namespace, name) -> object
+        self.requests: list[dict] = []
+        self.faults: list[tuple] = []          # (method, path prefix, code, body, headers): answered once each
+        self.watch_scripts: list[list] = []    # per watch request: events (dicts) and "cut" / "gone" / "close"
+        self.conflicts: dict[str, list] = {}   # object name -> [(field, manager)] owned by another manager
+        self.logs: dict[str, list[str]] = {}   # pod name -> lines
+        self._rv = itertools.count(100)
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self.httpd.daemon_threads = True
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.httpd.server_port}"
+
+    def kubeconfig(self, path, token: str = "secret-token", user: str = "alice") -> str:
+        path.write_text(json.dumps({
+            "apiVersion": "v1", "kind": "Config", "current-context": "fake",
+            "clusters": [{"name": "fake", "cluster": {"server": self.url}}],
+            "users": [{"name": user, "user": {"token": token}}],
+            "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": user}}]}))
+        return str(path)
+
+    def put(self, gv: str, plural: str, obj: dict, namespace: str | None = None) -> dict:
+        obj = {**obj, "metadata": {**obj.get("metadata", {}), "resourceVersion": str(next(self._rv)),
+                                   "uid": "uid-" + obj["metadata"]["name"]}}
+        self.objects[(gv, plural, namespace, obj["metadata"]["name"])] = obj
+        return obj
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+    # ------------------------------------------------------------------------------------ handler
+    def _handler(self):
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):
+                pass
+
+            def send_json(self, code, obj, headers=None):
+                body = json.dumps(obj).encode()
+                self.send_response(code)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                for k, v in (headers or {}).items():
+                    self.send_header(k, v)
+                self.end_headers()
+                self.wfile.write(body)
+
+            def start_stream(self, content_type="application/json"):
+                self.send_response(200)
+                self.send_header("Content-Type", content_type)
+                self.send_header("Transfer-Encoding", "chunked")
+                self.end_headers()
+
+            def chunk(self, data: bytes):
+                self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+                self.wfile.flush()
+
+            def end_stream(self):
+                self.wfile.write(b"0\r\n\r\n")
+                self.wfile.flush()
+
+            def handle_any(self):
+                parts = urlsplit(self.path)
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length) if length else b""
+                query = {k: v[0] for k, v in parse_qs(parts.query).items()}
+                server.requests.append({"method": self.command, "path": parts.path, "query": query,
+                                        "headers": {k.lower(): v for k, v in self.headers.items()}, "body": body})
+                for i, (method, prefix, code, obj, headers) in enumerate(server.faults):
+                    if method == self.command and parts.path.startswith(prefix):
+                        del server.faults[i]
+                        return self.send_json(code, obj, headers)
+                return self.route(parts.path.rstrip("/") or "/", query, body)
+
+            do_GET = do_PATCH = do_DELETE = do_POST = handle_any
+
+            def route(self, path, query, body):
+                segs = path.strip("/").split("/")
+                if path == "/version":
+                    return self.send_json(200, {
+                        "major": "1", "minor": "33", "gitVersion": "v1.33.0-fake", "gitCommit": "0", "gitTreeState": "clean",
+                        "buildDate": "2025-01-01T00:00:00Z", "goVersion": "go1.24", "compiler": "gc",
+                        "platform": "linux/amd64"})
+                if path == "/api":
+                    return self.send_json(200, {"kind": "APIVersions", "versions": ["v1"]})
+                if path == "/apis":
+                    groups = [{"name": gv.split("/")[0], "versions": [{"groupVersion": gv, "version": gv.split("/")[1]}],
+                               "preferredVersion": {"groupVersion": gv, "version": gv.split("/")[1]}}
+                              for gv in server.groups if "/" in gv]
+                    return self.send_json(200, {"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})
+                gv = "v1" if segs[0] == "api" else "/".join(segs[1:3])
+                rest = segs[2:] if segs[0] == "api" else segs[3:]
+                if gv not in server.groups:
+                    return self.send_json(404, status(404, "the server could not find the requested resource",
+                                                      "NotFound"))
+                if not rest:
+                    resources = [{"name": p, "singularName": "", "namespaced": ns, "kind": k,
+                                  "verbs": ["get", "list", "watch", "patch", "delete", "create"]}
+                                 for p, k, ns in server.groups[gv]]
+                    return self.send_json(200, {"kind": "APIResourceList", "groupVersion": gv, "resources": resources})
+                namespace = None
+                if rest[0] == "namespaces" and len(rest) >= 3:
+                    namespace, rest = rest[1], rest[2:]
+                plural, name, sub = rest[0], (rest[1] if len(rest) > 1 else None), (rest[2] if len(rest) > 2 else None)
+                if sub == "log":
+                    return self.pod_log(name, query)
+                key = (gv, plural, namespace, name)
+                if self.command == "PATCH":
+                    return self.apply(key, query, body)
+                if self.command == "DELETE":
+                    if key not in server.objects:
+                        return self.send_json(404, status(404, f'{plural} "{name}" not found', "NotFound"))
+                    if query.get("dryRun") != "All":
+                        del server.objects[key]
+                    return self.send_json(200, {"kind": "Status", "status": "Success"})
+                if name:
+                    if key not in server.objects:
+                        return self.send_json(404, status(404, f'{plural} "{name}" not found', "NotFound"))
+                    return self.send_json(200, server.objects[key])
+                if query.get("watch") in ("true", "True", "1"):
+                    return self.watch()
+                items = [o for (g, p, ns, _), o in server.objects.items()
+                         if g == gv and p == plural and (namespace is None or ns == namespace)]
+                version = str(next(server._rv))
+                server.requests[-1]["rv_answered"] = version
+                return self.send_json(200, {"kind": "List", "apiVersion": gv, "items": items,
+                                            "metadata": {"resourceVersion": version}})
+
+            def apply(self, key, query, body):
+                doc = json.loads(body)
+                owned = server.conflicts.get(key[3])
+                if owned and query.get("force") not in ("true", "True"):
+                    causes = [{"type": "FieldManagerConflict", "field": f, "message": f'conflict with "{m}"'}
+                              for f, m in owned]
+                    return self.send_json(409, status(409, f"Apply failed with {len(causes)} conflict(s)", "Conflict",
+                                                      causes=causes))
+                obj = {**doc, "metadata": {**doc["metadata"], "uid": "uid-" + key[3]}}
+                if query.get("dryRun") != "All":
+                    obj = server.put(key[0], key[1], doc, key[2])
+                return self.send_json(200, obj)
+
+            def watch(self):
+                script = server.watch_scripts.pop(0) if server.watch_scripts else ["hold"]
+                if script and script[0] == "status410":
+                    return self.send_json(410, status(410, "too old resource version", "Expired"))
+                self.start_stream()
+                for step in script:
+                    if isinstance(step, dict):
+                        self.chunk(json.dumps(step).encode() + b"\n")
+                    elif step == "cut":  # the connection drops in the middle of a chunk
+                        self.wfile.write(b"40\r\n{\"type\": \"MODIFIED\"")
+                        self.wfile.flush()
+                        self.close_connection = True
+                        return
+                    elif step == "gone":
+                        self.chunk(json.dumps({"type": "ERROR", "object": status(
+                            410, "too old resource version: 1 (100)", "Expired")}).encode() + b"\n")
+                    elif step == "hold":
+                        time.sleep(0.5)
+                self.end_stream()
+
+            def pod_log(self, pod, query):
+                lines = server.logs.get(pod)
+                if lines is None:
+                    return self.send_json(404, status(404, f'pods "{pod}" not found', "NotFound"))
+                if query.get("follow") not in ("true", "True"):
+                    body = "".join(line + "\n" for line in lines).encode()
+                    self.send_response(200)
+                    self.send_header("Content-Type", "text/plain")
+                    self.send_header("Content-Length", str(len(body)))
+                    self.end_headers()
+                    return self.wfile.write(body)
+                self.start_stream("text/plain")
+                for line in lines:  # written as the container prints them, one at a time
+                    self.chunk(line.encode() + b"\n")
+                    time.sleep(0.05)
+                self.end_stream()
+
+        return Handler
