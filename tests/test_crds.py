@@ -115,6 +115,7 @@ def _offline_env(tmp_path) -> dict:
 @pytest.mark.parametrize("command", [
     ["validate", "manifests/karpenter-cpu-amx.yaml"],
     ["render", "--check"],
+    ["cluster", "apply", "manifests/karpenter-cpu-amx.yaml", "--dry-run"],
 ])
 def test_offline_with_an_empty_cache_every_command_says_what_to_do(tmp_path, command):
     r = subprocess.run([sys.executable, "-m", "workshop", *command], cwd=REPO, capture_output=True, text=True,

@@ -373,6 +373,14 @@ def _stop_on_sigterm() -> None:
     signal.signal(signal.SIGTERM, handler)
 
 
+def _checkpointing_keyword() -> str:
+    """transformers 5.23 renamed TrainingArguments(gradient_checkpointing=) to activation_checkpointing=."""
+    from transformers import TrainingArguments
+
+    fields = TrainingArguments.__dataclass_fields__
+    return "activation_checkpointing" if "activation_checkpointing" in fields else "gradient_checkpointing"
+
+
 def _train(args: TrainArgs, backend: str) -> dict:
     import torch
 
@@ -394,13 +402,14 @@ def _train(args: TrainArgs, backend: str) -> dict:
         (out / "ds_config.json").write_text(json.dumps(ds, indent=2))
 
     on_cpu = backend == "gloo"
+    ckpt_keyword = _checkpointing_keyword()
     targs = TrainingArguments(
         output_dir=str(out), per_device_train_batch_size=args.micro_batch,
         gradient_accumulation_steps=args.grad_accum, max_steps=args.max_steps, learning_rate=args.lr,
         warmup_steps=args.warmup_steps, lr_scheduler_type="constant_with_warmup", weight_decay=0.0,
         logging_steps=1, save_strategy="steps" if args.save_steps else "no", save_steps=args.save_steps or 500,
         bf16=args.precision == "bf16", use_cpu=on_cpu, ddp_backend=backend, deepspeed=ds,
-        activation_checkpointing=args.grad_ckpt, seed=args.seed, report_to="none", disable_tqdm=True,
+        **{ckpt_keyword: args.grad_ckpt}, seed=args.seed, report_to="none", disable_tqdm=True,
         dataloader_drop_last=True, optim=args.optimizer, torch_compile=args.compile, save_only_model=False,
     )
     model, tok = load_model_and_tokenizer(args, cache_dir)

@@ -434,6 +434,10 @@ def main(argv: list[str] | None = None) -> int:
             if not Path(f).is_file():
                 raise WorkshopError(f"manifest file {f!r} not found")
             docs += load_yaml_docs(Path(f).read_text())
+        if args.action == "apply":  # judged before any connection: a bad manifest never reaches a cluster
+            from workshop.k8s.validate import ensure_valid
+
+            ensure_valid(docs)
         cluster = connect(kubeconfig=args.kubeconfig, context=args.context)
         if cluster is None:
             return 1

@@ -49,7 +49,7 @@ from workshop.k8s.base import load_yaml_docs
 DEFAULT_KARPENTER = "1.8.8"
 DEFAULT_TRAINER = "2.1.0"
 # The releases a manifest is judged against when no flag forces one (the CRDs of each must be available).
-KNOWN_RELEASES = {"karpenter": ("1.8.8", "1.14.1"), "trainer": ("2.1.0", "2.3.0")}
+KNOWN_RELEASES = {family: tuple(crds.versions(family)) for family in ("karpenter", "trainer")}  # pinned in crds.py
 FAMILY_NAME = {"karpenter": "Karpenter", "trainer": "Trainer"}
 
 # family -> folder name pattern under the CRDs directory
