@@ -383,7 +383,6 @@ def _checkpointing_keyword() -> str:
 
 def _train(args: TrainArgs, backend: str) -> dict:
     import torch
-
     import torch.distributed as dist
     from transformers import Trainer, TrainingArguments
     from transformers.trainer_utils import get_last_checkpoint
