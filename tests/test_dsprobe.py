@@ -25,3 +25,15 @@ def test_the_probe_prints_nothing_in_a_kernel(tmp_path):
                                  "print('shm', ops['deepspeed_shm_comm'])")
     assert "shm True" in out
     assert "collect2" not in out and "/usr/bin/ld" not in out, out
+
+
+def test_compiled_ops_are_cached_per_deepspeed_version(monkeypatch, tmp_path):
+    from importlib import metadata
+
+    from workshop.dsprobe import extensions_dir
+
+    monkeypatch.delenv("TORCH_EXTENSIONS_DIR", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert extensions_dir() == tmp_path / ".cache" / "torch_extensions" / f"deepspeed-{metadata.version('deepspeed')}"
+    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path / "mine"))
+    assert extensions_dir() == tmp_path / "mine"  # a user's own choice wins

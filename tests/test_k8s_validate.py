@@ -163,9 +163,11 @@ def test_unknown_version_is_rejected_early():
 
 
 def test_crds_folder_override(tmp_path, monkeypatch):
+    """A WORKSHOP_CRDS_DIR without the schemas is reported with the folder and both fixes, never fetched over."""
     monkeypatch.setenv("WORKSHOP_CRDS_DIR", str(tmp_path))
-    with pytest.raises(WorkshopError, match="allowed: $"):
-        v.validate_documents(POOL)
+    with pytest.raises(WorkshopError, match=r"no CRD schemas for karpenter 1\.8\.8 in WORKSHOP_CRDS_DIR=.*"
+                                            r"workshop crds fetch.*workshop crds import DIR"):
+        v.validate_documents(POOL, karpenter="1.8.8")
 
 
 def test_ensure_valid_lists_every_problem():

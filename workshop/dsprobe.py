@@ -11,6 +11,29 @@ from __future__ import annotations
 
 import os
 import sys
+from importlib import metadata
+from pathlib import Path
+
+
+def extensions_dir() -> Path:
+    """Where DeepSpeed's JIT-built C++ ops are cached: `$TORCH_EXTENSIONS_DIR`, else one folder per DeepSpeed
+    version. torch's default folder is shared by every version, so after an upgrade (0.19.7 -> 0.19.8, say) the
+    old build is loaded and fails (`module 'deepspeed_shm_comm' has no attribute 'vector_kernel_level'`)."""
+    env = os.environ.get("TORCH_EXTENSIONS_DIR")
+    if env:
+        return Path(env)
+    try:
+        version = metadata.version("deepspeed")
+    except metadata.PackageNotFoundError:
+        version = "none"
+    return Path.home() / ".cache" / "torch_extensions" / f"deepspeed-{version}"
+
+
+def use_versioned_extensions_dir() -> Path:
+    """Set TORCH_EXTENSIONS_DIR for this process and its children, before DeepSpeed builds or loads an op."""
+    path = extensions_dir()
+    os.environ["TORCH_EXTENSIONS_DIR"] = str(path)
+    return path
 
 
 def probe_deepspeed_ops() -> dict:

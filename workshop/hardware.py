@@ -333,7 +333,7 @@ def summarize(d: dict, results: list[GemmResult]) -> dict:
         "bf16_size": bf16.size if bf16 else None,
         "fp32_tflops": fp32_t, "fp32_best_tflops": fp32.best if fp32 else None,
         "fp32_size": fp32.size if fp32 else None,
-        "bf16_over_fp32": round(bf16_t / fp32_t, 2) if (bf16_t and fp32_t) else None,
+        "bf16_over_fp32": float(f"{bf16_t / fp32_t:.3g}") if (bf16_t and fp32_t) else None,
         "peak_bf16_tflops": pb.tflops if pb else None, "peak_bf16_path": pb.path if pb else None,
         "peak_fp32_tflops": pf.tflops if pf else None, "peak_fp32_path": pf.path if pf else None,
         "peak_amx_bf16_tflops": pa.tflops,

@@ -188,8 +188,9 @@ def init_distributed(args: TrainArgs, backend: str) -> None:
     if args.engine == "deepspeed":
         import deepspeed
 
-        from workshop.dsprobe import probe_deepspeed_ops
+        from workshop.dsprobe import probe_deepspeed_ops, use_versioned_extensions_dir
 
+        use_versioned_extensions_dir()
         probe_deepspeed_ops()  # before DeepSpeed's own probe, which prints linker errors in notebooks
         deepspeed.init_distributed(dist_backend=backend)
     elif not dist.is_initialized():
