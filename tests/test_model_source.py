@@ -29,7 +29,8 @@ def test_planner_takes_hub_ids():
     from workshop.memory import architecture, plan_memory
 
     assert architecture("meta-llama/Meta-Llama-3-8B").params == architecture("llama-3-8b").params
-    assert plan_memory("meta-llama/Meta-Llama-3-8B", world_size=4) == plan_memory("llama-3-8b", world_size=4)
+    hub, preset = plan_memory("meta-llama/Meta-Llama-3-8B", world_size=4), plan_memory("llama-3-8b", world_size=4)
+    assert hub.model == "meta-llama/Meta-Llama-3-8B" and {**vars(hub), "model": "llama-3-8b"} == vars(preset)
     with pytest.raises(WorkshopError, match="allowed: .*meta-llama/Meta-Llama-3-8B"):
         architecture("someone/else")
 
