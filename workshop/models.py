@@ -52,7 +52,7 @@ PRESETS: dict[str, Preset] = {p.name: p for p in [
 
 def get_preset(name: str) -> Preset:
     """A preset by name, or by its hub id (the architecture of meta-llama/Meta-Llama-3-8B is llama-3-8b)."""
-    check_choice("model preset (or its hub id)", preset_for(name) or name,
+    check_choice("model preset", preset_for(name) or name,
                  [*PRESETS, *(p.hub_id for p in PRESETS.values() if p.hub_id)])
     return PRESETS[preset_for(name)]
 
