@@ -3,11 +3,33 @@
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
+
+# No test may reach a real cluster: every test (and every notebook or subprocess it starts) sees a kubeconfig
+# whose only server is a closed loopback port, and no in-cluster service account. Set at import time, before
+# any test module or kubernetes client reads the environment.
+NOWHERE_KUBECONFIG = Path(tempfile.mkdtemp(prefix="workshop-kube-")) / "config"
+NOWHERE_KUBECONFIG.write_text("""apiVersion: v1
+kind: Config
+clusters:
+- name: nowhere
+  cluster: {server: "https://127.0.0.1:1", insecure-skip-tls-verify: true}
+users:
+- name: nobody
+  user: {token: not-a-token}
+contexts:
+- name: nowhere
+  context: {cluster: nowhere, user: nobody}
+current-context: nowhere
+""")
+os.environ["KUBECONFIG"] = str(NOWHERE_KUBECONFIG)
+for _var in ("KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT"):
+    os.environ.pop(_var, None)
 
 
 @pytest.fixture(scope="session")

@@ -102,11 +102,11 @@ def train_tokenizer(corpus: str | Path, out_dir: str | Path, vocab_size: int = 8
     return hf
 
 
-def load_tokenizer(source: str | Path):
-    """A saved local tokenizer directory, or a hub id (needs the network and, for Llama, a token)."""
+def load_tokenizer(source: str | Path, token: str | None = None):
+    """A saved local tokenizer directory, or a hub id (the model's own; network or cache, and for Llama a token)."""
     from transformers import AutoTokenizer
 
-    tok = AutoTokenizer.from_pretrained(str(source))
+    tok = AutoTokenizer.from_pretrained(str(source), token=token)
     if tok.pad_token is None:  # Llama-3's tokenizer has no pad token; padding (seed recipe) needs one
         tok.pad_token = tok.eos_token
     return tok

@@ -6,10 +6,13 @@ built on them) are exact without downloading weights: the model is instantiated 
 
 from __future__ import annotations
 
+import os
+import re
 from dataclasses import dataclass, field
 from functools import cache
+from pathlib import Path
 
-from workshop.errors import check_choice
+from workshop.errors import WorkshopError, check_choice
 
 
 @dataclass(frozen=True)
@@ -48,8 +51,10 @@ PRESETS: dict[str, Preset] = {p.name: p for p in [
 
 
 def get_preset(name: str) -> Preset:
-    check_choice("model preset", name, PRESETS)
-    return PRESETS[name]
+    """A preset by name, or by its hub id (the architecture of meta-llama/Meta-Llama-3-8B is llama-3-8b)."""
+    check_choice("model preset", preset_for(name) or name,
+                 [*PRESETS, *(p.hub_id for p in PRESETS.values() if p.hub_id)])
+    return PRESETS[preset_for(name)]
 
 
 def build_config(name: str, **overrides):
@@ -84,3 +89,110 @@ def architecture(name: str) -> dict:
         "vocab": cfg.vocab_size,
         "tied_embeddings": bool(cfg.tie_word_embeddings),
     }
+
+
+# ------------------------------------------------------------------------------------- where weights come from
+HUB_ID = re.compile(r"^[\w.-]+/[\w.-]+$")
+SOURCE_KINDS = ("preset", "hub", "local")
+
+
+@dataclass(frozen=True)
+class ModelSource:
+    """What `--model` means, decided once: a preset's architecture with RANDOM weights (offline lessons), a
+    model's own weights and tokenizer from the hub, or a saved checkpoint directory (both: fine-tuning)."""
+
+    kind: str               # preset | hub | local
+    name: str               # as given
+    preset: str | None      # the preset with this architecture, when one is known (sizes the memory plan)
+
+    @property
+    def pretrained(self) -> bool:
+        return self.kind != "preset"
+
+    def describe(self) -> str:
+        if self.kind == "preset":
+            hub = PRESETS[self.name].hub_id
+            return (f"preset {self.name}: its architecture with RANDOM weights (training from scratch)"
+                    + (f"; for the real weights use --model {hub}" if hub else ""))
+        where = "the Hugging Face hub" if self.kind == "hub" else "a local directory"
+        return f"{self.name}: real weights and the model's own tokenizer from {where} (fine-tuning)"
+
+
+def preset_for(model: str) -> str | None:
+    """The preset whose architecture `model` has: a preset name itself, or a preset's hub id."""
+    if model in PRESETS:
+        return model
+    return next((p.name for p in PRESETS.values() if p.hub_id and p.hub_id.lower() == str(model).lower()), None)
+
+
+def resolve_source(model: str) -> ModelSource:
+    """Preset name, existing local directory, or hub id (org/name); anything else is an error naming all three."""
+    model = str(model)
+    if model in PRESETS:
+        return ModelSource("preset", model, model)
+    path = Path(model).expanduser()
+    if path.is_dir():
+        return ModelSource("local", str(path), None)
+    if HUB_ID.match(model) and not model.startswith((".", "/", "~")):
+        return ModelSource("hub", model, preset_for(model))
+    hubs = ", ".join(p.hub_id for p in PRESETS.values() if p.hub_id)
+    raise WorkshopError(f"unknown model {model!r}; use a preset ({', '.join(PRESETS)}), an existing checkpoint "
+                        f"directory, or a hub id such as {hubs}")
+
+
+def hub_token() -> str | None:
+    """The token the TrainJob gets from its Kubernetes Secret as $HF_TOKEN (never printed, never in argv)."""
+    return os.environ.get("HF_TOKEN") or os.environ.get("HUGGING_FACE_HUB_TOKEN") or None
+
+
+def check_hub_access(hub_id: str, token: str | None = None, revision: str | None = None) -> str:
+    """Fetch the model's config.json (from the cache when offline) BEFORE any weights or process group, so a
+    gated, missing or uncached model fails with what to do, not a stack of OSErrors. Returns its local path."""
+    from huggingface_hub import hf_hub_download
+    from huggingface_hub.errors import (GatedRepoError, LocalEntryNotFoundError, OfflineModeIsEnabled,
+                                        RepositoryNotFoundError, RevisionNotFoundError)
+
+    try:
+        return hf_hub_download(hub_id, "config.json", revision=revision, token=token)
+    except GatedRepoError as exc:
+        raise WorkshopError(
+            f"{hub_id} is a gated model and this token may not download it "
+            f"({'no token: set HF_TOKEN' if not token else 'token set, but access not granted'}). Accept the "
+            f"licence at https://huggingface.co/{hub_id} with the account that owns the token, wait for the "
+            "approval e-mail, then put that token in the Secret (`kubectl create secret generic hf-token ...`)"
+        ) from exc
+    except RepositoryNotFoundError as exc:
+        raise WorkshopError(f"no model {hub_id!r} on the hub (or it is private and the token cannot see it); "
+                            f"check the spelling, e.g. {preset_hub_ids()}") from exc
+    except RevisionNotFoundError as exc:
+        raise WorkshopError(f"{hub_id} has no revision {revision!r}") from exc
+    except (LocalEntryNotFoundError, OfflineModeIsEnabled) as exc:
+        offline = os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on")
+        raise WorkshopError(
+            f"{hub_id} is not in the hub cache ({os.environ.get('HF_HUB_CACHE') or os.environ.get('HF_HOME') or '~/.cache/huggingface'})"
+            + (" and HF_HUB_OFFLINE is set: download it once with network access (`hf download "
+               f"{hub_id}`), or unset HF_HUB_OFFLINE" if offline else
+               " and the hub could not be reached: check the network, or use a preset for an offline run")
+        ) from exc
+
+
+def preset_hub_ids() -> str:
+    return ", ".join(p.hub_id for p in PRESETS.values() if p.hub_id)
+
+
+# ------------------------------------------------------------------------------------- training recipes
+# Fine-tuning real weights: the seed's settings (its train.py): lr 2e-5, gradient accumulation 4, bf16,
+# wikitext-2 (empty lines dropped) -- packed here instead of padded to 512, so every token trains.
+FINETUNE = {"lr": 2e-5, "grad_accum": 4, "precision": "bf16", "dataset": "wikitext", "packing": True,
+            "seq_len": 512, "micro_batch": 1, "warmup_steps": 10}
+# From scratch (random weights): the lessons' own numbers; a large lr is what makes a tiny model learn in 20 steps.
+SCRATCH = {"lr": 1e-3, "grad_accum": 1, "precision": "bf16", "dataset": "local", "packing": True,
+           "seq_len": 128, "micro_batch": 4, "warmup_steps": 2}
+
+
+def recipe(model: str) -> dict:
+    """The TrainArgs settings that suit this model source: FINETUNE for real weights, SCRATCH for random ones.
+
+    2e-5 on random weights learns almost nothing in a lesson's 20 steps; 1e-3 on pretrained weights wrecks
+    them in a few. So the choice follows the weights, not the model's size."""
+    return dict(FINETUNE if resolve_source(model).pretrained else SCRATCH)

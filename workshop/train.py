@@ -15,7 +15,6 @@ import argparse
 import importlib.util
 import json
 import os
-import re
 import resource
 import socket
 import sys
@@ -25,13 +24,12 @@ from pathlib import Path
 
 from workshop.errors import WorkshopError, check_choice, check_positive, report
 from workshop.guard import NumericsGuard, check_deepspeed, versions
-from workshop.models import PRESETS
+from workshop.models import PRESETS, resolve_source
 
 METRIC_PREFIX = "METRIC "
 PRECISIONS = ("bf16", "fp32")
 ENGINES = ("deepspeed", "ddp")
 BACKENDS = ("auto", "gloo", "nccl")
-HUB_ID = re.compile(r"^[\w.-]+/[\w.-]+$")
 
 
 @dataclass
@@ -63,6 +61,9 @@ class TrainArgs:
     compile: bool = False
     extra_ds: dict = field(default_factory=dict)
     max_grad_jump: float = 1e3
+    save_model: bool = False              # gather the final weights (16-bit from ZeRO-3) into <output-dir>/final
+    save_total_limit: int | None = None   # keep only the newest N checkpoints
+    sync_to: str | None = None            # s3://bucket/prefix: upload every checkpoint and the final model there
 
     def to_argv(self) -> list[str]:
         """The command-line form of these arguments (what torchrun or a TrainJob passes to the entry point)."""
@@ -95,9 +96,13 @@ class TrainArgs:
             raise WorkshopError(f"--offload-param needs --zero-stage 3, got {self.zero_stage}")
         if self.engine == "ddp" and (self.offload_param or self.offload_optimizer):
             raise WorkshopError("offload flags need --engine deepspeed (DDP keeps everything on each rank)")
-        if self.model not in PRESETS and not Path(self.model).expanduser().is_dir() and not HUB_ID.match(self.model):
-            raise WorkshopError(f"unknown model {self.model!r}; use a preset ({', '.join(PRESETS)}), "
-                                "a local checkpoint directory, or a hub id such as meta-llama/Meta-Llama-3-8B")
+        resolve_source(self.model)  # preset, local directory or hub id; else names all three
+        if self.save_total_limit is not None:
+            check_positive("save-total-limit", self.save_total_limit)
+        if self.sync_to is not None:
+            from workshop.outputs import parse_s3_uri
+
+            parse_s3_uri(self.sync_to)
         if self.dataset not in ("local", "wikitext") and not Path(self.dataset).is_file():
             raise WorkshopError(f"dataset {self.dataset!r} is not 'local', 'wikitext' or an existing text file")
         required = ["torch", "transformers", "datasets", "accelerate"] + (["deepspeed"] if self.engine == "deepspeed" else [])
@@ -140,6 +145,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-grad-jump", type=float, default=d.max_grad_jump,
                    help="stop when a step's grad norm exceeds this many times the median so far (0: off); "
                         "a non-finite loss or a loss of exactly 0 always stops the run")
+    p.add_argument("--save-model", action="store_true",
+                   help="save the final model (ZeRO-3: 16-bit weights gathered on rank 0) to <output-dir>/final")
+    p.add_argument("--save-total-limit", type=int, default=None, help="keep only the newest N checkpoints")
+    p.add_argument("--sync-to", default=None,
+                   help="s3://bucket/prefix: upload checkpoints and the final model (credentials: IRSA / AWS chain)")
     return p
 
 
@@ -204,6 +214,8 @@ def ds_config(args: TrainArgs) -> dict:
         zero["offload_optimizer"] = {"device": "cpu"}
     if args.offload_param:
         zero["offload_param"] = {"device": "cpu"}
+    if args.zero_stage == 3:  # save_model() then writes whole 16-bit weights (from_pretrained-loadable), not shards
+        zero["stage3_gather_16bit_weights_on_model_save"] = True
     zero.update(args.extra_ds)
     cfg = {
         "bf16": {"enabled": "auto"},
@@ -221,6 +233,8 @@ def ds_config(args: TrainArgs) -> dict:
                                                          "weight_decay": "auto"}}
     else:
         cfg["zero_allow_untested_optimizer"] = True
+    if args.sync_to:  # no shared filesystem: each node writes its own ranks' checkpoint files
+        cfg["checkpoint"] = {"use_node_local_storage": True}
     return cfg
 
 
@@ -304,7 +318,8 @@ def summarize(steps: list[dict], **extra) -> dict:
 # ---------------------------------------------------------------- model and data
 
 def load_model_and_tokenizer(args: TrainArgs, cache_dir: Path):
-    """Preset: a fresh random-weight Llama with the local tokenizer; dir or hub id: from_pretrained.
+    """Preset: its architecture with RANDOM weights and the local tokenizer (offline lessons). Hub id or
+    local directory: the model's own weights and tokenizer via from_pretrained (fine-tuning).
 
     Must run after TrainingArguments(deepspeed=...) exists: transformers then builds the model inside
     deepspeed.zero.Init, so under ZeRO-3 each rank only ever holds its 1/N partition.
@@ -313,10 +328,11 @@ def load_model_and_tokenizer(args: TrainArgs, cache_dir: Path):
     from transformers import AutoModelForCausalLM
 
     from workshop.data import load_tokenizer, local_kit
-    from workshop.models import build_config
+    from workshop.models import build_config, check_hub_access, hub_token
 
     dtype = torch.bfloat16 if args.precision == "bf16" and args.engine == "deepspeed" else torch.float32
-    if args.model in PRESETS:
+    source = resolve_source(args.model)
+    if source.kind == "preset":
         vocab = PRESETS[args.model].config["vocab_size"]
         _, tok = local_kit(cache_dir, vocab_size=min(vocab, 8192))
         config = build_config(args.model, vocab_size=max(vocab, len(tok)), bos_token_id=tok.bos_token_id,
@@ -324,13 +340,35 @@ def load_model_and_tokenizer(args: TrainArgs, cache_dir: Path):
         torch.manual_seed(args.seed)
         model = AutoModelForCausalLM.from_config(config, dtype=dtype)
     else:
-        source = str(Path(args.model).expanduser()) if Path(args.model).expanduser().is_dir() else args.model
-        token = os.environ.get("HF_TOKEN")  # from a Kubernetes Secret in the TrainJob; never logged
-        tok = load_tokenizer(source)
-        model = AutoModelForCausalLM.from_pretrained(source, dtype=dtype, token=token)
+        token = hub_token()  # from the Kubernetes Secret in the TrainJob; never logged
+        if source.kind == "hub":
+            check_hub_access(source.name, token)  # gated / missing / not cached: plain words, before any weights
+        tok = load_tokenizer(source.name, token=token)
+        model = AutoModelForCausalLM.from_pretrained(source.name, dtype=dtype, token=token)
+        if args.lr >= 1e-4 and int(os.environ.get("RANK", "0")) == 0:
+            print(f"workshop.train: warning: lr {args.lr:g} on pretrained weights; fine-tuning uses ~2e-5 "
+                  "(workshop.models.FINETUNE), a from-scratch lr can wreck them in a few steps", flush=True)
     if args.grad_ckpt:
         model.config.use_cache = False
     return model, tok
+
+
+def save_final_model(trainer, out: Path) -> Path:
+    """The trained model, loadable with from_pretrained: every rank takes part (ZeRO-3 gathers the 16-bit
+    weights onto rank 0, `stage3_gather_16bit_weights_on_model_save`), rank 0 writes. Written under a
+    temporary name and renamed, so a `final/` directory is always complete."""
+    import torch.distributed as dist
+
+    final, tmp = out / "final", out / ".final.partial"
+    trainer.save_model(str(tmp))
+    dist.barrier()
+    if dist.get_rank() == 0:
+        import shutil
+
+        shutil.rmtree(final, ignore_errors=True)
+        os.replace(tmp, final)
+    dist.barrier()
+    return final
 
 
 def _node_local_first(fn):
@@ -398,8 +436,16 @@ def _train(args: TrainArgs, backend: str) -> dict:
     cache_dir = Path(args.cache_dir).expanduser()
     from workshop.data import local_kit
 
-    _node_local_first(lambda: (out.mkdir(parents=True, exist_ok=True),
-                               local_kit(cache_dir) if args.model in PRESETS else None))
+    def prepare():
+        out.mkdir(parents=True, exist_ok=True)
+        if args.model in PRESETS:
+            local_kit(cache_dir)
+        if args.sync_to and args.resume:  # a restarted job: the newest complete checkpoint back from S3
+            from workshop.outputs import restore_latest
+
+            restore_latest(args.sync_to, out)
+
+    _node_local_first(prepare)
     ds = ds_config(args) if args.engine == "deepspeed" else None
     if ds and rank == 0:  # a record of what ran; the ranks get the dict itself, no file to share
         (out / "ds_config.json").write_text(json.dumps(ds, indent=2))
@@ -414,6 +460,7 @@ def _train(args: TrainArgs, backend: str) -> dict:
         bf16=args.precision == "bf16", use_cpu=on_cpu, ddp_backend=backend, deepspeed=ds,
         **{ckpt_keyword: args.grad_ckpt}, seed=args.seed, report_to="none", disable_tqdm=True,
         dataloader_drop_last=True, optim=args.optimizer, torch_compile=args.compile, save_only_model=False,
+        save_total_limit=args.save_total_limit,
     )
     model, tok = load_model_and_tokenizer(args, cache_dir)
     text = load_text(args.dataset, cache_dir)
@@ -429,8 +476,13 @@ def _train(args: TrainArgs, backend: str) -> dict:
             state["tokens"] = state.get("tokens", 0) + int(inputs["attention_mask"].sum())
             return super().compute_loss(model, inputs, *a, **kw)
 
+    callbacks = [make_callback(state, NumericsGuard(args.max_grad_jump))]
+    if args.sync_to:
+        from workshop.outputs import sync_callback
+
+        callbacks.append(sync_callback(args.sync_to, args.save_total_limit))
     trainer = CountingTrainer(model=model, args=targs, train_dataset=data, processing_class=tok,
-                              callbacks=[make_callback(state, NumericsGuard(args.max_grad_jump))])
+                              callbacks=callbacks)
     resume_from = get_last_checkpoint(str(out)) if args.resume and out.is_dir() else None
     if rank == 0:
         print(f"workshop.train: world_size={world} backend={backend} engine={args.engine} zero={args.zero_stage} "
@@ -441,11 +493,17 @@ def _train(args: TrainArgs, backend: str) -> dict:
         show_zero_memory_stages()
     _fault_injection()
     trainer.train(resume_from_checkpoint=resume_from)
+    final = save_final_model(trainer, out) if args.save_model else None
+    if final and args.sync_to and rank == 0:
+        from workshop.outputs import upload_dir
+
+        upload_dir(final, args.sync_to)
 
     partition = zero3_partition(model, world)
     peaks = _gather(round(peak_rss_gb(), 3))
     result = summarize(state["steps"], world_size=world, backend=backend, peak_rss_gb_per_rank=peaks,
                        partition=partition, resumed_from=resume_from, global_step=trainer.state.global_step,
+                       final_model=str(final) if final else None,
                        params=sum(p.ds_numel if hasattr(p, "ds_numel") else p.numel() for p in model.parameters()),
                        torch=torch.__version__, versions=versions(), args=asdict(args))
     if rank == 0:

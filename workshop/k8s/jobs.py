@@ -63,6 +63,8 @@ def submit(cluster, spec: TrainJobSpec, *, trainer: str = "2.1.0", replace: bool
     docs = spec.documents(trainer)
     ensure_valid(docs, trainer=crd_release(trainer))  # before anything is sent, Secret included
     secret_state = ensure_secret(cluster, spec.hf_secret) if spec.hf_secret is not None else None
+    if spec.storage is not None and spec.storage.documents():  # the volume the job keeps its outputs on, first
+        cluster.apply(spec.storage.documents(), dry_run=dry_run, namespace=spec.namespace, validate=False)
     if replace and not dry_run and cluster.delete("TrainJob", spec.name, spec.namespace):
         _wait_gone(cluster, spec.name, spec.namespace)
     cluster.apply(docs, dry_run=dry_run, namespace=spec.namespace, trainer=crd_release(trainer))
@@ -148,7 +150,9 @@ def delete(cluster, name: str, namespace: str = "default") -> bool:
 
 def run_on_cluster(spec: TrainJobSpec, *, trainer: str = "2.1.0", cluster=None, timeout: float = 3600,
                    keep: bool = False, echo: Callable[[str], None] | None = print) -> dict | None:
-    """Submit, follow rank 0, wait, parse, delete. No cluster -> one plain line, None."""
+    """Submit, follow rank 0, wait, parse; delete only a job that ended Complete (its outputs are on the volume
+    or in S3 by then). A failed, timed-out or interrupted job is kept for `kubectl describe` and logs, and a
+    resubmission resumes from its last checkpoint. No cluster -> one plain line, None."""
     if cluster is None:
         from workshop.k8s.cluster import connect
 
@@ -157,13 +161,14 @@ def run_on_cluster(spec: TrainJobSpec, *, trainer: str = "2.1.0", cluster=None, 
         return None
     sub = submit(cluster, spec, trainer=trainer)
     lines = []
-    try:
-        for line in stream_rank0(cluster, spec.name, spec.namespace, timeout=timeout):
-            lines.append(line)
-            if echo and (line.startswith("METRIC ") or "error" in line.lower()):
-                echo(line)
-        outcome = wait(cluster, spec.name, spec.namespace, timeout=max(60.0, timeout / 10))
-    finally:
-        if not keep:
-            delete(cluster, spec.name, spec.namespace)
+    for line in stream_rank0(cluster, spec.name, spec.namespace, timeout=timeout):
+        lines.append(line)
+        if echo and (line.startswith("METRIC ") or "error" in line.lower()):
+            echo(line)
+    outcome = wait(cluster, spec.name, spec.namespace, timeout=max(60.0, timeout / 10))
+    if outcome == "Complete" and not keep:
+        delete(cluster, spec.name, spec.namespace)
+    elif echo:
+        echo(f"TrainJob {spec.namespace}/{spec.name} ended {outcome or 'not yet (timeout)'}: kept for inspection; "
+             f"`kubectl delete trainjob {spec.name} -n {spec.namespace}` when done")
     return {"submitted": sub, "outcome": outcome, **parse(lines)}

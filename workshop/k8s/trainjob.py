@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 
 from workshop import __version__
 from workshop.errors import WorkshopError, check_choice, check_positive
+from workshop.k8s.storage import OutputStorage
 
 API_VERSION = "trainer.kubeflow.org/v1alpha1"
 # Releases this module can render for: v2.1.x takes podTemplateOverrides, v2.2.0+ takes runtimePatches.
@@ -162,6 +163,7 @@ class TrainJobSpec:
     one_pod_per_node: bool = False  # pod anti-affinity: each node pod on its own machine
     launcher: list[str] = field(default_factory=lambda: ["torchrun"])
     module: str = "workshop.train"
+    storage: OutputStorage | None = None  # where checkpoints and the final model are kept (mounted / synced)
 
     def __post_init__(self) -> None:
         check_dns_label("TrainJob name", self.name)
@@ -185,6 +187,9 @@ class TrainJobSpec:
                                 f"the TrainJob in {self.namespace}: a secretKeyRef only sees its own namespace")
         if not self.image or any(c.isspace() for c in self.image):
             raise WorkshopError(f"image {self.image!r} is not an image reference")
+        if self.storage is not None and self.storage.claim is not None and self.storage.claim.namespace != self.namespace:
+            raise WorkshopError(f"claim {self.storage.claim.name} is in namespace {self.storage.claim.namespace}, the "
+                                f"TrainJob in {self.namespace}: a pod only mounts claims of its own namespace")
 
     # -- pieces
     @property
@@ -205,17 +210,23 @@ class TrainJobSpec:
 
     def _pod_spec(self, form: str) -> dict:
         container: dict = {"name": NODE_JOB}
-        volumes = None
+        volumes, mounts = [], []
         if self.shm_size:
             # torch's DataLoader workers, gloo/NCCL shared-memory transports and DeepSpeed use /dev/shm; a
             # container's default is 64 MiB. A memory-backed emptyDir counts against the pod's memory.
-            volumes = [{"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": self.shm_size}}]
-            container["volumeMounts"] = [{"name": "dshm", "mountPath": "/dev/shm"}]
+            volumes.append({"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": self.shm_size}})
+            mounts.append({"name": "dshm", "mountPath": "/dev/shm"})
+        if self.storage is not None:
+            volumes += self.storage.volumes()
+            mounts += self.storage.volume_mounts()
+        if mounts:
+            container["volumeMounts"] = mounts
         if self.capabilities and form == "runtimePatches":
             container["securityContext"] = {"capabilities": {"add": list(self.capabilities)}}
         return {"nodeSelector": self.node_selector or None, "tolerations": self.tolerations or None,
                 "affinity": self._spread() if self.one_pod_per_node and self.nodes > 1 else None,
-                "volumes": volumes, "containers": [container] if len(container) > 1 else None}
+                "serviceAccountName": self.storage.service_account if self.storage else None,
+                "volumes": volumes or None, "containers": [container] if len(container) > 1 else None}
 
     def _spread(self) -> dict:
         """Never two node pods of this job on one machine: without it, the scheduler (and Karpenter) may pack
@@ -251,28 +262,36 @@ class TrainJobSpec:
 
 
 # ------------------------------------------------------------------------------------- builders
-def train_args(model: str = "tiny", *, dataset: str = "local", seq_len: int = 128, micro_batch: int = 4,
-               grad_accum: int = 1, max_steps: int = 20, precision: str = "bf16", zero_stage: int = 3,
-               backend: str = "gloo", threads: int | None = None, grad_ckpt: bool = False,
-               offload_optimizer: bool = False, offload_param: bool = False, output_dir: str = OUTPUT_DIR,
-               extra: list[str] | None = None) -> list[str]:
-    """The workbook's training flags, as the node container passes them to `workshop.train`."""
-    for what, value in (("seq_len", seq_len), ("micro_batch", micro_batch), ("grad_accum", grad_accum),
-                        ("max_steps", max_steps)):
-        check_positive(what, value)
-    check_choice("ZeRO stage", zero_stage, (0, 1, 2, 3))
-    args = ["--model", model, "--dataset", dataset, "--seq-len", str(seq_len), "--micro-batch", str(micro_batch),
-            "--grad-accum", str(grad_accum), "--max-steps", str(max_steps), "--precision", precision,
-            "--engine", "deepspeed", "--zero-stage", str(zero_stage), "--backend", backend]
-    if threads:
-        args += ["--threads", str(threads)]
-    if grad_ckpt:
-        args.append("--grad-ckpt")
-    if offload_optimizer:
-        args.append("--offload-optimizer")
-    if offload_param:
-        args.append("--offload-param")
-    return [*args, "--output-dir", output_dir, *(extra or [])]
+DEFAULT_MODEL = "meta-llama/Meta-Llama-3-8B"  # EKS jobs fine-tune the real weights by default
+# What every EKS job adds to the model's recipe (workshop.models.recipe): about one epoch of wikitext-2 on
+# 4 nodes (~2.4 M Llama-3 tokens / 8192 tokens per step), gradient checkpointing (8B needs it), a
+# checkpoint every 50 steps.
+JOB_SETTINGS = {"max_steps": 300, "save_steps": 50, "grad_ckpt": True}
+
+
+def train_args(model: str = DEFAULT_MODEL, *, name: str = "train", storage: OutputStorage | None = None,
+               **overrides) -> list[str]:
+    """The node container's arguments to `workshop.train`: the model's recipe (fine-tuning settings for real
+    weights, the lessons' for random ones), the job settings, the storage's output/resume/save flags, then
+    `overrides`. Rendered by TrainArgs itself, validated first, so the TrainJob runs what torchrun would."""
+    from workshop.models import recipe
+    from workshop.train import TrainArgs
+
+    kw = {**recipe(model), **JOB_SETTINGS, "model": model,
+          **(storage.train_kwargs(name) if storage else {"output_dir": f"{OUTPUT_DIR}/{name}", "save_model": True}),
+          **overrides}
+    unknown = sorted(set(kw) - set(TrainArgs.__dataclass_fields__))
+    if unknown:
+        raise WorkshopError(f"unknown training argument(s) {unknown}; allowed: {', '.join(TrainArgs.__dataclass_fields__)}")
+    args = TrainArgs(**kw)
+    args.validate()
+    return args.to_argv()
+
+
+def hf_home(storage: OutputStorage | None) -> str:
+    """The hub cache: on the shared FSx volume the 16 GB of weights are downloaded once for every node and every
+    restart (huggingface_hub's file locks work there: the volume is mounted with `flock`); else pod-local."""
+    return f"{storage.mount_path}/hf-cache" if storage is not None and storage.kind == "fsx" else "/workspace/hf-cache"
 
 
 def _check_nodes(nodes) -> None:
@@ -280,11 +299,11 @@ def _check_nodes(nodes) -> None:
         raise WorkshopError(f"nodes must be an integer >= 1, got {nodes!r}")
 
 
-def cpu_trainjob(name: str = "cpu-llama3", *, model: str = "llama-3-8b", nodes: int = 4, procs_per_node: int = 1,
+def cpu_trainjob(name: str = "cpu-llama3", *, model: str = DEFAULT_MODEL, nodes: int = 4, procs_per_node: int = 1,
                  node_pool: str = "cpu-amx", namespace: str = "default", registry: str = DEFAULT_REGISTRY,
                  recommendation=None, cpu: str | None = None, memory: str | None = None, shm_size: str | None = None,
                  threads_per_rank: int | None = None, hf_secret: HFTokenSecret | None = None,
-                 args: list[str] | None = None, **train_kw) -> TrainJobSpec:
+                 args: list[str] | None = None, storage: OutputStorage | None = None, **train_kw) -> TrainJobSpec:
     """The Xeon AMX job: CPU image, Karpenter pool + AMX taint, planner-sized resources and /dev/shm.
 
     Sizes come from `recommendation` (chapter 01's `memory.recommend`), computed here if not given;
@@ -305,27 +324,25 @@ def cpu_trainjob(name: str = "cpu-llama3", *, model: str = "llama-3-8b", nodes: 
 
     key, value, effect = AMX_TAINT
     if args is None:
-        args = train_args(model, threads=threads, **{"dataset": "wikitext", "seq_len": 512, "micro_batch": 1,
-                                                     "grad_accum": 4, "max_steps": 50, "grad_ckpt": True,
-                                                     **train_kw})
+        args = train_args(model, name=name, storage=storage, threads=threads, backend="gloo", **train_kw)
     return TrainJobSpec(
         name=name, namespace=namespace, image=image_ref("cpu", registry), train_args=args, nodes=nodes,
         procs_per_node=procs_per_node,
         requests={"cpu": str(cpu), "memory": memory}, limits={"memory": memory},
-        env={"OMP_NUM_THREADS": str(threads), "TOKENIZERS_PARALLELISM": "false",
-             "HF_HOME": "/workspace/hf-cache"},
+        env={"OMP_NUM_THREADS": str(threads), "TOKENIZERS_PARALLELISM": "false", "HF_HOME": hf_home(storage)},
+        storage=storage,
         hf_secret=hf_secret, node_selector={"karpenter.sh/nodepool": node_pool},
         tolerations=[{"key": key, "operator": "Equal", "value": value, "effect": effect}],
         shm_size=shm_size, one_pod_per_node=True, labels={"workshop/accelerator": "cpu"})
 
 
-def gpu_trainjob(name: str = "gpu-llama3", *, model: str = "llama-3-8b", nodes: int = 4,
+def gpu_trainjob(name: str = "gpu-llama3", *, model: str = DEFAULT_MODEL, nodes: int = 4,
                  instance_type: str = "p4d.24xlarge", gpus_per_node: int | None = None,
                  efa_per_node: int | None = None, namespace: str = "default", registry: str = DEFAULT_REGISTRY,
                  cpu: str | None = None, memory: str | None = None, shm_size: str = "64Gi",
                  ipc_lock: bool = True, catalog_source: str | None = None, hf_secret: HFTokenSecret | None = None,
                  args: list[str] | None = None, env: dict[str, str] | None = None, one_pod_per_node: bool = True,
-                 **train_kw) -> TrainJobSpec:
+                 storage: OutputStorage | None = None, **train_kw) -> TrainJobSpec:
     """The GPU job: CUDA/NCCL/EFA image, one rank per GPU, every EFA interface of the instance.
 
     GPU and EFA counts default to the instance type's (from the catalog). IPC_LOCK lets libfabric pin
@@ -350,9 +367,8 @@ def gpu_trainjob(name: str = "gpu-llama3", *, model: str = "llama-3-8b", nodes: 
     if memory:
         limits["memory"] = memory
     if args is None:
-        args = train_args(model, **{"dataset": "wikitext", "seq_len": 512, "micro_batch": 1, "grad_accum": 4,
-                                    "max_steps": 50, "grad_ckpt": True, "backend": "nccl", **train_kw})
-    base_env = {"NCCL_DEBUG": "WARN", "TOKENIZERS_PARALLELISM": "false", "HF_HOME": "/workspace/hf-cache"}
+        args = train_args(model, name=name, storage=storage, backend="nccl", **train_kw)
+    base_env = {"NCCL_DEBUG": "WARN", "TOKENIZERS_PARALLELISM": "false", "HF_HOME": hf_home(storage)}
     if efa_per_node:
         base_env.update({"FI_PROVIDER": "efa", "FI_EFA_USE_DEVICE_RDMA": "1" if instance_type.startswith("p") else "0"})
     env = {**base_env, **(env or {})}
@@ -363,7 +379,7 @@ def gpu_trainjob(name: str = "gpu-llama3", *, model: str = "llama-3-8b", nodes: 
         tolerations=[{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
                      {"key": "vpc.amazonaws.com/efa", "operator": "Exists", "effect": "NoSchedule"}],
         shm_size=shm_size, capabilities=["IPC_LOCK"] if efa_per_node and ipc_lock else [],
-        one_pod_per_node=one_pod_per_node, labels={"workshop/accelerator": "gpu"})
+        one_pod_per_node=one_pod_per_node, labels={"workshop/accelerator": "gpu"}, storage=storage)
 
 
 # ------------------------------------------------------------------------------------- validation
@@ -388,9 +404,14 @@ def default_cpu_job() -> TrainJobSpec:
     """Sized by the planner from the offline (moto) catalog, so the checked-in YAML is the same everywhere."""
     from workshop.memory import recommend
 
-    rec = recommend("llama-3-8b", nodes=4, procs_per_node=1, source="moto")
-    return cpu_trainjob(model="llama-3-8b", nodes=4, recommendation=rec, hf_secret=HFTokenSecret())
+    from workshop.k8s.storage import default_fsx
+
+    rec = recommend(DEFAULT_MODEL, nodes=4, procs_per_node=1, source="moto")
+    return cpu_trainjob(model=DEFAULT_MODEL, nodes=4, recommendation=rec, hf_secret=HFTokenSecret(),
+                        storage=default_fsx())
 
 
 def default_gpu_job() -> TrainJobSpec:
-    return gpu_trainjob(catalog_source="moto", hf_secret=HFTokenSecret())
+    from workshop.k8s.storage import default_fsx
+
+    return gpu_trainjob(catalog_source="moto", hf_secret=HFTokenSecret(), storage=default_fsx())
