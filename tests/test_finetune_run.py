@@ -2,7 +2,6 @@
 HF_HUB_OFFLINE=1 by exactly the code a TrainJob runs (`python -m workshop.train --model org/name`), trained
 on 2 ranks with ZeRO-3 (fp32: this CPU has no fast bf16), saved, reloaded with from_pretrained, resumed."""
 
-import json
 import os
 import subprocess
 import sys

@@ -10,7 +10,8 @@ from workshop.k8s.cluster import connect
 
 def test_session_kubeconfig_points_at_a_closed_loopback_port(capsys):
     assert "workshop-kube-" in os.environ["KUBECONFIG"] and "KUBERNETES_SERVICE_HOST" not in os.environ
-    assert "https://127.0.0.1:1" in open(os.environ["KUBECONFIG"]).read()
+    with open(os.environ["KUBECONFIG"]) as f:
+        assert "https://127.0.0.1:1" in f.read()
     assert connect(timeout=2) is None
     assert "did not answer" in capsys.readouterr().out
 

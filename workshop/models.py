@@ -149,8 +149,13 @@ def check_hub_access(hub_id: str, token: str | None = None, revision: str | None
     """Fetch the model's config.json (from the cache when offline) BEFORE any weights or process group, so a
     gated, missing or uncached model fails with what to do, not a stack of OSErrors. Returns its local path."""
     from huggingface_hub import hf_hub_download
-    from huggingface_hub.errors import (GatedRepoError, LocalEntryNotFoundError, OfflineModeIsEnabled,
-                                        RepositoryNotFoundError, RevisionNotFoundError)
+    from huggingface_hub.errors import (
+        GatedRepoError,
+        LocalEntryNotFoundError,
+        OfflineModeIsEnabled,
+        RepositoryNotFoundError,
+        RevisionNotFoundError,
+    )
 
     try:
         return hf_hub_download(hub_id, "config.json", revision=revision, token=token)

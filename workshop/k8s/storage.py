@@ -14,7 +14,7 @@ security group whose self-referencing all-traffic rule EFA needs anyway (`worksh
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from workshop.errors import WorkshopError, check_choice
 

@@ -402,9 +402,8 @@ def migration_diff(spec: TrainJobSpec, old: str = "2.1.0", new: str = "2.2.0") -
 # Default manifests (registered in workshop/k8s/render.py): the seed's 4-node Llama-3-8B jobs, fixed.
 def default_cpu_job() -> TrainJobSpec:
     """Sized by the planner from the offline (moto) catalog, so the checked-in YAML is the same everywhere."""
-    from workshop.memory import recommend
-
     from workshop.k8s.storage import default_fsx
+    from workshop.memory import recommend
 
     rec = recommend(DEFAULT_MODEL, nodes=4, procs_per_node=1, source="moto")
     return cpu_trainjob(model=DEFAULT_MODEL, nodes=4, recommendation=rec, hf_secret=HFTokenSecret(),
