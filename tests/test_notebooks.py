@@ -92,7 +92,8 @@ def test_refresh_copies_only_checked_outputs(tmp_path):
     assert nbcheck.unexpected_outputs(committed) == [f"code cell 1 ({committed.cells[1].id})"]
     changed = nbcheck.merge_checked(committed, executed)
     assert len(changed) == 1 and committed.cells[2].id in changed[0]
-    assert committed.cells[2].outputs == [stream] and committed.cells[2].execution_count is None
+    # nbval skips a reference cell without an execution count: checked cells get their position, not the run's
+    assert committed.cells[2].outputs == [stream] and committed.cells[2].execution_count == 3
     assert committed.cells[1].outputs == [] and nbcheck.unexpected_outputs(committed) == []
     assert nbcheck.merge_checked(committed, executed) == []  # a second refresh changes nothing
     executed.cells[2].outputs = [nbformat.v4.new_output("error", ename="KeyError", evalue="'x'", traceback=[])]

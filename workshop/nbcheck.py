@@ -10,6 +10,8 @@ outputs of the checked cells -- and nothing else -- into the committed file. Rev
 from __future__ import annotations
 
 import argparse
+import copy
+import json
 import sys
 from pathlib import Path
 
@@ -27,16 +29,23 @@ def is_checked(cell) -> bool:
 
 def unexpected_outputs(nb) -> list[str]:
     """Code cells that hold outputs or an execution count in git although nbval does not check them."""
-    return [f"code cell {i} ({(c.get('id') or '?')})" for i, c in enumerate(x for x in nb["cells"] if x["cell_type"] == "code")
+    code = [c for c in nb["cells"] if c["cell_type"] == "code"]
+    return [f"code cell {i} ({c.get('id') or '?'})" for i, c in enumerate(code)
             if not is_checked(c) and (c.get("outputs") or c.get("execution_count") is not None)]
 
 
-def _clean(outputs: list) -> list:
-    """Outputs as committed: no execution counts (they change on every run and nbval ignores them)."""
-    for out in outputs:
-        if "execution_count" in out:
-            out["execution_count"] = None
-    return outputs
+def stamp(nb) -> None:
+    """Committed form: outputs only on checked cells, each with a fixed execution count (its position among the
+    code cells). nbval refuses a reference cell that has outputs but no count ("unrun"); a position instead of
+    the count of the recording run keeps re-recording from changing lines that did not change."""
+    for n, cell in enumerate((c for c in nb.cells if c.cell_type == "code"), start=1):
+        if not is_checked(cell):
+            cell.outputs, cell.execution_count = [], None
+            continue
+        cell.execution_count = n
+        for out in cell.outputs:
+            if "execution_count" in out:
+                out["execution_count"] = n
 
 
 def merge_checked(committed, executed) -> list[str]:
@@ -45,13 +54,10 @@ def merge_checked(committed, executed) -> list[str]:
     Returns one line per checked cell whose output changed. Raises if a checked cell failed or is missing.
     """
     fresh = {c.get("id"): c for c in executed.cells}
+    stamp(committed)
     changed = []
     for cell in committed.cells:
-        if cell.cell_type != "code":
-            continue
-        cell.execution_count = None
         if not is_checked(cell):
-            cell.outputs = []
             continue
         run = fresh.get(cell.get("id"))
         if run is None:
@@ -59,12 +65,12 @@ def merge_checked(committed, executed) -> list[str]:
         errors = [o for o in run.outputs if o.get("output_type") == "error"]
         if errors:
             raise WorkshopError(f"checked cell {cell.get('id')} failed: {errors[0].get('ename')}: {errors[0].get('evalue')}")
-        outputs = _clean([dict(o) for o in run.outputs])
-        if outputs != [dict(o) for o in cell.outputs]:
+        before = json.dumps(cell.outputs, sort_keys=True)
+        cell.outputs = copy.deepcopy(run.outputs)
+        stamp(committed)
+        if json.dumps(cell.outputs, sort_keys=True) != before:
             first = cell.source.strip().splitlines()[1:2] or [""]
             changed.append(f"cell {cell.get('id')} ({first[0][:50]!r})")
-        cell.outputs = run.outputs
-        _clean(cell.outputs)
     return changed
 
 
@@ -80,7 +86,7 @@ def execute(path: Path, timeout: int = 1800):
     try:
         client.execute()
     except CellExecutionError as e:
-        raise WorkshopError(f"{path.name} failed, nothing recorded: {str(e).strip().splitlines()[-1]}") from e
+        raise WorkshopError(f"{path.name} failed, nothing recorded: {e.ename}: {e.evalue}") from e
     return nb
 
 
