@@ -13,6 +13,8 @@ import sys
 COMMANDS: dict[str, tuple[str, str]] = {
     "train": ("workshop.train", "the training entry point (same as python -m workshop.train)"),
     "run": ("workshop.runner", "execute the notebooks in order with papermill"),
+    "images": ("workshop.images", "refresh the tracked figures in images/ from a workbook run (--check: drift)"),
+    "nbval": ("workshop.nbcheck", "re-record the notebook outputs that nbval checks (nbval refresh)"),
     "hw": ("workshop.hardware", "what this CPU can do: AMX/bf16 detection, oneDNN ISA, GEMM TFLOPS"),
     "instances": ("workshop.catalog", "EC2 instance types (boto3, or moto's offline catalog)"),
     "plan": ("workshop.memory", "ZeRO memory per rank and the instances that fit"),
