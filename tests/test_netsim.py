@@ -178,7 +178,7 @@ def test_real_training_two_nodes_across_namespaces(tmp_path):
                               prefix="wsr", timeout_s=400,
                               train_args=["--model", "tiny", "--dataset", "local", "--seq-len", "128",
                                           "--micro-batch", "4", "--max-steps", "5", "--engine", "deepspeed",
-                                          "--zero-stage", "3", "--precision", "bf16", "--backend", "gloo"])
+                                          "--zero-stage", "3", "--precision", "auto", "--backend", "gloo"])
     (res,) = netsim.run(cfg, progress=lambda s: None).results
     assert res.ok, res.note + Path(res.nodes[0].log_path).read_text()[-3000:]
     assert res.world_size == 2 and len(res.steps) == 5

@@ -21,9 +21,15 @@ def common(tmp_path, kit_cache, steps=20, **extra):
     return argv
 
 
-def test_two_rank_zero3_bf16_trains_and_partitions(tmp_path, kit_cache):
+def test_two_rank_zero3_trains_and_partitions(tmp_path, kit_cache):
     r = run_torchrun(common(tmp_path, kit_cache), nproc_per_node=2, threads_per_rank=1, progress=False).check()
     m = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    # precision "auto" (the default) resolved for THIS machine, and the run says why
+    from workshop.hardware import resolve_precision
+
+    chosen, why = resolve_precision("auto")
+    assert m["args"]["precision"] == chosen and m["precision_why"] == why
+    assert f"precision={chosen} ({why})" in r.log
     assert m == r.metrics and m["world_size"] == 2 and len(m["steps"]) == 20
     losses = [s["loss"] for s in m["steps"]]
     assert sum(losses[-5:]) / 5 < sum(losses[:5]) / 5 - 0.5, losses  # falling, by a clear margin

@@ -155,6 +155,34 @@ def detect(*, probe_onednn: bool = True) -> dict:
     return result
 
 
+def native_bf16() -> tuple[bool, str]:
+    """Whether this host does bf16 math natively, and why: what precision "auto" decides on.
+
+    A CUDA GPU, Intel AMX, AVX512_BF16 (Zen 4+, Cooper Lake+) or Arm's bf16 extension (Graviton 3+) multiply
+    bf16 in hardware. Elsewhere (AVX2 laptops, Zen 3) bf16 is emulated by converting to fp32 and back, and
+    a bf16 matmul runs tens of times slower than fp32: chapter 01 measures the ratio.
+    """
+    import torch
+
+    if torch.cuda.is_available():
+        return True, f"a CUDA GPU ({torch.cuda.get_device_name(0)}) computes bf16 natively"
+    proc = _read_proc_cpuinfo()
+    flags = set(proc.get("flags", proc.get("Features", "")).split())
+    for flag, what in (("amx_bf16", "Intel AMX"), ("avx512_bf16", "AVX512_BF16"), ("bf16", "Arm's bf16 extension")):
+        if flag in flags:
+            return True, f"this CPU has {what} (native bf16 math)"
+    return False, ("this CPU has no native bf16 math (no AMX, AVX512_BF16 or Arm bf16): bf16 would be emulated "
+                   "through fp32, many times slower")
+
+
+def resolve_precision(precision: str) -> tuple[str, str]:
+    """("bf16" | "fp32", the reason): "auto" becomes bf16 where the hardware multiplies bf16 natively."""
+    if precision != "auto":
+        return precision, f"{precision} as asked"
+    native, why = native_bf16()
+    return ("bf16" if native else "fp32"), f"auto: {why}"
+
+
 def isa_class(d: dict) -> str:
     """Which FLOPS_PER_CYCLE rows apply: 'intel_amx', 'intel_avx512', 'zen4', 'zen5', 'avx2' or 'other'."""
     if d.get("amx"):

@@ -34,7 +34,7 @@ from workshop.errors import WorkshopError, check_choice, check_positive
 from workshop.errors import report as report_error
 
 DEFAULT_TRAIN_ARGS = ["--model", "tiny", "--dataset", "local", "--seq-len", "128", "--micro-batch", "4",
-                      "--max-steps", "8", "--engine", "deepspeed", "--zero-stage", "3", "--precision", "bf16",
+                      "--max-steps", "8", "--engine", "deepspeed", "--zero-stage", "3", "--precision", "auto",
                       "--backend", "gloo"]
 MODES = ("auto", "netns", "loopback")
 _RATE = re.compile(r"^(\d+(?:\.\d+)?)(bit|kbit|mbit|gbit|tbit)$")

@@ -27,7 +27,7 @@ from workshop.guard import NumericsGuard, check_deepspeed, versions
 from workshop.models import PRESETS, resolve_source
 
 METRIC_PREFIX = "METRIC "
-PRECISIONS = ("bf16", "fp32")
+PRECISIONS = ("auto", "bf16", "fp32")
 ENGINES = ("deepspeed", "ddp")
 BACKENDS = ("auto", "gloo", "nccl")
 
@@ -40,7 +40,7 @@ class TrainArgs:
     micro_batch: int = 4
     grad_accum: int = 1
     max_steps: int = 20
-    precision: str = "bf16"
+    precision: str = "auto"  # bf16 where the hardware has native bf16 math, else fp32 (hardware.resolve_precision)
     engine: str = "deepspeed"
     zero_stage: int = 3
     offload_optimizer: bool = False
@@ -121,7 +121,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--micro-batch", type=int, default=d.micro_batch, help="sequences per rank per forward")
     p.add_argument("--grad-accum", type=int, default=d.grad_accum)
     p.add_argument("--max-steps", type=int, default=d.max_steps, help="optimizer steps")
-    p.add_argument("--precision", default=d.precision, help="bf16 | fp32")
+    p.add_argument("--precision", default=d.precision,
+                   help="auto (bf16 on GPUs and CPUs with AMX/AVX512_BF16, else fp32) | bf16 | fp32")
     p.add_argument("--engine", default=d.engine, help="deepspeed | ddp")
     p.add_argument("--zero-stage", type=int, default=d.zero_stage)
     p.add_argument("--offload-optimizer", action="store_true")
@@ -396,11 +397,17 @@ def train(args: TrainArgs) -> dict:
     if args.threads:
         torch.set_num_threads(args.threads)
     backend = resolve_backend(args.backend)
+    from dataclasses import replace
+
+    from workshop.hardware import resolve_precision
+
+    precision, precision_why = resolve_precision(args.precision)
+    args = replace(args, precision=precision)
     if args.engine == "deepspeed":
         check_deepspeed(backend, args.zero_stage)
     init_distributed(args, backend)
     try:
-        return _train(args, backend)
+        return _train(args, backend, precision_why)
     finally:  # whatever way the run ends (a guard, an exception, SIGTERM from torchrun): nothing left in RAM
         release_shm_buffers()
 
@@ -423,7 +430,7 @@ def _checkpointing_keyword() -> str:
     return "activation_checkpointing" if "activation_checkpointing" in fields else "gradient_checkpointing"
 
 
-def _train(args: TrainArgs, backend: str) -> dict:
+def _train(args: TrainArgs, backend: str, precision_why: str = "as asked") -> dict:
     import torch
     import torch.distributed as dist
     from transformers import Trainer, TrainingArguments
@@ -486,7 +493,7 @@ def _train(args: TrainArgs, backend: str) -> dict:
     resume_from = get_last_checkpoint(str(out)) if args.resume and out.is_dir() else None
     if rank == 0:
         print(f"workshop.train: world_size={world} backend={backend} engine={args.engine} zero={args.zero_stage} "
-              f"precision={args.precision} threads/rank={torch.get_num_threads()} samples={len(data)} "
+              f"precision={args.precision} ({precision_why}) threads/rank={torch.get_num_threads()} samples={len(data)} "
               f"cpu_capability={torch.backends.cpu.get_cpu_capability()}"
               + (f" resuming from {resume_from}" if resume_from else ""), flush=True)
     if args.engine == "deepspeed" and args.zero_stage == 3:
@@ -505,7 +512,8 @@ def _train(args: TrainArgs, backend: str) -> dict:
                        partition=partition, resumed_from=resume_from, global_step=trainer.state.global_step,
                        final_model=str(final) if final else None,
                        params=sum(p.ds_numel if hasattr(p, "ds_numel") else p.numel() for p in model.parameters()),
-                       torch=torch.__version__, versions=versions(), args=asdict(args))
+                       torch=torch.__version__, versions=versions(), precision_why=precision_why,
+                       args=asdict(args))
     if rank == 0:
         (out / "metrics.json").write_text(json.dumps(result, indent=2))
         print(f"workshop.train: done, {len(state['steps'])} steps, loss {result['first_loss']} -> "
