@@ -111,3 +111,28 @@ def test_runs_leave_no_deepspeed_shm_buffers(tmp_path, kit_cache):
                            progress=False, env={"WORKSHOP_KILL_AT": "1:2"})
     assert crashed.returncode != 0
     assert set(Path("/dev/shm").glob("deepspeed_allreduce_buffer_*")) - before == set()
+
+
+def test_a_rank_that_raises_shows_its_own_exception(tmp_path, kit_cache):
+    run = run_torchrun(common(tmp_path, kit_cache, steps=6), nproc_per_node=2, threads_per_rank=1, progress=False,
+                       env={"WORKSHOP_RAISE_AT": "1:2"})
+    assert not run.ok
+    with pytest.raises(RuntimeError) as err:
+        run.check()
+    text = str(err.value)
+    assert text.startswith("rank 1 failed (exit 1): RuntimeError: fault injection: rank 1 raised at step 2"), text
+    assert "workshop/train.py" in text and "whole log:" in text
+
+
+def test_a_silent_hang_is_stopped_and_names_each_ranks_last_line(tmp_path, kit_cache):
+    import time
+
+    from workshop.launch import RunHung
+
+    t0 = time.time()
+    with pytest.raises(RunHung) as err:
+        run_torchrun(common(tmp_path, kit_cache, steps=50), nproc_per_node=2, threads_per_rank=1, progress=False,
+                     timeout=90, env={"WORKSHOP_HANG_AT": "1:2"})
+    assert time.time() - t0 < 150  # stopped by the watchdog, not by the run ending
+    assert "rank 1: workshop.train: fault injection, rank 1 hangs at step 2" in str(err.value)
+    assert "rank 0:" in str(err.value)

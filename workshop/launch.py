@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import json
 import os
+import queue
+import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,12 +36,66 @@ class RunResult:
     def ok(self) -> bool:
         return self.returncode == 0
 
+    @property
+    def failure(self) -> str | None:
+        """The failing rank's own error, read from torchrun's output (None when the run succeeded)."""
+        return None if self.ok else rank_failure(self.log, self.returncode)
+
     def check(self) -> RunResult:
-        """Raise with the log's tail when the run failed: a failure must be loud, never a quiet empty table."""
+        """Raise with the failing rank's own exception: a failure must be loud, never a quiet empty table."""
         if not self.ok:
-            tail = "\n".join(self.log.splitlines()[-25:])
-            raise RuntimeError(f"training run failed with exit code {self.returncode}; last lines:\n{tail}")
+            raise RuntimeError(f"{self.failure}\n(whole log: {self.log_path})")
         return self
+
+
+class RunHung(TimeoutError):
+    """The run made no progress within its timeout and was stopped."""
+
+
+_ROOT_CAUSE = re.compile(r"Root Cause \(first observed failure\):(.*?)(?:\n=====|\Z)", re.DOTALL)
+_RANK_LINE = re.compile(r"^\[default(\d+)\]:(.*)$")
+
+
+def rank_failure(log: str, returncode: int | None = None) -> str:
+    """"rank R failed (exit E): Type: message" plus the innermost frames of this project, from torchrun's
+    Root Cause block (the rank's @record traceback), or the rank's own `error: ...` line (bad input, exit 2),
+    or the signal that killed it."""
+    block = _ROOT_CAUSE.search(log)
+    rank = exit_text = None
+    detail, frames = "", []
+    if block:
+        text = block.group(1)
+        rank = (re.search(r"rank\s*:\s*(\d+)", text) or [None, None])[1]
+        code = re.search(r"exitcode\s*:\s*(-?\d+)", text)
+        exit_text = code.group(1) if code else None
+        tb = text.split("traceback :", 1)[1] if "traceback :" in text else ""
+        lines = [ln.strip() for ln in tb.splitlines() if ln.strip()]
+        if lines and not lines[0].startswith("To enable traceback"):
+            detail = lines[-1]
+            frames = [ln for ln in lines if ln.startswith("File ") and "/workshop/" in ln][-2:]
+        elif exit_text and int(exit_text) < 0:
+            detail = f"killed by {signal.Signals(-int(exit_text)).name}"
+    if not detail:  # a WorkshopError: the rank printed one `error: ...` line and exited 2
+        errors = [ln for ln in log.splitlines() if "error: " in ln and not ln.lstrip().startswith("[rank")]
+        own = [(_RANK_LINE.match(ln.strip()), ln) for ln in errors]
+        if own:
+            m, line = own[0]
+            rank = rank or (m.group(1) if m else None)
+            detail = (m.group(2) if m else line).strip()
+    if not detail:
+        detail = "no exception was reported; last lines:\n" + "\n".join(log.splitlines()[-15:])
+    head = f"rank {rank if rank is not None else '?'} failed (exit {exit_text or returncode}): {detail}"
+    return head + "".join(f"\n  at {f}" for f in frames)
+
+
+def last_lines_per_rank(lines: list[str]) -> dict[str, str]:
+    """The last line each rank printed (torchrun --tee prefixes them "[defaultN]:")."""
+    last: dict[str, str] = {}
+    for line in lines:
+        m = _RANK_LINE.match(line.strip())
+        if m and m.group(2).strip():
+            last[f"rank {m.group(1)}"] = m.group(2).strip()
+    return last
 
 
 def _arg(train_args: list[str], flag: str, default=None):
@@ -78,7 +135,8 @@ def torchrun_command(train_args: list[str], *, nproc_per_node: int = 2, nnodes: 
                      rdzv_endpoint: str | None = None, max_restarts: int = 0,
                      module: str = "workshop.train", prefix: list[str] | None = None) -> list[str]:
     cmd = list(prefix or []) + [sys.executable, "-m", "torch.distributed.run",
-                                f"--nproc_per_node={nproc_per_node}", f"--max_restarts={max_restarts}"]
+                                f"--nproc_per_node={nproc_per_node}", f"--max_restarts={max_restarts}",
+                                "--tee=3"]  # each line prefixed "[defaultN]:", so a hang names the silent rank
     if nnodes == 1 and rdzv_endpoint is None:
         cmd.append("--standalone")  # single node: a free port, no external rendezvous
     else:
@@ -133,20 +191,38 @@ def run_torchrun(train_args: list[str], *, nproc_per_node: int = 2, nnodes: int 
     t0, lines, steps = time.time(), [], []
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1,
                             env=rank_env(threads_per_rank, env), start_new_session=True)
+    inbox: queue.Queue = queue.Queue()
+
+    def pump():  # a thread reads, so the timeout is enforced even when no line ever arrives
+        for text in proc.stdout:
+            inbox.put(text)
+        inbox.put(None)
+
+    threading.Thread(target=pump, daemon=True).start()
     try:
         with open(log_path, "w") as log:
-            for line in proc.stdout:
-                log.write(line)
-                lines.append(line)
-                if echo:
-                    print(line, end="")
-                for rec in parse_metrics(line):
-                    steps.append(rec)
-                    if bar is not None:
-                        bar.update(rec["step"] - bar.n)
-                        bar.set_postfix(loss=rec["loss"], tok_s=rec["tokens_per_s"])
+            while True:
+                try:
+                    line = inbox.get(timeout=1.0)
+                except queue.Empty:
+                    line = ""
+                if line is None:
+                    break
+                if line:
+                    log.write(line)
+                    lines.append(line)
+                    if echo:
+                        print(line, end="")
+                    for rec in parse_metrics(line):
+                        steps.append(rec)
+                        if bar is not None:
+                            bar.update(rec["step"] - bar.n)
+                            bar.set_postfix(loss=rec["loss"], tok_s=rec["tokens_per_s"])
                 if timeout and time.time() - t0 > timeout:
-                    raise TimeoutError(f"training run exceeded {timeout} s")
+                    last = last_lines_per_rank(lines)
+                    silent = "; ".join(f"{r}: {t[:160]}" for r, t in sorted(last.items())) or "no rank printed"
+                    raise RunHung(f"run stopped after {timeout:g} s without finishing (hung?); "
+                                  f"last line of each rank: {silent}; log: {log_path}")
         proc.wait()
     except BaseException:
         os.killpg(proc.pid, signal.SIGKILL)  # nothing half-running is left behind

@@ -588,7 +588,11 @@ def zero3_partition(model, world: int, max_params: int = 1000) -> dict | None:
 
 
 def _fault_injection() -> None:
-    """WORKSHOP_KILL_AT="RANK:STEP" makes that rank SIGKILL itself after STEP steps (the fault tests use it)."""
+    """WORKSHOP_KILL_AT="RANK:STEP" makes that rank SIGKILL itself after STEP steps; WORKSHOP_RAISE_AT="RANK:STEP"
+    makes it raise instead (the fault tests use them: a killed rank, and a rank whose exception must be shown)."""
+    for var, action in (("WORKSHOP_RAISE_AT", "raise"), ("WORKSHOP_HANG_AT", "hang")):
+        if os.environ.get(var):
+            _fault_at(*os.environ[var].split(":"), action)
     spec = os.environ.get("WORKSHOP_KILL_AT")
     if not spec:
         return
@@ -612,6 +616,37 @@ def _fault_injection() -> None:
     hf_trainer.Trainer._maybe_log_save_evaluate = wrapped
 
 
+def _fault_at(rank_s: str, step_s: str, action: str) -> None:
+    if int(os.environ["RANK"]) != int(rank_s):
+        return
+    from transformers import trainer as hf_trainer
+
+    original = hf_trainer.Trainer._maybe_log_save_evaluate
+
+    def wrapped(self, *a, **kw):
+        result = original(self, *a, **kw)
+        if self.state.global_step >= int(step_s):
+            if action == "hang":  # silent, like a rank stuck in a collective: only a watchdog can stop it
+                print(f"workshop.train: fault injection, rank {rank_s} hangs at step {self.state.global_step}",
+                      flush=True)
+                time.sleep(10**6)
+            raise RuntimeError(f"fault injection: rank {rank_s} raised at step {self.state.global_step}")
+        return result
+
+    hf_trainer.Trainer._maybe_log_save_evaluate = wrapped
+
+
+def _record(fn):
+    """torch.elastic's @record: an uncaught exception in a rank is written to torchrun's error file, so its
+    summary (and workshop.launch, which reads it) shows the rank's own traceback, not only an exit code."""
+    try:
+        from torch.distributed.elastic.multiprocessing.errors import record
+    except ImportError:  # torch without the elastic package: the plain traceback still reaches the log
+        return fn
+    return record(fn)
+
+
+@_record
 def main(argv: list[str] | None = None) -> int:
     try:
         args = parse_args(argv)

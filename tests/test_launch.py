@@ -1,0 +1,48 @@
+"""The launcher reads the failing rank's own error out of torchrun's output (canned logs, no processes)."""
+
+from workshop.launch import last_lines_per_rank, rank_failure
+
+ROOT = """[default0]:METRIC {{"step": 1}}
+[default1]:boom
+------------------------------------------------------------
+Root Cause (first observed failure):
+[0]:
+  time      : 2026-11-23_21:23:25
+  host      : localhost
+  rank      : 1 (local_rank: 1)
+  exitcode  : {code} (pid: 950)
+  error_file: {error_file}
+  traceback : {traceback}
+============================================================
+"""
+TB = """Traceback (most recent call last):
+    File "/x/site-packages/torch/distributed/elastic/multiprocessing/errors/__init__.py", line 367, in wrapper
+      return f(*args, **kwargs)
+    File "/repo/workshop/train.py", line 649, in main
+      train(args)
+    File "/repo/workshop/loading/worker.py", line 10, in run
+      raise KeyError("lm_head.weight")
+  KeyError: 'lm_head.weight'"""
+
+
+def test_a_raised_exception_names_rank_type_message_and_project_frames():
+    text = rank_failure(ROOT.format(code=1, error_file="/tmp/e.json", traceback=TB), 1)
+    assert text.splitlines()[0] == "rank 1 failed (exit 1): KeyError: 'lm_head.weight'"
+    assert text.splitlines()[1:] == ['  at File "/repo/workshop/train.py", line 649, in main',
+                                     '  at File "/repo/workshop/loading/worker.py", line 10, in run']
+
+
+def test_bad_input_shows_the_ranks_error_line():
+    log = "[default1]:error: seq-len must be a number > 0, got -1\n" + ROOT.format(
+        code=2, error_file="<N/A>", traceback="To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html")
+    assert rank_failure(log, 1) == "rank 1 failed (exit 2): error: seq-len must be a number > 0, got -1"
+
+
+def test_a_killed_rank_is_named_with_its_signal():
+    log = ROOT.format(code=-9, error_file="<N/A>", traceback="To enable traceback see: https://x")
+    assert rank_failure(log, 1) == "rank 1 failed (exit -9): killed by SIGKILL"
+
+
+def test_last_line_of_each_rank():
+    lines = ["[default0]:a\n", "[default1]:b\n", "[default0]:c\n", "[default1]:  \n", "torchrun says\n"]
+    assert last_lines_per_rank(lines) == {"rank 0": "c", "rank 1": "b"}
