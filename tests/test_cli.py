@@ -32,7 +32,7 @@ def test_unknown_command_names_the_allowed_ones(capsys):
     (["--model", "gpt5"], "unknown model 'gpt5'"),
     (["--micro-batch", "0"], "micro-batch must be"),
     (["--seq-len", "-4"], "seq-len must be"),
-    (["--precision", "fp8"], "unknown precision 'fp8'; allowed: bf16, fp32"),
+    (["--precision", "fp8"], "unknown precision 'fp8'; allowed: auto, bf16, fp32"),
     (["--zero-stage", "4"], "unknown zero stage 4"),
     (["--offload-param", "--zero-stage", "2"], "--offload-param needs --zero-stage 3"),
     (["--engine", "ddp", "--offload-optimizer"], "offload flags need --engine deepspeed"),

@@ -344,10 +344,17 @@ def _worker(argv: list[str]) -> int:
 
 def _torchrun(module_args: list[str], *, nproc: int, env: dict | None = None, prefix: list[str] | None = None,
               timeout: float = 900, log_path: Path | None = None) -> subprocess.CompletedProcess:
+    """A collective-benchmark torchrun, built and set up like every other run (workshop.launch)."""
+    from workshop.launch import rank_env, torchrun_command
+
+    if module_args[:2] != ["-m", "workshop.comms"]:
+        raise ValueError(f"expected ['-m', 'workshop.comms', ...], got {module_args[:2]}")
     port = 29500 + (os.getpid() * 7 + int(time.time())) % 2000
-    cmd = [*(prefix or []), sys.executable, "-m", "torch.distributed.run", f"--nproc-per-node={nproc}",
-           "--master-addr=127.0.0.1", f"--master-port={port}", *module_args]
-    full_env = {**os.environ, "GLOO_SOCKET_IFNAME": "lo", "PYTHONPATH": str(ROOT), **(env or {})}
+    cmd = torchrun_command(module_args[2:], module="workshop.comms", nproc_per_node=nproc, prefix=prefix,
+                           master_addr="127.0.0.1", master_port=port)
+    backend = module_args[module_args.index("--backend") + 1] if "--backend" in module_args else "gloo"
+    full_env = rank_env(None, {"GLOO_SOCKET_IFNAME": "lo", **(env or {})}, nproc_per_node=nproc,
+                        cpu_only=backend != "nccl")
     proc = subprocess.run(cmd, check=False, env=full_env, capture_output=True, text=True, timeout=timeout)
     if log_path:
         Path(log_path).write_text(proc.stdout + proc.stderr)

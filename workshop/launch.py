@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from workshop.errors import WorkshopError, check_positive
-from workshop.train import SHM_DIR, SHM_GLOB
+from workshop.shm import SHM_DIR, SHM_GLOB
 
 
 @dataclass
@@ -98,10 +98,6 @@ def last_lines_per_rank(lines: list[str]) -> dict[str, str]:
     return last
 
 
-def _arg(train_args: list[str], flag: str, default=None):
-    return train_args[train_args.index(flag) + 1] if flag in train_args else default
-
-
 def check_fits(nproc_per_node: int, threads_per_rank: int | None, *, allow_oversubscribe: bool = False) -> None:
     """Refuse, before launching, a request this machine cannot hold: each rank needs at least one core."""
     check_positive("nproc_per_node", nproc_per_node)
@@ -118,38 +114,67 @@ def check_fits(nproc_per_node: int, threads_per_rank: int | None, *, allow_overs
 
 
 def extensions_dir() -> Path:
-    """Where torch's JIT-built C++ extensions (DeepSpeed's ops) are cached."""
-    return Path(os.environ.get("TORCH_EXTENSIONS_DIR", Path.home() / ".cache" / "torch_extensions"))
+    """Where DeepSpeed's JIT-built C++ ops are cached (one folder per DeepSpeed version; see workshop.dsprobe)."""
+    from workshop.dsprobe import extensions_dir as versioned
+
+    return versioned()
 
 
-def ops_to_build(train_args: list[str]) -> list[str]:
-    """DeepSpeed ops this run will compile because no cached build exists (so the wait is announced, not silent)."""
-    if _arg(train_args, "--engine", "deepspeed") != "deepspeed":
+def ops_to_build(args) -> list[str]:
+    """DeepSpeed ops this run (a TrainArgs) will compile because no cached build exists, so the wait is
+    announced, not silent."""
+    if args.engine != "deepspeed":
         return []
-    needed = ["deepspeed_shm_comm"] + (["cpu_adam"] if "--offload-optimizer" in train_args else [])
+    needed = ["deepspeed_shm_comm"] + (["cpu_adam"] if args.offload_optimizer else [])
     built = {p.parent.name for p in extensions_dir().glob("**/*.so")}
     return [op for op in needed if op not in built]
 
 
-def torchrun_command(train_args: list[str], *, nproc_per_node: int = 2, nnodes: int = 1, node_rank: int = 0,
-                     rdzv_endpoint: str | None = None, max_restarts: int = 0,
-                     module: str = "workshop.train", prefix: list[str] | None = None) -> list[str]:
+def torchrun_command(module_args: list[str], *, nproc_per_node: int = 2, nnodes: int = 1, node_rank: int = 0,
+                     rdzv_endpoint: str | None = None, rdzv_id: str = "workshop", rdzv_conf: str | None = None,
+                     local_addr: str | None = None, master_addr: str | None = None, master_port: int | None = None,
+                     max_restarts: int = 0, module: str = "workshop.train",
+                     prefix: list[str] | None = None) -> list[str]:
+    """THE torchrun command line, for training, loading, collectives, benchmarks and netsim alike.
+
+    One node without a rendezvous endpoint runs `--standalone` (a free port) unless a master address/port is
+    given; several nodes meet at a c10d rendezvous. `--tee=3` prefixes each rank's lines with "[defaultN]:",
+    so the launcher can name the rank a failure or a hang belongs to.
+    """
     cmd = list(prefix or []) + [sys.executable, "-m", "torch.distributed.run",
-                                f"--nproc_per_node={nproc_per_node}", f"--max_restarts={max_restarts}",
-                                "--tee=3"]  # each line prefixed "[defaultN]:", so a hang names the silent rank
-    if nnodes == 1 and rdzv_endpoint is None:
-        cmd.append("--standalone")  # single node: a free port, no external rendezvous
+                                f"--nproc-per-node={nproc_per_node}", f"--max-restarts={max_restarts}", "--tee=3"]
+    if nnodes > 1 or rdzv_endpoint is not None:
+        cmd += [f"--nnodes={nnodes}", f"--node-rank={node_rank}", "--rdzv-backend=c10d",
+                f"--rdzv-endpoint={rdzv_endpoint}", f"--rdzv-id={rdzv_id}"]
+        if rdzv_conf:
+            cmd.append(f"--rdzv-conf={rdzv_conf}")
+    elif master_addr or master_port:
+        cmd += [f"--master-addr={master_addr or '127.0.0.1'}", f"--master-port={master_port or 29500}"]
     else:
-        cmd += [f"--nnodes={nnodes}", f"--node_rank={node_rank}", "--rdzv_backend=c10d",
-                f"--rdzv_endpoint={rdzv_endpoint}", "--rdzv_id=workshop"]
-    return cmd + ["-m", module, *train_args]
+        cmd.append("--standalone")
+    if local_addr:
+        cmd.append(f"--local-addr={local_addr}")
+    return cmd + ["-m", module, *module_args]
 
 
-def rank_env(threads_per_rank: int | None, env: dict | None = None) -> dict:
-    """The environment each rank inherits: thread counts set BEFORE torch starts (OpenMP reads them once)."""
-    out = dict(os.environ, PYTHONUNBUFFERED="1", TOKENIZERS_PARALLELISM="false")
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def rank_env(threads_per_rank: int | None, env: dict | None = None, *, nproc_per_node: int | None = None,
+             cpu_only: bool = False) -> dict:
+    """THE environment every rank inherits, whoever launches it. Set before torch starts (OpenMP and DeepSpeed
+    read these once): threads per rank, DeepSpeed's LOCAL_SIZE (its CPU shm collective needs it; torchrun sets
+    only LOCAL_WORLD_SIZE), the compiled-op cache of this DeepSpeed version, this checkout on PYTHONPATH, and
+    for CPU recipes no visible GPU (a CPU run on a GPU host must not pick nccl or crowd one GPU)."""
+    out = dict(os.environ, PYTHONUNBUFFERED="1", TOKENIZERS_PARALLELISM="false",
+               TORCH_EXTENSIONS_DIR=str(extensions_dir()),
+               PYTHONPATH=os.pathsep.join(p for p in [str(REPO_ROOT), os.environ.get("PYTHONPATH", "")] if p))
     if threads_per_rank:
         out.update(OMP_NUM_THREADS=str(threads_per_rank), MKL_NUM_THREADS=str(threads_per_rank))
+    if nproc_per_node:
+        out["LOCAL_SIZE"] = str(nproc_per_node)
+    if cpu_only:
+        out["CUDA_VISIBLE_DEVICES"] = ""
     out.update(env or {})
     return out
 
@@ -162,35 +187,44 @@ def _progress(total: int | None, enabled: bool):
     return tqdm(total=total, desc="training", unit="step")
 
 
-def run_torchrun(train_args: list[str], *, nproc_per_node: int = 2, nnodes: int = 1, node_rank: int = 0,
+def run_torchrun(train_args, *, nproc_per_node: int = 2, nnodes: int = 1, node_rank: int = 0,
                  rdzv_endpoint: str | None = None, threads_per_rank: int | None = None, env: dict | None = None,
                  log_path: str | Path | None = None, progress: bool = True, timeout: float | None = None,
                  module: str = "workshop.train", prefix: list[str] | None = None, echo: bool = False,
                  max_restarts: int = 0, allow_oversubscribe: bool = False) -> RunResult:
-    """Run torchrun to completion; returns a RunResult (call .check() to raise on failure)."""
-    check_fits(nproc_per_node, threads_per_rank, allow_oversubscribe=allow_oversubscribe)
-    if module == "workshop.train":  # validate the training arguments here, before any process starts
-        from workshop.train import parse_args
+    """Run torchrun to completion; returns a RunResult (call .check() to raise on failure).
 
-        parse_args(train_args)
-    cmd = torchrun_command(train_args, nproc_per_node=nproc_per_node, nnodes=nnodes, node_rank=node_rank,
+    `train_args` is a workshop.train.TrainArgs (argv is accepted too and parsed once, here): it is validated
+    before any process starts and rendered to the command line only at the last moment. CPU recipes run with
+    no visible GPU; a GPU recipe says so with backend "nccl".
+    """
+    check_fits(nproc_per_node, threads_per_rank, allow_oversubscribe=allow_oversubscribe)
+    if module == "workshop.train":
+        from workshop.train import TrainArgs, parse_args
+
+        targs = train_args if isinstance(train_args, TrainArgs) else parse_args(list(train_args))
+        targs.validate()
+        argv, out_dir, max_steps = targs.to_argv(), Path(targs.output_dir), targs.max_steps
+        cpu_only, pending = targs.backend != "nccl", ops_to_build(targs)
+    else:
+        argv, out_dir, max_steps = list(train_args), Path(log_path).parent if log_path else Path("out"), None
+        cpu_only, pending = False, []
+    cmd = torchrun_command(argv, nproc_per_node=nproc_per_node, nnodes=nnodes, node_rank=node_rank,
                            rdzv_endpoint=rdzv_endpoint, max_restarts=max_restarts, module=module, prefix=prefix)
-    out_dir = Path(_arg(train_args, "--output-dir", "out/train"))
     log_path = Path(log_path) if log_path else out_dir / f"torchrun-node{node_rank}.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    pending = ops_to_build(train_args)
     if pending and progress:
         print(f"note: DeepSpeed compiles {', '.join(pending)} on this first run (about a minute on 2 cores); "
               f"later runs reuse the build cached in {extensions_dir()}", flush=True)
-    max_steps = _arg(train_args, "--max-steps")
-    bar = _progress(int(max_steps) if max_steps else None, progress)
+    bar = _progress(max_steps, progress)
 
     from workshop.logs import parse_metrics
 
     shm_before = set(SHM_DIR.glob(SHM_GLOB))
     t0, lines, steps = time.time(), [], []
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1,
-                            env=rank_env(threads_per_rank, env), start_new_session=True)
+                            env=rank_env(threads_per_rank, env, nproc_per_node=nproc_per_node, cpu_only=cpu_only),
+                            start_new_session=True)
     inbox: queue.Queue = queue.Queue()
 
     def pump():  # a thread reads, so the timeout is enforced even when no line ever arrives
@@ -250,7 +284,7 @@ def sweep_threads(train_args, settings: list[int], *, nproc_per_node: int = 2, s
     rows = []
     for t in settings:
         args = replace(train_args, max_steps=steps, output_dir=f"{train_args.output_dir}-threads{t}")
-        run = run_torchrun(args.to_argv(), nproc_per_node=nproc_per_node, threads_per_rank=t,
+        run = run_torchrun(args, nproc_per_node=nproc_per_node, threads_per_rank=t,
                            allow_oversubscribe=True, progress=False).check()
         rows.append({"label": f"{nproc_per_node} ranks x {t} threads", "threads": t,
                      "tokens_per_s": run.metrics["tokens_per_s_median"],

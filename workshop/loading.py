@@ -30,6 +30,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from workshop.errors import WorkshopError, check_choice, report
+from workshop.shm import release_shm_buffers
 
 METHODS = ("naive", "meta", "zero3", "zero3-stream")
 DTYPES = ("bf16", "fp32")
@@ -398,10 +399,6 @@ def run_worker(method: str, checkpoint: str, out_dir: str, *, dtype: str = "bf16
     (Path(out_dir) / f"rank{rank}.json").write_text(json.dumps(asdict(report)))
     dist.barrier()
     del keep
-    if rank == 0:
-        from workshop.train import release_shm_buffers
-
-        release_shm_buffers()
     dist.destroy_process_group()
     return report
 
@@ -426,17 +423,13 @@ def check_world_size(world_size: int, *, model_bytes: int | None = None, method:
 
 
 def _worker_env(nproc: int, threads: int | None) -> dict:
-    env = dict(os.environ)
-    pkg_parent = str(Path(__file__).resolve().parents[1])
-    env["PYTHONPATH"] = os.pathsep.join(p for p in [pkg_parent, env.get("PYTHONPATH", "")] if p)
-    env["LOCAL_SIZE"] = str(nproc)  # DeepSpeed's CPU shm allreduce segfaults under torchrun without it
-    env["OMP_NUM_THREADS"] = str(threads or max(1, (os.cpu_count() or 1) // nproc))
-    env.setdefault("TORCH_EXTENSIONS_DIR", str(Path.home() / ".cache" / "torch_extensions"))
-    env.setdefault("TOKENIZERS_PARALLELISM", "false")
+    """The ranks' environment (workshop.launch.rank_env) plus one setting of this experiment's own."""
+    from workshop.launch import rank_env
+
     # glibc otherwise keeps large freed buffers (ZeRO-3's gathered modules) in its heap, where RSS still
     # counts them; a fixed threshold returns them to the OS. Same for every method, so the comparison is fair.
-    env.setdefault("MALLOC_MMAP_THRESHOLD_", "65536")
-    return env
+    extra = {"MALLOC_MMAP_THRESHOLD_": os.environ.get("MALLOC_MMAP_THRESHOLD_", "65536")}
+    return rank_env(threads or max(1, (os.cpu_count() or 1) // nproc), extra, nproc_per_node=nproc, cpu_only=True)
 
 
 def run_method(checkpoint: str | Path, method: str, nproc: int, *, dtype: str | None = None,
@@ -451,9 +444,10 @@ def run_method(checkpoint: str | Path, method: str, nproc: int, *, dtype: str | 
     out = Path(out_dir) / f"{method}-n{nproc}"
     for old in out.glob("rank*.json"):
         old.unlink()
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}",
-           "-m", "workshop.loading", "worker", "--method", method, "--checkpoint", str(checkpoint),
-           "--out-dir", str(out), "--dtype", dtype]
+    from workshop.launch import torchrun_command
+
+    cmd = torchrun_command(["worker", "--method", method, "--checkpoint", str(checkpoint), "--out-dir", str(out),
+                            "--dtype", dtype], module="workshop.loading", nproc_per_node=nproc)
     if low_cpu_mem_usage is not None:
         cmd += ["--low-cpu-mem-usage", str(low_cpu_mem_usage).lower()]
     if not verify:
@@ -674,8 +668,9 @@ def show_pitfall(name: str, checkpoint: str | Path, *, nproc: int = 2, timeout: 
                 env.pop(var, None)
             cmd = [sys.executable, *args]
         else:
-            cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}",
-                   *args, "--rank0-only"]
+            from workshop.launch import torchrun_command
+
+            cmd = torchrun_command(args[2:] + ["--rank0-only"], module="workshop.loading", nproc_per_node=nproc)
         proc = subprocess.run(cmd, check=False, env=env, capture_output=True, text=True, timeout=timeout)
         if not out.exists():
             tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-10:])
@@ -753,8 +748,11 @@ def main(argv: list[str] | None = None) -> int:
                 if args.json_out:
                     Path(args.json_out).write_text(json.dumps(summary, indent=1))
         elif args.cmd == "worker":
-            run_worker(args.method, args.checkpoint, args.out_dir, dtype=args.dtype,
-                       low_cpu_mem_usage=args.low_cpu_mem_usage, verify=not args.no_verify)
+            try:
+                run_worker(args.method, args.checkpoint, args.out_dir, dtype=args.dtype,
+                           low_cpu_mem_usage=args.low_cpu_mem_usage, verify=not args.no_verify)
+            finally:  # os._exit below skips atexit: release DeepSpeed's /dev/shm buffers here, however it went
+                release_shm_buffers()
             # The report is on disk and the process group is gone. Skip interpreter teardown: a DeepSpeed/gloo
             # C++ thread left joinable after zero.Init can abort the exit ("terminate called without an active
             # exception", SIGABRT, seen once in CI), which would fail a measurement that already succeeded.
@@ -766,7 +764,10 @@ def main(argv: list[str] | None = None) -> int:
                 out_file = args.out_file
             else:
                 out_file = os.devnull
-            print(json.dumps(run_pitfall_here(args.name, args.checkpoint, out_file)))
+            try:  # the pitfalls fail on purpose; their DeepSpeed buffers must not outlive them
+                print(json.dumps(run_pitfall_here(args.name, args.checkpoint, out_file)))
+            finally:
+                release_shm_buffers()
     except WorkshopError as exc:
         return report(exc)
     return 0

@@ -5,11 +5,12 @@ from __future__ import annotations
 import json
 import re
 
-from workshop.train import METRIC_PREFIX
-
 _STAGE_MA = re.compile(r"MA ([\d.]+) GB\s+Max_MA ([\d.]+) GB\s+CA ([\d.]+) GB\s+Max_CA ([\d.]+) GB")
 _STAGE_VM = re.compile(r"CPU Virtual Memory:\s+used = ([\d.]+) GB, percent = ([\d.]+)%")
 _RANK_PREFIX = re.compile(r"^\[(?:default)?\d+\]:|^\[rank\d+\]:")
+
+
+METRIC_PREFIX = "METRIC "  # the entry point prints one `METRIC {json}` line per optimizer step
 
 
 def _strip(line: str) -> str:

@@ -261,27 +261,21 @@ class CapResult:
 def torchrun_command(cfg: NetSimConfig, node_rank: int, local_addr: str, rdzv_host: str,
                      output_dir: Path, run_id: str) -> list[str]:
     """The per-node launcher: what a TrainJob's node container runs, with the rendezvous spelled out."""
-    return [sys.executable, "-m", "torch.distributed.run",
-            f"--nnodes={cfg.nodes}", f"--nproc-per-node={cfg.procs_per_node}",
-            f"--node-rank={node_rank}",  # informative: c10d assigns ranks itself
-            "--rdzv-backend=c10d", f"--rdzv-endpoint={rdzv_host}:{cfg.port}", f"--rdzv-id={run_id}",
-            # the first node hosts the c10d store; say so, since the hostname does not resolve inside a namespace
-            f"--rdzv-conf=is_host={int(node_rank == 0)}",
-            f"--local-addr={local_addr}", "--max-restarts=0",
-            "-m", cfg.module, *cfg.train_args, "--threads", str(cfg.threads_per_rank),
-            "--output-dir", str(output_dir)]
+    from workshop.launch import torchrun_command as build
+
+    # the first node hosts the c10d store; say so, since the hostname does not resolve inside a namespace
+    return build([*cfg.train_args, "--threads", str(cfg.threads_per_rank), "--output-dir", str(output_dir)],
+                 module=cfg.module, nproc_per_node=cfg.procs_per_node, nnodes=cfg.nodes, node_rank=node_rank,
+                 rdzv_endpoint=f"{rdzv_host}:{cfg.port}", rdzv_id=run_id, rdzv_conf=f"is_host={int(node_rank == 0)}",
+                 local_addr=local_addr)
 
 
 def _node_env(ifname: str, threads: int) -> dict[str, str]:
-    env = dict(os.environ)
-    env.update({
-        "GLOO_SOCKET_IFNAME": ifname,  # gloo binds the namespace's interface, not whatever the hostname resolves to
-        "OMP_NUM_THREADS": str(threads),
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")])),
-        "PYTHONUNBUFFERED": "1",
-        "TOKENIZERS_PARALLELISM": "false",
-    })
-    return env
+    """Every node's ranks get the launcher's one environment; gloo binds the namespace's interface, not
+    whatever the hostname resolves to."""
+    from workshop.launch import rank_env
+
+    return rank_env(threads, {"GLOO_SOCKET_IFNAME": ifname}, cpu_only=True)
 
 
 def _kill(procs: list[subprocess.Popen]) -> None:

@@ -24,9 +24,10 @@ from pathlib import Path
 
 from workshop.errors import WorkshopError, check_choice, check_positive, report
 from workshop.guard import NumericsGuard, check_deepspeed, versions
+from workshop.logs import METRIC_PREFIX
 from workshop.models import PRESETS, resolve_source
+from workshop.shm import release_shm_buffers
 
-METRIC_PREFIX = "METRIC "
 PRECISIONS = ("auto", "bf16", "fp32")
 ENGINES = ("deepspeed", "ddp")
 BACKENDS = ("auto", "gloo", "nccl")
@@ -97,6 +98,15 @@ class TrainArgs:
         if self.engine == "ddp" and (self.offload_param or self.offload_optimizer):
             raise WorkshopError("offload flags need --engine deepspeed (DDP keeps everything on each rank)")
         resolve_source(self.model)  # preset, local directory or hub id; else names all three
+        context = PRESETS[self.model].config.get("max_position_embeddings") if self.model in PRESETS else None
+        if context and self.seq_len > context:
+            raise WorkshopError(f"seq-len {self.seq_len} is longer than {self.model}'s context of {context} tokens; "
+                                f"allowed: 1..{context}")
+        if not isinstance(self.extra_ds, dict):
+            raise WorkshopError(f"extra-ds must be a JSON object such as '{{\"overlap_comm\": true}}', "
+                                f"got {self.extra_ds!r}")
+        if self.resume:
+            _check_resumable(Path(self.output_dir))
         if self.save_total_limit is not None:
             check_positive("save-total-limit", self.save_total_limit)
         if self.sync_to is not None:
@@ -109,6 +119,28 @@ class TrainArgs:
         missing = [m for m in required if importlib.util.find_spec(m) is None]
         if missing:
             raise WorkshopError(f"missing packages: {', '.join(missing)}; install the workbook with `pip install -e .`")
+
+
+def _check_resumable(out: Path) -> None:
+    """--resume continues from the newest checkpoint-N in --output-dir: refuse one that cannot be resumed
+    (a run killed while saving leaves a folder without trainer_state.json) before any rank starts."""
+    import re as _re
+
+    found = sorted((p for p in out.glob("checkpoint-*") if _re.fullmatch(r"checkpoint-\d+", p.name)),
+                   key=lambda p: int(p.name.split("-")[1])) if out.is_dir() else []
+    if found and not (found[-1] / "trainer_state.json").is_file():
+        raise WorkshopError(f"cannot resume from {found[-1]}: it has no trainer_state.json (a save that was cut "
+                            f"short?); delete that folder to resume from {found[-2].name if len(found) > 1 else 'scratch'}")
+
+
+def _json_object(text: str) -> dict:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise argparse.ArgumentTypeError(f"malformed JSON {text!r}: {e.msg} at column {e.colno}") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError(f"expected a JSON object such as '{{\"overlap_comm\": true}}', got {text!r}")
+    return value
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -142,7 +174,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--warmup-steps", type=int, default=d.warmup_steps)
     p.add_argument("--optimizer", default=d.optimizer, help="transformers optim name, e.g. adamw_torch, adamw_torch_fused")
     p.add_argument("--compile", action="store_true", help="torch.compile the model (Inductor)")
-    p.add_argument("--extra-ds", type=json.loads, default={}, help="JSON merged into zero_optimization")
+    p.add_argument("--extra-ds", type=_json_object, default={}, help="JSON merged into zero_optimization")
     p.add_argument("--max-grad-jump", type=float, default=d.max_grad_jump,
                    help="stop when a step's grad norm exceeds this many times the median so far (0: off); "
                         "a non-finite loss or a loss of exactly 0 always stops the run")
@@ -546,29 +578,6 @@ def show_zero_memory_stages() -> None:
         return original(message, force=force or str(message).startswith(ZERO_STAGE_MESSAGES))
 
     stage3.see_memory_usage = parameter_offload.see_memory_usage = see_memory_usage
-
-
-SHM_DIR = Path("/dev/shm")
-SHM_GLOB = "deepspeed_allreduce_buffer_*"
-
-
-def shm_buffer_prefix() -> str:
-    """Name prefix of the shared-memory files DeepSpeed's CPU collective creates for this run (shm.cpp)."""
-    return f"deepspeed_allreduce_buffer_{os.getuid()}_{os.environ.get('MASTER_ADDR')}_{os.environ.get('MASTER_PORT')}_"
-
-
-def release_shm_buffers() -> int:
-    """Unlink this run's DeepSpeed shared-memory buffers (one ~66 MB file per rank in /dev/shm).
-
-    DeepSpeed 0.19 creates them when all ranks are on one host and never removes them: /dev/shm is RAM,
-    so a day of runs fills the machine's memory. Unlinking removes only the name: a rank that still has a
-    buffer mapped keeps it until it exits, so every rank may call this at its end, in any order.
-    """
-    removed = 0
-    for path in SHM_DIR.glob(shm_buffer_prefix() + "*"):
-        path.unlink(missing_ok=True)
-        removed += 1
-    return removed
 
 
 def zero3_partition(model, world: int, max_params: int = 1000) -> dict | None:

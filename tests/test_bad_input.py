@@ -1,0 +1,99 @@
+"""Bad input, every command: a non-zero exit before anything starts, one plain message naming the bad value
+(and, where there is a list, the allowed ones), never a traceback. In-process through `workshop.cli.main`, so the
+whole table takes seconds; a traceback would surface here as an uncaught exception and fail the case."""
+
+import json
+
+import pytest
+
+from workshop.cli import main
+
+CASES = [
+    # the training entry point
+    (["train", "--model", "gpt5"], "'gpt5'"),
+    (["train", "--micro-batch", "0"], "got 0"),
+    (["train", "--micro-batch", "two"], "'two'"),
+    (["train", "--seq-len", "-4"], "got -4"),
+    (["train", "--seq-len", "4096", "--model", "tiny"], "seq-len 4096"),
+    (["train", "--grad-accum", "0"], "got 0"),
+    (["train", "--max-steps", "0"], "got 0"),
+    (["train", "--lr", "0"], "got 0.0"),
+    (["train", "--lr=-1e-3"], "got -0.001"),
+    (["train", "--lr", "fast"], "'fast'"),
+    (["train", "--warmup-steps", "-1"], "got -1"),
+    (["train", "--threads", "0"], "got 0"),
+    (["train", "--precision", "fp8"], "'fp8'; allowed: auto, bf16, fp32"),
+    (["train", "--engine", "fsdp"], "'fsdp'; allowed: deepspeed, ddp"),
+    (["train", "--backend", "mpi"], "'mpi'; allowed: auto, gloo, nccl"),
+    (["train", "--zero-stage", "4"], "4; allowed: 0, 1, 2, 3"),
+    (["train", "--offload-param", "--zero-stage", "2"], "got 2"),
+    (["train", "--dataset", "/nonexistent/corpus.txt"], "/nonexistent/corpus.txt"),
+    (["train", "--extra-ds", "{overlap_comm: true"], "{overlap_comm: true"),
+    (["train", "--extra-ds", "[1, 2]"], "[1, 2]"),
+    (["train", "--max-grad-jump", "-5"], "got -5.0"),
+    (["train", "--save-total-limit", "0"], "got 0"),
+    (["train", "--sync-to", "gs://bucket/x"], "gs://bucket/x"),
+    (["train", "--model", "/no/such/dir/"], "/no/such/dir/"),
+    (["train", "--no-such-flag"], "--no-such-flag"),
+    # planning and the catalog
+    (["plan", "--model", "gpt5"], "'gpt5'"),
+    (["plan", "--model", "llama-3-8b", "--nodes", "0"], "0"),
+    (["plan", "--model", "llama-3-8b", "--zero", "5"], "5"),
+    (["plan", "--model", "llama-3-8b", "--procs-per-node", "-2"], "-2"),
+    (["plan", "--model", "llama-3-8b", "--micro-batch", "0"], "0"),
+    (["plan", "--model", "llama-3-8b", "--source", "azure"], "'azure'"),
+    (["plan", "--model", "llama-3-8b", "--family", "zz9*", "--source", "moto"], "zz9*"),
+    (["instances", "--family", "zz9*", "--source", "moto"], "zz9*"),
+    (["instances", "--type", "c7i.huge", "--source", "moto"], "c7i.huge"),
+    (["instances", "--source", "azure"], "'azure'"),
+    (["hw", "--sizes", "0"], "0"),
+    (["hw", "--sizes", "abc"], "abc"),
+    (["hw", "--threads", "x,2"], "x,2"),
+    (["hw", "--repeats", "0"], "0"),
+    # manifests and clusters
+    (["validate", "/no/such/manifest.yaml"], "/no/such/manifest.yaml"),
+    (["validate", "--trainer", "9.9.9", "manifests/trainjob-cpu-v2.1.yaml"], "9.9.9"),
+    (["validate", "--karpenter", "0.1", "manifests/karpenter-cpu-amx.yaml"], "0.1"),
+    (["cluster", "apply", "/no/such/file.yaml"], "/no/such/file.yaml"),
+    (["crds", "import", "/no/such/folder"], "/no/such/folder"),
+    (["crds", "dance"], "dance"),
+    # multi-node simulation, collectives, loading, benchmarks, the runner
+    (["netsim", "--nodes", "0"], "0"),
+    (["netsim", "--rate", "fast"], "fast"),
+    (["netsim", "--mode", "carrier-pigeon"], "carrier-pigeon"),
+    (["netsim", "--procs-per-node", "0"], "0"),
+    (["comms", "model", "--model", "gpt5"], "gpt5"),
+    (["bench", "quantum"], "quantum"),
+    (["bench", "recipes", "--steps", "0"], "0"),
+    (["bench", "recipes", "--nproc", "0"], "0"),
+    (["load", "bench", "--json-out", "x.json", "--model", "gpt5"], "gpt5"),
+    (["load", "bench", "--json-out", "x.json", "--methods", "teleport"], "teleport"),
+    (["load", "bench", "--json-out", "x.json", "--ranks", "0"], "0"),
+    (["run", "--only", "99"], "99"),
+    (["run", "--only", "04", "-p", "no_such_param", "5"], "no_such_param"),
+    (["nonsense"], "nonsense"),
+]
+
+
+@pytest.mark.parametrize("argv, value", CASES, ids=[" ".join(a)[:60] for a, _ in CASES])
+def test_bad_input_fails_early_and_plainly(argv, value, capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path.parent if argv[0] != "validate" else _repo())
+    try:
+        code = main(argv)
+    except SystemExit as exit_:  # argparse's own errors: exit 2 with a usage line
+        code = exit_.code
+    out = capsys.readouterr()
+    text = out.err + out.out
+    assert code not in (0, None), f"exit {code}: {text[-500:]}"
+    assert "Traceback" not in text
+    assert value in text, f"{value!r} not named in: {text[-600:]}"
+
+
+def _repo():
+    from pathlib import Path
+
+    return Path(__file__).resolve().parent.parent
+
+
+def test_there_are_at_least_fifty_cases():
+    assert len(CASES) >= 50 and len({json.dumps(a) for a, _ in CASES}) == len(CASES)
