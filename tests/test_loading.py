@@ -178,3 +178,23 @@ def test_pitfalls_happen_and_the_fix_works(ckpt):
     assert not wrapped["ok"] and wrapped["error"]
     with pytest.raises(WorkshopError, match="unknown pitfall"):
         loading.show_pitfall("nope", ckpt)
+
+
+REDUCED_1B = {"num_hidden_layers": 1, "vocab_size": 8192, "bos_token_id": 1, "eos_token_id": 2}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("method, nproc", [("naive", 1), ("meta", 1), ("zero3", 2), ("zero3-stream", 2)])
+def test_tied_embeddings_load_in_every_method(tmp_path_factory, method, nproc):
+    """llama-3.2-1b ties lm_head to the embeddings (safetensors keeps one copy). Its widths, GQA layout and
+    rope scaling at one layer and an 8k vocab (77.6 M parameters): every method loads it and every weight,
+    gathered where ZeRO-3 split it, equals the file."""
+    from workshop.loading import run_method, write_checkpoint
+
+    root = tmp_path_factory.getbasetemp() / "llama-3.2-1b-1layer"
+    ckpt = write_checkpoint(root, "llama-3.2-1b", dtype="fp32", max_shard_size="100MB", overrides=REDUCED_1B)
+    assert len(list(ckpt.glob("*.safetensors"))) >= 2  # sharded, like the hub's
+    reports = run_method(ckpt, method, nproc, dtype="fp32", out_dir=tmp_path_factory.mktemp(method))
+    assert len(reports) == nproc
+    assert all(r["weights_match"] for r in reports), reports
+    assert {r["full_numel"] for r in reports} == {77_600_768}  # lm_head is the embedding: counted once

@@ -64,10 +64,13 @@ def _write_tokenizer(out_dir: Path, vocab_size: int) -> None:
 
 
 def write_checkpoint(out_dir: str | Path, model: str = "medium", *, dtype: str = "bf16",
-                     max_shard_size: str = "200MB", seed: int = 0, force: bool = False) -> Path:
+                     max_shard_size: str = "200MB", seed: int = 0, force: bool = False,
+                     overrides: dict | None = None) -> Path:
     """Write a checkpoint shaped like a hub one: sharded safetensors + index + config + tokenizer.
 
     Random weights (no hub here), but a fixed seed, so a re-run with the same arguments is skipped.
+    `overrides` change the preset's config, e.g. {"num_hidden_layers": 1, "vocab_size": 8192}: a real
+    architecture's widths, head layout, rope scaling and tied embeddings at a size a 2-core test can load.
     """
     import torch
     from transformers import AutoModelForCausalLM
@@ -75,7 +78,8 @@ def write_checkpoint(out_dir: str | Path, model: str = "medium", *, dtype: str =
     from workshop.models import build_config
 
     out = Path(out_dir)
-    spec = {"model": model, "dtype": dtype, "max_shard_size": max_shard_size, "seed": seed}
+    spec = {"model": model, "dtype": dtype, "max_shard_size": max_shard_size, "seed": seed,
+            **({"overrides": overrides} if overrides else {})}
     marker = out / _MARKER
     if not force and marker.exists() and json.loads(marker.read_text()).get("spec") == spec:
         try:
@@ -83,7 +87,7 @@ def write_checkpoint(out_dir: str | Path, model: str = "medium", *, dtype: str =
             return out
         except WorkshopError:
             pass  # damaged: write it again
-    config = build_config(model)  # validates the preset name
+    config = build_config(model, **(overrides or {}))  # validates the preset name
     torch.manual_seed(seed)
     net = AutoModelForCausalLM.from_config(config, dtype=_torch_dtype(dtype))
     out.mkdir(parents=True, exist_ok=True)
@@ -263,7 +267,14 @@ def _load(method: str, checkpoint: str, dtype: str, low_cpu_mem_usage: bool | No
         state = {}
         for shard in verify_checkpoint(checkpoint).shards:           # 2x: the whole state dict in RAM
             state.update({k: v.clone() for k, v in load_file(Path(checkpoint) / shard).items()})
-        model.load_state_dict(state)
+        # tied embeddings (llama-3.2-1b): the file keeps one copy, lm_head shares it once re-tied
+        tied = set(getattr(model, "_tied_weights_keys", None) or ()) if config.tie_word_embeddings else set()
+        missing, unexpected = model.load_state_dict(state, strict=False)
+        if set(missing) - tied or unexpected:
+            raise WorkshopError(f"checkpoint {checkpoint} does not fit its config: missing "
+                                f"{sorted(set(missing) - tied)[:3]}, unexpected {sorted(unexpected)[:3]}")
+        if tied:
+            model.tie_weights()
         del state
         return model, None
     kwargs = {} if low_cpu_mem_usage is None else {"low_cpu_mem_usage": low_cpu_mem_usage}

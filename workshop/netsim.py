@@ -33,9 +33,11 @@ from pathlib import Path
 from workshop.errors import WorkshopError, check_choice, check_positive
 from workshop.errors import report as report_error
 
-DEFAULT_TRAIN_ARGS = ["--model", "tiny", "--dataset", "local", "--seq-len", "128", "--micro-batch", "4",
-                      "--max-steps", "8", "--engine", "deepspeed", "--zero-stage", "3", "--precision", "auto",
-                      "--backend", "gloo"]
+
+def _default_train_args():
+    from workshop.train import TrainArgs
+
+    return TrainArgs(model="tiny", seq_len=128, micro_batch=4, max_steps=8, zero_stage=3, backend="gloo")
 MODES = ("auto", "netns", "loopback")
 _RATE = re.compile(r"^(\d+(?:\.\d+)?)(bit|kbit|mbit|gbit|tbit)$")
 _UNITS = {"bit": 1, "kbit": 10**3, "mbit": 10**6, "gbit": 10**9, "tbit": 10**12}
@@ -62,7 +64,7 @@ class NetSimConfig:
     procs_per_node: int = 1
     threads_per_rank: int = 1
     rates: list[str] = field(default_factory=lambda: ["10gbit", "1gbit"])
-    train_args: list[str] = field(default_factory=lambda: list(DEFAULT_TRAIN_ARGS))
+    train_args: object = field(default_factory=_default_train_args)  # a TrainArgs (argv list accepted)
     out_dir: Path = Path("out/netsim")
     mode: str = "auto"
     subnet: str = "10.77.0.0/24"
@@ -261,11 +263,17 @@ class CapResult:
 def torchrun_command(cfg: NetSimConfig, node_rank: int, local_addr: str, rdzv_host: str,
                      output_dir: Path, run_id: str) -> list[str]:
     """The per-node launcher: what a TrainJob's node container runs, with the rendezvous spelled out."""
-    from workshop.launch import torchrun_command as build
+    from dataclasses import replace
 
-    # the first node hosts the c10d store; say so, since the hostname does not resolve inside a namespace
-    return build([*cfg.train_args, "--threads", str(cfg.threads_per_rank), "--output-dir", str(output_dir)],
-                 module=cfg.module, nproc_per_node=cfg.procs_per_node, nnodes=cfg.nodes, node_rank=node_rank,
+    from workshop.launch import torchrun_command as build
+    from workshop.train import TrainArgs
+
+    if isinstance(cfg.train_args, TrainArgs):  # rendered to a command line only here, at the last moment
+        argv = replace(cfg.train_args, threads=cfg.threads_per_rank, output_dir=str(output_dir)).to_argv()
+    else:
+        argv = [*cfg.train_args, "--threads", str(cfg.threads_per_rank), "--output-dir", str(output_dir)]
+    # the first node hosts the c10d store (is_host): the hostname does not resolve inside a namespace
+    return build(argv, module=cfg.module, nproc_per_node=cfg.procs_per_node, nnodes=cfg.nodes, node_rank=node_rank,
                  rdzv_endpoint=f"{rdzv_host}:{cfg.port}", rdzv_id=run_id, rdzv_conf=f"is_host={int(node_rank == 0)}",
                  local_addr=local_addr)
 
@@ -430,7 +438,8 @@ def run(cfg: NetSimConfig, progress=print) -> NetSimReport:
                 progress(f"  note: rate cap {rate} cannot be applied on loopback; running uncapped")
             results.append(run_cap(cfg, rate, None, progress))
     return NetSimReport(mode=mode, reason=reason, nodes=cfg.nodes, procs_per_node=cfg.procs_per_node,
-                        train_args=list(cfg.train_args), results=results)
+                        train_args=(cfg.train_args.to_argv() if hasattr(cfg.train_args, "to_argv")
+                                    else list(cfg.train_args)), results=results)
 
 
 # ---------------------------------------------------------------- CLI
@@ -439,7 +448,7 @@ def run(cfg: NetSimConfig, progress=print) -> NetSimReport:
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="workshop netsim", description=__doc__.split("\n\n")[0],
                                 epilog="Anything after `--` goes to the training entry point "
-                                       "(default: " + " ".join(DEFAULT_TRAIN_ARGS) + ").")
+                                       "(default: " + " ".join(_default_train_args().to_argv()) + ").")
     p.add_argument("--nodes", type=int, default=2)
     p.add_argument("--procs-per-node", type=int, default=1)
     p.add_argument("--threads", type=int, default=1, help="torch/OMP threads per rank")
