@@ -478,7 +478,10 @@ def workbook_smoke(out: str | Path = "out/bench-workbook", echo=print) -> dict:
 def save(name: str, result: dict, results_dir: str | Path, json_out: str | Path | None = None) -> Path:
     path = Path(json_out) if json_out else Path(results_dir) / f"{name}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
-    result = {**result, "measured_at": time.strftime("%Y-%m-%d %H:%M:%S"), "host_cores": os.cpu_count()}
+    from workshop.guard import versions
+
+    result = {**result, "measured_at": time.strftime("%Y-%m-%d %H:%M:%S"), "host_cores": os.cpu_count(),
+              "versions": versions()}
     path.write_text(json.dumps(result, indent=2, default=str) + "\n")
     return path
 

@@ -739,7 +739,9 @@ def _write(result: dict, path: Path) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     old = json.loads(path.read_text()) if path.exists() else {}
-    path.write_text(json.dumps({**old, **result}, indent=2, default=str))
+    from workshop.guard import versions
+
+    path.write_text(json.dumps({**old, **result, "versions": versions()}, indent=2, default=str))
     return path
 
 

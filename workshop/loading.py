@@ -603,6 +603,9 @@ def bench(json_out: str | Path, *, model: str = "medium", world_sizes=(1, 2), me
         "rows": summary,
         "ratio_vs_naive": {str(n): ratios(summary, world_size=n) for n in world_sizes},
     }
+    from workshop.guard import versions
+
+    result["versions"] = versions()
     Path(json_out).parent.mkdir(parents=True, exist_ok=True)
     Path(json_out).write_text(json.dumps(result, indent=1))
     return result

@@ -404,6 +404,9 @@ class NetSimReport:
         path.parent.mkdir(parents=True, exist_ok=True)
         data = asdict(self)
         data["table"] = self.table()
+        from workshop.guard import versions
+
+        data["versions"] = versions()
         path.write_text(json.dumps(data, indent=2, default=str) + "\n")
         return path
 
