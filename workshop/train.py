@@ -597,32 +597,11 @@ def zero3_partition(model, world: int, max_params: int = 1000) -> dict | None:
 
 
 def _fault_injection() -> None:
-    """WORKSHOP_KILL_AT="RANK:STEP" makes that rank SIGKILL itself after STEP steps; WORKSHOP_RAISE_AT="RANK:STEP"
-    makes it raise instead (the fault tests use them: a killed rank, and a rank whose exception must be shown)."""
-    for var, action in (("WORKSHOP_RAISE_AT", "raise"), ("WORKSHOP_HANG_AT", "hang")):
+    """WORKSHOP_KILL_AT / _RAISE_AT / _HANG_AT="RANK:STEP": that rank SIGKILLs itself, raises, or goes silent after
+    STEP steps (the fault tests use them: a killed rank, a rank whose exception must be shown, a hang)."""
+    for var, action in (("WORKSHOP_KILL_AT", "kill"), ("WORKSHOP_RAISE_AT", "raise"), ("WORKSHOP_HANG_AT", "hang")):
         if os.environ.get(var):
             _fault_at(*os.environ[var].split(":"), action)
-    spec = os.environ.get("WORKSHOP_KILL_AT")
-    if not spec:
-        return
-    rank_s, step_s = spec.split(":")
-    if int(os.environ["RANK"]) != int(rank_s):
-        return
-    import signal
-
-    from transformers import trainer as hf_trainer
-
-    original = hf_trainer.Trainer._maybe_log_save_evaluate
-
-    def wrapped(self, *a, **kw):
-        result = original(self, *a, **kw)
-        if self.state.global_step >= int(step_s):
-            print(f"workshop.train: fault injection, rank {rank_s} kills itself at step {self.state.global_step}",
-                  flush=True)
-            os.kill(os.getpid(), signal.SIGKILL)
-        return result
-
-    hf_trainer.Trainer._maybe_log_save_evaluate = wrapped
 
 
 def _fault_at(rank_s: str, step_s: str, action: str) -> None:
@@ -635,6 +614,12 @@ def _fault_at(rank_s: str, step_s: str, action: str) -> None:
     def wrapped(self, *a, **kw):
         result = original(self, *a, **kw)
         if self.state.global_step >= int(step_s):
+            if action == "kill":
+                import signal
+
+                print(f"workshop.train: fault injection, rank {rank_s} kills itself at step {self.state.global_step}",
+                      flush=True)
+                os.kill(os.getpid(), signal.SIGKILL)
             if action == "hang":  # silent, like a rank stuck in a collective: only a watchdog can stop it
                 print(f"workshop.train: fault injection, rank {rank_s} hangs at step {self.state.global_step}",
                       flush=True)
