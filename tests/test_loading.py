@@ -198,3 +198,24 @@ def test_tied_embeddings_load_in_every_method(tmp_path_factory, method, nproc):
     assert len(reports) == nproc
     assert all(r["weights_match"] for r in reports), reports
     assert {r["full_numel"] for r in reports} == {77_600_768}  # lm_head is the embedding: counted once
+
+
+def test_preflight_refuses_before_a_checkpoint_is_written(tmp_path, monkeypatch):
+    """llama-3-8b, two naive ranks (~66 GB) on a machine with 40 GB free: refused at once, not after minutes of
+    writing a 16 GB checkpoint; with 10 GB free even building the model once is refused."""
+    import psutil
+
+    from workshop.errors import WorkshopError
+    from workshop.loading import bench
+
+    class Mem:
+        available = 40 * 10**9
+
+    monkeypatch.setattr(psutil, "virtual_memory", lambda: Mem())
+    monkeypatch.setattr("os.cpu_count", lambda: 16)
+    with pytest.raises(WorkshopError, match=r"naive loading with 2 ranks needs about 6\d\.\d GB but only 40\.0 GB"):
+        bench(tmp_path / "x.json", model="llama-3-8b", world_sizes=(2,), work_dir=tmp_path / "work")
+    Mem.available = 10 * 10**9
+    with pytest.raises(WorkshopError, match=r"builds the model in memory: about 1\d\.\d GB needed, 10\.0 GB"):
+        bench(tmp_path / "x.json", model="llama-3-8b", world_sizes=(1,), work_dir=tmp_path / "work")
+    assert not any((tmp_path / "work").rglob("*.safetensors")) and not (tmp_path / "x.json").exists()

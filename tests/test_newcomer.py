@@ -18,6 +18,8 @@ pytestmark = pytest.mark.slow
 
 
 def test_fresh_clone_without_schemas_runs_chapters_02_05_06(tmp_path):
+    from workshop.dsprobe import extensions_dir
+
     if not (REPO / ".git").exists():
         pytest.skip("needs a git checkout to clone")
     clone = tmp_path / "alone" / "workbook"  # its parent holds nothing else: no ../shared
@@ -29,8 +31,7 @@ def test_fresh_clone_without_schemas_runs_chapters_02_05_06(tmp_path):
     env.update(HOME=str(home), PYTHONPATH=str(clone),
                WORKSHOP_CRDS_BASE_URL="http://127.0.0.1:9",  # "upstream" refuses at once, like an offline machine
                # the compiled-op cache is the compiler's, not data the workbook reads: keep it to save a minute
-               TORCH_EXTENSIONS_DIR=os.environ.get("TORCH_EXTENSIONS_DIR",
-                                                   str(Path.home() / ".cache" / "torch_extensions")))
+               TORCH_EXTENSIONS_DIR=str(extensions_dir()))
     out = tmp_path / "out"
     r = subprocess.run([sys.executable, "-m", "workshop", "run", "--only", "02", "05", "06", "--out", str(out)],
                        cwd=clone, env=env, capture_output=True, text=True, timeout=1500, check=False)

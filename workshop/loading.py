@@ -22,6 +22,7 @@ import gc
 import json
 import os
 import resource
+import shutil
 import subprocess
 import sys
 import threading
@@ -88,6 +89,7 @@ def write_checkpoint(out_dir: str | Path, model: str = "medium", *, dtype: str =
         except WorkshopError:
             pass  # damaged: write it again
     config = build_config(model, **(overrides or {}))  # validates the preset name
+    preflight_checkpoint(config, dtype, out)
     torch.manual_seed(seed)
     net = AutoModelForCausalLM.from_config(config, dtype=_torch_dtype(dtype))
     out.mkdir(parents=True, exist_ok=True)
@@ -415,6 +417,30 @@ def run_worker(method: str, checkpoint: str, out_dir: str, *, dtype: str = "bf16
 
 
 # --------------------------------------------------------------------------------------------- driver
+def preflight_checkpoint(config, dtype: str, out: Path, world_sizes=(1,), method: str = "naive") -> int:
+    """Before minutes of writing: the model must fit in memory to be built once, the files on disk, and the
+    largest requested loading run in memory. Returns the model's bytes in `dtype`."""
+    import psutil
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    with torch.device("meta"):
+        numel = sum(p.numel() for p in AutoModelForCausalLM.from_config(config).parameters())
+    size = numel * _BYTES_PER[dtype]
+    have = psutil.virtual_memory().available
+    if size * 1.2 > have:
+        raise WorkshopError(f"writing this checkpoint builds the model in memory: about {size * 1.2 / GB:.1f} GB "
+                            f"needed, {have / GB:.1f} GB available; choose a smaller model or --dtype")
+    probe = out if out.exists() else next(p for p in out.parents if p.exists())
+    free = shutil.disk_usage(probe).free
+    if size * 1.05 > free:
+        raise WorkshopError(f"the checkpoint needs about {size / GB:.1f} GB on disk, {free / GB:.1f} GB free "
+                            f"under {probe}; choose another --work-dir")
+    for n in world_sizes:
+        check_world_size(n, model_bytes=size, method=method)
+    return size
+
+
 def check_world_size(world_size: int, *, model_bytes: int | None = None, method: str = "naive") -> None:
     """Refuse a world size this machine cannot host: one core per rank, and the estimated peak must fit."""
     import psutil
@@ -589,6 +615,10 @@ def bench(json_out: str | Path, *, model: str = "medium", world_sizes=(1, 2), me
     import transformers
 
     work = Path(work_dir) if work_dir else Path.home() / ".cache" / "workshop" / "loading"
+    from workshop.models import build_config
+
+    work.mkdir(parents=True, exist_ok=True)  # judged before the checkpoint is written: minutes for a big model
+    preflight_checkpoint(build_config(model), dtype, work, world_sizes, "naive" if "naive" in methods else methods[0])
     ckpt = write_checkpoint(work / f"ckpt-{model}-{dtype}", model, dtype=dtype, max_shard_size=max_shard_size)
     info = verify_checkpoint(ckpt)
     shard = max((ckpt / s).stat().st_size for s in info.shards)
