@@ -290,3 +290,20 @@ def test_unknown_field_suggests_the_near_name_and_metadata_is_checked():
     assert 'did you mean "trainer"' in problems[("spec.trainr", "unknown field")]
     assert ("metadata.namespace", "DNS-1123 label") in problems
     assert ("metadata.labelz", "unknown field") in problems
+
+
+def test_storage_manifests_are_checked_not_waved_through():
+    """The FSx StorageClass and claim have no CRD: typed schemas of the built-in kinds judge them."""
+    import yaml
+
+    docs = [d for d in yaml.safe_load_all((Path(__file__).resolve().parents[1] / "manifests" / "storage-fsx.yaml").read_text()) if d]
+    assert [d["kind"] for d in docs] == ["StorageClass", "PersistentVolumeClaim"]
+    assert v.validate_documents(docs) == []
+    bad = copy.deepcopy(docs)
+    bad[0]["reclaimPolicy"] = "Keep"
+    bad[1]["spec"]["accessModes"] = ["ReadWriteSometimes"]
+    del bad[1]["spec"]["resources"]["requests"]["storage"]
+    text = "\n".join(map(str, v.validate_documents(bad)))
+    assert "reclaimPolicy: unsupported value \"Keep\"" in text
+    assert "spec.accessModes[0]: unsupported value \"ReadWriteSometimes\"" in text
+    assert "spec.resources.requests.storage" in text

@@ -57,7 +57,7 @@ FAMILIES = {"karpenter": "karpenter-aws-v{}", "trainer": "kubeflow-trainer-v{}"}
 KIND_FAMILY = {
     "NodePool": "karpenter", "NodeClaim": "karpenter", "EC2NodeClass": "karpenter",
     "TrainJob": "trainer", "TrainingRuntime": "trainer", "ClusterTrainingRuntime": "trainer",
-    "Secret": "core",
+    "Secret": "core", "StorageClass": "core", "PersistentVolumeClaim": "core",
 }
 
 
@@ -237,6 +237,45 @@ SECRET = {  # core/v1 Secret: no CRD exists for core kinds
         "immutable": {"type": "boolean"},
     },
 }
+
+_QUANTITY = {"x-kubernetes-int-or-string": True, "format": "quantity"}
+STORAGE_CLASS = {  # storage.k8s.io/v1 StorageClass (the fields of the Kubernetes API reference)
+    "type": "object", "required": ["apiVersion", "kind", "metadata", "provisioner"],
+    "properties": {
+        "apiVersion": {"type": "string", "enum": ["storage.k8s.io/v1"]},
+        "kind": {"type": "string", "enum": ["StorageClass"]},
+        "metadata": OBJECT_META,
+        "provisioner": {"type": "string", "minLength": 1},
+        "parameters": _STRING_MAP,
+        "reclaimPolicy": {"type": "string", "enum": ["Delete", "Retain"]},
+        "volumeBindingMode": {"type": "string", "enum": ["Immediate", "WaitForFirstConsumer"]},
+        "allowVolumeExpansion": {"type": "boolean"},
+        "mountOptions": {"type": "array", "items": {"type": "string"}},
+        "allowedTopologies": {"type": "array", "items": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}},
+    },
+}
+PERSISTENT_VOLUME_CLAIM = {  # core/v1 PersistentVolumeClaim
+    "type": "object", "required": ["apiVersion", "kind", "metadata", "spec"],
+    "properties": {
+        "apiVersion": {"type": "string", "enum": ["v1"]},
+        "kind": {"type": "string", "enum": ["PersistentVolumeClaim"]},
+        "metadata": OBJECT_META,
+        "spec": {"type": "object", "required": ["accessModes", "resources"], "properties": {
+            "accessModes": {"type": "array", "minItems": 1, "items": {"type": "string", "enum": [
+                "ReadWriteOnce", "ReadOnlyMany", "ReadWriteMany", "ReadWriteOncePod"]}},
+            "storageClassName": {"type": "string"},
+            "volumeMode": {"type": "string", "enum": ["Filesystem", "Block"]},
+            "volumeName": {"type": "string"},
+            "resources": {"type": "object", "required": ["requests"], "properties": {
+                "requests": {"type": "object", "required": ["storage"], "additionalProperties": _QUANTITY},
+                "limits": {"type": "object", "additionalProperties": _QUANTITY}}},
+            "selector": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
+            "dataSource": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
+        }},
+        "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
+    },
+}
+CORE_SCHEMAS = {"Secret": SECRET, "StorageClass": STORAGE_CLASS, "PersistentVolumeClaim": PERSISTENT_VOLUME_CLAIM}
 
 
 # ------------------------------------------------------------------ the Kubernetes dialect of jsonschema
@@ -523,7 +562,7 @@ def _label(doc, index: int, source: str | None) -> str:
 def _against(doc: dict, label: str, family: str, version: str) -> list[Problem]:
     """Problems of one document against one release of its family (the core family has no releases)."""
     if family == "core":
-        return _structural(copy.deepcopy(doc), SECRET, label, "")
+        return _structural(copy.deepcopy(doc), CORE_SCHEMAS[doc["kind"]], label, "")
     release = f"{FAMILY_NAME[family]} {version}"
     kind = doc["kind"]
     crd = load_crds(family, version)[kind]
