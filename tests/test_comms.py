@@ -176,7 +176,10 @@ def test_netsim_check_swaps_only_the_collective_time():
 @pytest.mark.slow
 def test_counted_calls_match_the_architecture(tmp_path):
     run = comms.run_training("tiny", world=2, steps=3, out_dir=tmp_path)
-    model = comms.zero3_calls("tiny")
+    from workshop.hardware import resolve_precision
+
+    assert run.precision == resolve_precision("auto")[0]  # the default: bf16 only where it is native
+    model = comms.zero3_calls("tiny", bytes_per_param=run.bytes_per_param)
     assert run.calls["all_gather_into_tensor"] == {"calls": model.all_gather_calls, "bytes": model.all_gather_bytes}
     assert run.calls["reduce_scatter_tensor"]["calls"] == model.reduce_scatter_calls
     assert run.step_time_s > 0 and 0 < run.optimizer_step_s < run.step_time_s

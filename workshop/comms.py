@@ -618,6 +618,12 @@ class LocalRun:
     optimizer_step_s: float  # time inside DeepSpeed's optimizer step (work that ZeRO splits N ways)
     calls: dict  # collective -> {"calls", "bytes"} per optimizer step, counted
     loopback_bytes_per_step_per_rank: float | None
+    precision: str = "bf16"  # what the run trained in (precision "auto" decides per machine)
+
+    @property
+    def bytes_per_param(self) -> int:
+        """ZeRO-3 gathers the 16-bit weights in bf16 and the fp32 weights in fp32: twice the bytes."""
+        return 2 if self.precision == "bf16" else 4
 
 
 def train_argv(model: str, *, offload: bool = False, grad_ckpt: bool = False, steps: int = 6,
@@ -654,7 +660,8 @@ def run_training(model: str, *, world: int, offload: bool = False, grad_ckpt: bo
     calls = per_step_calls(json.loads(calls_path.read_text())["snapshots"])
     opt = calls.pop("_step_s", {}).get("bytes", 0.0)
     lo = (lo1 - lo0) / steps / world if world > 1 and lo1 > lo0 else None
-    return LocalRun(model, world, offload, grad_ckpt, statistics.median(times), opt, calls, lo)
+    return LocalRun(model, world, offload, grad_ckpt, statistics.median(times), opt, calls, lo,
+                    precision=m.get("args", {}).get("precision", "bf16"))
 
 
 def predict_from_single_rank(base: LocalRun, calls: Zero3Calls, fit: dict, world: int) -> dict:
@@ -677,10 +684,10 @@ def local_comparison(fit: dict, *, models=("tiny", "small"), offloads=(False, Tr
     """Measure 1-rank and N-rank ZeRO-3 runs and compare the N-rank step with the model's prediction."""
     rows = []
     for model in models:
-        calls = zero3_calls(model)
         for off in offloads:
             base = run_training(model, world=1, offload=off, steps=steps, out_dir=out_dir)
             run = run_training(model, world=world, offload=off, steps=steps, out_dir=out_dir)
+            calls = zero3_calls(model, bytes_per_param=run.bytes_per_param)
             pred = predict_from_single_rank(base, calls, fit, world)
             counted = run.calls
             rows.append({"model": model, "params": calls.params, "offload": off, "world": world,
@@ -707,7 +714,11 @@ def netsim_check(bench: dict, netsim_result: dict, *, model: str = "tiny") -> di
     if len(rates) < 2:
         raise WorkshopError(f"need step times at two caps; netsim has {sorted(rows)}, bench has {sorted(bench['rates'])}")
     rates.sort(key=lambda r: -(parse_rate(r) or math.inf))
-    calls = zero3_calls(model)
+    argv = netsim_result.get("train_args") or ["--precision", "bf16"]  # results from before "auto" were bf16
+    asked = argv[argv.index("--precision") + 1] if "--precision" in argv else "auto"
+    from workshop.hardware import resolve_precision  # the nodes ran on this machine: same resolution
+
+    calls = zero3_calls(model, bytes_per_param=2 if resolve_precision(asked)[0] == "bf16" else 4)
     world = bench["rates"][rates[0]]["world"]
     tr = calls.traffic(world)
     ref = rates[0]
