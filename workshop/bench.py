@@ -308,8 +308,10 @@ def summary_rows(results: dict[str, dict] | None = None, results_dir: str | Path
     def row(key, value, unit, *, judged=True, at_most=False, detail=""):
         what, target = TARGETS[key]
         rows.append({"benchmark": key, "metric": what, "value": None if value is None else round(value, 2),
-                     "unit": unit, "target": target,
+                     "unit": unit, "target": target, "measured_on": measured_on(res.get(key) or rec_any),
                      "verdict": _verdict(value, target, at_most=at_most, judged=judged), "detail": detail})
+
+    rec_any = next((res[k] for k in ("recipes", "engine", "precision") if res.get(k)), {})
 
     for key in ("recipes", "engine", "precision"):
         r = res.get(key)
@@ -324,7 +326,7 @@ def summary_rows(results: dict[str, dict] | None = None, results_dir: str | Path
     if rec:
         w = rec["variants"][rec["a"]]
         row("mfu", w["mfu_pct_of_amx_peak"], "%", judged=amx,
-            detail=f"{w['model_tflops']:.3f} model TFLOPS = {w['mfu_pct_of_present_peak']}% of this CPU's "
+            detail=f"{w['model_tflops']:.3f} model TFLOPS = {w['mfu_pct_of_present_peak']}% of that CPU's "
                    f"{rec['peaks']['bf16_path']} peak ({rec['peaks']['bf16_tflops']:.2f} TFLOPS), "
                    f"{w['mfu_pct_of_amx_peak']}% of {rec['peaks']['cores']}-core AMX peak "
                    f"({rec['peaks']['amx_bf16_tflops']:.2f} TFLOPS)")
@@ -333,7 +335,7 @@ def summary_rows(results: dict[str, dict] | None = None, results_dir: str | Path
     g = res.get("gemm")
     if g:
         row("gemm", g["bf16_pct_of_amx_peak"], "%", judged=g["amx"],
-            detail=f"bf16 {g['bf16_tflops']:.3f} TFLOPS at n={g['bf16_size']} = {g['bf16_pct_of_peak']}% of this "
+            detail=f"bf16 {g['bf16_tflops']:.3f} TFLOPS at n={g['bf16_size']} = {g['bf16_pct_of_peak']}% of that "
                    f"CPU's {g['peak_bf16_path']} peak; bf16/fp32 GEMM x{g['bf16_over_fp32']}")
     else:
         row("gemm", None, "%")
@@ -348,12 +350,34 @@ def summary_rows(results: dict[str, dict] | None = None, results_dir: str | Path
     return rows
 
 
-def format_rows(rows: list[dict]) -> str:
-    lines = ["| benchmark | metric | measured | target | verdict |", "|---|---|---|---|---|"]
+def measured_on(result: dict | None) -> str:
+    """Where and when a stored result was measured: the CPU and its ISA path, cores, date."""
+    if not result:
+        return "-"
+    p = result.get("peaks") or {}
+    cpu = p.get("cpu_model") or (p.get("bf16") or {}).get("path") or "machine not recorded"
+    isa = p.get("isa_class") or result.get("isa_class") or ""
+    cores = p.get("cores") or result.get("host_cores")
+    when = (result.get("measured_at") or "")[:10] or "date not recorded"
+    return f"{cpu}{f' ({isa})' if isa and isa != cpu else ''}{f', {cores} cores' if cores else ''}, {when}"
+
+
+def format_rows(rows: list[dict], *, targets: bool = False) -> str:
+    """The stored benchmarks as a markdown table, each row with the machine it was measured on.
+
+    Learners see measurements and where they were taken; `targets=True` adds the project's goals and
+    verdicts (for benchmarks/README.md and the maintainers)."""
+    head = "| benchmark | metric | measured | detail | measured on |"
+    if targets:
+        head += " target | verdict |"
+    lines = [head, "|" + "---|" * head.count(" | ") + "---|"]
     for r in rows:
         value = "-" if r["value"] is None else f"{r['value']} {r['unit']}"
-        target = "-" if r["target"] is None else f"{'<=' if r['benchmark'] == 'workbook' else '>='} {r['target']} {r['unit']}"
-        lines.append(f"| {r['benchmark']} | {r['metric']} | {value} | {target} | {r['verdict']} |")
+        line = f"| {r['benchmark']} | {r['metric']} | {value} | {r['detail']} | {r.get('measured_on', '-')} |"
+        if targets:
+            target = "-" if r["target"] is None else f"{'<=' if r['benchmark'] == 'workbook' else '>='} {r['target']} {r['unit']}"
+            line += f" {target} | {r['verdict']} |"
+        lines.append(line)
     return "\n".join(lines)
 
 
@@ -498,7 +522,8 @@ def plot(results: dict[str, dict], images_dir: str | Path) -> list[Path]:
             v = r["variants"][vname]
             if not any(b["variant"] == vname for b in bars):
                 bars.append({"variant": vname, "label": v["label"], **v["tokens_per_s"]})
-    return [plot_bench_recipes(bars, Path(images_dir) / "bench_recipes.png")] if bars else []
+    rec = next((results[k] for k in ("recipes", "engine", "precision") if results.get(k)), None)
+    return [plot_bench_recipes(bars, Path(images_dir) / "bench_recipes.png", machine=measured_on(rec))] if bars else []
 
 
 def main(argv: list[str] | None = None) -> int:

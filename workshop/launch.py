@@ -265,6 +265,8 @@ def run_torchrun(train_args, *, nproc_per_node: int = 2, nnodes: int = 1, node_r
     finally:
         if bar is not None:
             bar.close()
+            if type(bar).__module__.startswith("tqdm.notebook"):  # the widget is not kept in saved outputs
+                print(str(bar).strip(), flush=True)
         if proc.returncode != 0:  # ranks that died never released DeepSpeed's /dev/shm buffers: do it for them
             for path in set(SHM_DIR.glob(SHM_GLOB)) - shm_before:
                 path.unlink(missing_ok=True)
@@ -282,11 +284,14 @@ def sweep_threads(train_args, settings: list[int], *, nproc_per_node: int = 2, s
     from dataclasses import replace
 
     rows = []
-    for t in settings:
+    for i, t in enumerate(settings, 1):
+        label = f"{nproc_per_node} ranks x {t} threads"
+        print(f"[{i}/{len(settings)}] {label}, {steps} steps ...", end=" ", flush=True)  # a long cell shows progress
         args = replace(train_args, max_steps=steps, output_dir=f"{train_args.output_dir}-threads{t}")
         run = run_torchrun(args, nproc_per_node=nproc_per_node, threads_per_rank=t,
                            allow_oversubscribe=True, progress=False).check()
-        rows.append({"label": f"{nproc_per_node} ranks x {t} threads", "threads": t,
+        rows.append({"label": label, "threads": t,
                      "tokens_per_s": run.metrics["tokens_per_s_median"],
                      "step_time_s": run.metrics["step_time_s_median"]})
+        print(f"{rows[-1]['tokens_per_s']:.0f} tokens/s in {run.seconds:.0f} s", flush=True)
     return rows

@@ -275,6 +275,74 @@ def seed_comparison() -> list[dict]:
     return rows
 
 
+# What each source counts, per parameter and rank (x world size), for one ZeRO-3 rank with both offloads.
+# DeepSpeed's estimator: 18 bytes = bf16 params 2 + fp32 master 4 + fp32 grads 4 + Adam moments 8
+# (estimate_zero3_model_states_mem_needs, cpu_offload and cpu_offload_params); it has no bf16 gradient
+# partition, no activations and no process runtime. The seed's log: resident memory per rank at each stage.
+RECONCILE_TERMS = [
+    # (planner component, bytes/param, in DeepSpeed's estimator, the seed log line it first shows in)
+    ("params", 2, True, "Stage 3 initialize beginning"),
+    ("master_fp32", 4, True, "After creating fp32 partitions"),
+    ("optimizer_grads_fp32", 4, True, "After initializing optimizer states"),
+    ("grads", 2, False, "After initializing ZeRO optimizer"),
+    ("adam_moments", 8, True, "not in the log: Adam creates its moments at the first step"),
+]
+
+
+def reconcile(plan: MemoryPlan | None = None) -> dict:
+    """One memory story: the planner, DeepSpeed's estimator and the seed's log, term by term (GiB per rank).
+
+    Bytes per parameter: 16 in mixed precision without offload (bf16 params 2 + bf16 grads 2 + fp32 master 4
+    + Adam 8); 20 with the optimizer offloaded (+ the fp32 gradient copy CPU Adam reads); DeepSpeed's estimator
+    says 18 because it leaves out the bf16 gradient partition. Resident (RSS, what DeepSpeed's "MA" and the
+    planner count) is not virtual memory: the seed's "~60 GB per process" is virtual (mapped libraries,
+    allocator reservations), not what a pod's memory request must hold.
+    """
+    plan = plan or plan_memory(**SEED_RUN)
+    P, W = plan.params, plan.world_size
+    ds = deepspeed_estimate(plan.model, nodes=max(1, W // plan.procs_per_node), procs_per_node=plan.procs_per_node,
+                            offload_optimizer=plan.offload_optimizer, offload_param=plan.offload_param)
+    rows = []
+    for comp, bpp, in_ds, log_line in RECONCILE_TERMS:
+        planned = plan.components.get(comp, 0)
+        if not planned:
+            continue
+        rows.append({"term": comp, "bytes_per_param": bpp, "planner_gib": round(planned / GiB, 2),
+                     "deepspeed_counts_it": in_ds, "seed_log": log_line})
+    states_bpp = sum(r["bytes_per_param"] for r in rows)
+    ds_bpp = sum(r["bytes_per_param"] for r in rows if r["deepspeed_counts_it"])
+    rest = {k: round(plan.components.get(k, 0) / GiB, 2) for k in ("runtime", "activations", "gathered_params")}
+    return {
+        "rows": rows,
+        "model_states_bytes_per_param": states_bpp,
+        "deepspeed_bytes_per_param": ds_bpp,
+        "planner_model_states_gib": round(states_bpp * P / W / GiB, 2),
+        "deepspeed_model_states_gib": round(ds["host_per_rank"] / GiB, 2),
+        "planner_only_gib": rest,
+        "planner_at_zero_init_gib": round(plan.at_zero_init / GiB, 2),
+        "seed_log_at_zero_init_gib": SEED_STAGES_GIB["After initializing ZeRO optimizer"],
+        "planner_training_peak_gib": round(plan.total / GiB, 2),
+        "seed_virtual_gb_per_process": 60 if plan.model == "llama-3-8b" else None,
+    }
+
+
+def format_reconcile(r: dict) -> str:
+    """The reconciliation as the table and three lines chapter 01 prints."""
+    lines = [f"{'term':22s} {'B/param':>7s} {'planner GiB':>11s}  DeepSpeed?  seed log",
+             *(f"{x['term']:22s} {x['bytes_per_param']:7d} {x['planner_gib']:11.2f}  "
+               f"{'yes' if x['deepspeed_counts_it'] else 'no':10s}  {x['seed_log']}" for x in r["rows"]),
+             (f"model states: planner {r['model_states_bytes_per_param']} B/param = {r['planner_model_states_gib']} GiB"
+             f" per rank; DeepSpeed {r['deepspeed_bytes_per_param']} B/param = {r['deepspeed_model_states_gib']} GiB"
+             " (no bf16 gradient partition)"),
+             f"planner only: {', '.join(f'{k} {v} GiB' for k, v in r['planner_only_gib'].items())}",
+             (f"before the first step: planner {r['planner_at_zero_init_gib']} GiB, seed log "
+             f"{r['seed_log_at_zero_init_gib']} GiB resident (DeepSpeed's MA)"),
+             f"training peak: planner {r['planner_training_peak_gib']} GiB resident"
+             + (f"; the seed's ~{r['seed_virtual_gb_per_process']} GB per process is VIRTUAL memory (address space "
+                "reserved, not resident): size pods from the resident figure" if r["seed_virtual_gb_per_process"] else "")]
+    return "\n".join(lines)
+
+
 # ---------------------------------------------------------------------------------------------- recommend
 
 
@@ -314,6 +382,7 @@ class Recommendation:
     headroom: float
     plan: MemoryPlan
     price_source: str = ""
+    constraints: list[str] = field(default_factory=list)  # every rule that decided the pick, in words
 
     def as_dict(self) -> dict:
         d = asdict(self)
@@ -384,13 +453,45 @@ def recommend(model: str, *, nodes: int | None = None, procs_per_node: int | Non
         if fits:
             fits.sort(key=lambda f: (f[0].gpus, f[0].memory_gib, f[0].vcpus, f[0].bare_metal))
             best, got = fits[0]
-            return _recommendation(model, best, got, n, fits, headroom, PRICE_SOURCE)
+            rec = _recommendation(model, best, got, n, fits, headroom, PRICE_SOURCE)
+            rec.constraints = _constraints(rec, rows, need_efa, efa, families, model=model, nodes=n,
+                                           procs_per_node=procs_per_node, headroom=headroom, plan_kw=plan_kw,
+                                           source=source)
+            rec.reason = " ".join([rec.reason, *rec.constraints])
+            return rec
     biggest = max(rows, key=lambda r: (r.memory_gib, r.gpus), default=None)
     detail = f"; largest candidate {biggest.instance_type}: {why_not.get(biggest.instance_type)}" if biggest else ""
     opts = ("more nodes, --offload-optimizer/--offload-param, gradient checkpointing, a smaller micro-batch, "
             "or a larger family")
     raise WorkshopError(f"nothing fits: {model} with ZeRO-{zero_stage} on {nodes or 'up to 32'} node(s) of "
                         f"{', '.join(families)}{detail}. Try {opts}.")
+
+
+def _constraints(rec, rows, need_efa, efa, families, **kw) -> list[str]:
+    """The rules besides memory that decided the pick, each with what it costs (EFA above all: in the Xeon
+    families only the 48xlarge and metal sizes have it, so a multi-node plan jumps to the largest size)."""
+    out = []
+    if need_efa:
+        with_efa = sorted({r.instance_type.split(".")[1] for r in rows if r.efa})
+        out.append(f"Multi-node needs EFA, which in {'/'.join(families)} only the {', '.join(with_efa) or 'no'} "
+                   f"size(s) offer.")
+        if efa is None:
+            try:
+                alt = recommend(kw["model"], nodes=kw["nodes"], procs_per_node=kw["procs_per_node"],
+                                families=families, headroom=kw["headroom"], efa=False, source=kw["source"],
+                                **kw["plan_kw"])
+            except WorkshopError:
+                alt = None
+            if alt and alt.instance_type != rec.instance_type:
+                cost = f" at ${alt.hourly_cost_usd:.2f}/h" if alt.hourly_cost_usd is not None else ""
+                mine = f"${rec.hourly_cost_usd:.2f}/h" if rec.hourly_cost_usd is not None else "an unknown price"
+                out.append(f"Without EFA (efa=False, `--no-efa`): {alt.nodes} x {alt.instance_type}{cost} instead of "
+                           f"{mine}, with collectives over plain ENI TCP (chapter 06 models the cost).")
+    elif efa is False and rec.nodes > 1:
+        out.append("EFA not required (efa=False): collectives between nodes run over plain ENI TCP.")
+    if rec.device == "cpu":
+        out.append(f"One pod per node with {rec.procs_per_node} rank(s), {rec.threads_per_rank} thread(s) each.")
+    return out
 
 
 def _recommendation(model, row, got, nodes, fits, headroom, price_source) -> Recommendation:

@@ -1,4 +1,9 @@
-"""Figures for the notebooks: each function takes data and a path, saves a PNG (Agg backend), returns the path."""
+"""Figures for the notebooks: each function takes data and a path, saves a PNG (Agg backend), returns the path.
+
+The path it returns is a `Figure`: still a path (print it, open it, pass it on), and also the picture when it is
+the last value of a notebook cell, so the figure shows inline on the first Run All, in JupyterLab, in papermill's
+saved output and in nbval alike, without a markdown image that points at a file not yet written.
+"""
 
 from __future__ import annotations
 
@@ -10,8 +15,15 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
 
-def _save(fig, path) -> Path:
-    path = Path(path)
+class Figure(type(Path())):
+    """A saved PNG's path that Jupyter displays as the picture (IPython's `_repr_png_` protocol)."""
+
+    def _repr_png_(self) -> bytes:
+        return self.read_bytes()
+
+
+def _save(fig, path) -> Figure:
+    path = Figure(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -79,7 +91,7 @@ def plot_collective_bench(rows: list[dict], path) -> Path:
     return _save(fig, path)
 
 
-def plot_local_prediction(rows: list[dict], path) -> Path:
+def plot_local_prediction(rows: list[dict], path, *, machine: str = "machine not recorded") -> Path:
     """Local check of the same model: measured vs predicted step time per case, the +-20% band drawn."""
     fig, ax = plt.subplots(figsize=(7.5, 4))
     xs = range(len(rows))
@@ -90,14 +102,14 @@ def plot_local_prediction(rows: list[dict], path) -> Path:
                 capsize=4, label="measured +-20%")
     ax.set_xticks(list(xs), [r["label"] for r in rows], rotation=20, ha="right", fontsize=8)
     ax.set_ylabel("seconds per optimizer step")
-    ax.set_title("ZeRO-3 on this machine (gloo): model vs measurement")
+    ax.set_title(f"ZeRO-3 over gloo, model vs measurement\nmeasured on {machine}", fontsize=9)
     ax.legend(fontsize=8)
     return _save(fig, path)
 
 
 # ---------------------------------------------------------------- chapter 01 (AMX, instance selection)
 
-def plot_gemm_tflops(results: list[dict], peaks: dict[str, float | None], path) -> Path:
+def plot_gemm_tflops(results: list[dict], peaks: dict[str, float | None], path, *, machine: str = "") -> Path:
     """bf16 vs fp32 GEMM TFLOPS by size (median bar, best-worst whisker) at each thread count, with peak lines.
 
     `results` rows have size, dtype, threads, median_tflops, best_tflops, worst_tflops; `peaks` maps a
@@ -127,7 +139,7 @@ def plot_gemm_tflops(results: list[dict], peaks: dict[str, float | None], path) 
         ax.set_yscale("log")
     axes[0][0].set_ylabel("TFLOPS (log)")
     axes[0][0].legend(fontsize=8, loc="lower left")
-    fig.suptitle("GEMM throughput vs theoretical peak (whiskers: best and worst repeat)")
+    fig.suptitle("GEMM throughput vs theoretical peak (whiskers: best and worst repeat)" + (f"\n{machine}" if machine else ""))
     return _save(fig, path)
 
 
@@ -164,7 +176,7 @@ def plot_training(steps: list[dict], path, title: str = "ZeRO-3 training on CPU 
     return _save(fig, path)
 
 
-def plot_thread_comparison(rows: list[dict], path) -> Path:
+def plot_thread_comparison(rows: list[dict], path, *, machine: str = "") -> Path:
     """Median tokens/s per thread setting (one bar each), with the step-time spread as error bars."""
     fig, ax = plt.subplots(figsize=(6, 3.6))
     labels = [r["label"] for r in rows]
@@ -172,13 +184,13 @@ def plot_thread_comparison(rows: list[dict], path) -> Path:
     for i, r in enumerate(rows):
         ax.annotate(f"{r['tokens_per_s']:.0f}", (i, r["tokens_per_s"]), ha="center", va="bottom")
     ax.set_ylabel("median useful tokens / s")
-    ax.set_title("threads per rank: same ranks, same steps")
+    ax.set_title("threads per rank: same ranks, same steps" + (f"\n{machine}" if machine else ""), fontsize=9)
     return _save(fig, path)
 
 
 # ---------------------------------------------------------------- chapter 05 (multi-node, netsim)
 
-def plot_netsim(rows: list[dict], path) -> Path:
+def plot_netsim(rows: list[dict], path, *, machine: str = "") -> Path:
     """Per rate cap: median step time (left) and MB each simulated node sent (right), from netsim's table."""
     fig, (a, b) = plt.subplots(1, 2, figsize=(9, 3.6))
     labels = [r["rate"] for r in rows]
@@ -188,6 +200,8 @@ def plot_netsim(rows: list[dict], path) -> Path:
         a.annotate(f"{t:.2f} s", (i, t), ha="center", va="bottom")
     a.set_ylabel("median seconds per optimizer step")
     a.set_title("step time vs per-node rate cap")
+    if machine:
+        fig.suptitle(machine, fontsize=9)
     nodes = max((len(r.get("mb_sent_per_node") or []) for r in rows), default=0)
     width = 0.8 / max(nodes, 1)
     for n in range(nodes):
@@ -238,7 +252,7 @@ def plot_loading_peaks(rows: list[dict], path, *, title: str = "Peak RSS while l
 
 # ---------------------------------------------------------------- benchmarks (workshop bench)
 
-def plot_bench_recipes(bars: list[dict], path) -> Path:
+def plot_bench_recipes(bars: list[dict], path, *, machine: str = "") -> Path:
     """Median useful tokens/s per training variant (log scale) with min-max whiskers over interleaved runs.
 
     `bars` rows have label, median, min, max (a workshop.bench Stats as dict plus a label), slowest first.
@@ -253,7 +267,8 @@ def plot_bench_recipes(bars: list[dict], path) -> Path:
     ax.set_xticks(list(xs), [b["label"] for b in bars], fontsize=8)
     ax.set_yscale("log")
     ax.set_ylabel("useful tokens / s (median, log)")
-    ax.set_title("Same model, same corpus, same steps, 2 ranks (whiskers: min-max over runs)")
+    ax.set_title("Same model, same corpus, same steps, 2 ranks (whiskers: min-max over runs)"
+                 + (f"\nmeasured on {machine}" if machine else ""), fontsize=9)
     return _save(fig, path)
 
 

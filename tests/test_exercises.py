@@ -1,0 +1,45 @@
+"""Every chapter's checked exercise runs and its stated outcome shows; every exercise names real parameters."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from workshop import exercises
+from workshop.errors import WorkshopError
+
+NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
+SLOW = {"03", "04"}  # these start torchrun ranks
+
+
+def _notebook(chapter: str) -> dict:
+    return json.loads(next(NOTEBOOKS.glob(f"{chapter}_*.ipynb")).read_text())
+
+
+def _parameters(chapter: str) -> set[str]:
+    cell = next(c for c in _notebook(chapter)["cells"] if "parameters" in c["metadata"].get("tags", []))
+    src = "".join(cell["source"])
+    return {line.split("=")[0].strip() for line in src.splitlines() if "=" in line and not line.startswith("#")}
+
+
+@pytest.mark.parametrize("chapter", sorted(exercises.EXERCISES))
+def test_exercises_use_declared_parameters_and_the_chapter_shows_them(chapter):
+    declared = _parameters(chapter)
+    for ex in exercises.EXERCISES[chapter]:
+        assert set(ex.params) <= declared, (chapter, set(ex.params) - declared)
+    assert 2 <= len(exercises.EXERCISES[chapter]) <= 3
+    assert sum(ex.check is not None for ex in exercises.EXERCISES[chapter]) == 1
+    sources = "".join("".join(c["source"]) for c in _notebook(chapter)["cells"])
+    assert f'exercises.show("{chapter}")' in sources
+
+
+@pytest.mark.parametrize("chapter", [pytest.param(c, marks=pytest.mark.slow) if c in SLOW else c
+                                     for c in sorted(exercises.EXERCISES)])
+def test_checked_exercise_shows_its_outcome(chapter, tmp_path):
+    ok, observed = exercises.run_check(chapter, tmp_path)
+    assert ok, f"chapter {chapter}: {exercises.EXERCISES[chapter][0].expect} -- observed: {observed}"
+
+
+def test_unknown_chapter_is_named():
+    with pytest.raises(WorkshopError, match="'07'"):
+        exercises.show("07")
