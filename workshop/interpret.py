@@ -67,8 +67,10 @@ def gemm(summary: dict, d: dict) -> str:
 
 # ---------------------------------------------------------------- chapter 03: loading peaks
 
-def loading(table: list[dict], *, world_size: int = 2, model_gb: float | None = None) -> list[str]:
-    """What this run's loading table shows: peak per method against naive, rank 0 against the others."""
+def loading(table: list[dict], *, world_size: int = 2, model_gb: float | None = None,
+            lcmu_peak_gb: float | None = None) -> list[str]:
+    """What this run's loading table shows: peak per method against naive, rank 0 against the others, and
+    (given the `low_cpu_mem_usage=False` run's peak) which method that run behaved like."""
     rows = [r for r in table if r["world_size"] == world_size]
     if not rows:
         return [f"no runs at N = {world_size}; nothing to compare"]
@@ -100,6 +102,12 @@ def loading(table: list[dict], *, world_size: int = 2, model_gb: float | None = 
     best = min(need, key=need.get)
     out.append(f"least memory any rank needs at N = {world_size}: {best} ({need[best]:.2f} GB, "
                f"x{need[best] / naive:.2f} of naive's {naive:.2f} GB)")
+    one = {r["method"]: r["peak_rss_gb"] for r in table if r["world_size"] == 1}
+    if lcmu_peak_gb is not None and {"meta", "naive"} <= set(one):
+        like = min(("meta", "naive"), key=lambda m: abs(one[m] - lcmu_peak_gb))
+        out.append(f"from_pretrained(low_cpu_mem_usage=False) peaked at {lcmu_peak_gb:.2f} GB: meta (N = 1) "
+                   f"{one['meta']:.2f}, naive {one['naive']:.2f} -> it loaded like {like}"
+                   + (": the argument is ignored" if like == "meta" else ""))
     return out
 
 
