@@ -305,13 +305,15 @@ def reconcile(plan: MemoryPlan | None = None) -> dict:
     rows = []
     for comp, bpp, in_ds, log_line in RECONCILE_TERMS:
         planned = plan.components.get(comp, 0)
-        if not planned:
-            continue
+        if not planned or (comp == "optimizer_grads_fp32" and not plan.offload_optimizer):
+            continue  # without offload this is one sub-group's step buffer, not bytes per parameter
         rows.append({"term": comp, "bytes_per_param": bpp, "planner_gib": round(planned / GiB, 2),
                      "deepspeed_counts_it": in_ds, "seed_log": log_line})
     states_bpp = sum(r["bytes_per_param"] for r in rows)
     ds_bpp = sum(r["bytes_per_param"] for r in rows if r["deepspeed_counts_it"])
     rest = {k: round(plan.components.get(k, 0) / GiB, 2) for k in ("runtime", "activations", "gathered_params")}
+    if not plan.offload_optimizer and plan.components.get("optimizer_grads_fp32"):
+        rest["fp32 grad sub-group"] = round(plan.components["optimizer_grads_fp32"] / GiB, 2)
     return {
         "rows": rows,
         "model_states_bytes_per_param": states_bpp,

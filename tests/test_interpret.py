@@ -1,0 +1,92 @@
+"""The sentences chapters print about a run follow the run's numbers (both ways), and name the machine."""
+
+from types import SimpleNamespace
+
+import pytest
+
+from workshop import interpret, memory
+
+
+def test_gemm_sentence_follows_the_measured_ratio():
+    d = {"cpu_model": "Test CPU", "cores": 2, "isa_class": "avx2", "amx": False, "onednn_bf16_impl": None}
+    slow = interpret.gemm({"bf16_over_fp32": 0.02}, d)
+    assert "SLOWER" in slow and "fp32" in slow and "Test CPU" in slow
+    fast = interpret.gemm({"bf16_over_fp32": 2.1}, {**d, "amx": True, "onednn_bf16_impl": "brg_matmul:avx512_core_amx"})
+    assert "x2.10 as fast" in fast and "AMX" in fast and "SLOWER" not in fast
+    assert "about the same" in interpret.gemm({"bf16_over_fp32": 1.0}, d)
+
+
+def _table(naive, stream0, stream1, base=0.4, model_bytes=7e8):
+    row = {"world_size": 2, "baseline_rss_gb": base, "model_bytes": model_bytes, "used_rss_gb": None}
+    return [{**row, "method": "naive", "rank": 0, "peak_rss_gb": naive},
+            {**row, "method": "naive", "rank": 1, "peak_rss_gb": naive},
+            {**row, "method": "zero3-stream", "rank": 0, "peak_rss_gb": stream0},
+            {**row, "method": "zero3-stream", "rank": 1, "peak_rss_gb": stream1}]
+
+
+def test_loading_names_the_winner_and_warns_when_the_model_is_too_small():
+    big = interpret.loading(_table(1.9, 1.0, 0.9))
+    assert any("zero3-stream" in line and "x0.53" in line for line in big)
+    assert not any("too small" in line for line in big)
+    small = interpret.loading(_table(0.45, 0.44, 0.43, model_bytes=1.4e7))
+    assert any("too small" in line and "medium" in line for line in small)
+
+
+def test_threads_sentence_says_when_oversubscription_won_and_when_nothing_mattered():
+    rows = [{"label": "2 ranks x 1 threads", "threads": 1, "tokens_per_s": 152.6},
+            {"label": "2 ranks x 2 threads", "threads": 2, "tokens_per_s": 166.6}]
+    line = interpret.threads(rows, cores=2, nproc=2)
+    assert "2 ranks x 2 threads" in line.split("fastest here:")[1][:25] and "over-subscribed" in line
+    flat = [{**rows[0], "tokens_per_s": 100.0}, {**rows[1], "tokens_per_s": 102.0}]
+    assert "barely matters" in interpret.threads(flat, cores=2, nproc=2)
+
+
+def test_bandwidth_sentence_calls_a_compute_bound_step_compute_bound():
+    rate = {"10gbit": 10**10, "1gbit": 10**9, "100mbit": 10**8}.get
+    flat = [{"rate": "10gbit", "ok": True, "step_time_s_median": 6.52, "mb_sent_per_node": [300, 300], "steps": 6},
+            {"rate": "1gbit", "ok": True, "step_time_s_median": 6.61, "mb_sent_per_node": [300, 300], "steps": 6}]
+    out = interpret.bandwidth(flat, parse_rate=rate)
+    assert "compute-bound" in out[-1] and "+1%" in out[-1]
+    assert "0.40 s on the wire" in out[1]  # 50 MB per step at 1 Gbit
+    steep = [flat[0], {**flat[1], "rate": "100mbit", "step_time_s_median": 10.9}]
+    assert "network shows" in interpret.bandwidth(steep, parse_rate=rate)[-1]
+
+
+def test_seed_model_sentences_follow_the_rows():
+    R = SimpleNamespace
+    rows = [R(label="p4d 1 pod", instance="p4d", pods=1, network=None, error=0.0, measured_s=19.0, predicted_s=19.0),
+            R(label="p4d 4 pods EFA", instance="p4d", pods=4, network="efa", error=-0.2, measured_s=47.4, predicted_s=37.9),
+            R(label="g6e 4 pods EFA?", instance="g6e", pods=4, network="efa", error=-0.5, measured_s=155.6, predicted_s=80.0),
+            R(label="g6e 4 pods ENI?", instance="g6e", pods=4, network="eni", error=-0.26, measured_s=155.6, predicted_s=115.7)]
+    out = interpret.seed_model(rows)
+    assert "p4d 4 pods EFA" in out[0] and "none" in out[1]
+    assert "above both predictions" in out[2]
+
+
+def test_provenance_names_another_machine_as_another():
+    stored = {"env": {"cpu_model": "AMD EPYC", "isa_class": "zen4", "torch": "2.13.0"}, "date": "2026-11-22"}
+    line = interpret.provenance(stored, here="Intel Xeon Platinum 8488C, 16 cores")
+    assert "zen4" in line and "2026-11-22" in line and "another machine" in line
+
+
+def test_planner_states_the_efa_rule_and_its_price():
+    four = memory.recommend("llama-3-8b", nodes=4, source="moto")
+    assert any("EFA" in c and "48xlarge" in c for c in four.constraints)
+    alt = next(c for c in four.constraints if c.startswith("Without EFA"))
+    assert "r7i.2xlarge" in alt and "$2.12/h" in alt and f"${four.hourly_cost_usd:.2f}/h" in alt
+    assert all(c in four.reason for c in four.constraints)
+    one = memory.recommend("llama-3-8b", nodes=1, source="moto")
+    assert not any("EFA" in c for c in one.constraints)
+
+
+@pytest.mark.parametrize("offload,bpp", [(True, 20), (False, 16)])
+def test_one_memory_story_adds_up(offload, bpp):
+    plan = memory.plan_memory("llama-3-8b", world_size=4, zero_stage=3, offload_optimizer=offload,
+                              offload_param=offload)
+    r = memory.reconcile(plan)
+    assert r["model_states_bytes_per_param"] == bpp
+    assert sum(x["planner_gib"] for x in r["rows"]) == pytest.approx(r["planner_model_states_gib"], abs=0.05)
+    if offload:  # DeepSpeed's estimator: 18 bytes, no bf16 gradient partition
+        assert r["deepspeed_bytes_per_param"] == 18
+        assert r["deepspeed_model_states_gib"] == pytest.approx(18 * plan.params / 4 / memory.GiB, rel=0.01)
+    assert "VIRTUAL" in memory.format_reconcile(memory.reconcile())
