@@ -142,8 +142,8 @@ EXERCISES: dict[str, list[Exercise]] = {
         Exercise({"precision": "bf16", "max_steps": 4},
                  "Without native bf16 (no AMX, no AVX512_BF16) bf16 trains several times SLOWER than fp32; with it, "
                  "faster. The check compares both on this machine.", _ch04_precision),
-        Exercise({"zero_stage": 2}, "ZeRO-2 keeps whole parameters on every rank: the 1/N partition check fails "
-                 "by design, and the step gets faster (no per-layer all-gathers)."),
+        Exercise({"micro_batch": 8, "seq_len": 256}, "Four times the tokens per step: each matmul gets more work, so "
+                 "useful tokens/s rises, and peak RSS per rank grows with the activations."),
         Exercise({"threads_per_rank": 2, "compare_threads": [1, 2, 4]}, "More threads than cores: the sweep shows "
                  "where over-subscription stops paying on this machine."),
     ],
@@ -151,8 +151,12 @@ EXERCISES: dict[str, list[Exercise]] = {
         Exercise({"trainer_version": "2.1.0"}, "The TrainJob renders as v2.1's podTemplateOverrides, validates "
                  "against v2.1.0 and is rejected by v2.3.0; the GPU job refuses IPC_LOCK (v2.1 cannot add it).",
                  _ch05_release),
-        Exercise({"sim_rates": ["10gbit", "100mbit"]}, "At 100 Mbit the bytes each node sends take most of the "
-                 "step: the step time grows clearly, where 10 vs 1 Gbit hardly moved it."),
+        Exercise({"sim_rates": ["10gbit", "100mbit"]}, "At 100 Mbit the bytes each node sends (the same at every "
+                 "cap) need ten times the wire time of 1 Gbit: the wire is most of the step and the step grows "
+                 "several-fold over 10 Gbit."),
+        Exercise({"sim_precision": "bf16"}, "On a CPU without native bf16, compute slows many times over and the "
+                 "1 Gbit cap hardly shows: the step is compute-bound (the bandwidth lines say so). With native bf16 "
+                 "the step gets faster and the network shows more."),
     ],
     "06": [
         Exercise({"overlap": 0.5}, "Hiding half the communication behind compute lowers the predicted p4d "

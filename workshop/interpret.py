@@ -35,7 +35,7 @@ def provenance(result: dict, *, here: str | None = None) -> str:
     where = f"{cpu or 'a machine not recorded'}{f' {isa}' if isa else ''}{f', {cores} CPUs' if cores else ''}"
     line = f"stored result, measured on {where}, {when}{f' ({vers})' if vers else ''}"
     if here:
-        same = bool(cpu) and cpu.split(",")[0] in here
+        same = bool(cpu) and cpu.split(",")[0] in here and (not isa or isa in here)
         line += "; this machine: " + here + ("" if same else " -- numbers from another machine, not this run's")
     return line
 
