@@ -24,16 +24,23 @@ def machine(d: dict | None = None) -> str:
             f"{'native' if native else 'no native'} bf16, {'AMX' if d.get('amx') else 'no AMX'}")
 
 
+def measured_on(result: dict) -> str:
+    """'CPU isa, N CPUs, date' of a stored result (what a figure's title names)."""
+    env = result.get("env") or result.get("machine") or {}
+    cpu = env.get("cpu_model") or env.get("cpu") or result.get("cpu_model") or "a machine not recorded"
+    isa = env.get("isa_class") or env.get("isa") or ""
+    cores = env.get("cpus") or env.get("cores")
+    when = result.get("date") or env.get("date") or "date not recorded"
+    return f"{cpu}{f' {isa}' if isa else ''}{f', {cores} CPUs' if cores else ''}, {when}"
+
+
 def provenance(result: dict, *, here: str | None = None) -> str:
     """Where a stored result was measured (machine, date, versions), and whether that is this machine."""
     env = result.get("env") or result.get("machine") or {}
     cpu = env.get("cpu_model") or env.get("cpu") or result.get("cpu_model")
     isa = env.get("isa_class") or env.get("isa") or ""
-    when = result.get("date") or env.get("date") or "date not recorded"
     vers = ", ".join(f"{k} {env[k]}" for k in ("torch", "transformers", "deepspeed") if env.get(k))
-    cores = env.get("cpus") or env.get("cores")
-    where = f"{cpu or 'a machine not recorded'}{f' {isa}' if isa else ''}{f', {cores} CPUs' if cores else ''}"
-    line = f"stored result, measured on {where}, {when}{f' ({vers})' if vers else ''}"
+    line = f"stored result, measured on {measured_on(result)}{f' ({vers})' if vers else ''}"
     if here:
         same = bool(cpu) and cpu.split(",")[0] in here and (not isa or isa in here)
         line += "; this machine: " + here + ("" if same else " -- numbers from another machine, not this run's")

@@ -128,7 +128,11 @@ def plot_gemm_tflops(results: list[dict], peaks: dict[str, float | None], path, 
             lo = [cells[s]["median_tflops"] - cells[s]["worst_tflops"] for s in sizes if s in cells]
             hi = [cells[s]["best_tflops"] - cells[s]["median_tflops"] for s in sizes if s in cells]
             ax.bar(xs, med, 0.38, yerr=[lo, hi], capsize=3, color=colors[dtype], label=f"{dtype} (median)")
-        for k, (label, value) in enumerate((peaks or {}).items()):
+        merged: dict[float, list[str]] = {}  # equal peaks (no native bf16: bf16 peak = fp32 peak) share one line
+        for label, value in (peaks or {}).items():
+            if value:
+                merged.setdefault(value, []).append(label)
+        for k, (label, value) in enumerate((" = ".join(ls), v) for v, ls in merged.items()):
             if value:
                 ax.axhline(value, ls=("--", ":", "-.")[k % 3], color="0.3", lw=1)
                 ax.annotate(f"{label}: {value:.2f}", (len(sizes) - 0.5, value), ha="right", va="bottom",
@@ -245,7 +249,8 @@ def plot_loading_peaks(rows: list[dict], path, *, title: str = "Peak RSS while l
         x += 1.0
     ax.set_xticks([p for p, _ in labels], [t for _, t in labels], fontsize=8)
     ax.set_ylabel("GB (peak resident)")
-    ax.set_title(title + " (hatched: mmap'd file pages)")
+    first, _, rest = title.partition("\n")
+    ax.set_title(f"{first} (hatched: mmap'd file pages)" + (f"\n{rest}" if rest else ""), fontsize=10)
     ax.legend(fontsize=8)
     return _save(fig, path)
 
