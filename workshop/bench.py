@@ -160,7 +160,7 @@ TRAINING_BENCHMARKS: dict[str, tuple[str, str]] = {
     "engine": ("workbook", "seed_engine_packed"),
     "precision": ("workbook", "workbook_fp32"),
 }
-BENCHMARKS = (*TRAINING_BENCHMARKS, "gemm", "ipex", "workbook")
+BENCHMARKS = (*TRAINING_BENCHMARKS, "gemm", "ipex", "workbook", "ceiling")
 
 
 @dataclass
@@ -541,11 +541,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--images-dir", default=str(IMAGES_DIR))
     p.add_argument("--json-out", default=None, help="write this benchmark's JSON here instead of results-dir")
     p.add_argument("--ipex-python", default=None, help="python of the IPEX environment (default: auto-detect)")
+    p.add_argument("--levers", default=None, help="ceiling: comma-separated levers (default: all; see workshop.ceiling)")
+    p.add_argument("--seq-len", type=int, default=BenchConfig.seq_len, help="tokens per packed block")
     a = p.parse_args(argv)
     try:
         for b in a.benchmark:
             check_choice("benchmark", b, (*BENCHMARKS, "all", "summary"))
-        cfg = BenchConfig(model=a.model, dataset=a.dataset, steps=a.steps, rounds=a.rounds, nproc=a.nproc,
+        cfg = BenchConfig(model=a.model, dataset=a.dataset, steps=a.steps, rounds=a.rounds, nproc=a.nproc, seq_len=a.seq_len,
                           cache_dir=a.cache_dir, out_dir=a.out_dir, results_dir=a.results_dir, images_dir=a.images_dir)
         cfg.validate()
         if "all" in a.benchmark:
@@ -564,6 +566,14 @@ def main(argv: list[str] | None = None) -> int:
             done["ipex"] = ipex(cfg, a.ipex_python)
         if "workbook" in names:
             done["workbook"] = workbook_smoke(Path(cfg.out_dir) / "workbook")
+        if "ceiling" in names:
+            from workshop import ceiling
+
+            ccfg = ceiling.CeilingConfig(model=a.model, nproc=a.nproc, seq_len=a.seq_len, steps=a.steps,
+                                         rounds=a.rounds, out_dir=str(Path(cfg.out_dir) / "ceiling"),
+                                         levers=tuple(a.levers.split(",")) if a.levers else tuple(ceiling.LEVERS))
+            done["ceiling"] = ceiling.run(ccfg)
+            print(ceiling.format_rows(done["ceiling"]))
         for name, result in done.items():
             print(f"wrote {save(name, result, cfg.results_dir, a.json_out)}")
         if done:
