@@ -290,8 +290,8 @@ LEVERS: dict[str, Lever] = {lv.name: lv for lv in [
           "up to 10M elements stay whole: no all-gather), stage3_prefetch_bucket_size 5e7 (against ZeRO-3)",
           {**ZERO3, "extra_ds": {"stage3_param_persistence_threshold": int(1e7),
                                  "stage3_prefetch_bucket_size": int(5e7)}}, base="zero3"),
-    Lever("affinity", "pinned cores", "each rank pinned to its own cores (sched_setaffinity), OMP_PROC_BIND=close, "
-          "OMP_PLACES=cores", {"pin_cores": True}, {"OMP_PROC_BIND": "close", "OMP_PLACES": "cores"}, cpu_only=True),
+    Lever("affinity", "pinned cores", "each rank pinned to its own cores (sched_setaffinity) with OMP_PROC_BIND=close, "
+          "OMP_PLACES=cores set in the rank", {"pin_cores": True}, cpu_only=True),
     Lever("jemalloc", "jemalloc", "LD_PRELOAD jemalloc with Intel's MALLOC_CONF (no page return every step)",
           env={"MALLOC_CONF": JEMALLOC_CONF}, cpu_only=True, needs="jemalloc"),
     Lever("tcmalloc", "tcmalloc", "LD_PRELOAD tcmalloc (gperftools, minimal)", cpu_only=True, needs="tcmalloc"),
@@ -526,16 +526,20 @@ def run(cfg: CeilingConfig, *, trainer: Callable = train_once, prober: Callable 
     failed: dict[str, str] = {}
     order = []
     t0 = time.time()
-    for r in range(cfg.rounds):
+    def probe_all(r: int, when: str) -> dict[str, dict]:
+        got = {}
         for tokens, dtype in dict.fromkeys(keys.values()):
             key = f"{tokens}x{dtype}"
-            order.append(f"ceiling:{key}#{r}")
-            c = prober(shapes, tokens=tokens, dtype=dtype, nproc=cfg.nproc,
-                       threads=cfg.threads if cfg.device == "cpu" else None, device=cfg.device,
-                       min_seconds=cfg.gemm_seconds)
-            c["round"] = r
-            ceilings.setdefault(key, []).append(c)
-            echo(f"[round {r + 1}] GEMM ceiling {key}: {c['tflops'] * 1e3:.1f} GFLOPS ({cfg.nproc} ranks)")
+            order.append(f"ceiling:{key}:{when}#{r}")
+            got[key] = prober(shapes, tokens=tokens, dtype=dtype, nproc=cfg.nproc,
+                              threads=cfg.threads if cfg.device == "cpu" else None, device=cfg.device,
+                              min_seconds=cfg.gemm_seconds)
+            echo(f"[round {r + 1}] GEMM ceiling {key} ({when}): {got[key]['tflops'] * 1e3:.1f} GFLOPS "
+                 f"({cfg.nproc} ranks)")
+        return got
+
+    for r in range(cfg.rounds):
+        first = probe_all(r, "start")
         for _, name in interleave(names, 1):
             args, env = pl.runs[name]
             order.append(f"{name}#{r}")
@@ -547,6 +551,11 @@ def run(cfg: CeilingConfig, *, trainer: Callable = train_once, prober: Callable 
                 continue
             runs[name].append(record(m, args, arch))
             echo(f"[round {r + 1}] {name}: {m['tokens_per_s_median']:.0f} tokens/s, {m['step_time_s_median']:.2f} s/step")
+        last = probe_all(r, "end")
+        for key in first:  # the round's ceiling brackets its levers; a neighbour's load shows up as drift_pct
+            a, b = first[key]["tflops"], last[key]["tflops"]
+            ceilings.setdefault(key, []).append({"round": r, "tflops": (a + b) / 2, "start": first[key],
+                                                 "end": last[key], "drift_pct": round(100 * (b - a) / a, 1)})
     out = {"benchmark": "ceiling", "device": cfg.device, "config": {**asdict(cfg), "levers": list(cfg.levers)},
            "machine": mach, "isa_path": isa_path(mach["isa_flags"] | {"arch": mach["arch"]}, pl.precision)
            if cfg.device == "cpu" else f"GPU tensor cores ({pl.precision})",

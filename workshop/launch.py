@@ -198,10 +198,17 @@ def rank_cores(local_rank: int, local_world: int, threads: int | None, available
 
 
 def pin_rank(threads: int | None) -> list[int]:
-    """Pin this process (a torchrun rank: LOCAL_RANK, LOCAL_WORLD_SIZE) to its rank_cores; returns them."""
+    """Pin this process (a torchrun rank: LOCAL_RANK, LOCAL_WORLD_SIZE) to its rank_cores, and bind its OpenMP
+    threads there (OMP_PROC_BIND=close, OMP_PLACES=cores) before torch loads OpenMP; returns the cores.
+
+    The binding is set here, in the rank, not in the launcher's environment: torchrun imports torch too, and
+    an OMP_PROC_BIND it inherits binds torchrun's own thread to one core, which every rank then inherits.
+    """
     cores = rank_cores(int(os.environ.get("LOCAL_RANK", "0")), int(os.environ.get("LOCAL_WORLD_SIZE", "1")),
                        threads, list(os.sched_getaffinity(0)))
     os.sched_setaffinity(0, cores)
+    os.environ.setdefault("OMP_PROC_BIND", "close")
+    os.environ.setdefault("OMP_PLACES", "cores")
     return cores
 
 
