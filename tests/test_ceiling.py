@@ -1,49 +1,222 @@
-"""workshop bench ceiling: the matmul shapes, the ratios, and a real (tiny) interleaved run."""
+"""workshop.ceiling: the model's GEMM shapes and FLOPs, the lever -> TrainArgs/env mapping, the JSON and its
+table rows, the GPU path's configuration, bad input, and one tiny real `bench ceiling` run."""
+
+import json
 
 import pytest
 
-from workshop import ceiling
+from workshop import bench, ceiling
+from workshop.ceiling import LEVERS, CeilingConfig, Linear
 from workshop.errors import WorkshopError
+from workshop.launch import rank_cores
+from workshop.models import build_config, count_parameters
+from workshop.train import TrainArgs, parse_args
+
+FAKE_CPU = {"cpu_model": "Test CPU", "vendor": "AuthenticAMD", "arch": "x86_64", "cores": 2, "isa_class": "avx2",
+            "isa_flags": {"amx": False, "avx512f": False, "avx512_bf16": False, "avx2": True},
+            "native_bf16": False, "native_bf16_why": "no native bf16", "versions": {"torch": "x"}, "date": "d"}
 
 
-def test_gemm_shapes_follow_the_config():
-    shapes = {name: (m, k, n) for name, m, k, n in ceiling.gemm_shapes("tiny", 512)}
-    # tiny: hidden 256, 8 heads (head 32), 4 kv heads, intermediate 688, vocab 8192
-    assert shapes["q_proj"] == (512, 256, 256) and shapes["k_proj"] == (512, 256, 128)
-    assert shapes["down_proj"] == (512, 688, 256) and shapes["lm_head"] == (512, 256, 8192)
+def test_linear_shapes_of_tiny_are_every_matmul_weight():
+    cfg = build_config("tiny")
+    shapes = {s.name: s for s in ceiling.linear_shapes(cfg)}
+    # 8 heads of 32, 4 KV heads (GQA): k and v project 256 -> 128
+    assert (shapes["q_proj"].inp, shapes["q_proj"].out) == (256, 256)
+    assert (shapes["k_proj"].out, shapes["v_proj"].out) == (128, 128)
+    assert (shapes["gate_proj"].out, shapes["down_proj"].inp) == (688, 688)
+    assert shapes["lm_head"].out == 8192 and shapes["lm_head"].count == 1 and shapes["q_proj"].count == 4
+    # every parameter is a GEMM weight except the input embedding (a lookup) and the RMSNorm weights
+    matmul = sum(s.inp * s.out * s.count for s in shapes.values())
+    norms = (2 * cfg.num_hidden_layers + 1) * cfg.hidden_size
+    assert matmul == count_parameters("tiny") - cfg.vocab_size * cfg.hidden_size - norms == 4_997_120
+    # q and o share one timed shape
+    assert ceiling.distinct_shapes(list(shapes.values()))[(256, 256)] == ["q_proj", "o_proj"]
 
 
-def test_ceiling_weights_shapes_by_use():
-    r = ceiling.gemm_ceiling("tiny", 128, threads=1, repeats=2)
-    assert r["tflops"] > 0 and {s["name"] for s in r["shapes"]} >= {"q_proj", "lm_head"}
-    assert next(s for s in r["shapes"] if s["name"] == "q_proj")["count"] == 4  # one per layer
+def test_linear_shapes_follow_head_dim_and_gqa_of_llama_32_1b():
+    shapes = {s.name: s for s in ceiling.linear_shapes(build_config("llama-3.2-1b"))}
+    assert (shapes["q_proj"].out, shapes["k_proj"].out, shapes["o_proj"].inp) == (2048, 512, 2048)
+    assert (shapes["up_proj"].out, shapes["lm_head"].out, shapes["down_proj"].count) == (8192, 128256, 16)
 
 
-def test_bad_lever_is_named_with_the_allowed_ones():
-    with pytest.raises(WorkshopError, match="'flash'.*compile"):
-        ceiling.CeilingConfig(levers=("flash",)).validate()
+def test_flop_accounting_for_a_known_config():
+    g = Linear("gate_proj", 256, 688, 4)
+    assert g.train_flops(1024) == 6 * 1024 * 256 * 688 * 4  # forward, input grad, weight grad: 2*T*in*out each
+    arch = {"params": 7_096_576, "layers": 4, "hidden": 256, "vocab": 8192, "tied_embeddings": False}
+    rec = ceiling.record({"tokens_per_s_median": 1000.0, "step_time_s_median": 1.0, "params": 7_096_576},
+                         TrainArgs(seq_len=256), arch)
+    assert rec["flops_per_token"] == 6 * (7_096_576 - 8192 * 256) + 12 * 4 * 256 * 256
+    assert rec["model_tflops"] == pytest.approx(1000 * rec["flops_per_token"] / 1e12)
 
 
-def test_run_reports_share_of_ceiling_and_paired_ratios(monkeypatch):
-    monkeypatch.setattr(ceiling, "gemm_ceiling", lambda *a, **k: {"tflops": 0.1, "shapes": []})
-    speed = {"base": 100.0, "compile": 150.0}
+def test_ceiling_adds_the_ranks_that_run_at_once():
+    shapes = [Linear("a", 10, 20, 2), Linear("b", 20, 10, 1)]
+    one = {"shapes": [{"inp": 10, "out": 20, "fwd_s": 1e-3, "dx_s": 1e-3, "dw_s": 2e-3},
+                      {"inp": 20, "out": 10, "fwd_s": 1e-3, "dx_s": 1e-3, "dw_s": 1e-3}]}
+    c = ceiling.ceiling_from_children([one, one], shapes, tokens=100)
+    flops = 6 * 100 * 200 * 3  # 3 weights of 200 elements
+    per_rank = flops / (2 * 4e-3 + 1 * 3e-3)
+    assert c["tflops"] == pytest.approx(2 * per_rank / 1e12)
+    assert c["per_shape"][0]["tflops"] == pytest.approx(2 * 6 * 100 * 200 / 4e-3 / 1e12)
 
-    def fake(v, cfg, r):
-        return {"tokens_per_s": speed[v.name] * (1 + 0.1 * r)}
 
-    out = ceiling.run(ceiling.CeilingConfig(model="tiny", levers=("compile",), steps=3, rounds=2), echo=lambda *_: None,
-                      runner=fake)
-    rows = {r["lever"]: r for r in out["rows"]}
-    assert rows["compile"]["vs_base"]["median"] == pytest.approx(1.5)
-    assert 0 < rows["base"]["pct_of_ceiling"] < rows["compile"]["pct_of_ceiling"]
-    assert out["env"]["cpu_model"] and out["isa_path"]
-    assert "compile" in ceiling.format_rows(out)
+def recipe_cfg(kit_cache, tmp_path, **kw):
+    return CeilingConfig(cache_dir=str(kit_cache), out_dir=str(tmp_path / "runs"), **kw)
+
+
+def test_levers_map_to_train_args_and_env(kit_cache, tmp_path, monkeypatch):
+    monkeypatch.setattr(ceiling, "allocator_path", lambda name: f"/usr/lib/lib{name}.so")
+    recipe = ceiling.recipe_args(recipe_cfg(kit_cache, tmp_path))
+    assert (recipe.engine, recipe.optimizer, recipe.micro_batch, recipe.threads) == ("ddp", "adamw_torch_fused", 4, 1)
+    assert recipe.precision == "auto" and recipe.backend == "gloo" and recipe.packing
+
+    def args(name):
+        a = ceiling.lever_args(LEVERS[name], recipe)
+        assert parse_args(a.to_argv()) == a  # what torchrun passes is exactly this lever
+        return a
+
+    assert args("compile").compile is True
+    assert args("eager_attention").attn_implementation == "eager"
+    assert args("adamw_unfused").optimizer == "adamw_torch"
+    z = args("ds_cpu_adam")
+    assert (z.engine, z.zero_stage, z.offload_optimizer) == ("deepspeed", 3, True) and LEVERS["ds_cpu_adam"].base == "zero3"
+    p = args("zero3_persist")
+    assert p.extra_ds == {"stage3_param_persistence_threshold": 10_000_000, "stage3_prefetch_bucket_size": 50_000_000}
+    assert "--extra-ds" in p.to_argv()
+    assert args("affinity").pin_cores and "--pin-cores" in args("affinity").to_argv()
+    assert "OMP_PROC_BIND" not in ceiling.lever_env(LEVERS["affinity"])  # set in the rank, not in torchrun
+    assert args("micro_batch_x2").micro_batch == 8
+    assert (args("grad_accum_x2").micro_batch, args("grad_accum_x2").grad_accum) == (2, 2)
+    env = ceiling.lever_env(LEVERS["jemalloc"])
+    assert env["LD_PRELOAD"].startswith("/usr/lib/libjemalloc.so") and "background_thread:true" in env["MALLOC_CONF"]
+    assert ceiling.lever_env(LEVERS["tcmalloc"])["LD_PRELOAD"].startswith("/usr/lib/libtcmalloc.so")
+
+
+def test_bases_are_added_and_requirements_skip_with_a_reason(kit_cache, tmp_path, monkeypatch):
+    assert ceiling.parse_levers("ds_cpu_adam") == ["recipe", "zero3", "ds_cpu_adam"]
+    monkeypatch.setattr(ceiling, "allocator_path", lambda name: None)
+    pl = ceiling.plan(recipe_cfg(kit_cache, tmp_path, levers=("jemalloc", "fp32", "compile")))
+    assert "apt-get install libjemalloc2" in pl.skipped["jemalloc"]
+    if pl.precision == "fp32":  # a CPU without native bf16: the recipe already runs fp32
+        assert "already runs fp32" in pl.skipped["fp32"]
+    assert set(pl.runs) >= {"recipe"}
+
+
+def test_unknown_lever_names_it_and_the_allowed_ones(kit_cache, tmp_path, capsys):
+    with pytest.raises(WorkshopError, match=r"unknown lever 'warp_drive'; allowed: recipe, compile, eager_attention"):
+        ceiling.parse_levers("compile,warp_drive")
+    with pytest.raises(WorkshopError, match="unknown device 'tpu'; allowed: cpu, cuda"):
+        recipe_cfg(kit_cache, tmp_path, device="tpu").validate()
+    assert bench.main(["ceiling", "--levers", "turbo"]) == 2
+    assert "unknown lever 'turbo'" in capsys.readouterr().err
+    assert bench.main(["ceiling", "--steps", "2"]) == 2
+    assert "steps must be >= 3" in capsys.readouterr().err
+    assert bench.main(["recipes", "ceiling"]) == 2
+    assert "on its own" in capsys.readouterr().err
+    with pytest.raises(WorkshopError, match="unknown attn-implementation 'flash'; allowed: sdpa, eager"):
+        TrainArgs(attn_implementation="flash").validate()
+
+
+def test_rank_cores_give_each_rank_its_own_block():
+    assert rank_cores(0, 2, 1, [0, 1]) == [0] and rank_cores(1, 2, 1, [0, 1]) == [1]
+    assert rank_cores(1, 2, None, [4, 5, 6, 7]) == [6, 7]
+    with pytest.raises(WorkshopError, match="needs 4 cores"):
+        rank_cores(0, 2, 2, [0, 1])
+
+
+def fake_prober(rate_gflops: dict):
+    def probe(shapes, *, tokens, dtype, nproc, threads, device="cpu", min_seconds=0.25):
+        return {"tflops": rate_gflops[dtype] / 1e3, "tokens": tokens, "dtype": dtype, "device": device,
+                "threads": threads, "nproc": nproc, "per_shape": []}
+    return probe
+
+
+def fake_trainer(speed: dict, calls: list):
+    def train(args, env, cfg, round_):
+        name = args.output_dir.rsplit("/", 1)[-1]
+        calls.append((round_, name, env))
+        tps = speed.get(name, 1000.0) * (1 - 0.1 * round_)  # the machine drifts; paired ratios must not
+        return {"tokens_per_s_median": tps, "step_time_s_median": 1.0, "params": 7_096_576, "steps": [{}] * 4}
+    return train
+
+
+def test_json_schema_rows_and_summary(kit_cache, tmp_path, monkeypatch):
+    monkeypatch.setattr(ceiling, "machine", lambda device: dict(FAKE_CPU))
+    monkeypatch.setattr(ceiling, "allocator_path", lambda name: f"/usr/lib/lib{name}.so")
+    calls: list = []
+    cfg = recipe_cfg(kit_cache, tmp_path, levers=("eager_attention", "affinity", "bf16"), rounds=2)
+    res = ceiling.run(cfg, trainer=fake_trainer({"recipe": 1000.0, "eager_attention": 800.0}, calls),
+                      prober=fake_prober({"fp32": 100.0, "bf16": 2.0}), echo=lambda *_: None)
+    # interleaved: every lever once per round, the ceiling measured in the same round
+    assert [(r, n) for r, n, _ in calls] == [(0, "recipe"), (0, "eager_attention"), (0, "affinity"),
+                                              (1, "recipe"), (1, "eager_attention"), (1, "affinity")]
+    assert res["order"][0] == "ceiling:1024xfp32:start#0" or res["precision"] == "bf16"
+    assert res["order"][4] == "ceiling:1024xfp32:end#0" or res["precision"] == "bf16"
+    assert res["ceilings"]["1024xfp32"][0]["drift_pct"] == 0 or res["precision"] == "bf16"
+    lv = res["levers"]
+    if res["precision"] == "fp32":
+        assert lv["bf16"]["status"] == "skipped" and "x0.02 of fp32" in lv["bf16"]["reason"]
+        assert res["bf16_probe"]["bf16_over_fp32"] == pytest.approx(0.02)
+        assert res["isa_path"] == "AVX2-fp32"
+    e = lv["eager_attention"]
+    assert e["effect_vs_base"]["median"] == pytest.approx(0.8) and e["effect_vs_base"]["spread_pct"] == 0
+    assert e["verdict"] == "costs" and e["train_args"][e["train_args"].index("--attn-implementation") + 1] == "eager"
+    fpt = lv["recipe"]["runs"][0]["flops_per_token"]
+    ceil = 100.0 if res["precision"] == "fp32" else 2.0
+    assert lv["recipe"]["pct_of_ceiling"]["values"][0] == pytest.approx(100 * 1000 * fpt / (ceil * 1e9))
+    t = res["targets"]
+    assert t["step_pct_of_ceiling"]["best_lever"] in ("recipe", "affinity") and t["step_pct_of_ceiling"]["target"] == 60
+    path = bench.save("ceiling", res, tmp_path)
+    saved = json.loads(path.read_text())
+    assert saved["versions"]["torch"] and saved["machine"]["cpu_model"] == "Test CPU"
+    rows = {r["lever"]: r for r in ceiling.rows(saved)}
+    assert rows["eager_attention"]["effect"] == pytest.approx(0.8) and rows["recipe"]["verdict"] == "baseline"
+    assert rows["recipe"]["pct_range"][0] <= rows["recipe"]["pct_of_ceiling"] <= rows["recipe"]["pct_range"][1]
+    table = ceiling.format_table(list(rows.values()))
+    assert "| eager attention |" in table and "skipped" in table
+    summary = {r["benchmark"]: r for r in bench.summary_rows(results_dir=tmp_path)}
+    assert summary["ceiling"]["target"] == 60.0 and summary["ceiling"]["value"] is not None
+    assert ceiling.figure(saved, tmp_path / "c.png").stat().st_size > 1000
+
+
+def test_gpu_path_builds_nccl_ranks_and_the_gpu_peak(kit_cache, tmp_path, monkeypatch):
+    """--device cuda cannot run here: what it would launch is checked instead."""
+    cfg = recipe_cfg(kit_cache, tmp_path, device="cuda", nproc=4, threads=None)
+    pl = ceiling.plan(cfg)
+    assert pl.recipe.backend == "nccl" and pl.recipe.threads is None and pl.precision == "bf16"
+    assert {"affinity", "jemalloc", "tcmalloc"} <= set(pl.skipped) and "CPU-only" in pl.skipped["affinity"]
+    assert "already runs bf16" in pl.skipped["bf16"] and "fp32" in pl.runs
+    from workshop.launch import torchrun_command
+
+    cmd = torchrun_command(pl.runs["recipe"][0].to_argv(), nproc_per_node=4)
+    assert "--nproc-per-node=4" in cmd and cmd[cmd.index("--backend") + 1] == "nccl"
+    spec = json.loads(ceiling.child_command({"device": "cuda", "rank": 3})[-1])
+    assert spec["device"] == "cuda"
+    assert ceiling.gpu_peak("NVIDIA H100 80GB HBM3")["bf16_tflops"] == 989.4
+    assert ceiling.gpu_peak("NVIDIA H100 PCIe")["bf16_tflops"] == 756.0
+    with pytest.raises(WorkshopError, match="no bf16 peak known for GPU 'Tesla T4'.*--peak-tflops"):
+        ceiling.gpu_peak("Tesla T4")
+    monkeypatch.setattr(ceiling, "machine", lambda device: {**FAKE_CPU, "gpu": "NVIDIA H100 80GB HBM3", "gpus": 4})
+    calls: list = []
+    cfg = recipe_cfg(kit_cache, tmp_path, device="cuda", nproc=4, threads=None, rounds=1, levers=("fp32",))
+    res = ceiling.run(cfg, trainer=fake_trainer({"recipe": 2000.0, "fp32": 1000.0}, calls),
+                      prober=fake_prober({"bf16": 400_000.0, "fp32": 50_000.0}), echo=lambda *_: None)
+    assert res["peaks"]["bf16_tflops"] == pytest.approx(4 * 989.4)
+    assert res["levers"]["recipe"]["mfu_pct_of_peak"]["median"] > 0
+    assert res["targets"]["bf16_over_fp32"]["value"] == pytest.approx(2.0)
 
 
 @pytest.mark.slow
-def test_tiny_ceiling_run_end_to_end(tmp_path):
-    out = ceiling.run(ceiling.CeilingConfig(model="tiny", seq_len=128, steps=3, rounds=1, levers=("unfused_adamw",),
-                                            out_dir=str(tmp_path)), echo=lambda *_: None)
-    for r in out["rows"]:
-        assert 0 < r["pct_of_ceiling"] / 100 <= 1.5, r
-        assert r["tokens_per_s"] > 0
+def test_real_ceiling_run_tiny(kit_cache, tmp_path):
+    """One real `bench ceiling`: GEMM ranks and 2-rank training runs; every measured lever has a sane ratio."""
+    out = tmp_path / "ceiling.json"
+    rc = bench.main(["ceiling", "--model", "tiny", "--seq-len", "64", "--steps", "3", "--rounds", "1",
+                     "--levers", "eager_attention", "--gemm-seconds", "0.1", "--cache-dir", str(kit_cache),
+                     "--out-dir", str(tmp_path / "runs"), "--json-out", str(out), "--images-dir", str(tmp_path)])
+    assert rc == 0
+    res = json.loads(out.read_text())
+    measured = {n: lv for n, lv in res["levers"].items() if lv["status"] == "measured"}
+    assert set(measured) == {"recipe", "eager_attention"}
+    for lv in measured.values():
+        assert 0 < lv["pct_of_ceiling"]["median"] / 100 <= 1.5
+    assert res["machine"]["cpu_model"] and res["isa_path"] and res["versions"]["deepspeed"]

@@ -160,7 +160,9 @@ TRAINING_BENCHMARKS: dict[str, tuple[str, str]] = {
     "engine": ("workbook", "seed_engine_packed"),
     "precision": ("workbook", "workbook_fp32"),
 }
-BENCHMARKS = (*TRAINING_BENCHMARKS, "gemm", "ipex", "workbook", "ceiling")
+BENCHMARKS = (*TRAINING_BENCHMARKS, "gemm", "ipex", "workbook")
+# Run on its own (its options differ): `workshop bench ceiling ...` is workshop.ceiling.main.
+OWN_COMMAND = ("ceiling",)
 
 
 @dataclass
@@ -277,6 +279,7 @@ TARGETS = {
     "precision": ("step throughput, bf16 / fp32 (workbook recipe)", 2.0),
     "gemm": ("best bf16 GEMM, % of AMX bf16 peak", 40.0),
     "workbook": ("whole-workbook smoke run, minutes (at most)", 10.0),
+    "ceiling": ("training step model FLOP/s, % of the same cores' GEMM rate at the model's shapes (best lever)", 60.0),
 }
 
 
@@ -292,7 +295,7 @@ def _verdict(value: float | None, target: float, *, at_most: bool = False, judge
 def load_results(results_dir: str | Path = RESULTS_DIR) -> dict[str, dict]:
     """Every benchmark JSON in the folder, by benchmark name (missing ones are simply absent)."""
     out = {}
-    for name in BENCHMARKS:
+    for name in (*BENCHMARKS, *OWN_COMMAND):
         path = Path(results_dir) / f"{name}.json"
         if path.exists():
             out[name] = json.loads(path.read_text())
@@ -342,6 +345,11 @@ def summary_rows(results: dict[str, dict] | None = None, results_dir: str | Path
     wb = res.get("workbook")
     row("workbook", wb["total_s"] / 60 if wb else None, "min", at_most=True,
         detail=f"{len(wb['notebooks'])} notebooks: {', '.join(n['notebook'] for n in wb['notebooks'])}" if wb else "")
+    c = res.get("ceiling")
+    if c:
+        t = c["targets"]["step_pct_of_ceiling"]
+        row("ceiling", t["best"], "%", detail=f"{c['isa_path']}; recipe {t['recipe']:.1f}%, best lever "
+            f"{t['best_lever']}; {c['config']['model']}, {c['config']['nproc']} ranks x {c['config']['threads']} threads")
     ip = res.get("ipex")
     if ip:
         rows.append({"benchmark": "ipex", "metric": "IPEX / stock PyTorch, training step throughput",
@@ -541,13 +549,19 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--images-dir", default=str(IMAGES_DIR))
     p.add_argument("--json-out", default=None, help="write this benchmark's JSON here instead of results-dir")
     p.add_argument("--ipex-python", default=None, help="python of the IPEX environment (default: auto-detect)")
-    p.add_argument("--levers", default=None, help="ceiling: comma-separated levers (default: all; see workshop.ceiling)")
-    p.add_argument("--seq-len", type=int, default=BenchConfig.seq_len, help="tokens per packed block")
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["ceiling"]:
+        from workshop.ceiling import main as ceiling_main
+
+        return ceiling_main(argv[1:])
     a = p.parse_args(argv)
     try:
+        if "ceiling" in a.benchmark:
+            raise WorkshopError("run `workshop bench ceiling` on its own: its options differ "
+                                "(see `workshop bench ceiling --help`)")
         for b in a.benchmark:
             check_choice("benchmark", b, (*BENCHMARKS, "all", "summary"))
-        cfg = BenchConfig(model=a.model, dataset=a.dataset, steps=a.steps, rounds=a.rounds, nproc=a.nproc, seq_len=a.seq_len,
+        cfg = BenchConfig(model=a.model, dataset=a.dataset, steps=a.steps, rounds=a.rounds, nproc=a.nproc,
                           cache_dir=a.cache_dir, out_dir=a.out_dir, results_dir=a.results_dir, images_dir=a.images_dir)
         cfg.validate()
         if "all" in a.benchmark:
@@ -566,14 +580,6 @@ def main(argv: list[str] | None = None) -> int:
             done["ipex"] = ipex(cfg, a.ipex_python)
         if "workbook" in names:
             done["workbook"] = workbook_smoke(Path(cfg.out_dir) / "workbook")
-        if "ceiling" in names:
-            from workshop import ceiling
-
-            ccfg = ceiling.CeilingConfig(model=a.model, nproc=a.nproc, seq_len=a.seq_len, steps=a.steps,
-                                         rounds=a.rounds, out_dir=str(Path(cfg.out_dir) / "ceiling"),
-                                         levers=tuple(a.levers.split(",")) if a.levers else tuple(ceiling.LEVERS))
-            done["ceiling"] = ceiling.run(ccfg)
-            print(ceiling.format_rows(done["ceiling"]))
         for name, result in done.items():
             print(f"wrote {save(name, result, cfg.results_dir, a.json_out)}")
         if done:

@@ -30,7 +30,7 @@ def measured_on(result: dict) -> str:
     cpu = env.get("cpu_model") or env.get("cpu") or result.get("cpu_model") or "a machine not recorded"
     isa = env.get("isa_class") or env.get("isa") or ""
     cores = env.get("cpus") or env.get("cores")
-    when = result.get("date") or env.get("date") or "date not recorded"
+    when = result.get("date") or env.get("date") or (result.get("measured_at") or "")[:10] or "date not recorded"
     return f"{cpu}{f' {isa}' if isa else ''}{f', {cores} CPUs' if cores else ''}, {when}"
 
 
@@ -39,6 +39,7 @@ def provenance(result: dict, *, here: str | None = None) -> str:
     env = result.get("env") or result.get("machine") or {}
     cpu = env.get("cpu_model") or env.get("cpu") or result.get("cpu_model")
     isa = env.get("isa_class") or env.get("isa") or ""
+    env = {**(result.get("versions") or {}), **env}
     vers = ", ".join(f"{k} {env[k]}" for k in ("torch", "transformers", "deepspeed") if env.get(k))
     line = f"stored result, measured on {measured_on(result)}{f' ({vers})' if vers else ''}"
     if here:

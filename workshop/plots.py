@@ -277,6 +277,33 @@ def plot_bench_recipes(bars: list[dict], path, *, machine: str = "") -> Path:
     return _save(fig, path)
 
 
+def plot_ceiling(rows: list[dict], path, *, title: str = "training step vs this machine's GEMM ceiling") -> Path:
+    """Per lever: the step's model-FLOP rate as % of the same cores' GEMM ceiling (left) and its effect on
+    tokens/s against its base (right); whiskers are min-max over interleaved rounds.
+
+    `rows` are workshop.ceiling.rows() of measured levers (pct_of_ceiling, pct_range, effect, effect_range).
+    """
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 0.42 * len(rows) + 1.6), sharey=True)
+    ys = list(range(len(rows)))[::-1]
+    pct = [r["pct_of_ceiling"] for r in rows]
+    ax1.barh(ys, pct, 0.6, color="tab:blue",
+             xerr=[[p - r["pct_range"][0] for p, r in zip(pct, rows)], [r["pct_range"][1] - p for p, r in zip(pct, rows)]],
+             capsize=3)
+    ax1.axvline(60, ls="--", color="0.3", lw=1)
+    ax1.annotate("target 60%", (60, max(ys) + 0.45), fontsize=7, ha="left")
+    ax1.set_yticks(ys, [r["label"] for r in rows], fontsize=8)
+    ax1.set_xlabel("step model FLOP/s, % of GEMM ceiling")
+    eff = [r["effect"] or 1.0 for r in rows]
+    lo = [e - (r["effect_range"] or (e, e))[0] for e, r in zip(eff, rows)]
+    hi = [(r["effect_range"] or (e, e))[1] - e for e, r in zip(eff, rows)]
+    ax2.barh(ys, [e - 1 for e in eff], 0.6, left=1, xerr=[lo, hi], capsize=3,
+             color=["tab:green" if e >= 1 else "tab:red" for e in eff])
+    ax2.axvline(1, color="0.3", lw=1)
+    ax2.set_xlabel("tokens/s vs its base (x, paired per round)")
+    fig.suptitle(title, fontsize=10)
+    return _save(fig, path)
+
+
 # ---------------------------------------------------------------- chapter 02 (Karpenter)
 
 def plot_pool_admission(rows: list[dict], path, *, need_gib: float | None = None,

@@ -30,8 +30,8 @@ from workshop.shm import release_shm_buffers
 
 PRECISIONS = ("auto", "bf16", "fp32")
 ENGINES = ("deepspeed", "ddp")
-ATTN = ("sdpa", "eager")
 BACKENDS = ("auto", "gloo", "nccl")
+ATTENTIONS = ("sdpa", "eager")  # transformers' attn_implementation: fused scaled_dot_product_attention, or plain matmuls
 
 
 @dataclass
@@ -61,7 +61,8 @@ class TrainArgs:
     warmup_steps: int = 2
     optimizer: str = "adamw_torch"
     compile: bool = False
-    attn: str = "sdpa"                    # attention kernel: sdpa (PyTorch's fused scaled_dot_product_attention) | eager
+    attn_implementation: str = "sdpa"
+    pin_cores: bool = False               # pin each rank to its own `threads` cores (launch.rank_cores)
     extra_ds: dict = field(default_factory=dict)
     max_grad_jump: float = 1e3
     save_model: bool = False              # gather the final weights (16-bit from ZeRO-3) into <output-dir>/final
@@ -95,7 +96,7 @@ class TrainArgs:
         check_choice("engine", self.engine, ENGINES)
         check_choice("backend", self.backend, BACKENDS)
         check_choice("zero stage", self.zero_stage, (0, 1, 2, 3))
-        check_choice("attention implementation", self.attn, ATTN)
+        check_choice("attn-implementation", self.attn_implementation, ATTENTIONS)
         if self.offload_param and self.zero_stage != 3:
             raise WorkshopError(f"--offload-param needs --zero-stage 3, got {self.zero_stage}")
         if self.engine == "ddp" and (self.offload_param or self.offload_optimizer):
@@ -177,7 +178,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--warmup-steps", type=int, default=d.warmup_steps)
     p.add_argument("--optimizer", default=d.optimizer, help="transformers optim name, e.g. adamw_torch, adamw_torch_fused")
     p.add_argument("--compile", action="store_true", help="torch.compile the model (Inductor)")
-    p.add_argument("--attn", default=d.attn, help=f"attention implementation: {' | '.join(ATTN)}")
+    p.add_argument("--attn-implementation", default=d.attn_implementation, help=" | ".join(ATTENTIONS))
+    p.add_argument("--pin-cores", action="store_true",
+                   help="pin each rank to its own --threads cores (os.sched_setaffinity, before torch starts)")
     p.add_argument("--extra-ds", type=_json_object, default={}, help="JSON merged into zero_optimization")
     p.add_argument("--max-grad-jump", type=float, default=d.max_grad_jump,
                    help="stop when a step's grad norm exceeds this many times the median so far (0: off); "
@@ -375,14 +378,14 @@ def load_model_and_tokenizer(args: TrainArgs, cache_dir: Path):
         config = build_config(args.model, vocab_size=max(vocab, len(tok)), bos_token_id=tok.bos_token_id,
                               eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id)
         torch.manual_seed(args.seed)
-        model = AutoModelForCausalLM.from_config(config, dtype=dtype, attn_implementation=args.attn)
+        model = AutoModelForCausalLM.from_config(config, dtype=dtype, attn_implementation=args.attn_implementation)
     else:
         token = hub_token()  # from the Kubernetes Secret in the TrainJob; never logged
         if source.kind == "hub":
             check_hub_access(source.name, token)  # gated / missing / not cached: plain words, before any weights
         tok = load_tokenizer(source.name, token=token)
         model = AutoModelForCausalLM.from_pretrained(source.name, dtype=dtype, token=token,
-                                                     attn_implementation=args.attn)
+                                                     attn_implementation=args.attn_implementation)
         if args.lr >= 1e-4 and int(os.environ.get("RANK", "0")) == 0:
             print(f"workshop.train: warning: lr {args.lr:g} on pretrained weights; fine-tuning uses ~2e-5 "
                   "(workshop.models.FINETUNE), a from-scratch lr can wreck them in a few steps", flush=True)
@@ -429,6 +432,10 @@ def train(args: TrainArgs) -> dict:
     _stop_on_sigterm()
     if args.threads:
         os.environ["OMP_NUM_THREADS"] = str(args.threads)
+    if args.pin_cores:  # before torch starts: OpenMP binds its threads to the affinity it finds at start-up
+        from workshop.launch import pin_rank
+
+        pin_rank(args.threads)
     import torch
 
     if args.threads:
