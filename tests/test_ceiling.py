@@ -140,8 +140,14 @@ def fake_trainer(speed: dict, calls: list):
     return train
 
 
-def test_json_schema_rows_and_summary(kit_cache, tmp_path, monkeypatch):
-    monkeypatch.setattr(ceiling, "machine", lambda device: dict(FAKE_CPU))
+@pytest.mark.parametrize("native", [False, True], ids=["emulated-bf16", "native-bf16"])
+def test_json_schema_rows_and_summary(kit_cache, tmp_path, monkeypatch, native):
+    """The faked machine decides precision auto as well (an AMX or Zen 4 CI runner must not change the test)."""
+    from workshop import hardware
+
+    cpu = {**FAKE_CPU, "native_bf16": native, "isa_flags": {**FAKE_CPU["isa_flags"], "avx512_bf16": native}}
+    monkeypatch.setattr(ceiling, "machine", lambda device: dict(cpu))
+    monkeypatch.setattr(hardware, "native_bf16", lambda: (native, "faked"))
     monkeypatch.setattr(ceiling, "allocator_path", lambda name: f"/usr/lib/lib{name}.so")
     calls: list = []
     cfg = recipe_cfg(kit_cache, tmp_path, levers=("eager_attention", "affinity", "bf16"), rounds=2)
@@ -150,14 +156,19 @@ def test_json_schema_rows_and_summary(kit_cache, tmp_path, monkeypatch):
     # interleaved: every lever once per round, the ceiling measured in the same round
     assert [(r, n) for r, n, _ in calls] == [(0, "recipe"), (0, "eager_attention"), (0, "affinity"),
                                               (1, "recipe"), (1, "eager_attention"), (1, "affinity")]
-    assert res["order"][0] == "ceiling:1024xfp32:start#0" or res["precision"] == "bf16"
-    assert res["order"][4] == "ceiling:1024xfp32:end#0" or res["precision"] == "bf16"
-    assert res["ceilings"]["1024xfp32"][0]["drift_pct"] == 0 or res["precision"] == "bf16"
+    assert res["precision"] == "bf16" or res["order"][0] == "ceiling:1024xfp32:start#0"
+    assert res["precision"] == "bf16" or res["order"][4] == "ceiling:1024xfp32:end#0"
+    assert res["precision"] == "bf16" or res["ceilings"]["1024xfp32"][0]["drift_pct"] == 0
+    assert res["precision"] == ("bf16" if native else "fp32")
     lv = res["levers"]
     if res["precision"] == "fp32":
         assert lv["bf16"]["status"] == "skipped" and "x0.02 of fp32" in lv["bf16"]["reason"]
         assert res["bf16_probe"]["bf16_over_fp32"] == pytest.approx(0.02)
         assert res["isa_path"] == "AVX2-fp32"
+    else:
+        assert res["ceilings"]["1024xbf16"][0]["drift_pct"] == 0 and res["bf16_probe"] is None
+        assert lv["bf16"]["status"] == "skipped" and "already runs bf16" in lv["bf16"]["reason"]
+        assert "BF16" in res["isa_path"]
     e = lv["eager_attention"]
     assert e["effect_vs_base"]["median"] == pytest.approx(0.8) and e["effect_vs_base"]["spread_pct"] == 0
     assert e["verdict"] == "costs" and e["train_args"][e["train_args"].index("--attn-implementation") + 1] == "eager"

@@ -72,10 +72,13 @@ def _ch04_precision(p: dict, work: Path) -> tuple[bool, str]:
     from workshop.launch import run_torchrun
     from workshop.train import TrainArgs
 
-    speed = {}
-    for prec in ("fp32", p["precision"]):
-        args = TrainArgs(model="tiny", max_steps=p["max_steps"], precision=prec, output_dir=str(work / prec))
-        speed[prec] = run_torchrun(args, nproc_per_node=2, threads_per_rank=1).check().metrics["tokens_per_s_median"]
+    speed: dict[str, float] = {}
+    for round_ in range(2):  # side by side, twice, best of each: a busy neighbour must not decide the verdict
+        for prec in ("fp32", p["precision"]):
+            args = TrainArgs(model="tiny", max_steps=p["max_steps"], precision=prec,
+                             output_dir=str(work / f"{prec}-{round_}"))
+            tps = run_torchrun(args, nproc_per_node=2, threads_per_rank=1).check().metrics["tokens_per_s_median"]
+            speed[prec] = max(speed.get(prec, 0.0), tps)
     ratio = speed["bf16"] / speed["fp32"]
     native, why = native_bf16()
     ok = ratio > 1.0 if native else ratio < 0.8
