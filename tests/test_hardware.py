@@ -67,6 +67,16 @@ def test_isa_class_for_known_cpus():
     assert "Arm" in hardware.explain(graviton)
 
 
+def test_explain_claims_about_onednn_only_what_was_probed():
+    amx = {"amx": True, "arch": "x86_64", "vendor": "GenuineIntel"}
+    unprobed = hardware.explain({**amx, "onednn_uses_amx": None, "onednn_bf16_impl": None})
+    assert "AMX present" in unprobed and "did not pick" not in unprobed and "workshop hw" in unprobed
+    used = hardware.explain({**amx, "onednn_uses_amx": True, "onednn_bf16_impl": "brg_matmul:avx10_1_512_amx"})
+    assert "dispatches bf16 matmuls to it: brg_matmul:avx10_1_512_amx" in used
+    assert "did not pick" in hardware.explain({**amx, "onednn_uses_amx": False, "onednn_bf16_impl": "gemm:jit"})
+    assert hardware.detect(probe_onednn=False)["onednn_uses_amx"] is None
+
+
 def test_gemm_benchmark_measures_real_throughput():
     res = hardware.gemm_benchmark(sizes=(128, 256), threads=(1,), warmup=1, repeats=3, min_seconds=0.01)
     assert {(r.size, r.dtype) for r in res} == {(128, "bf16"), (256, "bf16"), (128, "fp32"), (256, "fp32")}

@@ -1,5 +1,6 @@
 """The sentences chapters print about a run follow the run's numbers (both ways), and name the machine."""
 
+import json
 from types import SimpleNamespace
 
 import pytest
@@ -90,3 +91,17 @@ def test_one_memory_story_adds_up(offload, bpp):
         assert r["deepspeed_bytes_per_param"] == 18
         assert r["deepspeed_model_states_gib"] == pytest.approx(18 * plan.params / 4 / memory.GiB, rel=0.01)
     assert "VIRTUAL" in memory.format_reconcile(memory.reconcile())
+
+
+@pytest.mark.parametrize("key", ["peaks", "machine", "env"])
+def test_measured_on_reads_every_key_a_result_stores_its_machine_under(key):
+    stored = {key: {"cpu_model": "Test CPU", "isa_class": "zen4", "cores": 2}, "measured_at": "2026-11-22 01:59:06"}
+    assert interpret.measured_on(stored) == "Test CPU zen4, 2 CPUs, 2026-11-22"
+    assert "not recorded" in interpret.measured_on({"measured_at": "2026-11-22"}) and interpret.measured_on(None) == "-"
+
+
+def test_a_saved_benchmark_names_its_machine(tmp_path):
+    from workshop import bench
+
+    saved = json.loads(bench.save("workbook", {"benchmark": "workbook", "total_s": 1.0}, tmp_path).read_text())
+    assert saved["machine"]["cpu_model"] and "not recorded" not in interpret.measured_on(saved)

@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from workshop.errors import WorkshopError, check_choice, check_positive, report
+from workshop.interpret import measured_on
 
 REPO = Path(__file__).resolve().parent.parent
 RESULTS_DIR = REPO / "benchmarks" / "results"
@@ -358,18 +359,6 @@ def summary_rows(results: dict[str, dict] | None = None, results_dir: str | Path
     return rows
 
 
-def measured_on(result: dict | None) -> str:
-    """Where and when a stored result was measured: the CPU and its ISA path, cores, date."""
-    if not result:
-        return "-"
-    p = result.get("peaks") or {}
-    cpu = p.get("cpu_model") or (p.get("bf16") or {}).get("path") or "machine not recorded"
-    isa = p.get("isa_class") or result.get("isa_class") or ""
-    cores = p.get("cores") or result.get("host_cores")
-    when = (result.get("measured_at") or "")[:10] or "date not recorded"
-    return f"{cpu}{f' ({isa})' if isa and isa != cpu else ''}{f', {cores} cores' if cores else ''}, {when}"
-
-
 def format_rows(rows: list[dict], *, targets: bool = False) -> str:
     """The stored benchmarks as a markdown table, each row with the machine it was measured on.
 
@@ -512,6 +501,11 @@ def save(name: str, result: dict, results_dir: str | Path, json_out: str | Path 
     path.parent.mkdir(parents=True, exist_ok=True)
     from workshop.guard import versions
 
+    if not any(result.get(k) for k in ("peaks", "machine", "env")):  # every stored number names its machine
+        from workshop import hardware
+
+        d = hardware.detect(probe_onednn=False)
+        result = {**result, "machine": {k: d.get(k) for k in ("cpu_model", "isa_class", "cores", "amx")}}
     result = {**result, "measured_at": time.strftime("%Y-%m-%d %H:%M:%S"), "host_cores": os.cpu_count(),
               "versions": versions()}
     path.write_text(json.dumps(result, indent=2, default=str) + "\n")

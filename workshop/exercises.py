@@ -158,8 +158,9 @@ EXERCISES: dict[str, list[Exercise]] = {
                  "cap) need ten times the wire time of 1 Gbit: the wire is most of the step and the step grows "
                  "several-fold over 10 Gbit."),
         Exercise({"sim_precision": "bf16"}, "On a CPU without native bf16, compute slows many times over and the "
-                 "1 Gbit cap hardly shows: the step is compute-bound (the bandwidth lines say so). With native bf16 "
-                 "the step gets faster and the network shows more."),
+                 "1 Gbit cap hardly shows: the step is compute-bound (the bandwidth lines say so). Where `auto` "
+                 "already chose bf16 (native bf16, chapter 01) this is the default run: compare it with "
+                 "sim_precision = 'fp32', whose steps compute slower and gather twice the bytes."),
     ],
     "06": [
         Exercise({"overlap": 0.5}, "Hiding half the communication behind compute lowers the predicted p4d "

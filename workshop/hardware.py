@@ -146,7 +146,7 @@ def detect(*, probe_onednn: bool = True) -> dict:
         **amx, "amx": has_amx, "avx512f": "avx512f" in flags, "avx512_bf16": "avx512_bf16" in flags,
         "avx2": "avx2" in flags,
         "onednn_isa": onednn.get("isa"), "onednn_bf16_impl": onednn.get("bf16_matmul_impl"),
-        "onednn_uses_amx": "amx" in impl,
+        "onednn_uses_amx": ("amx" in impl) if probe_onednn else None,  # None: not probed (cheap detection)
         "torch_capability": torch.backends.cpu.get_cpu_capability(),
         "torch_version": torch.__version__,
     }
@@ -198,6 +198,9 @@ def isa_class(d: dict) -> str:
 def explain(d: dict) -> str:
     """One sentence a learner can act on: what bf16 matmuls run on here, and why."""
     if d["amx"]:
+        if d.get("onednn_uses_amx") is None:  # not probed: say nothing about oneDNN rather than guess
+            return ("AMX present (amx_bf16, amx_tile): bf16 matmuls can run on its tile unit "
+                    "(`workshop hw` shows which oneDNN kernel really runs them).")
         used = "and oneDNN dispatches bf16 matmuls to it" if d.get("onednn_uses_amx") else (
             "but oneDNN did not pick an AMX kernel (check the kernel >= 5.16 and the torch build)")
         return f"AMX present (amx_bf16, amx_tile) {used}: {d.get('onednn_bf16_impl')}."

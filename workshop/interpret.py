@@ -24,14 +24,20 @@ def machine(d: dict | None = None) -> str:
             f"{'native' if native else 'no native'} bf16, {'AMX' if d.get('amx') else 'no AMX'}")
 
 
-def measured_on(result: dict) -> str:
-    """'CPU isa, N CPUs, date' of a stored result (what a figure's title names)."""
-    env = result.get("env") or result.get("machine") or {}
-    cpu = env.get("cpu_model") or env.get("cpu") or result.get("cpu_model") or "a machine not recorded"
-    isa = env.get("isa_class") or env.get("isa") or ""
-    cores = env.get("cpus") or env.get("cores")
+def measured_on(result: dict | None) -> str:
+    """'CPU isa, N CPUs, date' of a stored result (what a figure's title and a table's column name).
+
+    Results record their machine under one of three keys, by age: "env" (comms, loading), "machine"
+    (ceiling), "peaks" (the paired benchmarks); all are read here, so no reader says "not recorded" wrongly."""
+    if not result:
+        return "-"
+    env = {**(result.get("peaks") or {}), **(result.get("machine") or {}), **(result.get("env") or {})}
+    cpu = (env.get("cpu_model") or env.get("cpu") or result.get("cpu_model")
+           or (env.get("bf16") or {}).get("path") or "a machine not recorded")
+    isa = env.get("isa_class") or env.get("isa") or result.get("isa_class") or ""
+    cores = env.get("cpus") or env.get("cores") or result.get("host_cores")
     when = result.get("date") or env.get("date") or (result.get("measured_at") or "")[:10] or "date not recorded"
-    return f"{cpu}{f' {isa}' if isa else ''}{f', {cores} CPUs' if cores else ''}, {when}"
+    return f"{cpu}{f' {isa}' if isa and isa != cpu else ''}{f', {cores} CPUs' if cores else ''}, {when}"
 
 
 def provenance(result: dict, *, here: str | None = None) -> str:
