@@ -1,4 +1,7 @@
-"""The launcher reads the failing rank's own error out of torchrun's output (canned logs, no processes)."""
+"""The launcher reads the failing rank's own error out of torchrun's output (canned logs), and stops every process it
+started when a run times out."""
+
+import pytest
 
 from workshop.launch import last_lines_per_rank, rank_failure
 
@@ -46,3 +49,23 @@ def test_a_killed_rank_is_named_with_its_signal():
 def test_last_line_of_each_rank():
     lines = ["[default0]:a\n", "[default1]:b\n", "[default0]:c\n", "[default1]:  \n", "torchrun says\n"]
     assert last_lines_per_rank(lines) == {"rank 0": "c", "rank 1": "b"}
+
+
+def test_a_timed_out_launcher_takes_its_ranks_with_it(tmp_path):
+    """Like torchrun, this launcher starts its 'rank' in a session of its own; a timeout must stop both."""
+    import subprocess
+    import sys
+
+    import psutil
+
+    from workshop.launch import run_captured
+
+    marker = tmp_path / "rank-alive"
+    rank = f"import time, pathlib; pathlib.Path({str(marker)!r}).touch(); time.sleep(600)"
+    launcher = (f"import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', {rank!r}], "
+                "start_new_session=True); time.sleep(600)")
+    with pytest.raises(subprocess.TimeoutExpired):
+        run_captured([sys.executable, "-c", launcher], timeout=3)
+    assert marker.exists()  # the rank did start
+    left = [p.pid for p in psutil.process_iter(["cmdline"]) if str(marker) in " ".join(p.info["cmdline"] or [])]
+    assert not left, f"rank processes left running: {left}"

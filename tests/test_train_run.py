@@ -136,3 +136,7 @@ def test_a_silent_hang_is_stopped_and_names_each_ranks_last_line(tmp_path, kit_c
     assert time.time() - t0 < 150  # stopped by the watchdog, not by the run ending
     assert "rank 1: workshop.train: fault injection, rank 1 hangs at step 2" in str(err.value)
     assert "rank 0:" in str(err.value)
+    import psutil  # torchrun starts ranks in sessions of their own: stopping torchrun alone orphaned them
+
+    left = [p.info for p in psutil.process_iter(["pid", "cmdline"]) if str(tmp_path) in " ".join(p.info["cmdline"] or [])]
+    assert not left, f"processes of the stopped run still alive: {left}"

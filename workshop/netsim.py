@@ -22,7 +22,6 @@ import json
 import os
 import re
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
@@ -287,22 +286,13 @@ def _node_env(ifname: str, threads: int) -> dict[str, str]:
 
 
 def _kill(procs: list[subprocess.Popen]) -> None:
+    """Every node's launcher and its ranks (launch.stop_tree: the ranks run in sessions of their own)."""
+    from workshop.launch import stop_tree
+
     for p in procs:
         if p.poll() is None:
-            try:
-                os.killpg(p.pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
-    deadline = time.monotonic() + 10
-    for p in procs:
-        try:
-            p.wait(timeout=max(0.1, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            try:
-                os.killpg(p.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            p.wait()
+            stop_tree(p.pid, grace_s=10)
+        p.wait()
 
 
 def _summarise(steps: list[dict], skip: int = 1) -> dict:

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from workshop.comms.model import Traffic, ring_factor
 from workshop.errors import WorkshopError, check_choice, check_positive
+from workshop.launch import run_captured
 from workshop.topology import GB
 
 OPS = ("all_reduce", "all_gather", "reduce_scatter")
@@ -118,7 +119,7 @@ def _torchrun(module_args: list[str], *, nproc: int, env: dict | None = None, pr
     backend = module_args[module_args.index("--backend") + 1] if "--backend" in module_args else "gloo"
     full_env = rank_env(None, {"GLOO_SOCKET_IFNAME": "lo", **(env or {})}, nproc_per_node=nproc,
                         cpu_only=backend != "nccl")
-    proc = subprocess.run(cmd, check=False, env=full_env, capture_output=True, text=True, timeout=timeout)
+    proc = run_captured(cmd, env=full_env, timeout=timeout)
     if log_path:
         Path(log_path).write_text(proc.stdout + proc.stderr)
     return proc

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import time
 from pathlib import Path
 
 from workshop.errors import check_choice
+from workshop.launch import run_captured
 from workshop.loading.checkpoint import (
     _BYTES_PER,
     DTYPES,
@@ -53,8 +53,7 @@ def run_method(checkpoint: str | Path, method: str, nproc: int, *, dtype: str | 
         cmd += ["--low-cpu-mem-usage", str(low_cpu_mem_usage).lower()]
     if not verify:
         cmd.append("--no-verify")
-    proc = subprocess.run(cmd, check=False, env=_worker_env(nproc, threads), capture_output=True, text=True,
-                          timeout=timeout)
+    proc = run_captured(cmd, env=_worker_env(nproc, threads), timeout=timeout)
     (out / "log.txt").parent.mkdir(parents=True, exist_ok=True)
     (out / "log.txt").write_text(proc.stdout + proc.stderr)
     reports = [json.loads((out / f"rank{r}.json").read_text()) for r in range(nproc)

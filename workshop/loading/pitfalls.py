@@ -5,11 +5,11 @@ not suffered.
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 
 from workshop.errors import check_choice
+from workshop.launch import run_captured
 from workshop.loading.checkpoint import check_world_size, verify_checkpoint
 from workshop.loading.experiment import _worker_env
 from workshop.loading.worker import ds_config
@@ -87,7 +87,7 @@ def show_pitfall(name: str, checkpoint: str | Path, *, nproc: int = 2, timeout: 
             from workshop.launch import torchrun_command
 
             cmd = torchrun_command(args[2:] + ["--rank0-only"], module="workshop.loading", nproc_per_node=nproc)
-        proc = subprocess.run(cmd, check=False, env=env, capture_output=True, text=True, timeout=timeout)
+        proc = run_captured(cmd, env=env, timeout=timeout)
         if not out.exists():
             tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-10:])
             return {"name": name, "what": PITFALLS[name], "ok": False,
