@@ -231,3 +231,15 @@ def test_real_ceiling_run_tiny(kit_cache, tmp_path):
     for lv in measured.values():
         assert 0 < lv["pct_of_ceiling"]["median"] / 100 <= 1.5
     assert res["machine"]["cpu_model"] and res["isa_path"] and res["versions"]["deepspeed"]
+
+
+def test_a_lever_in_another_precision_is_not_the_best_step():
+    """fp32 on an AMX CPU fills more of fp32's far lower ceiling at half the speed: no step closer to the machine's."""
+    def lever(pct, precision, effect=1.0):
+        return {"status": "measured", "precision": precision, "pct_of_ceiling": {"median": pct},
+                "effect_vs_base": {"median": effect}}
+    res = {"precision": "bf16", "levers": {"recipe": lever(23.0, "bf16"), "micro_batch_x2": lever(33.0, "bf16", 1.18),
+                                           "fp32": lever(67.0, "fp32", 0.53)}}
+    t = ceiling.targets(res)
+    assert t["step_pct_of_ceiling"]["best_lever"] == "micro_batch_x2" and t["step_pct_of_ceiling"]["verdict"] == "missed by 45%"
+    assert t["bf16_over_fp32"]["value"] == pytest.approx(1 / 0.53) and t["bf16_over_fp32"]["verdict"] == "missed"
