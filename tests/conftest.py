@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -14,6 +16,7 @@ REPO = Path(__file__).resolve().parent.parent
 # whose only server is a closed loopback port, and no in-cluster service account. Set at import time, before
 # any test module or kubernetes client reads the environment.
 NOWHERE_KUBECONFIG = Path(tempfile.mkdtemp(prefix="workshop-kube-")) / "config"
+atexit.register(shutil.rmtree, NOWHERE_KUBECONFIG.parent, ignore_errors=True)  # leave /tmp as we found it
 NOWHERE_KUBECONFIG.write_text("""apiVersion: v1
 kind: Config
 clusters:
