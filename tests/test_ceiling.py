@@ -243,3 +243,26 @@ def test_a_lever_in_another_precision_is_not_the_best_step():
     t = ceiling.targets(res)
     assert t["step_pct_of_ceiling"]["best_lever"] == "micro_batch_x2" and t["step_pct_of_ceiling"]["verdict"] == "missed by 45%"
     assert t["bf16_over_fp32"]["value"] == pytest.approx(1 / 0.53) and t["bf16_over_fp32"]["verdict"] == "missed"
+
+
+def test_the_stored_amx_result_names_the_other_ceiling_and_its_figure_no_target(tmp_path, monkeypatch):
+    """The fp32 row of a bf16 run is % of the fp32 ceiling: the table and the figure say so, and the figure a
+    learner sees in chapter 04 draws no target line (targets live in benchmarks/, not in the notebooks)."""
+    import matplotlib.pyplot as plt
+
+    res = json.loads((ceiling.RESULTS_DIR / "ceiling.json").read_text())
+    assert res["precision"] == "bf16" and res["levers"]["fp32"]["status"] == "measured"
+    rows = {r["lever"]: r for r in ceiling.rows(res)}
+    assert rows["fp32"]["ceiling_of"] == "fp32 ceiling" and rows["micro_batch_x2"]["ceiling_of"] is None
+    table = ceiling.format_table(list(rows.values())).splitlines()
+    assert [x for x in table if "of the fp32 ceiling" in x] == [x for x in table if x.startswith("| fp32 |")]
+    texts: list[str] = []
+    real_savefig = plt.Figure.savefig
+
+    def grab(fig, *a, **k):
+        texts.extend(t.get_text() for ax in fig.axes for t in ax.texts + ax.get_yticklabels())
+        return real_savefig(fig, *a, **k)
+
+    monkeypatch.setattr(plt.Figure, "savefig", grab)
+    ceiling.figure(res, tmp_path / "c.png")
+    assert "fp32\n(of the fp32 ceiling)" in texts and not any("target" in t for t in texts)

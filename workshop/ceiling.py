@@ -671,7 +671,10 @@ def rows(result: dict | None = None, path: str | Path = CEILING_JSON) -> list[di
                         "effect_range": None, "base": lv.get("base"), "verdict": "skipped", "note": lv.get("reason")})
             continue
         pct, eff, m = lv["pct_of_ceiling"], lv.get("effect_vs_base"), lv.get("mfu_pct_of_peak")
+        # a lever in another precision is measured against that precision's ceiling, not the recipe's
+        other = lv.get("precision") and lv["precision"] != res.get("precision")
         out.append({"lever": name, "label": lv["label"], "status": "measured",
+                    "ceiling_of": f"{lv['precision']} ceiling" if other else None,
                     "tokens_per_s": round(lv["tokens_per_s"]["median"], 1),
                     "pct_of_ceiling": round(pct["median"], 1), "pct_range": (round(pct["min"], 1), round(pct["max"], 1)),
                     "mfu_pct": round(m["median"], 1) if m else None,
@@ -690,6 +693,8 @@ def format_table(table: list[dict]) -> str:
             lines.append(f"| {r['label']} | - | - | - | - | skipped: {r['note']} |")
             continue
         pct = f"{r['pct_of_ceiling']} ({r['pct_range'][0]}-{r['pct_range'][1]})"
+        if r.get("ceiling_of"):
+            pct += f" of the {r['ceiling_of']}"
         eff = "-" if r["effect"] is None else f"x{r['effect']} ({r['effect_range'][0]}-{r['effect_range'][1]}) vs {r['base']}"
         lines.append(f"| {r['label']} | {r['tokens_per_s']} | {pct} | {r['mfu_pct']} | {eff} | {r['verdict']} |")
     return "\n".join(lines)

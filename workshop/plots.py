@@ -286,12 +286,16 @@ def plot_ceiling(rows: list[dict], path, *, title: str = "training step vs this 
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 0.42 * len(rows) + 1.6), sharey=True)
     ys = list(range(len(rows)))[::-1]
     pct = [r["pct_of_ceiling"] for r in rows]
-    ax1.barh(ys, pct, 0.6, color="tab:blue",
+    # a lever in another precision (fp32 where the recipe is bf16) is % of ITS ceiling: hatched, and said so
+    other = [bool(r.get("ceiling_of")) for r in rows]
+    ax1.barh(ys, pct, 0.6, color=["0.75" if o else "tab:blue" for o in other],
              xerr=[[p - r["pct_range"][0] for p, r in zip(pct, rows)], [r["pct_range"][1] - p for p, r in zip(pct, rows)]],
              capsize=3)
-    ax1.axvline(60, ls="--", color="0.3", lw=1)
-    ax1.annotate("target 60%", (60, max(ys) + 0.45), fontsize=7, ha="left")
-    ax1.set_yticks(ys, [r["label"] for r in rows], fontsize=8)
+    for y, p, o in zip(ys, pct, other):
+        if o:
+            ax1.barh(y, p, 0.6, color="none", edgecolor="0.4", hatch="//")
+    ax1.set_yticks(ys, [r["label"] + (f"\n(of the {r['ceiling_of']})" if r.get("ceiling_of") else "") for r in rows],
+                   fontsize=8)
     ax1.set_xlabel("step model FLOP/s, % of GEMM ceiling")
     eff = [r["effect"] or 1.0 for r in rows]
     lo = [e - (r["effect_range"] or (e, e))[0] for e, r in zip(eff, rows)]
