@@ -288,12 +288,12 @@ def plot_ceiling(rows: list[dict], path, *, title: str = "training step vs this 
     pct = [r["pct_of_ceiling"] for r in rows]
     # a lever in another precision (fp32 where the recipe is bf16) is % of ITS ceiling: hatched, and said so
     other = [bool(r.get("ceiling_of")) for r in rows]
-    ax1.barh(ys, pct, 0.6, color=["0.75" if o else "tab:blue" for o in other],
-             xerr=[[p - r["pct_range"][0] for p, r in zip(pct, rows)], [r["pct_range"][1] - p for p, r in zip(pct, rows)]],
-             capsize=3)
-    for y, p, o in zip(ys, pct, other):
+    bars = ax1.barh(ys, pct, 0.6, color=["0.75" if o else "tab:blue" for o in other],
+                    xerr=[[p - r["pct_range"][0] for p, r in zip(pct, rows)],
+                          [r["pct_range"][1] - p for p, r in zip(pct, rows)]], capsize=3)
+    for bar, o in zip(bars, other):
         if o:
-            ax1.barh(y, p, 0.6, color="none", edgecolor="0.4", hatch="//")
+            bar.set(hatch="//", edgecolor="0.4")
     ax1.set_yticks(ys, [r["label"] + (f"\n(of the {r['ceiling_of']})" if r.get("ceiling_of") else "") for r in rows],
                    fontsize=8)
     ax1.set_xlabel("step model FLOP/s, % of GEMM ceiling")
