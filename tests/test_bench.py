@@ -78,6 +78,9 @@ def test_seed_variant_matches_the_seed_recipe():
     assert args.min_chars == 11 and args.precision == "bf16" and args.extra_ds["overlap_comm"] is True
     w = parse_args(bench.variant_argv(bench.VARIANTS["workbook"], BenchConfig(dataset=__file__), bench.REPO / "x"))
     assert w.packing and w.precision == "bf16" and not w.offload_param
+    assert w.engine == "ddp" and w.master_weights  # bf16 weights with fp32 masters, not autocast
+    f = parse_args(bench.variant_argv(bench.VARIANTS["workbook_fp32"], BenchConfig(dataset=__file__), bench.REPO / "x"))
+    assert f.precision == "fp32" and not f.master_weights
     assert bench.VARIANTS["workbook_fp32"].precision == "fp32"
 
 

@@ -86,6 +86,13 @@ def test_levers_map_to_train_args_and_env(kit_cache, tmp_path, monkeypatch):
     assert args("affinity").pin_cores and "--pin-cores" in args("affinity").to_argv()
     assert "OMP_PROC_BIND" not in ceiling.lever_env(LEVERS["affinity"])  # set in the rank, not in torchrun
     assert args("micro_batch_x2").micro_batch == 8
+    assert recipe.master_weights and "--master-weights" in recipe.to_argv()  # bf16 weights, fp32 masters
+    ac = args("autocast")
+    assert not ac.master_weights and "--master-weights" not in ac.to_argv() and LEVERS["autocast"].needs == ("recipe_bf16",)
+    st = args("stack")
+    assert (st.compile, st.master_weights, st.micro_batch) == (True, True, 8)
+    assert ceiling.lever_env(LEVERS["stack_tcmalloc"])["LD_PRELOAD"].startswith("/usr/lib/libtcmalloc.so")
+    assert args("fp32").master_weights is False  # fp32 weights and bf16 master weights exclude each other
     assert (args("grad_accum_x2").micro_batch, args("grad_accum_x2").grad_accum) == (2, 2)
     env = ceiling.lever_env(LEVERS["jemalloc"])
     assert env["LD_PRELOAD"].startswith("/usr/lib/libjemalloc.so") and "background_thread:true" in env["MALLOC_CONF"]
@@ -100,6 +107,24 @@ def test_bases_are_added_and_requirements_skip_with_a_reason(kit_cache, tmp_path
     if pl.precision == "fp32":  # a CPU without native bf16: the recipe already runs fp32
         assert "already runs fp32" in pl.skipped["fp32"]
     assert set(pl.runs) >= {"recipe"}
+
+
+@pytest.mark.parametrize("native", [False, True], ids=["emulated-bf16", "native-bf16"])
+def test_autocast_lever_runs_only_where_the_recipe_is_bf16(kit_cache, tmp_path, monkeypatch, native):
+    """The autocast lever compares against the recipe's bf16 weights: where `auto` resolves to fp32 it is skipped
+    with the reason; with two requirements (stack_tcmalloc: a compiler and tcmalloc) the first unmet one is given."""
+    from workshop import hardware
+
+    monkeypatch.setattr(hardware, "native_bf16", lambda: (native, "faked"))
+    monkeypatch.setattr(hardware, "resolve_precision", lambda p: ("bf16" if native else "fp32", "faked"))
+    monkeypatch.setattr(ceiling.shutil, "which", lambda name: None)  # no C++ compiler either
+    monkeypatch.setattr(ceiling, "allocator_path", lambda name: None)
+    pl = ceiling.plan(recipe_cfg(kit_cache, tmp_path, levers=("autocast", "stack_tcmalloc")))
+    assert "no C++ compiler" in pl.skipped["stack_tcmalloc"]
+    if native:
+        assert pl.precision == "bf16" and not pl.runs["autocast"][0].master_weights
+    else:
+        assert pl.skipped["autocast"] == "the recipe already runs fp32 here (precision auto)"
 
 
 def test_unknown_lever_names_it_and_the_allowed_ones(kit_cache, tmp_path, capsys):

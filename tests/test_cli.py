@@ -37,6 +37,7 @@ def test_unknown_command_names_the_allowed_ones(capsys):
     (["--offload-param", "--zero-stage", "2"], "--offload-param needs --zero-stage 3"),
     (["--engine", "ddp", "--offload-optimizer"], "offload flags need --engine deepspeed"),
     (["--dataset", "/nonexistent/file.txt"], "is not 'local', 'wikitext' or an existing text file"),
+    (["--master-weights", "--precision", "fp32"], "--master-weights keeps the weights in bf16"),
 ])
 def test_bad_training_arguments_are_rejected_before_launch(argv, needle):
     with pytest.raises(WorkshopError, match=needle.replace("(", r"\(").replace(")", r"\)")):

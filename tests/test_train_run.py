@@ -140,3 +140,26 @@ def test_a_silent_hang_is_stopped_and_names_each_ranks_last_line(tmp_path, kit_c
 
     left = [p.info for p in psutil.process_iter(["pid", "cmdline"]) if str(tmp_path) in " ".join(p.info["cmdline"] or [])]
     assert not left, f"processes of the stopped run still alive: {left}"
+
+
+def test_bf16_master_weights_track_autocast_and_checkpoint_the_masters(tmp_path, kit_cache):
+    """--master-weights (bf16 model, fp32 masters in the optimizer) against the recipe's fp32 weights + bf16
+    autocast, same seed and data on 2 DDP ranks: both compute in bf16, so the losses agree to bf16 precision;
+    a checkpoint carries the fp32 masters, so a resume does not restart from their bf16 rounding."""
+    import torch
+
+    from workshop.master_weights import MASTER_KEY
+
+    runs = {}
+    for name, extra in (("autocast", {}), ("masters", {"master_weights": True, "save_steps": 8})):
+        argv = common(tmp_path / name, kit_cache, steps=8, engine="ddp", precision="bf16", **extra)
+        runs[name] = run_torchrun(argv, nproc_per_node=2, threads_per_rank=1, progress=False).check()
+    assert "weights=fp32+bf16-autocast" in runs["autocast"].log and "weights=bf16+fp32-master" in runs["masters"].log
+    la = [s["loss"] for s in runs["autocast"].metrics["steps"]]
+    lm = [s["loss"] for s in runs["masters"].metrics["steps"]]
+    assert lm == pytest.approx(la, rel=1e-2), (la, lm)
+    assert sum(lm[-3:]) / 3 < sum(lm[:3]) / 3 - 0.3, lm
+    state = torch.load(tmp_path / "masters" / "run" / "checkpoint-8" / "optimizer.pt", weights_only=False)
+    masters = state[MASTER_KEY]
+    assert masters and all(m.dtype == torch.float32 for m in masters)
+    assert sum(m.numel() for m in masters) == runs["masters"].metrics["params"]

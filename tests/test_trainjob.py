@@ -369,3 +369,13 @@ def test_multi_node_jobs_keep_one_node_pod_per_machine(trainer):
     assert tj.validate(spec, trainer) == []
     single = tj.gpu_trainjob("gpu-1x4", nodes=1, gpus_per_node=4, efa_per_node=4, catalog_source="moto")
     assert "affinity" not in str(single.to_dict("2.2.0"))  # one pod: nothing to spread
+
+
+def test_cpu_image_preloads_the_allocator_it_installs():
+    """tcmalloc pays on the training step (`workshop bench ceiling`); a library on the host never reaches the pod,
+    so the image installs it and preloads exactly the file that Debian package ships."""
+    _, text = _dockerfile("cpu")
+    packages = re.search(r"apt-get install -y --no-install-recommends ([^\\\n]+)", text).group(1).split()
+    assert "libtcmalloc-minimal4" in packages
+    preload = re.search(r"^ENV LD_PRELOAD=(\S+)$", text, re.MULTILINE).group(1)
+    assert preload == "/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4"

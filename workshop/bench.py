@@ -150,7 +150,8 @@ VARIANTS: dict[str, Variant] = {v.name: v for v in [
     Variant("seed_engine_packed", "seed engine, packed", "the seed's ZeRO-3 + offload engine fed packed 512-token "
             "blocks (separates engine tuning from packing)", SEED_ENGINE + ("--packing",)),
     Variant("workbook", "workbook recipe", "packed 512-token blocks, DDP (the model fits each rank), 1 thread per "
-            "rank, bf16 autocast, fused CPU AdamW", WORKBOOK_ENGINE + ("--precision", "bf16", "--packing")),
+            "rank, bf16 weights with fp32 masters, fused CPU AdamW",
+            WORKBOOK_ENGINE + ("--precision", "bf16", "--master-weights", "--packing")),
     Variant("workbook_fp32", "workbook recipe, fp32", "the workbook recipe in fp32",
             WORKBOOK_ENGINE + ("--precision", "fp32", "--packing"), precision="fp32"),
 ]}

@@ -265,7 +265,7 @@ class Lever:
     env: dict = field(default_factory=dict)
     base: str | None = "recipe"
     cpu_only: bool = False
-    needs: str | None = None  # a requirement checked on this host: compiler, jemalloc, tcmalloc, native_bf16, ...
+    needs: tuple[str, ...] = ()  # requirements checked on this host: compiler, jemalloc, tcmalloc, recipe_bf16, ...
 
 
 # Intel's PyTorch CPU tuning guide settings for jemalloc: keep freed pages instead of returning them each step.
@@ -274,16 +274,16 @@ JEMALLOC_CONF = ("oversize_threshold:1,background_thread:true,metadata_thp:auto,
 ZERO3 = {"engine": "deepspeed", "zero_stage": 3}
 
 LEVERS: dict[str, Lever] = {lv.name: lv for lv in [
-    Lever("recipe", "workbook recipe", "packed blocks, DDP, fused AdamW, precision auto, 1 thread per rank",
-          base=None),
+    Lever("recipe", "workbook recipe", "packed blocks, DDP, fused AdamW, precision auto (bf16: bf16 weights with "
+          "fp32 masters), 1 thread per rank", base=None),
     Lever("compile", "torch.compile", "torch.compile (Inductor: C++/OpenMP kernels on CPU, Triton on GPU)",
-          {"compile": True}, needs="compiler"),
+          {"compile": True}, needs=("compiler",)),
     Lever("eager_attention", "eager attention", "attn_implementation=eager (plain matmuls + softmax) instead of "
           "SDPA's fused kernel", {"attn_implementation": "eager"}),
     Lever("adamw_unfused", "AdamW, not fused", "torch AdamW's per-parameter loop instead of the fused kernel",
           {"optimizer": "adamw_torch"}),
-    Lever("zero3", "ZeRO-3 engine", "DeepSpeed ZeRO-3 (the workbook's engine) instead of DDP, fused AdamW; with "
-          "native bf16 it keeps bf16 weights + fp32 master copies (the recipe: fp32 weights, bf16 autocast)", ZERO3),
+    Lever("zero3", "ZeRO-3 engine", "DeepSpeed ZeRO-3 (the workbook's engine) instead of DDP, fused AdamW; in bf16 "
+          "it keeps bf16 weights + fp32 master copies, as the recipe does", ZERO3),
     Lever("ds_cpu_adam", "ZeRO-3 + DeepSpeed CPU Adam", "offload_optimizer: DeepSpeed's C++ CPU Adam instead of "
           "torch's fused AdamW (against the ZeRO-3 engine)", {**ZERO3, "offload_optimizer": True}, base="zero3"),
     Lever("zero3_persist", "ZeRO-3, big persistence/prefetch", "stage3_param_persistence_threshold 1e7 (tensors "
@@ -293,16 +293,23 @@ LEVERS: dict[str, Lever] = {lv.name: lv for lv in [
     Lever("affinity", "pinned cores", "each rank pinned to its own cores (sched_setaffinity) with OMP_PROC_BIND=close, "
           "OMP_PLACES=cores set in the rank", {"pin_cores": True}, cpu_only=True),
     Lever("jemalloc", "jemalloc", "LD_PRELOAD jemalloc with Intel's MALLOC_CONF (no page return every step)",
-          env={"MALLOC_CONF": JEMALLOC_CONF}, cpu_only=True, needs="jemalloc"),
-    Lever("tcmalloc", "tcmalloc", "LD_PRELOAD tcmalloc (gperftools, minimal)", cpu_only=True, needs="tcmalloc"),
+          env={"MALLOC_CONF": JEMALLOC_CONF}, cpu_only=True, needs=("jemalloc",)),
+    Lever("tcmalloc", "tcmalloc", "LD_PRELOAD tcmalloc (gperftools, minimal)", cpu_only=True, needs=("tcmalloc",)),
     Lever("micro_batch_x2", "micro-batch x2", "twice the sequences per forward: GEMMs with twice the rows",
           {"micro_batch": "x2"}),
     Lever("grad_accum_x2", "micro-batch /2, GA 2", "half the micro-batch, 2 accumulation steps: the same samples "
           "per optimizer step in GEMMs half as tall", {"micro_batch": "/2", "grad_accum": 2}),
-    Lever("fp32", "fp32", "fp32 instead of bf16 autocast (only where the recipe resolves to bf16)",
-          {"precision": "fp32"}, needs="recipe_bf16"),
-    Lever("bf16", "bf16 autocast", "bf16 autocast instead of fp32 (only where the CPU or GPU has native bf16)",
-          {"precision": "bf16"}, needs="native_bf16_recipe_fp32"),
+    Lever("autocast", "fp32 weights + bf16 autocast", "fp32 weights cast to bf16 on every forward (autocast) and "
+          "fp32 gradients all-reduced, instead of the recipe's bf16 weights with fp32 masters (workshop.master_weights)",
+          {"master_weights": False}, needs=("recipe_bf16",)),
+    Lever("stack", "compile + micro-batch x2", "two levers that pay, together: torch.compile and twice the sequences "
+          "per forward", {"compile": True, "micro_batch": "x2"}, needs=("compiler",)),
+    Lever("stack_tcmalloc", "compile + micro-batch x2 + tcmalloc", "the stack with tcmalloc preloaded (the CPU "
+          "image installs it)", {"compile": True, "micro_batch": "x2"}, cpu_only=True, needs=("compiler", "tcmalloc")),
+    Lever("fp32", "fp32", "fp32 weights and math instead of bf16 (only where the recipe resolves to bf16)",
+          {"precision": "fp32", "master_weights": False}, needs=("recipe_bf16",)),
+    Lever("bf16", "bf16", "bf16 weights with fp32 masters instead of fp32 (only where the CPU or GPU has native bf16)",
+          {"precision": "bf16"}, needs=("native_bf16_recipe_fp32",)),
 ]}
 DEFAULT_LEVERS = tuple(LEVERS)
 
@@ -385,10 +392,10 @@ def lever_args(lever: Lever, recipe) -> object:
 def lever_env(lever: Lever) -> dict:
     """The extra rank environment of one lever (LD_PRELOAD resolved to the installed allocator)."""
     env = dict(lever.env)
-    if lever.needs in ("jemalloc", "tcmalloc"):
-        path = allocator_path(lever.needs)
+    for lib in set(lever.needs) & {"jemalloc", "tcmalloc"}:
+        path = allocator_path(lib)
         if path is None:
-            raise WorkshopError(f"lever {lever.name} needs {lever.needs}, which is not installed")
+            raise WorkshopError(f"lever {lever.name} needs {lib}, which is not installed")
         env["LD_PRELOAD"] = ":".join(p for p in (path, os.environ.get("LD_PRELOAD")) if p)
     return env
 
@@ -443,7 +450,7 @@ def recipe_args(cfg: CeilingConfig):
         dataset = str(build_corpus(Path(cfg.cache_dir).expanduser() / "corpus.txt"))
     argv = ["--model", cfg.model, "--dataset", dataset, "--seq-len", str(cfg.seq_len), "--max-steps", str(cfg.steps),
             "--cache-dir", cfg.cache_dir, "--output-dir", str(Path(cfg.out_dir) / "recipe"), "--warmup-steps", "0",
-            *WORKBOOK_ENGINE, "--micro-batch", str(cfg.micro_batch), "--precision", "auto",
+            *WORKBOOK_ENGINE, "--micro-batch", str(cfg.micro_batch), "--precision", "auto", "--master-weights",
             "--backend", "nccl" if cfg.device == "cuda" else "gloo"]
     if cfg.threads and cfg.device == "cpu":
         argv += ["--threads", str(cfg.threads)]
@@ -469,7 +476,8 @@ def plan(cfg: CeilingConfig, *, gemm_ratio: float | None = None) -> Plan:
     for name in parse_levers(",".join(cfg.levers)):
         lv = LEVERS[name]
         why = ("a CPU-only lever (host threads and allocator of CPU ranks)" if lv.cpu_only and cfg.device != "cpu"
-               else requirement(lv.needs, device=cfg.device, recipe_precision=precision, gemm_ratio=gemm_ratio))
+               else next(filter(None, (requirement(n, device=cfg.device, recipe_precision=precision,
+                                                   gemm_ratio=gemm_ratio) for n in lv.needs)), None))
         if why:
             p.skipped[name] = why
             continue

@@ -43,6 +43,7 @@ class TrainArgs:
     grad_accum: int = 1
     max_steps: int = 20
     precision: str = "auto"  # bf16 where the hardware has native bf16 math, else fp32 (hardware.resolve_precision)
+    master_weights: bool = False          # DDP + bf16: bf16 weights, fp32 masters in the optimizer, no autocast
     engine: str = "deepspeed"
     zero_stage: int = 3
     offload_optimizer: bool = False
@@ -97,6 +98,9 @@ class TrainArgs:
         check_choice("backend", self.backend, BACKENDS)
         check_choice("zero stage", self.zero_stage, (0, 1, 2, 3))
         check_choice("attn-implementation", self.attn_implementation, ATTENTIONS)
+        if self.master_weights and self.precision == "fp32":
+            raise WorkshopError("--master-weights keeps the weights in bf16 (fp32 copies in the optimizer); it needs "
+                                "--precision bf16 or auto, got fp32")
         if self.offload_param and self.zero_stage != 3:
             raise WorkshopError(f"--offload-param needs --zero-stage 3, got {self.zero_stage}")
         if self.engine == "ddp" and (self.offload_param or self.offload_optimizer):
@@ -159,6 +163,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-steps", type=int, default=d.max_steps, help="optimizer steps")
     p.add_argument("--precision", default=d.precision,
                    help="auto (bf16 on GPUs and CPUs with AMX/AVX512_BF16, else fp32) | bf16 | fp32")
+    p.add_argument("--master-weights", action="store_true",
+                   help="bf16 only: keep the model in bf16 and fp32 master copies in the optimizer, no autocast "
+                        "(DDP then all-reduces bf16 gradients); DeepSpeed's bf16 mode always works this way")
     p.add_argument("--engine", default=d.engine, help="deepspeed | ddp")
     p.add_argument("--zero-stage", type=int, default=d.zero_stage)
     p.add_argument("--offload-optimizer", action="store_true")
@@ -370,7 +377,8 @@ def load_model_and_tokenizer(args: TrainArgs, cache_dir: Path):
     from workshop.data import load_tokenizer, local_kit
     from workshop.models import build_config, check_hub_access, hub_token
 
-    dtype = torch.bfloat16 if args.precision == "bf16" and args.engine == "deepspeed" else torch.float32
+    dtype = torch.bfloat16 if args.precision == "bf16" and (args.engine == "deepspeed" or args.master_weights) \
+        else torch.float32
     source = resolve_source(args.model)
     if source.kind == "preset":
         vocab = PRESETS[args.model].config["vocab_size"]
@@ -466,6 +474,15 @@ def _stop_on_sigterm() -> None:
     signal.signal(signal.SIGTERM, handler)
 
 
+def weights_kind(args: TrainArgs) -> str:
+    """How the weights are kept, in words for the start line: what --precision and --master-weights became."""
+    if args.precision != "bf16":
+        return "fp32"
+    if args.engine == "deepspeed" or args.master_weights:
+        return "bf16+fp32-master"
+    return "fp32+bf16-autocast"
+
+
 def _checkpointing_keyword() -> str:
     """transformers 5.23 renamed TrainingArguments(gradient_checkpointing=) to activation_checkpointing=."""
     from transformers import TrainingArguments
@@ -502,13 +519,15 @@ def _train(args: TrainArgs, backend: str, precision_why: str = "as asked") -> di
         (out / "ds_config.json").write_text(json.dumps(ds, indent=2))
 
     on_cpu = backend == "gloo"
+    # DeepSpeed's bf16 keeps its own fp32 masters; DDP gets them from with_master_weights instead of autocast
+    masters = args.master_weights and args.precision == "bf16" and args.engine == "ddp"
     ckpt_keyword = _checkpointing_keyword()
     targs = TrainingArguments(
         output_dir=str(out), per_device_train_batch_size=args.micro_batch,
         gradient_accumulation_steps=args.grad_accum, max_steps=args.max_steps, learning_rate=args.lr,
         warmup_steps=args.warmup_steps, lr_scheduler_type="constant_with_warmup", weight_decay=0.0,
         logging_steps=1, save_strategy="steps" if args.save_steps else "no", save_steps=args.save_steps or 500,
-        bf16=args.precision == "bf16", use_cpu=on_cpu, ddp_backend=backend, deepspeed=ds,
+        bf16=args.precision == "bf16" and not masters, use_cpu=on_cpu, ddp_backend=backend, deepspeed=ds,
         **{ckpt_keyword: args.grad_ckpt}, seed=args.seed, report_to="none", disable_tqdm=True,
         dataloader_drop_last=True, optim=args.optimizer, torch_compile=args.compile, save_only_model=False,
         save_total_limit=args.save_total_limit,
@@ -532,12 +551,19 @@ def _train(args: TrainArgs, backend: str, precision_why: str = "as asked") -> di
         from workshop.outputs import sync_callback
 
         callbacks.append(sync_callback(args.sync_to, args.save_total_limit))
+    optimizer = None
+    if masters:
+        from workshop.master_weights import with_master_weights
+
+        cls, kwargs = Trainer.get_optimizer_cls_and_kwargs(targs, model)
+        optimizer = (with_master_weights(cls), kwargs)
     trainer = CountingTrainer(model=model, args=targs, train_dataset=data, processing_class=tok,
-                              callbacks=callbacks)
+                              callbacks=callbacks, optimizer_cls_and_kwargs=optimizer)
     resume_from = get_last_checkpoint(str(out)) if args.resume and out.is_dir() else None
     if rank == 0:
         print(f"workshop.train: world_size={world} backend={backend} engine={args.engine} zero={args.zero_stage} "
-              f"precision={args.precision} ({precision_why}) threads/rank={torch.get_num_threads()} samples={len(data)} "
+              f"precision={args.precision} ({precision_why}) "
+              f"weights={weights_kind(args)} threads/rank={torch.get_num_threads()} samples={len(data)} "
               f"cpu_capability={torch.backends.cpu.get_cpu_capability()}"
               + (f" resuming from {resume_from}" if resume_from else ""), flush=True)
     if args.engine == "deepspeed" and args.zero_stage == 3:

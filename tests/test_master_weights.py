@@ -1,0 +1,93 @@
+"""bf16 weights with fp32 master copies (workshop.master_weights): the update that bf16 alone would lose is kept."""
+
+import copy
+
+import pytest
+import torch
+
+from workshop.master_weights import MASTER_KEY, with_master_weights
+
+
+def bf16_model(seed=0):
+    torch.manual_seed(seed)
+    return torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.Tanh(), torch.nn.Linear(32, 4)).to(torch.bfloat16)
+
+
+def train(model, opt, steps, seed=1):
+    g = torch.Generator().manual_seed(seed)
+    for _ in range(steps):
+        x = torch.randn(8, 16, generator=g).to(next(model.parameters()).dtype)
+        loss = model(x).float().pow(2).mean()
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+
+
+def test_small_updates_accumulate_in_the_masters_and_reach_the_bf16_weights():
+    """lr 1e-4 moves a weight of ~0.1 by ~1e-4 per step, below bf16's step of ~5e-4 there: plain bf16 AdamW
+    rounds every update away; the masters add them up until the bf16 weight moves."""
+    plain, masters = bf16_model(), bf16_model()
+    start = [p.detach().clone() for p in plain.parameters()]
+    train(plain, torch.optim.AdamW(plain.parameters(), lr=1e-4, weight_decay=0.0), 10)
+    opt = with_master_weights(torch.optim.AdamW)(masters.parameters(), lr=1e-4, weight_decay=0.0)
+    train(masters, opt, 10)
+    frozen = sum(int((p == s).sum()) for p, s in zip(plain.parameters(), start))
+    moved = sum(int((p != s).sum()) for p, s in zip(masters.parameters(), start))
+    total = sum(p.numel() for p in start)
+    assert frozen > 0.5 * total  # most plain-bf16 weights never changed
+    assert moved > 0.5 * total   # most weights moved through their masters
+    for m, p in zip(opt.master_params, masters.parameters()):
+        assert m.dtype == torch.float32 and p.dtype == torch.bfloat16
+        assert torch.equal(m.to(torch.bfloat16), p)  # the model holds exactly the rounded masters
+        assert m.grad is None and p.grad is None     # no gradient kept between steps
+
+
+def test_matches_fp32_training_to_bf16_precision():
+    """Same steps on fp32 weights (the reference): the masters follow it far closer than plain bf16 weights do."""
+    ref = bf16_model().float()
+    masters, plain = bf16_model(), bf16_model()
+    train(ref, torch.optim.AdamW(ref.parameters(), lr=1e-3), 30)
+    opt = with_master_weights(torch.optim.AdamW)(masters.parameters(), lr=1e-3)
+    train(masters, opt, 30)
+    train(plain, torch.optim.AdamW(plain.parameters(), lr=1e-3), 30)
+    err_m = max(float((m - r.detach()).abs().max()) for m, r in zip(opt.master_params, ref.parameters()))
+    err_p = max(float((p.detach().float() - r.detach()).abs().max()) for p, r in zip(plain.parameters(), ref.parameters()))
+    assert err_m < 0.5 * err_p, (err_m, err_p)
+
+
+def test_param_groups_and_fused_kernel_are_kept():
+    model = bf16_model()
+    decay, no_decay = list(model[0].parameters()), list(model[2].parameters())
+    opt = with_master_weights(torch.optim.AdamW)([{"params": decay, "weight_decay": 0.1},
+                                                  {"params": no_decay, "weight_decay": 0.0}], lr=1e-3, fused=True)
+    assert [g["weight_decay"] for g in opt.param_groups] == [0.1, 0.0] and opt.defaults["fused"]
+    assert all(p.dtype == torch.float32 for g in opt.param_groups for p in g["params"])
+    assert isinstance(opt, torch.optim.AdamW) and type(opt).__name__ == "AdamWWithMasterWeights"
+    train(model, opt, 2)
+
+
+def test_state_dict_carries_the_masters_so_a_resume_continues_in_fp32():
+    a = bf16_model()
+    opt_a = with_master_weights(torch.optim.AdamW)(a.parameters(), lr=1e-4)
+    train(a, opt_a, 5)
+    saved = copy.deepcopy(opt_a.state_dict())  # as torch.save + torch.load give it back
+    assert len(saved[MASTER_KEY]) == 4
+    b = bf16_model(seed=7)  # what a resumed run holds before loading: the checkpoint's bf16 weights
+    with torch.no_grad():
+        for pb, pa in zip(b.parameters(), a.parameters()):
+            pb.copy_(pa)
+    opt_b = with_master_weights(torch.optim.AdamW)(b.parameters(), lr=1e-4)
+    opt_b.load_state_dict(saved)
+    for ma, mb in zip(opt_a.master_params, opt_b.master_params):
+        assert torch.equal(ma, mb)  # fp32, not the bf16 rounding the model weights alone would give
+    train(a, opt_a, 3, seed=3)
+    train(b, opt_b, 3, seed=3)
+    for pa, pb in zip(a.parameters(), b.parameters()):
+        assert torch.equal(pa, pb)
+
+
+def test_a_checkpoint_from_another_model_is_refused():
+    opt = with_master_weights(torch.optim.AdamW)(bf16_model().parameters(), lr=1e-4)
+    bad = {**opt.state_dict(), MASTER_KEY: [torch.zeros(3)]}
+    with pytest.raises(ValueError, match="checkpoint holds 1 master weights, this model has 4"):
+        opt.load_state_dict(bad)
