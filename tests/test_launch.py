@@ -3,6 +3,7 @@ started when a run times out."""
 
 import pytest
 
+from workshop.errors import WorkshopError
 from workshop.launch import last_lines_per_rank, rank_failure
 
 ROOT = """[default0]:METRIC {{"step": 1}}
@@ -69,3 +70,23 @@ def test_a_timed_out_launcher_takes_its_ranks_with_it(tmp_path):
     assert marker.exists()  # the rank did start
     left = [p.pid for p in psutil.process_iter(["cmdline"]) if str(marker) in " ".join(p.info["cmdline"] or [])]
     assert not left, f"rank processes left running: {left}"
+
+
+def test_allocator_env_preloads_the_named_allocator_or_says_how_to_install_it(monkeypatch):
+    from workshop import launch
+
+    monkeypatch.delenv("LD_PRELOAD", raising=False)
+    assert launch.allocator_env("system") == ({}, "system")
+    monkeypatch.setattr(launch, "allocator_path", lambda name: None)
+    assert launch.allocator_env("auto") == ({}, "system")  # nothing installed: glibc, and the run goes on
+    with pytest.raises(WorkshopError, match=r"allocator tcmalloc is not installed \(apt-get install "
+                                            r"libtcmalloc-minimal4\); allowed here: system, auto"):
+        launch.allocator_env("tcmalloc")
+    with pytest.raises(WorkshopError, match="unknown allocator 'hoard'; allowed: system, auto, tcmalloc, jemalloc"):
+        launch.allocator_env("hoard")
+    monkeypatch.setattr(launch, "allocator_path", lambda name: f"/usr/lib/lib{name}.so")
+    monkeypatch.setenv("LD_PRELOAD", "/opt/other.so")
+    env, chosen = launch.allocator_env("auto")
+    assert chosen == "tcmalloc" and env == {"LD_PRELOAD": "/usr/lib/libtcmalloc.so:/opt/other.so"}
+    env, chosen = launch.allocator_env("jemalloc")
+    assert env["LD_PRELOAD"].startswith("/usr/lib/libjemalloc.so") and "background_thread:true" in env["MALLOC_CONF"]

@@ -91,3 +91,76 @@ def test_a_checkpoint_from_another_model_is_refused():
     bad = {**opt.state_dict(), MASTER_KEY: [torch.zeros(3)]}
     with pytest.raises(ValueError, match="checkpoint holds 1 master weights, this model has 4"):
         opt.load_state_dict(bad)
+
+
+def test_clipping_inside_the_step_matches_torch_and_reports_the_norm():
+    """max_grad_norm clips like torch.nn.utils.clip_grad_norm_ (same norm, same update) in the optimizer's pass."""
+    a, b = bf16_model(), bf16_model()
+    opt_a = with_master_weights(torch.optim.AdamW)(a.parameters(), lr=1e-2)
+    opt_b = with_master_weights(torch.optim.AdamW, max_grad_norm=0.05)(b.parameters(), lr=1e-2)
+    for model in (a, b):
+        x = torch.randn(8, 16, generator=torch.Generator().manual_seed(3)).to(torch.bfloat16)
+        model(x).float().pow(2).mean().backward()
+    norm = torch.nn.utils.get_total_norm([p.grad.float() for p in a.parameters()])  # clip_grad_norm_'s norm
+    for p in a.parameters():  # what the Trainer did before: clip the bf16 gradients in place, then step
+        p.grad = (p.grad.float() * min(1.0, 0.05 / (float(norm) + 1e-6))).to(torch.bfloat16)
+    opt_a.step()
+    opt_b.step()
+    assert opt_b.last_grad_norm == pytest.approx(float(norm), rel=1e-5) and float(norm) > 0.05
+    for ma, mb in zip(opt_a.master_params, opt_b.master_params):
+        torch.testing.assert_close(ma, mb, rtol=1e-2, atol=1e-5)  # a's clipped grads were rounded to bf16 once more
+
+
+def test_grad_divisor_turns_a_summed_all_reduce_into_the_average():
+    """A summed all-reduce over 2 ranks with grad_divisor=2 steps exactly like the averaged gradients (the norm
+    reported is the average's)."""
+    a, b = bf16_model(), bf16_model()
+    opt_a = with_master_weights(torch.optim.AdamW, max_grad_norm=1.0)(a.parameters(), lr=1e-3)
+    opt_b = with_master_weights(torch.optim.AdamW, max_grad_norm=1.0, grad_divisor=2)(b.parameters(), lr=1e-3)
+    for model, factor in ((a, 1), (b, 2)):
+        x = torch.randn(8, 16, generator=torch.Generator().manual_seed(5)).to(torch.bfloat16)
+        (model(x).float().pow(2).mean() * factor).backward()  # b holds twice the gradient: a sum over 2 ranks
+    opt_a.step()
+    opt_b.step()
+    assert opt_b.last_grad_norm == pytest.approx(opt_a.last_grad_norm, rel=1e-6)
+    for ma, mb in zip(opt_a.master_params, opt_b.master_params):
+        assert torch.equal(ma, mb)
+
+
+@pytest.mark.slow
+def test_compiled_step_is_torch_adamw_in_one_pass_and_checkpoints_alike():
+    """The compiled step (clip, cast, AdamW, round in one pass per tensor) follows torch's AdamW on the masters to
+    fp32 rounding across a changing learning rate and two parameter groups, without recompiling each step, and
+    its state loads into the eager path."""
+    from torch._dynamo.utils import counters
+
+    def groups(model):
+        return [{"params": list(model[0].parameters()), "weight_decay": 0.1},
+                {"params": list(model[2].parameters()), "weight_decay": 0.0}]
+
+    eager, fused = bf16_model(), bf16_model()
+    opt_e = with_master_weights(torch.optim.AdamW, max_grad_norm=1.0)(groups(eager), lr=1e-3)
+    opt_f = with_master_weights(torch.optim.AdamW, compiled_step=True, max_grad_norm=1.0)(groups(fused), lr=1e-3)
+    assert opt_f.compiled_step and not opt_e.compiled_step
+    counters.clear()
+    for step in range(6):
+        for model in (eager, fused):
+            x = torch.randn(8, 16, generator=torch.Generator().manual_seed(step)).to(torch.bfloat16)
+            model(x).float().pow(2).mean().backward()
+        opt_e.step()
+        opt_f.step()
+        opt_e.zero_grad()
+        opt_f.zero_grad()
+        for opt in (opt_e, opt_f):
+            for g in opt.param_groups:
+                g["lr"] *= 0.8  # a schedule: a new learning rate every step
+    assert counters["stats"]["unique_graphs"] <= 2  # one graph per parameter group, not one per step
+    for me, mf, pf in zip(opt_e.master_params, opt_f.master_params, fused.parameters()):
+        torch.testing.assert_close(me, mf, rtol=1e-5, atol=1e-7)
+        assert torch.equal(mf.to(torch.bfloat16), pf) and pf.grad is None
+    assert opt_f.last_grad_norm == pytest.approx(opt_e.last_grad_norm, rel=1e-5)
+    resumed = bf16_model(seed=9)
+    opt_r = with_master_weights(torch.optim.AdamW, max_grad_norm=1.0)(groups(resumed), lr=1e-3)
+    opt_r.load_state_dict(copy.deepcopy(opt_f.state_dict()))
+    for mf, mr in zip(opt_f.master_params, opt_r.master_params):
+        assert torch.equal(mf, mr)

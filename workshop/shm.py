@@ -28,3 +28,97 @@ def release_shm_buffers() -> int:
         path.unlink(missing_ok=True)
         removed += 1
     return removed
+
+
+# ---------------------------------------------------------------- DDP's gradient all-reduce through the same kernel
+
+ALLREDUCES = ("auto", "shm", "backend")
+
+
+def resolve_allreduce(choice: str, *, engine: str, backend: str, env: dict | None = None) -> tuple[str, str]:
+    """How DDP's gradient all-reduce travels: 'shm' or 'backend' (the process group's), and why.
+
+    gloo moves a CPU all-reduce through loopback TCP, copying every byte through the kernel's socket buffers
+    on the same cores that train; DeepSpeed's shared-memory kernel (the one its CPU collectives use) reduces in
+    a buffer every rank maps. It reaches only ranks on one host, and only CPU tensors.
+    """
+    from workshop.errors import check_choice
+
+    check_choice("allreduce", choice, ALLREDUCES)
+    if choice == "backend":
+        return "backend", "as asked"
+    env = os.environ if env is None else env
+    world, local = int(env.get("WORLD_SIZE", "1")), int(env.get("LOCAL_WORLD_SIZE", env.get("WORLD_SIZE", "1")))
+    why_not = ("DeepSpeed's engine runs its own collectives" if engine != "ddp" else
+               f"backend {backend}: the shared-memory kernel reduces CPU tensors (gloo's)" if backend != "gloo" else
+               "one rank: nothing to reduce" if world == 1 else
+               f"{world} ranks on {world // max(local, 1)} hosts: shared memory reaches only one host's" if local != world
+               else None)
+    if why_not is None:
+        return "shm", f"all {world} ranks on this host: DeepSpeed's shared-memory kernel instead of gloo's TCP"
+    if choice == "shm":
+        from workshop.errors import WorkshopError
+
+        raise WorkshopError(f"--allreduce shm is not possible here ({why_not}); allowed: auto or backend")
+    return "backend", why_not
+
+
+def start_shm_kernel() -> str | None:
+    """Load DeepSpeed's shared-memory collective into this process (after the process group exists).
+
+    Returns None when the kernel is ready for bf16 and fp32 tensors, else the reason it cannot be used (no C++
+    compiler to build it, or a CPU without the AVX-512 its bf16 kernel needs).
+    """
+    import torch
+
+    from workshop.dsprobe import probe_deepspeed_ops, use_versioned_extensions_dir
+
+    use_versioned_extensions_dir()
+    if not probe_deepspeed_ops().get("deepspeed_shm_comm"):
+        return "DeepSpeed's shm op cannot be built here (a C++ compiler is needed)"
+    import deepspeed.comm as ds_comm
+
+    ds_comm.init_distributed(dist_backend="gloo", verbose=False)
+    if not hasattr(torch.ops.deepspeed, "inference_all_reduce_"):
+        return "DeepSpeed's shm op did not load"
+    return None
+
+
+def shm_kernel_handles(dtype) -> bool:
+    """The kernel's bf16 reduce needs AVX-512BW and its fp32 reduce AVX2 (DeepSpeed's own rule)."""
+    import deepspeed.comm as ds_comm
+    import torch
+
+    level = getattr(ds_comm.comm.cdb, "shm_vector_kernel_level", 0)
+    return level >= (1 if dtype == torch.float32 else 2)
+
+
+def shm_allreduce_hook(state, bucket):
+    """A DDP communication hook: all-reduce the bucket in place through shared memory. DDP's own hook divides
+    by the world size first, a pass over every gradient; with `state["average"]` False the sum is left for an
+    optimizer that scales every gradient anyway (workshop.master_weights' grad_divisor)."""
+    import torch
+    import torch.distributed as dist
+
+    buf = bucket.buffer()
+    if state is None or state.get("average", True):
+        buf.div_(dist.get_world_size())
+    torch.ops.deepspeed.inference_all_reduce_(buf)
+    fut = torch.futures.Future()
+    fut.set_result(buf)
+    return fut
+
+
+def register_shm_allreduce(model, *, average: bool = True) -> bool:
+    """Route a DDP model's gradient all-reduce through the shared-memory kernel (summing only, with average
+    False); False when `model` holds no DDP (one rank) or a dtype the kernel cannot reduce on this CPU."""
+    from torch.nn.parallel import DistributedDataParallel
+
+    ddp = getattr(model, "_orig_mod", model)  # torch.compile wraps the DDP module
+    if not isinstance(ddp, DistributedDataParallel):
+        return False
+    dtypes = {p.dtype for p in ddp.parameters() if p.requires_grad}
+    if not all(shm_kernel_handles(dt) for dt in dtypes):
+        return False
+    ddp.register_comm_hook({"average": average}, shm_allreduce_hook)
+    return True

@@ -26,9 +26,10 @@ from workshop.errors import WorkshopError, check_choice, check_positive, report
 from workshop.guard import NumericsGuard, check_deepspeed, versions
 from workshop.logs import METRIC_PREFIX
 from workshop.models import PRESETS, resolve_source
-from workshop.shm import release_shm_buffers
+from workshop.shm import ALLREDUCES, release_shm_buffers, resolve_allreduce
 
 PRECISIONS = ("auto", "bf16", "fp32")
+MAX_GRAD_NORM = 1.0  # gradient clipping, the HF Trainer's default
 ENGINES = ("deepspeed", "ddp")
 BACKENDS = ("auto", "gloo", "nccl")
 ATTENTIONS = ("sdpa", "eager")  # transformers' attn_implementation: fused scaled_dot_product_attention, or plain matmuls
@@ -45,6 +46,8 @@ class TrainArgs:
     precision: str = "auto"  # bf16 where the hardware has native bf16 math, else fp32 (hardware.resolve_precision)
     master_weights: bool = False          # DDP + bf16: bf16 weights, fp32 masters in the optimizer, no autocast
     engine: str = "deepspeed"
+    allreduce: str = "auto"               # DDP's gradient all-reduce: shm on one host, else the backend's (workshop.shm)
+    ddp_bucket_mb: int | None = None      # DDP's gradient bucket size (torch's default: 25 MB)
     zero_stage: int = 3
     offload_optimizer: bool = False
     offload_param: bool = False
@@ -93,9 +96,12 @@ class TrainArgs:
         check_positive("max-grad-jump", self.max_grad_jump, allow_zero=True)
         if self.threads is not None:
             check_positive("threads", self.threads)
+        if self.ddp_bucket_mb is not None:
+            check_positive("ddp-bucket-mb", self.ddp_bucket_mb)
         check_choice("precision", self.precision, PRECISIONS)
         check_choice("engine", self.engine, ENGINES)
         check_choice("backend", self.backend, BACKENDS)
+        check_choice("allreduce", self.allreduce, ALLREDUCES)
         check_choice("zero stage", self.zero_stage, (0, 1, 2, 3))
         check_choice("attn-implementation", self.attn_implementation, ATTENTIONS)
         if self.master_weights and self.precision == "fp32":
@@ -167,6 +173,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="bf16 only: keep the model in bf16 and fp32 master copies in the optimizer, no autocast "
                         "(DDP then all-reduces bf16 gradients); DeepSpeed's bf16 mode always works this way")
     p.add_argument("--engine", default=d.engine, help="deepspeed | ddp")
+    p.add_argument("--allreduce", default=d.allreduce,
+                   help="DDP's gradient all-reduce: auto (DeepSpeed's shared-memory kernel when every rank is on "
+                        "this host, else the backend's) | shm | backend")
+    p.add_argument("--ddp-bucket-mb", type=int, default=None, help="DDP's gradient bucket size (default 25)")
     p.add_argument("--zero-stage", type=int, default=d.zero_stage)
     p.add_argument("--offload-optimizer", action="store_true")
     p.add_argument("--offload-param", action="store_true")
@@ -332,6 +342,9 @@ def make_callback(state: dict, guard: NumericsGuard | None = None):
             if rec is None or not logs or "loss" not in logs:
                 return
             grad_norm = logs.get("grad_norm")
+            if grad_norm is None:  # the master-weights optimizer clips, so it knows the norm (workshop.master_weights)
+                opt = kw.get("optimizer")
+                grad_norm = getattr(getattr(opt, "optimizer", opt), "last_grad_norm", None)
             grad_norm = None if grad_norm is None else float(grad_norm)
             rec.update(loss=round(float(logs["loss"]), 4), lr=logs.get("learning_rate"),
                        grad_norm=None if grad_norm is None else float(f"{grad_norm:.6g}"))
@@ -457,11 +470,37 @@ def train(args: TrainArgs) -> dict:
     args = replace(args, precision=precision)
     if args.engine == "deepspeed":
         check_deepspeed(backend, args.zero_stage)
+    allreduce, allreduce_why = resolve_allreduce(args.allreduce, engine=args.engine, backend=backend)
     init_distributed(args, backend)
     try:
-        return _train(args, backend, precision_why)
+        if allreduce == "shm":
+            allreduce, allreduce_why = _start_shm_allreduce(args, allreduce_why)
+        return _train(replace(args, allreduce=allreduce), backend, precision_why, allreduce_why)
     finally:  # whatever way the run ends (a guard, an exception, SIGTERM from torchrun): nothing left in RAM
         release_shm_buffers()
+
+
+def grad_dtype(args: TrainArgs):
+    """The dtype DDP all-reduces: bf16 when the model itself is bf16 (master weights), else fp32 (autocast keeps
+    fp32 weights, so their gradients are fp32 too)."""
+    import torch
+
+    return torch.bfloat16 if args.precision == "bf16" and args.master_weights else torch.float32
+
+
+def _start_shm_allreduce(args: TrainArgs, why: str) -> tuple[str, str]:
+    """Load DeepSpeed's shared-memory kernel; where it cannot serve, auto falls back to the backend (and says
+    why), an explicit --allreduce shm stops with the reason."""
+    from workshop.shm import shm_kernel_handles, start_shm_kernel
+
+    problem = start_shm_kernel()
+    if problem is None and not shm_kernel_handles(grad_dtype(args)):
+        problem = f"this CPU lacks the vector instructions DeepSpeed's {grad_dtype(args)} reduce kernel needs"
+    if problem is None:
+        return "shm", why
+    if args.allreduce == "shm":
+        raise WorkshopError(f"--allreduce shm: {problem}; allowed here: auto or backend")
+    return "backend", problem
 
 
 def _stop_on_sigterm() -> None:
@@ -491,13 +530,14 @@ def _checkpointing_keyword() -> str:
     return "activation_checkpointing" if "activation_checkpointing" in fields else "gradient_checkpointing"
 
 
-def _train(args: TrainArgs, backend: str, precision_why: str = "as asked") -> dict:
+def _train(args: TrainArgs, backend: str, precision_why: str = "as asked", allreduce_why: str = "as asked") -> dict:
     import torch
     import torch.distributed as dist
     from transformers import Trainer, TrainingArguments
     from transformers.trainer_utils import get_last_checkpoint
 
     from workshop.data import load_text, tokenize_dataset
+    from workshop.shm import register_shm_allreduce
 
     rank, world = dist.get_rank(), dist.get_world_size()
     out = Path(args.output_dir)
@@ -531,6 +571,8 @@ def _train(args: TrainArgs, backend: str, precision_why: str = "as asked") -> di
         **{ckpt_keyword: args.grad_ckpt}, seed=args.seed, report_to="none", disable_tqdm=True,
         dataloader_drop_last=True, optim=args.optimizer, torch_compile=args.compile, save_only_model=False,
         save_total_limit=args.save_total_limit,
+        max_grad_norm=0.0 if masters else MAX_GRAD_NORM,  # the master-weights optimizer clips in its own pass
+        ddp_bucket_cap_mb=args.ddp_bucket_mb, ddp_find_unused_parameters=False,  # a Llama uses every weight
     )
     model, tok = load_model_and_tokenizer(args, cache_dir)
     text = load_text(args.dataset, cache_dir)
@@ -546,6 +588,20 @@ def _train(args: TrainArgs, backend: str, precision_why: str = "as asked") -> di
             state["tokens"] = state.get("tokens", 0) + int(inputs["attention_mask"].sum())
             return super().compute_loss(model, inputs, *a, **kw)
 
+        if masters:
+            def _get_grad_norm(self, model, grad_norm=None):
+                """transformers >= 5.x measures the norm again (a pass over every gradient, multiplied by 1.0)
+                when its own clipping is off; the master-weights optimizer measures it in its pass."""
+                return grad_norm
+
+        def training_step(self, model, inputs, *a, **kw):
+            if args.allreduce == "shm" and "allreduce_hooked" not in state:  # DDP exists from the first step on
+                state["allreduce_hooked"] = register_shm_allreduce(
+                    model, average=state.get("average_in_allreduce", True))
+                if not state["allreduce_hooked"]:
+                    raise RuntimeError(f"--allreduce shm: the model the Trainer trains is not DDP ({type(model)})")
+            return super().training_step(model, inputs, *a, **kw)
+
     callbacks = [make_callback(state, NumericsGuard(args.max_grad_jump))]
     if args.sync_to:
         from workshop.outputs import sync_callback
@@ -556,14 +612,22 @@ def _train(args: TrainArgs, backend: str, precision_why: str = "as asked") -> di
         from workshop.master_weights import with_master_weights
 
         cls, kwargs = Trainer.get_optimizer_cls_and_kwargs(targs, model)
-        optimizer = (with_master_weights(cls), kwargs)
+        # --compile and the fused AdamW: one compiled pass per tensor clips, casts, steps and rounds; the
+        # all-reduce then only sums, and dividing by N rides along in that pass
+        fused_step = args.compile and args.optimizer == "adamw_torch_fused"
+        divisor = world if fused_step and args.allreduce == "shm" else 1
+        optimizer = (with_master_weights(cls, compiled_step=fused_step, max_grad_norm=MAX_GRAD_NORM,
+                                         grad_divisor=divisor), kwargs)
+        state["average_in_allreduce"] = divisor == 1
     trainer = CountingTrainer(model=model, args=targs, train_dataset=data, processing_class=tok,
                               callbacks=callbacks, optimizer_cls_and_kwargs=optimizer)
     resume_from = get_last_checkpoint(str(out)) if args.resume and out.is_dir() else None
     if rank == 0:
         print(f"workshop.train: world_size={world} backend={backend} engine={args.engine} zero={args.zero_stage} "
               f"precision={args.precision} ({precision_why}) "
-              f"weights={weights_kind(args)} threads/rank={torch.get_num_threads()} samples={len(data)} "
+              f"weights={weights_kind(args)} "
+              + (f"allreduce={args.allreduce} ({allreduce_why}) " if args.engine == "ddp" else "")
+              + f"threads/rank={torch.get_num_threads()} samples={len(data)} "
               f"cpu_capability={torch.backends.cpu.get_cpu_capability()}"
               + (f" resuming from {resume_from}" if resume_from else ""), flush=True)
     if args.engine == "deepspeed" and args.zero_stage == 3:
