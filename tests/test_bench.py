@@ -82,6 +82,21 @@ def test_seed_variant_matches_the_seed_recipe():
     f = parse_args(bench.variant_argv(bench.VARIANTS["workbook_fp32"], BenchConfig(dataset=__file__), bench.REPO / "x"))
     assert f.precision == "fp32" and not f.master_weights
     assert bench.VARIANTS["workbook_fp32"].precision == "fp32"
+    assert w.compile and w.attn_implementation == "eager" and w.optimizer == "adamw_torch_fused"
+    assert w.allreduce == "auto" and {bench.VARIANTS[n].allocator for n in ("workbook", "workbook_fp32")} == {"auto"}
+    assert bench.VARIANTS["seed"].allocator == "system" and not args.compile  # the seed's recipe as it was
+
+
+def test_without_a_compiler_the_workbook_recipe_runs_eager(monkeypatch):
+    """Inductor builds CPU kernels with a C++ compiler: where none is found the recipe drops compile (and the
+    attention that only pays compiled) instead of failing at its first step."""
+    from workshop import hardware
+    from workshop.train import parse_args
+
+    monkeypatch.setattr(hardware, "has_cxx_compiler", lambda: False)
+    w = parse_args(bench.variant_argv(bench.VARIANTS["workbook"], BenchConfig(dataset=__file__), bench.REPO / "x"))
+    assert not w.compile and w.attn_implementation == "sdpa" and w.master_weights
+    assert "--compile" in bench.VARIANTS["workbook"].argv  # the definition itself is untouched
 
 
 def fake_runner(speed: dict[str, float]):

@@ -65,45 +65,56 @@ def recipe_cfg(kit_cache, tmp_path, **kw):
 
 
 def test_levers_map_to_train_args_and_env(kit_cache, tmp_path, monkeypatch):
-    monkeypatch.setattr(ceiling, "allocator_path", lambda name: f"/usr/lib/lib{name}.so")
+    from workshop import hardware, launch
+
+    monkeypatch.setattr(launch, "allocator_path", lambda name: f"/usr/lib/lib{name}.so")
+    monkeypatch.setattr(hardware, "has_cxx_compiler", lambda: True)
     recipe = ceiling.recipe_args(recipe_cfg(kit_cache, tmp_path))
     assert (recipe.engine, recipe.optimizer, recipe.micro_batch, recipe.threads) == ("ddp", "adamw_torch_fused", 4, 1)
-    assert recipe.precision == "auto" and recipe.backend == "gloo" and recipe.packing
+    assert recipe.precision == "auto" and recipe.backend == "gloo" and recipe.packing and recipe.allreduce == "auto"
+    assert recipe.compile and recipe.attn_implementation == "eager" and recipe.master_weights
 
     def args(name):
         a = ceiling.lever_args(LEVERS[name], recipe)
         assert parse_args(a.to_argv()) == a  # what torchrun passes is exactly this lever
         return a
 
-    assert args("compile").compile is True
-    assert args("eager_attention").attn_implementation == "eager"
+    assert (args("no_compile").compile, args("no_compile").attn_implementation) == (False, "sdpa")
+    assert (args("sdpa_attention").compile, args("sdpa_attention").attn_implementation) == (True, "sdpa")
     assert args("adamw_unfused").optimizer == "adamw_torch"
+    assert args("gloo_allreduce").allreduce == "backend" and "--allreduce" in args("gloo_allreduce").to_argv()
     z = args("ds_cpu_adam")
-    assert (z.engine, z.zero_stage, z.offload_optimizer) == ("deepspeed", 3, True) and LEVERS["ds_cpu_adam"].base == "zero3"
+    assert (z.engine, z.zero_stage, z.offload_optimizer, z.compile) == ("deepspeed", 3, True, False)
+    assert LEVERS["ds_cpu_adam"].base == "zero3" and LEVERS["zero3"].base == "no_compile"  # uncompiled vs uncompiled
     p = args("zero3_persist")
     assert p.extra_ds == {"stage3_param_persistence_threshold": 10_000_000, "stage3_prefetch_bucket_size": 50_000_000}
     assert "--extra-ds" in p.to_argv()
     assert args("affinity").pin_cores and "--pin-cores" in args("affinity").to_argv()
-    assert "OMP_PROC_BIND" not in ceiling.lever_env(LEVERS["affinity"])  # set in the rank, not in torchrun
+    env, allocator = ceiling.lever_env(LEVERS["affinity"])
+    assert allocator == "tcmalloc" and env["LD_PRELOAD"].startswith("/usr/lib/libtcmalloc.so")  # the recipe's
+    assert "OMP_PROC_BIND" not in env  # set in the rank, not in torchrun
     assert args("micro_batch_x2").micro_batch == 8
-    assert recipe.master_weights and "--master-weights" in recipe.to_argv()  # bf16 weights, fp32 masters
+    assert (args("grad_accum_x2").micro_batch, args("grad_accum_x2").grad_accum) == (2, 2)
+    assert (args("seq_len_x2").seq_len, args("seq_len_x2").micro_batch) == (512, 2)  # the same tokens per forward
+    assert args("ddp_bucket_x4").ddp_bucket_mb == 100 and "--ddp-bucket-mb" in args("ddp_bucket_x4").to_argv()
     ac = args("autocast")
     assert not ac.master_weights and "--master-weights" not in ac.to_argv() and LEVERS["autocast"].needs == ("recipe_bf16",)
-    st = args("stack")
-    assert (st.compile, st.master_weights, st.micro_batch) == (True, True, 8)
-    assert ceiling.lever_env(LEVERS["stack_tcmalloc"])["LD_PRELOAD"].startswith("/usr/lib/libtcmalloc.so")
     assert args("fp32").master_weights is False  # fp32 weights and bf16 master weights exclude each other
-    assert (args("grad_accum_x2").micro_batch, args("grad_accum_x2").grad_accum) == (2, 2)
-    env = ceiling.lever_env(LEVERS["jemalloc"])
-    assert env["LD_PRELOAD"].startswith("/usr/lib/libjemalloc.so") and "background_thread:true" in env["MALLOC_CONF"]
-    assert ceiling.lever_env(LEVERS["tcmalloc"])["LD_PRELOAD"].startswith("/usr/lib/libtcmalloc.so")
+    assert ceiling.lever_env(LEVERS["system_malloc"]) == ({}, "system")
+    env, allocator = ceiling.lever_env(LEVERS["jemalloc"])
+    assert allocator == "jemalloc" and "background_thread:true" in env["MALLOC_CONF"]
+    assert ceiling.lever_env(LEVERS["recipe"], "cuda") == ({}, None)  # GPU ranks: the host's malloc is not the limit
 
 
 def test_bases_are_added_and_requirements_skip_with_a_reason(kit_cache, tmp_path, monkeypatch):
-    assert ceiling.parse_levers("ds_cpu_adam") == ["recipe", "zero3", "ds_cpu_adam"]
-    monkeypatch.setattr(ceiling, "allocator_path", lambda name: None)
-    pl = ceiling.plan(recipe_cfg(kit_cache, tmp_path, levers=("jemalloc", "fp32", "compile")))
+    from workshop import launch
+
+    assert ceiling.parse_levers("ds_cpu_adam") == ["recipe", "no_compile", "zero3", "ds_cpu_adam"]
+    monkeypatch.setattr(launch, "allocator_path", lambda name: None)
+    pl = ceiling.plan(recipe_cfg(kit_cache, tmp_path, levers=("jemalloc", "system_malloc", "fp32", "no_compile")))
     assert "apt-get install libjemalloc2" in pl.skipped["jemalloc"]
+    assert "already runs glibc malloc here: tcmalloc is not installed" in pl.skipped["system_malloc"]
+    assert pl.runs["recipe"][2] == "system"  # the recipe runs on, with what there is
     if pl.precision == "fp32":  # a CPU without native bf16: the recipe already runs fp32
         assert "already runs fp32" in pl.skipped["fp32"]
     assert set(pl.runs) >= {"recipe"}
@@ -112,15 +123,15 @@ def test_bases_are_added_and_requirements_skip_with_a_reason(kit_cache, tmp_path
 @pytest.mark.parametrize("native", [False, True], ids=["emulated-bf16", "native-bf16"])
 def test_autocast_lever_runs_only_where_the_recipe_is_bf16(kit_cache, tmp_path, monkeypatch, native):
     """The autocast lever compares against the recipe's bf16 weights: where `auto` resolves to fp32 it is skipped
-    with the reason; with two requirements (stack_tcmalloc: a compiler and tcmalloc) the first unmet one is given."""
+    with the reason. Without a C++ compiler the recipe runs uncompiled, and the compile levers say why not."""
     from workshop import hardware
 
     monkeypatch.setattr(hardware, "native_bf16", lambda: (native, "faked"))
     monkeypatch.setattr(hardware, "resolve_precision", lambda p: ("bf16" if native else "fp32", "faked"))
-    monkeypatch.setattr(ceiling.shutil, "which", lambda name: None)  # no C++ compiler either
-    monkeypatch.setattr(ceiling, "allocator_path", lambda name: None)
-    pl = ceiling.plan(recipe_cfg(kit_cache, tmp_path, levers=("autocast", "stack_tcmalloc")))
-    assert "no C++ compiler" in pl.skipped["stack_tcmalloc"]
+    monkeypatch.setattr(hardware, "has_cxx_compiler", lambda: False)
+    pl = ceiling.plan(recipe_cfg(kit_cache, tmp_path, levers=("autocast", "no_compile", "sdpa_attention")))
+    assert pl.skipped["no_compile"] == pl.skipped["sdpa_attention"] == ceiling.NO_COMPILER
+    assert not pl.recipe.compile and pl.recipe.attn_implementation == "sdpa"
     if native:
         assert pl.precision == "bf16" and not pl.runs["autocast"][0].master_weights
     else:
@@ -128,8 +139,8 @@ def test_autocast_lever_runs_only_where_the_recipe_is_bf16(kit_cache, tmp_path, 
 
 
 def test_unknown_lever_names_it_and_the_allowed_ones(kit_cache, tmp_path, capsys):
-    with pytest.raises(WorkshopError, match=r"unknown lever 'warp_drive'; allowed: recipe, compile, eager_attention"):
-        ceiling.parse_levers("compile,warp_drive")
+    with pytest.raises(WorkshopError, match=r"unknown lever 'warp_drive'; allowed: recipe, no_compile, sdpa_attention"):
+        ceiling.parse_levers("no_compile,warp_drive")
     with pytest.raises(WorkshopError, match="unknown device 'tpu'; allowed: cpu, cuda"):
         recipe_cfg(kit_cache, tmp_path, device="tpu").validate()
     assert bench.main(["ceiling", "--levers", "turbo"]) == 2
@@ -173,14 +184,17 @@ def test_json_schema_rows_and_summary(kit_cache, tmp_path, monkeypatch, native):
     cpu = {**FAKE_CPU, "native_bf16": native, "isa_flags": {**FAKE_CPU["isa_flags"], "avx512_bf16": native}}
     monkeypatch.setattr(ceiling, "machine", lambda device: dict(cpu))
     monkeypatch.setattr(hardware, "native_bf16", lambda: (native, "faked"))
-    monkeypatch.setattr(ceiling, "allocator_path", lambda name: f"/usr/lib/lib{name}.so")
+    from workshop import launch
+
+    monkeypatch.setattr(launch, "allocator_path", lambda name: f"/usr/lib/lib{name}.so")
     calls: list = []
-    cfg = recipe_cfg(kit_cache, tmp_path, levers=("eager_attention", "affinity", "bf16"), rounds=2)
-    res = ceiling.run(cfg, trainer=fake_trainer({"recipe": 1000.0, "eager_attention": 800.0}, calls),
+    cfg = recipe_cfg(kit_cache, tmp_path, levers=("sdpa_attention", "affinity", "bf16"), rounds=2)
+    res = ceiling.run(cfg, trainer=fake_trainer({"recipe": 1000.0, "sdpa_attention": 800.0}, calls),
                       prober=fake_prober({"fp32": 100.0, "bf16": 2.0}), echo=lambda *_: None)
     # interleaved: every lever once per round, the ceiling measured in the same round
-    assert [(r, n) for r, n, _ in calls] == [(0, "recipe"), (0, "eager_attention"), (0, "affinity"),
-                                              (1, "recipe"), (1, "eager_attention"), (1, "affinity")]
+    assert [(r, n) for r, n, _ in calls] == [(0, "recipe"), (0, "sdpa_attention"), (0, "affinity"),
+                                              (1, "recipe"), (1, "sdpa_attention"), (1, "affinity")]
+    assert all(env["LD_PRELOAD"].startswith("/usr/lib/libtcmalloc.so") for _, _, env in calls)
     assert res["precision"] == "bf16" or res["order"][0] == "ceiling:1024xfp32:start#0"
     assert res["precision"] == "bf16" or res["order"][4] == "ceiling:1024xfp32:end#0"
     assert res["precision"] == "bf16" or res["ceilings"]["1024xfp32"][0]["drift_pct"] == 0
@@ -194,9 +208,10 @@ def test_json_schema_rows_and_summary(kit_cache, tmp_path, monkeypatch, native):
         assert res["ceilings"]["1024xbf16"][0]["drift_pct"] == 0 and res["bf16_probe"] is None
         assert lv["bf16"]["status"] == "skipped" and "already runs bf16" in lv["bf16"]["reason"]
         assert "BF16" in res["isa_path"]
-    e = lv["eager_attention"]
+    e = lv["sdpa_attention"]
     assert e["effect_vs_base"]["median"] == pytest.approx(0.8) and e["effect_vs_base"]["spread_pct"] == 0
-    assert e["verdict"] == "costs" and e["train_args"][e["train_args"].index("--attn-implementation") + 1] == "eager"
+    assert e["verdict"] == "costs" and "--attn-implementation" not in e["train_args"]  # sdpa: the default
+    assert e["allocator"] == "tcmalloc"
     fpt = lv["recipe"]["runs"][0]["flops_per_token"]
     ceil = 100.0 if res["precision"] == "fp32" else 2.0
     assert lv["recipe"]["pct_of_ceiling"]["values"][0] == pytest.approx(100 * 1000 * fpt / (ceil * 1e9))
@@ -206,13 +221,20 @@ def test_json_schema_rows_and_summary(kit_cache, tmp_path, monkeypatch, native):
     saved = json.loads(path.read_text())
     assert saved["versions"]["torch"] and saved["machine"]["cpu_model"] == "Test CPU"
     rows = {r["lever"]: r for r in ceiling.rows(saved)}
-    assert rows["eager_attention"]["effect"] == pytest.approx(0.8) and rows["recipe"]["verdict"] == "baseline"
+    assert rows["sdpa_attention"]["effect"] == pytest.approx(0.8) and rows["recipe"]["verdict"] == "baseline"
     assert rows["recipe"]["pct_range"][0] <= rows["recipe"]["pct_of_ceiling"] <= rows["recipe"]["pct_range"][1]
     table = ceiling.format_table(list(rows.values()))
-    assert "| eager attention |" in table and "skipped" in table
+    assert "| SDPA attention |" in table and "skipped" in table
     summary = {r["benchmark"]: r for r in bench.summary_rows(results_dir=tmp_path)}
     assert summary["ceiling"]["target"] == 60.0 and summary["ceiling"]["value"] is not None
     assert ceiling.figure(saved, tmp_path / "c.png").stat().st_size > 1000
+    from workshop import interpret
+
+    said = interpret.ceiling(saved)  # chapter 04's headline, computed from the result
+    pct = saved["levers"]["recipe"]["pct_of_ceiling"]["median"]
+    assert said[0].startswith("Test CPU") and f"{pct:.0f}% of the" in said[0] and "1024 rows" in said[0]
+    assert "  SDPA attention: " in said[1] and "x0.80 the tokens/s of recipe" in said[1]
+    assert any(line.startswith("  bf16: skipped") for line in said) and f"The other {100 - pct:.0f}%" in said[-1]
 
 
 def test_gpu_path_builds_nccl_ranks_and_the_gpu_peak(kit_cache, tmp_path, monkeypatch):
@@ -220,7 +242,10 @@ def test_gpu_path_builds_nccl_ranks_and_the_gpu_peak(kit_cache, tmp_path, monkey
     cfg = recipe_cfg(kit_cache, tmp_path, device="cuda", nproc=4, threads=None)
     pl = ceiling.plan(cfg)
     assert pl.recipe.backend == "nccl" and pl.recipe.threads is None and pl.precision == "bf16"
-    assert {"affinity", "jemalloc", "tcmalloc"} <= set(pl.skipped) and "CPU-only" in pl.skipped["affinity"]
+    assert {"affinity", "jemalloc", "system_malloc", "gloo_allreduce"} <= set(pl.skipped)
+    assert "CPU-only" in pl.skipped["affinity"] and pl.runs["recipe"][1:] == ({}, None)
+    assert pl.recipe.compile and pl.recipe.attn_implementation == "sdpa"  # the GPU keeps its flash kernels
+    assert pl.skipped["sdpa_attention"] == "the recipe already runs this way here"
     assert "already runs bf16" in pl.skipped["bf16"] and "fp32" in pl.runs
     from workshop.launch import torchrun_command
 
@@ -247,12 +272,12 @@ def test_real_ceiling_run_tiny(kit_cache, tmp_path):
     """One real `bench ceiling`: GEMM ranks and 2-rank training runs; every measured lever has a sane ratio."""
     out = tmp_path / "ceiling.json"
     rc = bench.main(["ceiling", "--model", "tiny", "--seq-len", "64", "--steps", "3", "--rounds", "1",
-                     "--levers", "eager_attention", "--gemm-seconds", "0.1", "--cache-dir", str(kit_cache),
+                     "--levers", "no_compile", "--gemm-seconds", "0.1", "--cache-dir", str(kit_cache),
                      "--out-dir", str(tmp_path / "runs"), "--json-out", str(out), "--images-dir", str(tmp_path)])
     assert rc == 0
     res = json.loads(out.read_text())
     measured = {n: lv for n, lv in res["levers"].items() if lv["status"] == "measured"}
-    assert set(measured) == {"recipe", "eager_attention"}
+    assert set(measured) == {"recipe", "no_compile"}
     for lv in measured.values():
         assert 0 < lv["pct_of_ceiling"]["median"] / 100 <= 1.5
     assert res["machine"]["cpu_model"] and res["isa_path"] and res["versions"]["deepspeed"]

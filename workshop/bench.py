@@ -136,12 +136,18 @@ class Variant:
     threads_per_rank: int = 1
     precision: str = "bf16"
     packing: bool = True
+    allocator: str = "system"  # launch.ALLOCATORS
 
 
 SEED_ENGINE = ("--zero-stage", "3", "--offload-optimizer", "--offload-param", "--micro-batch", "1",
                "--grad-accum", "4", "--precision", "bf16", "--extra-ds", json.dumps(SEED_ZERO_EXTRA))
-# The workbook's recipe for CPU ranks that share one host's memory (see the resolve note in benchmarks/README.md).
-WORKBOOK_ENGINE = ("--engine", "ddp", "--micro-batch", "4", "--grad-accum", "1", "--optimizer", "adamw_torch_fused")
+# The workbook's recipe for a model that fits every rank (benchmarks/README.md has what each part is worth):
+# DDP with the gradient all-reduce in shared memory on one host (--allreduce auto, the default), torch.compile
+# with the attention as plain matmuls for Inductor to fuse, the fused AdamW (compiled, with master weights),
+# and a caching allocator in every rank.
+WORKBOOK_ENGINE = ("--engine", "ddp", "--micro-batch", "4", "--grad-accum", "1", "--optimizer", "adamw_torch_fused",
+                   "--compile", "--attn-implementation", "eager")
+WORKBOOK_ALLOCATOR = "auto"  # tcmalloc where installed (launch.allocator_env)
 
 VARIANTS: dict[str, Variant] = {v.name: v for v in [
     Variant("seed", "seed recipe", "HF Trainer + ZeRO-3, offload_param + offload_optimizer to CPU, bf16, one line "
@@ -150,10 +156,11 @@ VARIANTS: dict[str, Variant] = {v.name: v for v in [
     Variant("seed_engine_packed", "seed engine, packed", "the seed's ZeRO-3 + offload engine fed packed 512-token "
             "blocks (separates engine tuning from packing)", SEED_ENGINE + ("--packing",)),
     Variant("workbook", "workbook recipe", "packed 512-token blocks, DDP (the model fits each rank), 1 thread per "
-            "rank, bf16 weights with fp32 masters, fused CPU AdamW",
-            WORKBOOK_ENGINE + ("--precision", "bf16", "--master-weights", "--packing")),
+            "rank, bf16 weights with fp32 masters, torch.compile, the compiled AdamW step, shared-memory all-reduce, "
+            "tcmalloc", WORKBOOK_ENGINE + ("--precision", "bf16", "--master-weights", "--packing"),
+            allocator=WORKBOOK_ALLOCATOR),
     Variant("workbook_fp32", "workbook recipe, fp32", "the workbook recipe in fp32",
-            WORKBOOK_ENGINE + ("--precision", "fp32", "--packing"), precision="fp32"),
+            WORKBOOK_ENGINE + ("--precision", "fp32", "--packing"), precision="fp32", allocator=WORKBOOK_ALLOCATOR),
 ]}
 
 # Which variants each training benchmark compares: (A, B); ratios are A / B.
@@ -199,19 +206,27 @@ class BenchConfig:
 
 
 def variant_argv(v: Variant, cfg: BenchConfig, run_dir: Path) -> list[str]:
+    """The entry point's arguments; without a C++ compiler a compiled recipe runs eager (Inductor needs one)."""
+    from workshop.hardware import has_cxx_compiler
+
+    argv = list(v.argv)
+    if "--compile" in argv and not has_cxx_compiler():
+        argv.remove("--compile")
+        argv[argv.index("--attn-implementation") + 1] = "sdpa"
     return ["--model", cfg.model, "--dataset", str(cfg.dataset_path()), "--seq-len", str(cfg.seq_len),
             "--max-steps", str(cfg.steps), "--cache-dir", cfg.cache_dir, "--output-dir", str(run_dir),
-            "--warmup-steps", "0", *v.argv]
+            "--warmup-steps", "0", *argv]
 
 
 def run_variant(v: Variant, cfg: BenchConfig, round_: int) -> dict:
     """One torchrun of the entry point; the record keeps the per-step medians and the whole-run numbers."""
-    from workshop.launch import run_torchrun
+    from workshop.launch import allocator_env, run_torchrun
 
     run_dir = Path(cfg.out_dir) / f"{v.name}-r{round_}"
+    env, allocator = allocator_env(v.allocator)
     res = run_torchrun(variant_argv(v, cfg, run_dir), nproc_per_node=cfg.nproc, threads_per_rank=v.threads_per_rank,
-                       progress=False, timeout=cfg.timeout_s).check()
-    return run_record(v, round_, res.metrics, res.seconds)
+                       env=env, progress=False, timeout=cfg.timeout_s).check()
+    return {**run_record(v, round_, res.metrics, res.seconds), "allocator": allocator}
 
 
 def run_record(v: Variant, round_: int, m: dict, wall_s: float) -> dict:

@@ -11,11 +11,8 @@ step's model-FLOP rate, once per lever, every lever against its base in interlea
 from __future__ import annotations
 
 import argparse
-import ctypes.util
 import json
-import os
 import platform
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -27,6 +24,7 @@ from pathlib import Path
 from workshop.bench import (
     IMAGES_DIR,
     RESULTS_DIR,
+    WORKBOOK_ALLOCATOR,
     WORKBOOK_ENGINE,
     Stats,
     flops_per_token,
@@ -257,55 +255,63 @@ def machine(device: str) -> dict:
 
 @dataclass(frozen=True)
 class Lever:
-    """One change to the workbook recipe: TrainArgs overrides and/or rank environment, measured against `base`."""
+    """One change to the workbook recipe: TrainArgs overrides and/or another allocator, measured against `base`.
+
+    The recipe holds every lever that paid on the machines this was measured on, so most levers take one of
+    them away (an ablation: what that part is worth here); the rest try what the recipe does not do."""
     name: str
     label: str
     about: str
     args: dict = field(default_factory=dict)
-    env: dict = field(default_factory=dict)
+    allocator: str | None = None  # None: the recipe's (WORKBOOK_ALLOCATOR); else launch.ALLOCATORS
     base: str | None = "recipe"
     cpu_only: bool = False
-    needs: tuple[str, ...] = ()  # requirements checked on this host: compiler, jemalloc, tcmalloc, recipe_bf16, ...
+    needs: tuple[str, ...] = ()  # requirements checked on this host: compiler, jemalloc, recipe_bf16, ...
 
 
-# Intel's PyTorch CPU tuning guide settings for jemalloc: keep freed pages instead of returning them each step.
-JEMALLOC_CONF = ("oversize_threshold:1,background_thread:true,metadata_thp:auto,dirty_decay_ms:9000000000,"
-                 "muzzy_decay_ms:9000000000")
 ZERO3 = {"engine": "deepspeed", "zero_stage": 3}
+UNCOMPILED = {"compile": False, "attn_implementation": "sdpa"}
 
 LEVERS: dict[str, Lever] = {lv.name: lv for lv in [
-    Lever("recipe", "workbook recipe", "packed blocks, DDP, fused AdamW, precision auto (bf16: bf16 weights with "
-          "fp32 masters), 1 thread per rank", base=None),
-    Lever("compile", "torch.compile", "torch.compile (Inductor: C++/OpenMP kernels on CPU, Triton on GPU)",
-          {"compile": True}, needs=("compiler",)),
-    Lever("eager_attention", "eager attention", "attn_implementation=eager (plain matmuls + softmax) instead of "
-          "SDPA's fused kernel", {"attn_implementation": "eager"}),
-    Lever("adamw_unfused", "AdamW, not fused", "torch AdamW's per-parameter loop instead of the fused kernel",
-          {"optimizer": "adamw_torch"}),
-    Lever("zero3", "ZeRO-3 engine", "DeepSpeed ZeRO-3 (the workbook's engine) instead of DDP, fused AdamW; in bf16 "
-          "it keeps bf16 weights + fp32 master copies, as the recipe does", ZERO3),
-    Lever("ds_cpu_adam", "ZeRO-3 + DeepSpeed CPU Adam", "offload_optimizer: DeepSpeed's C++ CPU Adam instead of "
-          "torch's fused AdamW (against the ZeRO-3 engine)", {**ZERO3, "offload_optimizer": True}, base="zero3"),
-    Lever("zero3_persist", "ZeRO-3, big persistence/prefetch", "stage3_param_persistence_threshold 1e7 (tensors "
-          "up to 10M elements stay whole: no all-gather), stage3_prefetch_bucket_size 5e7 (against ZeRO-3)",
-          {**ZERO3, "extra_ds": {"stage3_param_persistence_threshold": int(1e7),
-                                 "stage3_prefetch_bucket_size": int(5e7)}}, base="zero3"),
+    Lever("recipe", "workbook recipe", "packed blocks, DDP, precision auto (bf16: bf16 weights with fp32 masters), "
+          "torch.compile with eager attention, compiled AdamW step, shared-memory all-reduce, tcmalloc, 1 thread "
+          "per rank (uncompiled where no C++ compiler is found)", base=None),
+    Lever("no_compile", "without torch.compile", "eager PyTorch (and SDPA attention, its best kernel there): every "
+          "element-wise op a pass over memory, the optimizer in torch's fused AdamW plus separate casts",
+          UNCOMPILED, needs=("recipe_compiled",)),
+    Lever("sdpa_attention", "SDPA attention", "scaled_dot_product_attention's fused CPU kernel instead of the plain "
+          "matmuls + softmax that Inductor fuses", {"attn_implementation": "sdpa"}, needs=("recipe_compiled",)),
+    Lever("adamw_unfused", "AdamW, not fused", "torch's per-tensor AdamW with separate clip and cast passes instead "
+          "of one compiled pass per tensor", {"optimizer": "adamw_torch"}),
+    Lever("gloo_allreduce", "gloo all-reduce", "DDP's gradients all-reduced by gloo over loopback TCP instead of "
+          "DeepSpeed's shared-memory kernel", {"allreduce": "backend"}, cpu_only=True),
+    Lever("system_malloc", "glibc malloc", "glibc's malloc instead of tcmalloc (LD_PRELOAD)", allocator="system",
+          cpu_only=True, needs=("recipe_allocator",)),
+    Lever("jemalloc", "jemalloc", "jemalloc with Intel's MALLOC_CONF instead of tcmalloc", allocator="jemalloc",
+          cpu_only=True, needs=("jemalloc",)),
+    Lever("autocast", "fp32 weights + bf16 autocast", "fp32 weights cast to bf16 on every forward (autocast) and "
+          "fp32 gradients all-reduced, instead of bf16 weights with fp32 masters (workshop.master_weights)",
+          {"master_weights": False}, needs=("recipe_bf16",)),
     Lever("affinity", "pinned cores", "each rank pinned to its own cores (sched_setaffinity) with OMP_PROC_BIND=close, "
           "OMP_PLACES=cores set in the rank", {"pin_cores": True}, cpu_only=True),
-    Lever("jemalloc", "jemalloc", "LD_PRELOAD jemalloc with Intel's MALLOC_CONF (no page return every step)",
-          env={"MALLOC_CONF": JEMALLOC_CONF}, cpu_only=True, needs=("jemalloc",)),
-    Lever("tcmalloc", "tcmalloc", "LD_PRELOAD tcmalloc (gperftools, minimal)", cpu_only=True, needs=("tcmalloc",)),
-    Lever("micro_batch_x2", "micro-batch x2", "twice the sequences per forward: GEMMs with twice the rows",
-          {"micro_batch": "x2"}),
+    Lever("micro_batch_x2", "micro-batch x2", "twice the sequences per forward: GEMMs with twice the rows, the "
+          "per-step costs (all-reduce, optimizer) spread over twice the tokens", {"micro_batch": "x2"}),
     Lever("grad_accum_x2", "micro-batch /2, GA 2", "half the micro-batch, 2 accumulation steps: the same samples "
           "per optimizer step in GEMMs half as tall", {"micro_batch": "/2", "grad_accum": 2}),
-    Lever("autocast", "fp32 weights + bf16 autocast", "fp32 weights cast to bf16 on every forward (autocast) and "
-          "fp32 gradients all-reduced, instead of the recipe's bf16 weights with fp32 masters (workshop.master_weights)",
-          {"master_weights": False}, needs=("recipe_bf16",)),
-    Lever("stack", "compile + micro-batch x2", "two levers that pay, together: torch.compile and twice the sequences "
-          "per forward", {"compile": True, "micro_batch": "x2"}, needs=("compiler",)),
-    Lever("stack_tcmalloc", "compile + micro-batch x2 + tcmalloc", "the stack with tcmalloc preloaded (the CPU "
-          "image installs it)", {"compile": True, "micro_batch": "x2"}, cpu_only=True, needs=("compiler", "tcmalloc")),
+    Lever("seq_len_x2", "sequences x2, micro-batch /2", "the same tokens per forward in sequences twice as long: "
+          "the same GEMMs, attention over twice the context", {"seq_len": "x2", "micro_batch": "/2"}),
+    Lever("ddp_bucket_x4", "DDP buckets x4", "100 MB gradient buckets instead of DDP's 25 MB: fewer, larger "
+          "all-reduces, the last one waiting for more of the backward", {"ddp_bucket_mb": 100}),
+    Lever("zero3", "ZeRO-3 engine", "DeepSpeed ZeRO-3 instead of DDP, both uncompiled (against the uncompiled "
+          "recipe); in bf16 it keeps bf16 weights + fp32 masters as the recipe does", {**ZERO3, **UNCOMPILED},
+          base="no_compile"),
+    Lever("ds_cpu_adam", "ZeRO-3 + DeepSpeed CPU Adam", "offload_optimizer: DeepSpeed's C++ CPU Adam instead of "
+          "torch's fused AdamW (against the ZeRO-3 engine)", {**ZERO3, **UNCOMPILED, "offload_optimizer": True},
+          base="zero3"),
+    Lever("zero3_persist", "ZeRO-3, big persistence/prefetch", "stage3_param_persistence_threshold 1e7 (tensors "
+          "up to 10M elements stay whole: no all-gather), stage3_prefetch_bucket_size 5e7 (against ZeRO-3)",
+          {**ZERO3, **UNCOMPILED, "extra_ds": {"stage3_param_persistence_threshold": int(1e7),
+                                               "stage3_prefetch_bucket_size": int(5e7)}}, base="zero3"),
     Lever("fp32", "fp32", "fp32 weights and math instead of bf16 (only where the recipe resolves to bf16)",
           {"precision": "fp32", "master_weights": False}, needs=("recipe_bf16",)),
     Lever("bf16", "bf16", "bf16 weights with fp32 masters instead of fp32 (only where the CPU or GPU has native bf16)",
@@ -315,46 +321,41 @@ DEFAULT_LEVERS = tuple(LEVERS)
 
 
 def parse_levers(text: str | None) -> list[str]:
-    """'compile,affinity' -> ['recipe', 'compile', 'affinity'] plus the bases they need; unknown names refused."""
+    """'no_compile,affinity' -> ['recipe', 'no_compile', 'affinity'] plus the bases they need; unknown names
+    refused."""
     names = [n.strip() for n in (text or ",".join(DEFAULT_LEVERS)).split(",") if n.strip()]
     for n in names:
         check_choice("lever", n, LEVERS)
     out = ["recipe"]
-    for n in names:
+
+    def add(n: str) -> None:
         base = LEVERS[n].base
         if base and base not in out:
-            out.append(base)
+            add(base)
         if n not in out:
             out.append(n)
+
+    for n in names:
+        add(n)
     return out
 
 
-def allocator_path(name: str) -> str | None:
-    """The shared library to LD_PRELOAD for jemalloc or tcmalloc, if installed (ldconfig's cache, or conda's lib)."""
-    lib = {"jemalloc": "jemalloc", "tcmalloc": "tcmalloc_minimal"}[name]
-    prefix = os.environ.get("CONDA_PREFIX")
-    for cand in ([Path(prefix) / "lib" / f"lib{lib}.so"] if prefix else []):
-        if cand.exists():
-            return str(cand)
-    found = ctypes.util.find_library(lib) or (ctypes.util.find_library("tcmalloc") if name == "tcmalloc" else None)
-    return found
+NO_COMPILER = "no C++ compiler on PATH: Inductor builds its CPU kernels with one (apt-get install g++)"
 
 
-def requirement(needs: str | None, *, device: str, recipe_precision: str, gemm_ratio: float | None = None) -> str | None:
+def requirement(needs: str, *, device: str, recipe_precision: str, gemm_ratio: float | None = None) -> str | None:
     """None when the requirement is met here, else the reason the lever is skipped (recorded in the JSON)."""
-    from workshop.hardware import native_bf16
+    from workshop.hardware import has_cxx_compiler, native_bf16
+    from workshop.launch import allocator_env, allocator_path
 
-    if needs is None:
-        return None
-    if needs == "compiler":
-        if device == "cpu" and not (shutil.which("g++") or shutil.which("c++") or shutil.which("clang++")):
-            return "no C++ compiler on PATH: Inductor builds its CPU kernels with one (apt-get install g++)"
-        return None
-    if needs in ("jemalloc", "tcmalloc"):
-        if allocator_path(needs) is None:
-            pkg = {"jemalloc": "libjemalloc2", "tcmalloc": "libtcmalloc-minimal4"}[needs]
-            return f"{needs} is not installed (apt-get install {pkg}, or conda install {needs.replace('tc', 'gperftools-tc')})"
-        return None
+    if needs == "recipe_compiled":
+        return None if device != "cpu" or has_cxx_compiler() else NO_COMPILER
+    if needs == "jemalloc":
+        return None if allocator_path("jemalloc") else "jemalloc is not installed (apt-get install libjemalloc2)"
+    if needs == "recipe_allocator":
+        chosen = allocator_env(WORKBOOK_ALLOCATOR)[1]
+        return None if chosen != "system" else ("the recipe already runs glibc malloc here: tcmalloc is not "
+                                                "installed (apt-get install libtcmalloc-minimal4)")
     if needs == "recipe_bf16":
         return None if recipe_precision == "bf16" else "the recipe already runs fp32 here (precision auto)"
     if needs == "native_bf16_recipe_fp32":
@@ -376,28 +377,28 @@ def lever_args(lever: Lever, recipe) -> object:
     if bad:
         raise WorkshopError(f"lever {lever.name} sets unknown TrainArgs fields {bad}; allowed: {', '.join(sorted(known))}")
     overrides = dict(lever.args)
-    mb = overrides.get("micro_batch")
-    if mb == "x2":
-        overrides["micro_batch"] = recipe.micro_batch * 2
-    elif mb == "/2":
-        if recipe.micro_batch < 2:
-            raise WorkshopError(f"lever {lever.name} halves the micro-batch, which is {recipe.micro_batch}; "
-                                "allowed: a recipe micro-batch >= 2")
-        overrides["micro_batch"] = recipe.micro_batch // 2
+    for name in ("micro_batch", "seq_len"):
+        value, have = overrides.get(name), getattr(recipe, name)
+        if value == "x2":
+            overrides[name] = have * 2
+        elif value == "/2":
+            if have < 2:
+                raise WorkshopError(f"lever {lever.name} halves {name.replace('_', '-')}, which is {have}; "
+                                    f"allowed: a recipe {name.replace('_', '-')} >= 2")
+            overrides[name] = have // 2
     args = replace(recipe, **overrides)
     args.validate()
     return args
 
 
-def lever_env(lever: Lever) -> dict:
-    """The extra rank environment of one lever (LD_PRELOAD resolved to the installed allocator)."""
-    env = dict(lever.env)
-    for lib in set(lever.needs) & {"jemalloc", "tcmalloc"}:
-        path = allocator_path(lib)
-        if path is None:
-            raise WorkshopError(f"lever {lever.name} needs {lib}, which is not installed")
-        env["LD_PRELOAD"] = ":".join(p for p in (path, os.environ.get("LD_PRELOAD")) if p)
-    return env
+def lever_env(lever: Lever, device: str = "cpu") -> tuple[dict, str | None]:
+    """The extra rank environment of one lever and the allocator it names (the recipe's unless it names
+    another; GPU ranks keep the system allocator: the host's malloc is not what bounds them)."""
+    from workshop.launch import allocator_env
+
+    if device != "cpu":
+        return {}, None
+    return allocator_env(lever.allocator or WORKBOOK_ALLOCATOR)
 
 
 # ---------------------------------------------------------------- the benchmark
@@ -454,7 +455,14 @@ def recipe_args(cfg: CeilingConfig):
             "--backend", "nccl" if cfg.device == "cuda" else "gloo"]
     if cfg.threads and cfg.device == "cpu":
         argv += ["--threads", str(cfg.threads)]
-    return parse_args(argv)
+    args = parse_args(argv)
+    from workshop.hardware import has_cxx_compiler
+
+    if cfg.device == "cuda":  # compiled or not, SDPA's flash kernels are a GPU's best attention
+        args = replace(args, attn_implementation="sdpa")
+    elif not has_cxx_compiler():  # Inductor cannot build CPU kernels: the recipe runs eager
+        args = replace(args, **UNCOMPILED)
+    return args
 
 
 @dataclass
@@ -462,7 +470,7 @@ class Plan:
     """Every lever's TrainArgs and environment, or the reason it is skipped, decided before anything runs."""
     recipe: object
     precision: str
-    runs: dict = field(default_factory=dict)      # name -> (TrainArgs, env)
+    runs: dict = field(default_factory=dict)      # name -> (TrainArgs, env, allocator)
     skipped: dict = field(default_factory=dict)   # name -> reason
 
 
@@ -482,7 +490,11 @@ def plan(cfg: CeilingConfig, *, gemm_ratio: float | None = None) -> Plan:
             p.skipped[name] = why
             continue
         args = replace(lever_args(lv, recipe), output_dir=str(Path(cfg.out_dir) / name))
-        p.runs[name] = (args, lever_env(lv))
+        if name != "recipe" and args == replace(recipe, output_dir=args.output_dir) \
+                and (lv.allocator or WORKBOOK_ALLOCATOR) == WORKBOOK_ALLOCATOR:
+            p.skipped[name] = "the recipe already runs this way here"
+            continue
+        p.runs[name] = (args, *lever_env(lv, cfg.device))
     return p
 
 
@@ -527,7 +539,7 @@ def run(cfg: CeilingConfig, *, trainer: Callable = train_once, prober: Callable 
     for name, why in pl.skipped.items():
         echo(f"skip {name}: {why}")
     names = list(pl.runs)
-    keys = {n: (a.micro_batch * a.seq_len, lever_precision(a, pl.precision)) for n, (a, _) in pl.runs.items()}
+    keys = {n: (a.micro_batch * a.seq_len, lever_precision(a, pl.precision)) for n, (a, _, _) in pl.runs.items()}
     peaks = device_peaks(cfg, mach)
     runs: dict[str, list[dict]] = {n: [] for n in names}
     ceilings: dict[str, list[dict]] = {}
@@ -549,7 +561,7 @@ def run(cfg: CeilingConfig, *, trainer: Callable = train_once, prober: Callable 
     for r in range(cfg.rounds):
         first = probe_all(r, "start")
         for _, name in interleave(names, 1):
-            args, env = pl.runs[name]
+            args, env, _ = pl.runs[name]
             order.append(f"{name}#{r}")
             try:
                 m = trainer(args, env, cfg, r)
@@ -572,7 +584,7 @@ def run(cfg: CeilingConfig, *, trainer: Callable = train_once, prober: Callable 
            "ceilings": ceilings, "levers": {}, "wall_s": round(time.time() - t0, 1)}
     for name in parse_levers(",".join(cfg.levers)):
         lv = LEVERS[name]
-        entry = {"label": lv.label, "about": lv.about, "base": lv.base, "env": dict(lv.env)}
+        entry = {"label": lv.label, "about": lv.about, "base": lv.base}
         if name in pl.skipped:
             out["levers"][name] = {**entry, "status": "skipped", "reason": pl.skipped[name]}
             continue
@@ -580,9 +592,10 @@ def run(cfg: CeilingConfig, *, trainer: Callable = train_once, prober: Callable 
             out["levers"][name] = {**entry, "status": "failed",
                                    "reason": failed.get(name) or f"its base {lv.base} failed: {failed[lv.base]}"}
             continue
-        args, env = pl.runs[name]
+        args, env, allocator = pl.runs[name]
         tokens, dtype = keys[name]
         out["levers"][name] = {**entry, "status": "measured", "train_args": args.to_argv(), "env": env,
+                               "allocator": allocator,
                                **summarize_lever(runs[name], ceilings[f"{tokens}x{dtype}"],
                                                  peaks, dtype, runs.get(lv.base) if lv.base else None)}
     out["targets"] = targets(out)

@@ -175,6 +175,13 @@ def native_bf16() -> tuple[bool, str]:
                    "through fp32, many times slower")
 
 
+def has_cxx_compiler() -> bool:
+    """torch.compile's Inductor builds its CPU kernels with a C++ compiler; without one, only eager mode runs."""
+    import shutil
+
+    return any(shutil.which(c) for c in ("g++", "c++", "clang++"))
+
+
 def resolve_precision(precision: str) -> tuple[str, str]:
     """("bf16" | "fp32", the reason): "auto" becomes bf16 where the hardware multiplies bf16 natively."""
     if precision != "auto":

@@ -147,6 +147,41 @@ def threads(rows: list[dict], cores: int, nproc: int) -> str:
     return line
 
 
+def ceiling(res: dict) -> list[str]:
+    """Chapter 04's headline: the recipe's step as a share of the same cores' matmul rate at the model's own
+    shapes, on the machine the result names, and what each measured lever did to that share."""
+    lv = res["levers"]
+    rec = lv.get("recipe", {})
+    if rec.get("status") != "measured":
+        return [f"the recipe was not measured: {rec.get('reason', 'no run')}"]
+    nproc = res["config"]["nproc"]
+    per_rank = rec["model_tflops"]["median"] / nproc
+    ceil = rec["ceiling_tflops"]["median"] / nproc
+    pct = rec["pct_of_ceiling"]["median"]
+    unit = "GPU" if res.get("device") == "cuda" else "rank"
+    rows = res["config"]["micro_batch"] * res["config"]["seq_len"]
+    head = (f"{measured_on(res)} ({res['isa_path']}): the workbook recipe's step computes {per_rank:.3g} model "
+            f"TFLOPS per {unit}, {pct:.0f}% of the {ceil:.3g} TFLOPS the same cores reach on the model's own "
+            f"matmuls ({rows} rows, {rec['precision']}).")
+    out = [head]
+    for name, v in lv.items():
+        if name == "recipe":
+            continue
+        if v["status"] != "measured":
+            out.append(f"  {v['label']}: {v['status']} ({v.get('reason', '')})")
+            continue
+        eff = v.get("effect_vs_base") or {}
+        other = v.get("precision") != rec["precision"]
+        out.append(f"  {v['label']}: {v['pct_of_ceiling']['median']:.0f}%"
+                   + (f" of the {v['precision']} ceiling" if other else "")
+                   + (f", x{eff['median']:.2f} the tokens/s of {v['base']}" if eff else ""))
+    out.append(f"The other {100 - pct:.0f}% is what the step spends beyond those matmuls at that rate: attention, "
+               "norms, activations, the loss, the optimizer and the all-reduce (each a pass over memory), and its "
+               "matmuls running below the ceiling between them. That work grows with the model's width, the "
+               "matmuls with its square: the share rises with the model.")
+    return out
+
+
 # ---------------------------------------------------------------- chapter 05: does the network matter?
 
 def bandwidth(rows: list[dict], *, parse_rate=None) -> list[str]:
