@@ -145,8 +145,11 @@ EXERCISES: dict[str, list[Exercise]] = {
         Exercise({"precision": "bf16", "max_steps": 4},
                  "Without native bf16 (no AMX, no AVX512_BF16) bf16 trains several times SLOWER than fp32; with it, "
                  "faster. The check compares both on this machine.", _ch04_precision),
-        Exercise({"micro_batch": 8, "seq_len": 256}, "Four times the tokens per step: each matmul gets more work, so "
-                 "useful tokens/s rises, and peak RSS per rank grows with the activations."),
+        Exercise({"ceiling_levers": ["micro_batch_x2", "gloo_allreduce", "system_malloc"]}, "Section 7 measures "
+                 "three more levers here: twice the sequences per forward raises the share of the ceiling (taller "
+                 "matmuls, the per-step costs spread over more tokens) at twice the activation memory; gloo's TCP "
+                 "all-reduce and glibc's malloc each cost some of it (glibc's is skipped where tcmalloc is not "
+                 "installed, and the line says so)."),
         Exercise({"threads_per_rank": 2, "compare_threads": [1, 2, 4]}, "More threads than cores: the sweep shows "
                  "where over-subscription stops paying on this machine."),
     ],

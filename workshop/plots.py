@@ -303,6 +303,10 @@ def plot_ceiling(rows: list[dict], path, *, title: str = "training step vs this 
     ax2.barh(ys, [e - 1 for e in eff], 0.6, left=1, xerr=[lo, hi], capsize=3,
              color=["tab:green" if e >= 1 else "tab:red" for e in eff])
     ax2.axvline(1, color="0.3", lw=1)
+    left = min([1.0] + [e - d for e, d in zip(eff, lo)])
+    right = max([1.0] + [e + d for e, d in zip(eff, hi)])
+    pad = 0.08 * (right - left or 1.0)
+    ax2.set_xlim(left - pad, right + pad)  # the 1.0 line (no change) stays inside the axes
     ax2.set_xlabel("tokens/s vs its base (x, paired per round)")
     fig.suptitle(title, fontsize=10)
     return _save(fig, path)
