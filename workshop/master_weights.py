@@ -95,7 +95,8 @@ def with_master_weights(optimizer_cls: type, *, compiled_step: bool = False, max
         def step(self, closure=None):
             if closure is not None:
                 raise ValueError("with_master_weights: closures are not supported (the Trainer passes none)")
-            scale = torch.tensor(1.0 / grad_divisor)
+            device = self.master_params[0].device if self.master_params else None
+            scale = torch.tensor(1.0 / grad_divisor, device=device)  # on the weights' device (CUDA too)
             if max_grad_norm:
                 grads = [p.grad for p in self.model_params if p.grad is not None]
                 total, clip = clip_scale(grads, max_grad_norm, grad_divisor)
@@ -125,18 +126,21 @@ def with_master_weights(optimizer_cls: type, *, compiled_step: bool = False, max
                     continue
                 for _, m in rows:
                     st = self.state[m]
-                    if not st:
+                    if not st:  # torch.optim.AdamW keeps `step` on the CPU unless capturable
                         st.update(step=torch.zeros((), dtype=torch.float32), exp_avg=torch.zeros_like(m),
                                   exp_avg_sq=torch.zeros_like(m))
                     st["step"] += 1
                 step = float(self.state[rows[0][1]]["step"])
                 beta1, beta2 = group["betas"]
                 lr = float(group["lr"])
+
+                def scalar(x: float, device=rows[0][1].device):
+                    return torch.tensor(x, device=device)
+
                 update([p for p, _ in rows], [p.grad for p, _ in rows], [m for _, m in rows],
                        [self.state[m]["exp_avg"] for _, m in rows], [self.state[m]["exp_avg_sq"] for _, m in rows],
-                       scale, torch.tensor(lr), torch.tensor(lr / (1 - beta1 ** step)),
-                       torch.tensor((1 - beta2 ** step) ** 0.5), float(beta1), float(beta2), float(group["eps"]),
-                       float(group["weight_decay"]))
+                       scale, scalar(lr), scalar(lr / (1 - beta1 ** step)), scalar((1 - beta2 ** step) ** 0.5),
+                       float(beta1), float(beta2), float(group["eps"]), float(group["weight_decay"]))
 
         def zero_grad(self, set_to_none: bool = True) -> None:
             super().zero_grad(set_to_none)
