@@ -3,11 +3,13 @@ not elsewhere, and that it changes the transport only: a 2-rank run computes the
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from workshop.errors import WorkshopError
 from workshop.launch import ops_to_build, run_torchrun
-from workshop.shm import resolve_allreduce
+from workshop.shm import release_orphaned_buffers, resolve_allreduce
 from workshop.train import TrainArgs, parse_args
 
 ONE_HOST = {"WORLD_SIZE": "4", "LOCAL_WORLD_SIZE": "4"}
@@ -58,3 +60,44 @@ def test_two_ranks_compute_the_same_numbers_through_shared_memory_as_through_glo
     assert trace["shm"] == trace["backend"] and len(trace["shm"]) == 6
     losses = [loss for loss, _ in trace["shm"]]
     assert losses[-1] < losses[0]
+
+
+def test_a_sweep_removes_only_this_users_buffers_that_no_process_holds(tmp_path, monkeypatch):
+    """A run killed with its launcher leaves ~66 MB of RAM per rank in /dev/shm; the next launch sweeps them.
+    A buffer some process still has open (from shm_open) or only mapped belongs to a live run and stays."""
+    import os
+    import subprocess
+    import sys
+
+    from workshop import shm
+
+    monkeypatch.setattr(shm, "SHM_DIR", tmp_path)
+    mine = f"deepspeed_allreduce_buffer_{os.getuid()}_localhost_"
+    names = {"open": mine + "1_0", "mapped": mine + "1_1", "orphan": mine + "2_0",
+             "other user": f"deepspeed_allreduce_buffer_{os.getuid() + 1}_localhost_3_0"}
+    for name in names.values():
+        (tmp_path / name).write_bytes(b"\0" * 4096)
+    # a process that maps the buffer and closes its descriptor (Python's mmap would keep a dup of it open)
+    map_only = ("import ctypes, os, sys, time\n"
+                "libc = ctypes.CDLL(None)\n"
+                "libc.mmap.restype = ctypes.c_void_p\n"
+                "libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int,"
+                " ctypes.c_long]\n"
+                "fd = os.open(sys.argv[1], os.O_RDWR)\n"
+                "assert libc.mmap(None, 4096, 3, 1, fd, 0) not in (None, ctypes.c_void_p(-1).value)\n"
+                "os.close(fd)\n"
+                "print('mapped', flush=True)\n"
+                "time.sleep(120)\n")
+    child = subprocess.Popen([sys.executable, "-c", map_only, str(tmp_path / names["mapped"])],
+                             stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout.readline().strip() == "mapped"
+        assert not any(os.readlink(fd).startswith(str(tmp_path)) for fd in Path(f"/proc/{child.pid}/fd").iterdir())
+        with open(tmp_path / names["open"], "rb"):
+            assert release_orphaned_buffers() == [names["orphan"]]
+            assert sorted(p.name for p in tmp_path.iterdir()) == sorted(n for k, n in names.items() if k != "orphan")
+    finally:
+        child.kill()
+        child.wait()
+    assert release_orphaned_buffers() == sorted([names["open"], names["mapped"]])
+    assert [p.name for p in tmp_path.iterdir()] == [names["other user"]]

@@ -102,15 +102,21 @@ def test_two_nodes_without_a_shared_filesystem(tmp_path, kit_cache):
 
 
 def test_runs_leave_no_deepspeed_shm_buffers(tmp_path, kit_cache):
-    """DeepSpeed never unlinks its ~66 MB-per-rank /dev/shm buffers; the entry point and the launcher must."""
+    """DeepSpeed never unlinks its ~66 MB-per-rank /dev/shm buffers; the entry point and the launcher must, and
+    a launch sweeps what an earlier run killed with its launcher left."""
+    import os
     from pathlib import Path
 
+    # a buffer that no process holds: what a run killed together with its launcher leaves
+    orphan = Path("/dev/shm") / f"deepspeed_allreduce_buffer_{os.getuid()}_localhost_1_0"
+    orphan.write_bytes(b"\0" * 4096)
     before = set(Path("/dev/shm").glob("deepspeed_allreduce_buffer_*"))
     run_torchrun(common(tmp_path, kit_cache, steps=2), nproc_per_node=2, threads_per_rank=1, progress=False).check()
     crashed = run_torchrun(common(tmp_path / "crash", kit_cache, steps=6), nproc_per_node=2, threads_per_rank=1,
                            progress=False, env={"WORKSHOP_KILL_AT": "1:2"})
     assert crashed.returncode != 0
     assert set(Path("/dev/shm").glob("deepspeed_allreduce_buffer_*")) - before == set()
+    assert not orphan.exists()  # the next launch swept it
 
 
 def test_a_rank_that_raises_shows_its_own_exception(tmp_path, kit_cache):

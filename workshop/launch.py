@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from workshop.errors import WorkshopError, check_choice, check_positive
-from workshop.shm import SHM_DIR, SHM_GLOB
+from workshop.shm import SHM_DIR, SHM_GLOB, release_orphaned_buffers
 
 
 @dataclass
@@ -334,6 +334,10 @@ def run_torchrun(train_args, *, nproc_per_node: int = 2, nnodes: int = 1, node_r
 
     from workshop.logs import parse_metrics
 
+    swept = release_orphaned_buffers()
+    if swept and progress:
+        print(f"note: removed {len(swept)} DeepSpeed shared-memory buffer(s) in {SHM_DIR} that no process held "
+              f"(left by a run that was killed with its launcher)", flush=True)
     shm_before = set(SHM_DIR.glob(SHM_GLOB))
     t0, lines, steps = time.time(), [], []
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1,
@@ -382,8 +386,7 @@ def run_torchrun(train_args, *, nproc_per_node: int = 2, nnodes: int = 1, node_r
             if type(bar).__module__.startswith("tqdm.notebook"):  # the widget is not kept in saved outputs
                 print(str(bar).strip(), flush=True)
         if proc.returncode != 0:  # ranks that died never released DeepSpeed's /dev/shm buffers: do it for them
-            for path in set(SHM_DIR.glob(SHM_GLOB)) - shm_before:
-                path.unlink(missing_ok=True)
+            release_orphaned_buffers(set(SHM_DIR.glob(SHM_GLOB)) - shm_before)  # a concurrent run's stay
     metrics_file = out_dir / "metrics.json"
     metrics = json.loads(metrics_file.read_text()) if proc.returncode == 0 and metrics_file.exists() else None
     return RunResult(proc.returncode, "".join(lines), steps, metrics, str(log_path), round(time.time() - t0, 2))

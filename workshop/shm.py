@@ -1,6 +1,7 @@
 """DeepSpeed's shared-memory collective buffers: one ~66 MB file per rank in /dev/shm (RAM), never unlinked by
 DeepSpeed 0.19. Every process that starts DeepSpeed's process group releases its run's buffers when it ends,
-however it ends; the launcher sweeps up after ranks that were killed."""
+however it ends; the launcher sweeps up after ranks that were killed, and, before it starts, after runs that were
+killed with their launcher."""
 
 from __future__ import annotations
 
@@ -28,6 +29,43 @@ def release_shm_buffers() -> int:
         path.unlink(missing_ok=True)
         removed += 1
     return removed
+
+
+def held_shm_paths() -> set[str]:
+    """Paths under SHM_DIR that a live process holds open or mapped, read from /proc (a process this user may
+    not read is skipped: the buffers are mode 0600, so only this user's processes can hold them)."""
+    prefix, held = f"{SHM_DIR}/", set()
+    def read(path: Path, how):
+        try:
+            return how(path)
+        except OSError:  # the process (or descriptor) ended while we read it, or is not ours
+            return None
+
+    for proc in Path("/proc").glob("[0-9]*"):
+        targets = (read(fd, os.readlink) for fd in read(proc / "fd", lambda p: list(p.iterdir())) or ())
+        held.update(t for t in targets if t and t.startswith(prefix))
+        maps = read(proc / "maps", Path.read_text) or ""
+        held.update(line[line.index(prefix):] for line in maps.splitlines() if prefix in line)
+    return held
+
+
+def release_orphaned_buffers(paths=None) -> list[str]:
+    """Unlink this user's DeepSpeed buffers that no live process holds open or mapped; their names.
+
+    A run killed outright (SIGKILL, a restarted Jupyter kernel, the OOM killer) releases nothing, and its
+    launcher may have died with it, so the next launch sweeps: a buffer is open from shm_open until its rank
+    exits, so one nobody holds belongs to no run. `paths` narrows the sweep (default: every buffer of this user).
+    """
+    if paths is None:
+        paths = SHM_DIR.glob(f"deepspeed_allreduce_buffer_{os.getuid()}_*")
+    paths = sorted(paths)
+    if not paths:
+        return []
+    held = held_shm_paths()
+    gone = [p for p in paths if str(p) not in held]
+    for path in gone:
+        path.unlink(missing_ok=True)
+    return [p.name for p in gone]
 
 
 # ---------------------------------------------------------------- DDP's gradient all-reduce through the same kernel
