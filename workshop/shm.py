@@ -12,9 +12,14 @@ SHM_DIR = Path("/dev/shm")
 SHM_GLOB = "deepspeed_allreduce_buffer_*"
 
 
+def user_buffer_prefix() -> str:
+    """Name prefix of every shared-memory file DeepSpeed's CPU collective creates for this user (shm.cpp)."""
+    return f"deepspeed_allreduce_buffer_{os.getuid()}_"
+
+
 def shm_buffer_prefix() -> str:
-    """Name prefix of the shared-memory files DeepSpeed's CPU collective creates for this run (shm.cpp)."""
-    return f"deepspeed_allreduce_buffer_{os.getuid()}_{os.environ.get('MASTER_ADDR')}_{os.environ.get('MASTER_PORT')}_"
+    """Name prefix of the shared-memory files DeepSpeed's CPU collective creates for this run."""
+    return f"{user_buffer_prefix()}{os.environ.get('MASTER_ADDR')}_{os.environ.get('MASTER_PORT')}_"
 
 
 def release_shm_buffers() -> int:
@@ -35,6 +40,7 @@ def held_shm_paths() -> set[str]:
     """Paths under SHM_DIR that a live process holds open or mapped, read from /proc (a process this user may
     not read is skipped: the buffers are mode 0600, so only this user's processes can hold them)."""
     prefix, held = f"{SHM_DIR}/", set()
+
     def read(path: Path, how):
         try:
             return how(path)
@@ -57,7 +63,7 @@ def release_orphaned_buffers(paths=None) -> list[str]:
     exits, so one nobody holds belongs to no run. `paths` narrows the sweep (default: every buffer of this user).
     """
     if paths is None:
-        paths = SHM_DIR.glob(f"deepspeed_allreduce_buffer_{os.getuid()}_*")
+        paths = SHM_DIR.glob(user_buffer_prefix() + "*")
     paths = sorted(paths)
     if not paths:
         return []
