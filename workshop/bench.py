@@ -205,17 +205,26 @@ class BenchConfig:
         return build_corpus(Path(self.cache_dir).expanduser() / "corpus.txt")
 
 
-def variant_argv(v: Variant, cfg: BenchConfig, run_dir: Path) -> list[str]:
-    """The entry point's arguments; without a C++ compiler a compiled recipe runs eager (Inductor needs one)."""
+def runnable_here(argv, device: str = "cpu") -> list[str]:
+    """An engine's arguments as this host runs them. Without a C++ compiler a compiled CPU recipe runs eager
+    (Inductor builds its CPU kernels with one) with SDPA, eager's best attention; on a GPU the attention is SDPA,
+    compiled or not (its flash kernels are a GPU's best)."""
     from workshop.hardware import has_cxx_compiler
 
-    argv = list(v.argv)
-    if "--compile" in argv and not has_cxx_compiler():
+    argv = list(argv)
+    uncompiled = device == "cpu" and "--compile" in argv and not has_cxx_compiler()
+    if uncompiled:
         argv.remove("--compile")
+    if (uncompiled or device != "cpu") and "--attn-implementation" in argv:
         argv[argv.index("--attn-implementation") + 1] = "sdpa"
+    return argv
+
+
+def variant_argv(v: Variant, cfg: BenchConfig, run_dir: Path) -> list[str]:
+    """The entry point's arguments for one variant, as this host runs them (runnable_here)."""
     return ["--model", cfg.model, "--dataset", str(cfg.dataset_path()), "--seq-len", str(cfg.seq_len),
             "--max-steps", str(cfg.steps), "--cache-dir", cfg.cache_dir, "--output-dir", str(run_dir),
-            "--warmup-steps", "0", *argv]
+            "--warmup-steps", "0", *runnable_here(v.argv)]
 
 
 def run_variant(v: Variant, cfg: BenchConfig, round_: int) -> dict:

@@ -32,6 +32,7 @@ from workshop.bench import (
     mfu,
     paired_ratios,
     peaks_for,
+    runnable_here,
 )
 from workshop.errors import WorkshopError, check_choice, check_positive, report
 
@@ -451,18 +452,11 @@ def recipe_args(cfg: CeilingConfig):
         dataset = str(build_corpus(Path(cfg.cache_dir).expanduser() / "corpus.txt"))
     argv = ["--model", cfg.model, "--dataset", dataset, "--seq-len", str(cfg.seq_len), "--max-steps", str(cfg.steps),
             "--cache-dir", cfg.cache_dir, "--output-dir", str(Path(cfg.out_dir) / "recipe"), "--warmup-steps", "0",
-            *WORKBOOK_ENGINE, "--micro-batch", str(cfg.micro_batch), "--precision", "auto", "--master-weights",
-            "--backend", "nccl" if cfg.device == "cuda" else "gloo"]
+            *runnable_here(WORKBOOK_ENGINE, cfg.device), "--micro-batch", str(cfg.micro_batch), "--precision",
+            "auto", "--master-weights", "--backend", "nccl" if cfg.device == "cuda" else "gloo"]
     if cfg.threads and cfg.device == "cpu":
         argv += ["--threads", str(cfg.threads)]
-    args = parse_args(argv)
-    from workshop.hardware import has_cxx_compiler
-
-    if cfg.device == "cuda":  # compiled or not, SDPA's flash kernels are a GPU's best attention
-        args = replace(args, attn_implementation="sdpa")
-    elif not has_cxx_compiler():  # Inductor cannot build CPU kernels: the recipe runs eager
-        args = replace(args, **UNCOMPILED)
-    return args
+    return parse_args(argv)
 
 
 @dataclass
