@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from workshop.errors import WorkshopError
-from workshop.k8s import cel_ext
+from workshop.k8s import cel_ext, crds
 from workshop.k8s import validate as v
 from workshop.k8s.base import to_yaml
 from workshop.k8s.karpenter import cpu_amx_pool, gpu_pool
@@ -158,15 +158,19 @@ def test_trainjob_root_cel_rule_and_secret_checks():
 
 
 def test_unknown_version_is_rejected_early():
-    with pytest.raises(WorkshopError, match="allowed: 1.8.8, 1.14.1"):
+    with pytest.raises(WorkshopError, match=r"Karpenter release '0.37' is unknown here; known: 1.8.8, 1.14.1 "
+                                            r"\(to add one: .*crds fetch --karpenter VERSION"):
         v.validate_documents(POOL, karpenter="0.37")
+    # the Trainer's unknown release is named as such, not a Karpenter one whose files happen to load first
+    with pytest.raises(WorkshopError, match=r"Kubeflow Trainer release '9.9.9' is unknown here; known: 2.1.0, 2.3.0"):
+        v.validate_documents(POOL, trainer="9.9.9")
 
 
 def test_crds_folder_override(tmp_path, monkeypatch):
-    """A WORKSHOP_CRDS_DIR without the schemas is reported with the folder and both fixes, never fetched over."""
+    """A WORKSHOP_CRDS_DIR without the schemas is reported with the folder and the fix, never fetched over."""
     monkeypatch.setenv("WORKSHOP_CRDS_DIR", str(tmp_path))
-    with pytest.raises(WorkshopError, match=r"no CRD schemas for karpenter 1\.8\.8 in WORKSHOP_CRDS_DIR=.*"
-                                            r"workshop crds fetch.*workshop crds import DIR"):
+    with pytest.raises(WorkshopError, match=r"no CRD schemas for Karpenter 1\.8\.8 in WORKSHOP_CRDS_DIR=.*"
+                                            r"unset it to use the ones that ship with the workbook"):
         v.validate_documents(POOL, karpenter="1.8.8")
 
 
@@ -220,7 +224,7 @@ def test_cli_exit_codes(tmp_path, capsys):
 
 def test_upstream_trainer_runtimes_pass_their_release_and_fail_the_next():
     """Real-world positive corpus: Kubeflow's own v2.1.0 runtimes; v2.3.0 moved torch.numProcPerNode."""
-    runtimes = sorted((v.crds_dir() / "kubeflow-trainer-v2.1.0" / "runtimes").glob("*.yaml"))
+    runtimes = sorted((crds.folder("trainer", "2.1.0") / "runtimes").glob("*.yaml"))
     assert runtimes
     assert v.validate_files(runtimes, trainer="2.1.0") == []
     newer = v.validate_files(runtimes, trainer="2.3.0")
@@ -257,7 +261,7 @@ def test_checked_in_manifests_pass_with_no_flags(capsys):
 
 
 def test_no_clue_is_judged_against_every_release_and_says_which_accept():
-    runtimes = sorted((v.crds_dir() / "kubeflow-trainer-v2.1.0" / "runtimes").glob("*.yaml"))
+    runtimes = sorted((crds.folder("trainer", "2.1.0") / "runtimes").glob("*.yaml"))
     verdicts = {x.label: x for x in v.judge_files(runtimes)}
     torch = [x for label, x in verdicts.items() if "numProcPerNode" in x.reason]  # moved in 2.3: a clue
     assert torch and all(x.judged == ("2.1.0",) and x.accepted == ("2.1.0",) for x in torch)

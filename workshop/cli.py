@@ -20,7 +20,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "plan": ("workshop.memory", "ZeRO memory per rank and the instances that fit"),
     "load": ("workshop.loading", "sharded-loading experiment: naive vs meta device vs zero.Init"),
     "render": ("workshop.k8s.render", "render the workbook's Kubernetes manifests into manifests/"),
-    "crds": ("workshop.k8s.crds", "fetch or import the pinned CRD schemas into the user cache (digests checked)"),
+    "crds": ("workshop.k8s.crds", "the CRD releases known here (shipped with the package) and adding another"),
     "validate": ("workshop.k8s.validate", "validate manifests against the real CRDs (schema + CEL)"),
     "cluster": ("workshop.k8s.cluster", "apply / watch / logs on a cluster (when a kubeconfig is present)"),
     "netsim": ("workshop.netsim", "multi-node torchrun across network namespaces with rate caps"),

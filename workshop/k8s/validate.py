@@ -42,18 +42,20 @@ import celpy.celtypes as ct
 import yaml
 from jsonschema import Draft4Validator, ValidationError, validators
 
-from workshop.errors import WorkshopError, check_choice, report
+from workshop.errors import WorkshopError, report
 from workshop.k8s import cel_ext, crds
 from workshop.k8s.base import load_yaml_docs
 
-DEFAULT_KARPENTER = "1.8.8"
-DEFAULT_TRAINER = "2.1.0"
-# The releases a manifest is judged against when no flag forces one (the CRDs of each must be available).
-KNOWN_RELEASES = {family: tuple(crds.versions(family)) for family in ("karpenter", "trainer")}  # pinned in crds.py
+DEFAULT_KARPENTER = crds.pinned_versions("karpenter")[-1]  # the newest pinned release
+DEFAULT_TRAINER = "2.1.0"  # the original workshop's release (chapter 05 picks the form per trainer_version)
 FAMILY_NAME = {"karpenter": "Karpenter", "trainer": "Trainer"}
+FAMILIES = crds.FAMILIES
 
-# family -> folder name pattern under the CRDs directory
-FAMILIES = {"karpenter": "karpenter-aws-v{}", "trainer": "kubeflow-trainer-v{}"}
+
+def known_releases(family: str) -> tuple[str, ...]:
+    """The releases a manifest is judged against when no flag forces one: the pinned ones (shipped with the
+    package) and any the learner added with `workshop crds fetch|import`."""
+    return tuple(crds.versions(family))
 KIND_FAMILY = {
     "NodePool": "karpenter", "NodeClaim": "karpenter", "EC2NodeClass": "karpenter",
     "TrainJob": "trainer", "TrainingRuntime": "trainer", "ClusterTrainingRuntime": "trainer",
@@ -75,14 +77,8 @@ class Problem:
 
 
 # ------------------------------------------------------------------------------------------- CRDs
-def crds_dir() -> Path:
-    """Where CRDs are read: `$WORKSHOP_CRDS_DIR`, else the user cache that `workshop crds` fills."""
-    return crds.root()
-
-
 def available_versions(family: str) -> list[str]:
-    """The pinned releases of a family (workshop.k8s.crds.RELEASES), whether cached yet or not."""
-    check_choice("CRD family", family, FAMILIES)
+    """The known releases of a family: pinned (shipped) and added ones."""
     return crds.versions(family)
 
 
@@ -112,7 +108,6 @@ def _load_folder(folder: str) -> dict[str, CRD]:
 
 def load_crds(family: str, version: str) -> dict[str, CRD]:
     """Kind -> CRD for one release of a family; parsed once per process (the Trainer CRDs are ~1 MB)."""
-    check_choice(f"{family} version", version, available_versions(family))
     return _load_folder(str(crds.folder(family, version)))
 
 
@@ -643,7 +638,7 @@ def judge(doc, index: int = 0, source: str | None = None, *, karpenter: str | No
     if family == "core":
         return Verdict(label, family, problems=_against(doc, label, family, ""))
     forced = karpenter if family == "karpenter" else trainer
-    releases = [forced] if forced else list(KNOWN_RELEASES[family])
+    releases = [forced] if forced else list(known_releases(family))
     per_release = {v: _against(doc, label, family, v) for v in releases}
     reason = "forced" if forced else ""
     if not forced:
@@ -657,10 +652,14 @@ def judge(doc, index: int = 0, source: str | None = None, *, karpenter: str | No
 
 # --------------------------------------------------------------------------------- entry points
 def _check_versions(karpenter: str | None, trainer: str | None) -> None:
-    """Fail early on an unknown (or unavailable) release, even with no documents of that family."""
-    for family, forced in (("karpenter", karpenter), ("trainer", trainer)):
-        for version in [forced] if forced else KNOWN_RELEASES[family]:
-            load_crds(family, version)
+    """Fail early on an unknown release (named, with the known ones) before any schema is read, then on one
+    whose files are unavailable, even with no documents of that family."""
+    wanted = [(family, version) for family, forced in (("karpenter", karpenter), ("trainer", trainer))
+              for version in ([forced] if forced else known_releases(family))]
+    for family, version in wanted:
+        crds.release(family, version)
+    for family, version in wanted:
+        load_crds(family, version)
 
 
 def judge_documents(docs: list, *, karpenter: str | None = None, trainer: str | None = None,
@@ -720,9 +719,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="workshop validate", description=__doc__.split("\n")[0])
     parser.add_argument("files", nargs="*", metavar="FILE", help="YAML files (multi-document allowed)")
     parser.add_argument("--karpenter", help="force one Karpenter CRD release (default: the one each manifest "
-                        f"targets, else all of {', '.join(KNOWN_RELEASES['karpenter'])})")
+                        f"targets, else all of {', '.join(known_releases('karpenter'))})")
     parser.add_argument("--trainer", help="force one Kubeflow Trainer CRD release (default: the one each manifest "
-                        f"targets, else all of {', '.join(KNOWN_RELEASES['trainer'])})")
+                        f"targets, else all of {', '.join(known_releases('trainer'))})")
     parser.add_argument("--rules", action="store_true", help="list every CEL rule and whether it is evaluated")
     args = parser.parse_args(argv)
     try:
