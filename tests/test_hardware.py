@@ -93,6 +93,23 @@ def test_gemm_benchmark_measures_real_throughput():
     assert s["peak_bf16_tflops"] == pytest.approx(1 * 2.0 * 64 / 1000)  # Zen 4 bf16: 64 FLOP/cycle
 
 
+def test_summary_compares_bf16_and_fp32_at_the_same_thread_count():
+    """The Zen 4 run of issue #28: bf16 best at 1 thread (0.219), fp32 best at 2 (0.189). Quoting those two gave
+    x1.16; at equal threads the ratios are x2.24 (1 thread) and x1.11 (2 threads)."""
+    def cell(dtype, threads, tflops):
+        return hardware.GemmResult(1024, dtype, threads, [tflops])
+
+    res = [cell("bf16", 1, 0.219), cell("fp32", 1, 0.0978), cell("bf16", 2, 0.210), cell("fp32", 2, 0.189)]
+    d = {"cores": 2, "clock_ghz": 2.6, "isa_class": "zen4", "amx": False, "avx512_bf16": True, "why": "x"}
+    s = hardware.summarize(d, res)
+    assert s["threads"] == 1 and s["bf16_tflops"] == 0.219 and s["fp32_tflops"] == 0.0978
+    assert s["bf16_over_fp32"] == 2.24 and s["bf16_over_fp32_by_threads"] == {1: 2.24, 2: 1.11}
+    # each figure panel gets the peaks of its own thread count: two cores peak twice one core
+    one, two = s["peaks_by_threads"][1], s["peaks_by_threads"][2]
+    assert two["bf16 peak here"] == pytest.approx(2 * one["bf16 peak here"])
+    assert s["peak_bf16_tflops"] == one["bf16 peak here"]
+
+
 def test_gemm_benchmark_rejects_bad_input():
     with pytest.raises(WorkshopError, match="dtype"):
         hardware.gemm_benchmark(sizes=(64,), dtypes=("int4",))

@@ -53,6 +53,20 @@ def test_bandwidth_sentence_calls_a_compute_bound_step_compute_bound():
     assert "network shows" in interpret.bandwidth(steep, parse_rate=rate)[-1]
 
 
+def test_bandwidth_separates_start_up_from_the_steady_steps():
+    """Issue #28: node 0 sent 28% more than node 1 over a whole run; all of it before the first step ended."""
+    rate = {"10gbit": 10**10, "1gbit": 10**9}.get
+    rows = [{"rate": r, "ok": True, "step_time_s_median": t, "mb_sent_per_node": [243.5, 201.1], "steps": 8,
+             "mb_startup_per_node": [68.5, 26.1], "mb_per_step_per_node": [25.0, 25.0], "wall_s": w}
+            for r, t, w in (("10gbit", 0.31, 21.0), ("1gbit", 0.67, 25.5))]
+    out = interpret.bandwidth(rows, parse_rate=rate, model_mb=14.2)
+    assert out[0].startswith("10gbit: 25 MB sent per node per step")  # steady bytes, not total / steps
+    start = next(line for line in out if line.startswith("start-up"))
+    assert "node 0 sent 68 MB, the others 26 MB, +42 MB for node 0" in start and "weights are 14 MB" in start
+    assert "25 / 25 MB per step per node" in start
+    assert "10gbit 21 s, 1gbit 26 s" in next(line for line in out if line.startswith("wall time"))
+
+
 def test_seed_model_sentences_follow_the_rows():
     R = SimpleNamespace
     rows = [R(label="p4d 1 pod", instance="p4d", pods=1, network=None, error=0.0, measured_s=19.0, predicted_s=19.0),

@@ -26,10 +26,10 @@ REPO = Path(__file__).resolve().parent.parent
 RESULTS_DIR = REPO / "benchmarks" / "results"
 IMAGES_DIR = REPO / "images"
 
-# The seed's DeepSpeed file (chapter 000's cpu-ds.json) beyond stage and offload, reproduced as it is.
+# The original workshop's DeepSpeed file (chapter 000's cpu-ds.json) beyond stage and offload, reproduced as it is.
 SEED_ZERO_EXTRA = {"overlap_comm": True, "stage3_max_live_parameters": 1e9, "stage3_prefetch_bucket_size": 5e8,
                    "stage3_param_persistence_threshold": 1e6}
-SEED_MIN_CHARS = 11  # the seed drops lines of <= 10 characters
+SEED_MIN_CHARS = 11  # the original workshop drops lines of <= 10 characters
 
 
 # ---------------------------------------------------------------- statistics
@@ -108,7 +108,7 @@ def peaks_for(cores: int) -> dict:
 def corpus_stats(path: str | Path, tokenizer, *, min_chars: int = SEED_MIN_CHARS, max_length: int = 512) -> dict:
     """What padding costs on this corpus: mean useful tokens per line against the padded length.
 
-    Counted like the seed: lines of fewer than min_chars characters dropped, each kept line truncated at
+    Counted like the original workshop: lines of fewer than min_chars characters dropped, each kept line truncated at
     max_length. Tokens per line / max_length is the share of the padded recipe's compute that is useful.
     """
     lines = [x for x in Path(path).read_text(encoding="utf-8").splitlines()]
@@ -150,10 +150,10 @@ WORKBOOK_ENGINE = ("--engine", "ddp", "--micro-batch", "4", "--grad-accum", "1",
 WORKBOOK_ALLOCATOR = "auto"  # tcmalloc where installed (launch.allocator_env)
 
 VARIANTS: dict[str, Variant] = {v.name: v for v in [
-    Variant("seed", "seed recipe", "HF Trainer + ZeRO-3, offload_param + offload_optimizer to CPU, bf16, one line "
+    Variant("seed", "original workshop's recipe", "HF Trainer + ZeRO-3, offload_param + offload_optimizer to CPU, bf16, one line "
             "per sample padded to 512, lines <= 10 chars dropped, micro-batch 1, GA 4",
             SEED_ENGINE + ("--no-packing", "--min-chars", str(SEED_MIN_CHARS)), packing=False),
-    Variant("seed_engine_packed", "seed engine, packed", "the seed's ZeRO-3 + offload engine fed packed 512-token "
+    Variant("seed_engine_packed", "original workshop's engine, packed", "the original workshop's ZeRO-3 + offload engine fed packed 512-token "
             "blocks (separates engine tuning from packing)", SEED_ENGINE + ("--packing",)),
     Variant("workbook", "workbook recipe", "packed 512-token blocks, DDP (the model fits each rank), 1 thread per "
             "rank, bf16 weights with fp32 masters, torch.compile, the compiled AdamW step, shared-memory all-reduce, "
@@ -299,8 +299,8 @@ def compare(name: str, runs: dict[str, list[dict]], cfg: BenchConfig, *, peaks: 
 # ---------------------------------------------------------------- targets
 
 TARGETS = {
-    "recipes": ("useful tokens/s, workbook / seed recipe", 20.0),
-    "engine": ("useful tokens/s on the same packed blocks, workbook engine / seed engine", 2.0),
+    "recipes": ("useful tokens/s, workbook / original workshop's recipe", 20.0),
+    "engine": ("useful tokens/s on the same packed blocks, workbook engine / original workshop's engine", 2.0),
     "mfu": ("model FLOPs utilization of the workbook recipe, % of AMX bf16 peak", 10.0),
     "precision": ("step throughput, bf16 / fp32 (workbook recipe)", 2.0),
     "gemm": ("best bf16 GEMM, % of AMX bf16 peak", 40.0),
@@ -576,8 +576,8 @@ def main(argv: list[str] | None = None) -> int:
     a = p.parse_args(argv)
     try:
         if "ceiling" in a.benchmark:
-            raise WorkshopError("run `workshop bench ceiling` on its own: its options differ "
-                                "(see `workshop bench ceiling --help`)")
+            raise WorkshopError("run `python -m workshop bench ceiling` on its own: its options differ "
+                                "(see `python -m workshop bench ceiling --help`)")
         for b in a.benchmark:
             check_choice("benchmark", b, (*BENCHMARKS, "all", "summary"))
         cfg = BenchConfig(model=a.model, dataset=a.dataset, steps=a.steps, rounds=a.rounds, nproc=a.nproc,

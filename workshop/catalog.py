@@ -18,7 +18,7 @@ from functools import lru_cache
 
 from workshop.errors import WorkshopError, check_choice, report
 
-# The seed's query: every "7i" type with EFA (the cluster's inter-node fabric).
+# The original workshop's query: every "7i" type with EFA (the cluster's inter-node fabric).
 SEED_FILTERS = [{"Name": "instance-type", "Values": ["*7i*"]},
                 {"Name": "network-info.efa-supported", "Values": ["true"]}]
 CPU_FAMILIES = ("c7i", "m7i", "r7i", "c8i", "m8i", "r8i")
@@ -69,7 +69,7 @@ class InstanceRow:
         return self.gpus * self.gpu_memory_gib
 
     def amx_peak_tflops(self) -> float | None:
-        """cores x sustained clock x 1,024 bf16 FLOP/cycle: the ceiling the seed's '30-50 TFLOPS' sits under."""
+        """cores x sustained clock x 1,024 bf16 FLOP/cycle: the ceiling the original workshop's '30-50 TFLOPS' sits under."""
         if not (self.amx and self.clock_ghz):
             return None
         return self.cores * self.clock_ghz * 1024 / 1000
@@ -304,7 +304,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--size", action="append", metavar="GLOB", help="size such as 48xlarge (glob ok)")
     parser.add_argument("--efa", action="store_true", help="only types that support EFA")
     parser.add_argument("--seed-query", action="store_true",
-                        help="the seed's query: instance-type *7i* with EFA (ignores --family/--size)")
+                        help="the original workshop's query: instance-type *7i* with EFA (ignores --family/--size)")
     parser.add_argument("--type", dest="instance_type", help="describe one instance type")
     parser.add_argument("--source", choices=SOURCES, default=None, help="where to ask (default: auto)")
     parser.add_argument("--region", default=DEFAULT_REGION)

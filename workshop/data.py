@@ -143,7 +143,7 @@ def tokenize_dataset(ds, tokenizer, *, seq_len: int, packing: bool = True, min_c
     """Drop short/empty lines, tokenize, and either PACK into seq_len blocks (no padding) or pad each line.
 
     Packing concatenates samples separated by EOS and cuts fixed blocks, so every token is a training
-    token. Padding (the seed's recipe) wastes the pad positions; labels there are -100 so the loss and the
+    token. Padding (the original workshop's recipe) wastes the pad positions; labels there are -100 so the loss and the
     useful-token count ignore them.
     """
     check_positive("seq_len", seq_len)

@@ -2,7 +2,7 @@
 
 EFA (and gloo/NCCL over it, and FSx for Lustre) needs every node to reach every other node on all protocols
 and ports: one inbound and one outbound rule on the nodes' security group whose source/destination is the
-group itself. Without it the job hangs at the first collective, not with an error. The seed said so in a
+group itself. Without it the job hangs at the first collective, not with an error. The original workshop said so in a
 sentence; here it is checked, and added when missing (boto3; tested against moto).
 """
 

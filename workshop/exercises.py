@@ -167,7 +167,7 @@ EXERCISES: dict[str, list[Exercise]] = {
     ],
     "06": [
         Exercise({"overlap": 0.5}, "Hiding half the communication behind compute lowers the predicted p4d "
-                 "EFA / single-pod ratio, away from the measured 2.4: the seed's offloaded runs did not overlap.",
+                 "EFA / single-pod ratio, away from the measured 2.4: the original workshop's offloaded runs did not overlap.",
                  _ch06_overlap),
         Exercise({"sizes_mb": [0.004, 1, 16, 64], "iters": 5}, "Larger messages: the fitted bandwidth rises to "
                  "the loopback's real rate; the latency term stays."),

@@ -207,7 +207,7 @@ def explain(d: dict) -> str:
     if d["amx"]:
         if d.get("onednn_uses_amx") is None:  # not probed: say nothing about oneDNN rather than guess
             return ("AMX present (amx_bf16, amx_tile): bf16 matmuls can run on its tile unit "
-                    "(`workshop hw` shows which oneDNN kernel really runs them).")
+                    "(`python -m workshop hw` shows which oneDNN kernel really runs them).")
         used = "and oneDNN dispatches bf16 matmuls to it" if d.get("onednn_uses_amx") else (
             "but oneDNN did not pick an AMX kernel (check the kernel >= 5.16 and the torch build)")
         return f"AMX present (amx_bf16, amx_tile) {used}: {d.get('onednn_bf16_impl')}."
@@ -341,23 +341,25 @@ def gemm_benchmark(sizes=(512, 1024, 2048), dtypes=_DTYPES, threads=None, *, war
 
 
 def summarize(d: dict, results: list[GemmResult]) -> dict:
-    """The numbers the chapter quotes: the best median cell per dtype, their ratio, and % of each peak.
+    """The numbers the chapter quotes: both precisions at ONE thread count, their ratio, and % of each peak.
 
-    The best cell, not the most threads: on a shared 2-core VM a second thread often loses to a neighbour's
-    process, and the peak is computed for the thread count that cell actually used.
+    Like with like: bf16 and fp32 are compared at the same thread count (each at its best size there), the one
+    whose best cell is fastest. Not "the most threads": on a shared 2-core VM a second thread often loses to a
+    neighbour's process. The ratio at every thread count is kept too (`bf16_over_fp32_by_threads`), and the
+    peaks are those of the thread count used.
     """
-    def best_cell(dtype):
-        cells = [r for r in results if r.dtype == dtype]
+    def best(dtype, threads):
+        cells = [r for r in results if r.dtype == dtype and r.threads == threads]
         return max(cells, key=lambda r: r.median) if cells else None
 
-    bf16, fp32 = best_cell("bf16"), best_cell("fp32")
-
-    def peaks_for(cell):
-        return machine_peaks(d, cores=min(cell.threads, d["cores"])) if cell else machine_peaks(d)
-
-    pb = peaks_for(bf16)["bf16"]
-    pf = peaks_for(fp32)["fp32"]
-    pa = peaks_for(bf16)["amx_reference"]
+    counts = sorted({r.threads for r in results})
+    ratios = {t: float(f"{best('bf16', t).median / best('fp32', t).median:.3g}")
+              for t in counts if best("bf16", t) and best("fp32", t)}
+    top = max(results, key=lambda r: r.median) if results else None
+    threads = top.threads if top else None
+    bf16, fp32 = best("bf16", threads), best("fp32", threads)
+    peaks = machine_peaks(d, cores=min(threads, d["cores"])) if threads else machine_peaks(d)
+    pb, pf, pa = peaks["bf16"], peaks["fp32"], peaks["amx_reference"]
 
     def pct(x, p):
         return round(100 * x / p.tflops, 1) if (x is not None and p) else None
@@ -366,12 +368,13 @@ def summarize(d: dict, results: list[GemmResult]) -> dict:
     fp32_t = fp32.median if fp32 else None
     out = {
         "amx": d["amx"], "isa_class": d["isa_class"], "why": d["why"],
-        "threads": bf16.threads if bf16 else None, "fp32_threads": fp32.threads if fp32 else None,
+        "threads": threads,
         "bf16_tflops": bf16_t, "bf16_best_tflops": bf16.best if bf16 else None,
         "bf16_size": bf16.size if bf16 else None,
         "fp32_tflops": fp32_t, "fp32_best_tflops": fp32.best if fp32 else None,
         "fp32_size": fp32.size if fp32 else None,
-        "bf16_over_fp32": float(f"{bf16_t / fp32_t:.3g}") if (bf16_t and fp32_t) else None,
+        "bf16_over_fp32": ratios.get(threads),
+        "bf16_over_fp32_by_threads": ratios,
         "peak_bf16_tflops": pb.tflops if pb else None, "peak_bf16_path": pb.path if pb else None,
         "peak_fp32_tflops": pf.tflops if pf else None, "peak_fp32_path": pf.path if pf else None,
         "peak_amx_bf16_tflops": pa.tflops,
@@ -380,12 +383,21 @@ def summarize(d: dict, results: list[GemmResult]) -> dict:
         "clock_ghz": d.get("clock_ghz"), "clock_source": d.get("clock_source"),
         "peaks": {"bf16": asdict(pb) if pb else None, "fp32": asdict(pf) if pf else None,
                   "amx_reference": asdict(pa)},
+        "peaks_by_threads": {t: peak_lines(d, t) for t in counts},
         "note": None,
     }
     if any((v or 0) > 100 for v in (out["bf16_pct_of_peak"], out["fp32_pct_of_peak"])):
         out["note"] = ("above 100% of peak: the clock used is below the one the cores really ran at "
                        f"({d.get('clock_source')}; VMs report the base clock, cores boost higher)")
     return out
+
+
+def peak_lines(d: dict, threads: int) -> dict[str, float | None]:
+    """The peaks a figure panel for `threads` threads draws: this CPU's bf16 and fp32 paths and AMX's."""
+    peaks = machine_peaks(d, cores=min(threads, d["cores"]))
+    return {"bf16 peak here": peaks["bf16"].tflops if peaks["bf16"] else None,
+            "fp32 peak here": peaks["fp32"].tflops if peaks["fp32"] else None,
+            "AMX peak, same cores": peaks["amx_reference"].tflops}
 
 
 def _int_list(text: str) -> list[int]:

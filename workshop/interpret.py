@@ -62,6 +62,8 @@ def gemm(summary: dict, d: dict) -> str:
     if not ratio:
         return "bf16 or fp32 was not measured; no comparison to make."
     where = machine(d)
+    if summary.get("threads"):
+        where += f", both at {summary['threads']} thread(s)"
     kernel = d.get("onednn_bf16_impl") or "no native bf16 kernel"
     if ratio >= 1.2:
         why = ("each bf16 instruction does twice the work of an fp32 one"
@@ -184,8 +186,9 @@ def ceiling(res: dict) -> list[str]:
 
 # ---------------------------------------------------------------- chapter 05: does the network matter?
 
-def bandwidth(rows: list[dict], *, parse_rate=None) -> list[str]:
-    """Bytes each node sent per step / the cap, against the step time: network-bound or compute-bound."""
+def bandwidth(rows: list[dict], *, parse_rate=None, model_mb: float | None = None) -> list[str]:
+    """Bytes each node sent per steady step / the cap, against the step time: network-bound or compute-bound;
+    and what start-up sent apart from the steps (node 0 more than the others, and why)."""
     if parse_rate is None:
         from workshop.netsim import parse_rate
     ok = [r for r in rows if r.get("ok") and r.get("step_time_s_median")]
@@ -193,13 +196,29 @@ def bandwidth(rows: list[dict], *, parse_rate=None) -> list[str]:
         return ["fewer than two caps ran; nothing to compare"]
     out = []
     for r in ok:
-        sent = [b for b in r.get("mb_sent_per_node") or [] if b is not None]
+        steady = [b for b in r.get("mb_per_step_per_node") or [] if b is not None]
+        total = [b for b in r.get("mb_sent_per_node") or [] if b is not None]
+        per_step = max(steady) if steady else (max(total) / r["steps"] if total and r.get("steps") else None)
         bits = parse_rate(r["rate"])
-        if sent and bits and r.get("steps"):
-            wire_s = max(sent) * 1e6 * 8 / bits / r["steps"]
+        if per_step and bits:
+            wire_s = per_step * 1e6 * 8 / bits
             share = wire_s / r["step_time_s_median"]
-            out.append(f"{r['rate']}: {max(sent) / r['steps']:.0f} MB sent per node per step -> at least "
+            out.append(f"{r['rate']}: {per_step:.0f} MB sent per node per step -> at least "
                        f"{wire_s:.2f} s on the wire of a {r['step_time_s_median']:.2f} s step ({share:.0%})")
+    start = [b for b in ok[0].get("mb_startup_per_node") or [] if b is not None]
+    steady0 = [b for b in ok[0].get("mb_per_step_per_node") or [] if b is not None]
+    if len(start) > 1 and len(steady0) == len(start):
+        extra = start[0] - max(start[1:])
+        why = (f"; the model's weights are {model_mb:.0f} MB, which rank 0 broadcasts to every rank once as "
+               "deepspeed.zero.Init partitions them, and node 0 also hosts the rendezvous store"
+               if model_mb else "")
+        out.append(f"start-up (rendezvous, initial weights, the first step): node 0 sent {start[0]:.0f} MB, the "
+                   f"others {max(start[1:]):.0f} MB, {extra:+.0f} MB for node 0{why}. The steps after it are even: "
+                   f"{' / '.join(f'{b:.0f}' for b in steady0)} MB per step per node.")
+    walls = [r["wall_s"] for r in ok if r.get("wall_s")]
+    if len(walls) == len(ok):
+        out.append("wall time per cap (start-up included; DeepSpeed's ops and the tokenizer were built before the "
+                   "first one): " + ", ".join(f"{r['rate']} {r['wall_s']:.0f} s" for r in ok))
     fast, slow = ok[0], ok[-1]
     grow = slow["step_time_s_median"] / fast["step_time_s_median"] - 1
     if abs(grow) < 0.10:
@@ -212,7 +231,7 @@ def bandwidth(rows: list[dict], *, parse_rate=None) -> list[str]:
     return out
 
 
-# ---------------------------------------------------------------- chapter 06: the model against the seed
+# ---------------------------------------------------------------- chapter 06: the model against the original workshop
 
 def seed_model(rows) -> list[str]:
     """Per multi-pod row: over or under, and for unrecorded transports which prediction the measurement is near."""

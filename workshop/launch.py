@@ -130,6 +130,26 @@ def ops_to_build(args) -> list[str]:
     return [op for op in needed if op not in built]
 
 
+# DeepSpeed's op builders by the name its JIT cache gives their builds
+OP_BUILDERS = {"deepspeed_shm_comm": "ShareMemCommBuilder", "cpu_adam": "CPUAdamBuilder"}
+
+
+def build_ops(args, progress=print) -> list[str]:
+    """Compile the DeepSpeed ops a run will need, once, before anything is timed: a rank that compiles on
+    first use spends ~40 s (2 cores) inside its first step, and the first of several timed runs looks slow."""
+    pending = ops_to_build(args)
+    for op in pending:
+        progress(f"note: compiling DeepSpeed's {op} once (about a minute on 2 cores); cached in {extensions_dir()}")
+        code = ("from workshop.dsprobe import use_versioned_extensions_dir\n"
+                "use_versioned_extensions_dir()\n"
+                f"from deepspeed.ops.op_builder.cpu import {OP_BUILDERS[op]}\n"
+                f"{OP_BUILDERS[op]}().load(verbose=False)\n")
+        r = run_captured([sys.executable, "-c", code], timeout=900)
+        if r.returncode != 0:  # the rank will try again and report the compiler's error itself
+            progress(f"note: {op} did not build here ({(r.stderr or r.stdout).strip().splitlines()[-1:]})")
+    return pending
+
+
 def torchrun_command(module_args: list[str], *, nproc_per_node: int = 2, nnodes: int = 1, node_rank: int = 0,
                      rdzv_endpoint: str | None = None, rdzv_id: str = "workshop", rdzv_conf: str | None = None,
                      local_addr: str | None = None, master_addr: str | None = None, master_port: int | None = None,
@@ -294,11 +314,9 @@ def run_captured(cmd: list[str], *, env: dict | None = None, timeout: float | No
 
 
 def _progress(total: int | None, enabled: bool):
-    if not enabled:
-        return None
-    from tqdm.auto import tqdm
+    from workshop.progress import bar
 
-    return tqdm(total=total, desc="training", unit="step")
+    return bar(total, "training", unit="step") if enabled else None
 
 
 def run_torchrun(train_args, *, nproc_per_node: int = 2, nnodes: int = 1, node_rank: int = 0,
@@ -327,9 +345,8 @@ def run_torchrun(train_args, *, nproc_per_node: int = 2, nnodes: int = 1, node_r
                            rdzv_endpoint=rdzv_endpoint, max_restarts=max_restarts, module=module, prefix=prefix)
     log_path = Path(log_path) if log_path else out_dir / f"torchrun-node{node_rank}.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    if pending and progress:
-        print(f"note: DeepSpeed compiles {', '.join(pending)} on this first run (about a minute on 2 cores); "
-              f"later runs reuse the build cached in {extensions_dir()}", flush=True)
+    if pending:
+        build_ops(targs, progress=(lambda m: print(m, flush=True)) if progress else (lambda m: None))
     bar = _progress(max_steps, progress)
 
     from workshop.logs import parse_metrics
@@ -382,9 +399,7 @@ def run_torchrun(train_args, *, nproc_per_node: int = 2, nnodes: int = 1, node_r
         raise
     finally:
         if bar is not None:
-            bar.close()
-            if type(bar).__module__.startswith("tqdm.notebook"):  # the widget is not kept in saved outputs
-                print(str(bar).strip(), flush=True)
+            bar.close()  # in a notebook the widget becomes its final line as text (workshop.progress)
         if proc.returncode != 0:  # ranks that died never released DeepSpeed's /dev/shm buffers: do it for them
             release_orphaned_buffers(set(SHM_DIR.glob(SHM_GLOB)) - shm_before)  # a concurrent run's stay
     metrics_file = out_dir / "metrics.json"

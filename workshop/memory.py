@@ -1,6 +1,6 @@
 """ZeRO memory per rank, from the exact parameter count, and the smallest instance that holds it.
 
-Why a planner: the seed sized its pods from one log line (24.47 GB per rank "after ZeRO init"), but that
+Why a planner: the original workshop sized its pods from one log line (24.47 GB per rank "after ZeRO init"), but that
 line comes before the first optimizer step, so Adam's two fp32 moments and the activations are not in it
 yet. Counting every component from the parameter count shows what a pod must really hold, and where.
 """
@@ -21,7 +21,7 @@ ZERO_STAGES = (0, 1, 2, 3)
 DTYPES = {"bf16": 2, "fp16": 2, "fp32": 4}
 DEVICES = ("cpu", "gpu")
 
-# Per-rank process overhead (torch, DeepSpeed, Python, tokenized data): the seed's first ZeRO-3 log line
+# Per-rank process overhead (torch, DeepSpeed, Python, tokenized data): the original workshop's first ZeRO-3 log line
 # (MA 4.81 GiB, RSS of one rank) minus that rank's bf16 shard of Llama-3-8B (3.74 GiB) = 1.07 GiB.
 RUNTIME_HOST_BYTES = int(1.07 * GiB)
 # CUDA context + NCCL buffers on each GPU (typical for an H100/A100 process).
@@ -29,7 +29,7 @@ RUNTIME_DEVICE_BYTES = 1 * GiB
 # DeepSpeed's default stage-3 sub_group_size: the fp32 gradient of one sub-group is built at step time.
 SUB_GROUP_SIZE = 1_000_000_000
 
-# The seed's measured run (chapter 002): Llama-3-8B, ZeRO-3, offload_param + offload_optimizer to cpu, bf16,
+# The original workshop's measured run (chapter 002): Llama-3-8B, ZeRO-3, offload_param + offload_optimizer to cpu, bf16,
 # 4 ranks on one host, micro-batch 1, seq 512. DeepSpeed prints these in GiB (bytes / 1024**3).
 SEED_RUN = {"model": "llama-3-8b", "world_size": 4, "procs_per_node": 4, "zero_stage": 3,
             "offload_optimizer": True, "offload_param": True, "micro_batch": 1, "seq_len": 512,
@@ -175,6 +175,28 @@ class MemoryPlan:
             out.append((label, running))
         return out
 
+    def explain(self) -> str:
+        """Every component of the per-rank total, in GiB, with why it is there (the chapter prints this)."""
+        w, offl = self.world_size, self.offload_optimizer
+        why = {
+            "runtime": "torch, DeepSpeed, Python, tokenized data (calibrated on the original workshop's log)",
+            "params": f"{self.dtype} parameters" + (f", 1/{w} each (ZeRO-3)" if self.zero_stage >= 3 else ""),
+            "grads": f"{self.dtype} gradients" + (f", 1/{w} each (ZeRO-2+)" if self.zero_stage >= 2 else ""),
+            "master_fp32": "fp32 master copy of the weights" + (f", 1/{w}" if self.zero_stage >= 1 else ""),
+            "adam_moments": "Adam's two fp32 moments, created at the first step" + (f", 1/{w}" if self.zero_stage else ""),
+            "optimizer_grads_fp32": (f"fp32 copy of the gradient partition that CPU Adam reads (offload), 1/{w}" if offl
+                                     else "fp32 gradient of ONE optimizer sub-group, built at step time (DeepSpeed's "
+                                          f"sub_group_size = {SUB_GROUP_SIZE:.0e} parameters x 4 B)"),
+            "gathered_params": "the largest layer, all-gathered whole (fp32-sized working buffer)",
+            "activations": (f"activations kept for backward: micro-batch {self.micro_batch} x {self.seq_len} tokens"
+                            + (", checkpointed" if self.grad_ckpt else "")),
+            "cuda_context": "CUDA context and NCCL buffers",
+            "load_staging": "checkpoint shard read into host memory before the GPU copy",
+        }
+        lines = [f"{k:22s} {v / GiB:7.2f} GiB  {self.placement[k]:6s}  {why.get(k, '')}" for k, v in self.components.items()]
+        lines.append(f"{'total per rank':22s} {self.total / GiB:7.2f} GiB")
+        return "\n".join(lines)
+
     def as_dict(self) -> dict:
         return {**asdict(self), "total": self.total, "host_bytes": self.host_bytes,
                 "device_bytes": self.device_bytes, "host_total": self.host_total,
@@ -264,13 +286,13 @@ def deepspeed_estimate(model: str, *, nodes: int, procs_per_node: int, offload_o
 
 
 def seed_comparison() -> list[dict]:
-    """The planner's cumulative stages beside the seed's measured ZeRO-3 log (GiB per rank)."""
+    """The planner's cumulative stages beside the original workshop's measured ZeRO-3 log (GiB per rank)."""
     plan = plan_memory(**{k: v for k, v in SEED_RUN.items()})
     rows = []
     for label, planned in plan.stages():
         seed = SEED_STAGES_GIB.get(label)
         gib = planned / GiB
-        rows.append({"stage": label, "plan_gib": round(gib, 2), "seed_gib": seed,
+        rows.append({"stage": label, "plan_gib": round(gib, 2), "original_gib": seed,
                      "diff_pct": round(100 * (gib - seed) / seed, 1) if seed else None})
     return rows
 
@@ -278,9 +300,9 @@ def seed_comparison() -> list[dict]:
 # What each source counts, per parameter and rank (x world size), for one ZeRO-3 rank with both offloads.
 # DeepSpeed's estimator: 18 bytes = bf16 params 2 + fp32 master 4 + fp32 grads 4 + Adam moments 8
 # (estimate_zero3_model_states_mem_needs, cpu_offload and cpu_offload_params); it has no bf16 gradient
-# partition, no activations and no process runtime. The seed's log: resident memory per rank at each stage.
+# partition, no activations and no process runtime. The original workshop's log: resident memory per rank at each stage.
 RECONCILE_TERMS = [
-    # (planner component, bytes/param, in DeepSpeed's estimator, the seed log line it first shows in)
+    # (planner component, bytes/param, in DeepSpeed's estimator, the original workshop log line it first shows in)
     ("params", 2, True, "Stage 3 initialize beginning"),
     ("master_fp32", 4, True, "After creating fp32 partitions"),
     ("optimizer_grads_fp32", 4, True, "After initializing optimizer states"),
@@ -290,12 +312,12 @@ RECONCILE_TERMS = [
 
 
 def reconcile(plan: MemoryPlan | None = None) -> dict:
-    """One memory story: the planner, DeepSpeed's estimator and the seed's log, term by term (GiB per rank).
+    """One memory story: the planner, DeepSpeed's estimator and the original workshop's log, term by term (GiB per rank).
 
     Bytes per parameter: 16 in mixed precision without offload (bf16 params 2 + bf16 grads 2 + fp32 master 4
     + Adam 8); 20 with the optimizer offloaded (+ the fp32 gradient copy CPU Adam reads); DeepSpeed's estimator
     says 18 because it leaves out the bf16 gradient partition. Resident (RSS, what DeepSpeed's "MA" and the
-    planner count) is not virtual memory: the seed's "~60 GB per process" is virtual (mapped libraries,
+    planner count) is not virtual memory: the original workshop's "~60 GB per process" is virtual (mapped libraries,
     allocator reservations), not what a pod's memory request must hold.
     """
     plan = plan or plan_memory(**SEED_RUN)
@@ -330,17 +352,17 @@ def reconcile(plan: MemoryPlan | None = None) -> dict:
 
 def format_reconcile(r: dict) -> str:
     """The reconciliation as the table and three lines chapter 01 prints."""
-    lines = [f"{'term':22s} {'B/param':>7s} {'planner GiB':>11s}  DeepSpeed?  seed log",
+    lines = [f"{'term':22s} {'B/param':>7s} {'planner GiB':>11s}  DeepSpeed?  original log",
              *(f"{x['term']:22s} {x['bytes_per_param']:7d} {x['planner_gib']:11.2f}  "
                f"{'yes' if x['deepspeed_counts_it'] else 'no':10s}  {x['seed_log']}" for x in r["rows"]),
              (f"model states: planner {r['model_states_bytes_per_param']} B/param = {r['planner_model_states_gib']} GiB"
              f" per rank; DeepSpeed {r['deepspeed_bytes_per_param']} B/param = {r['deepspeed_model_states_gib']} GiB"
              " (no bf16 gradient partition)"),
              f"planner only: {', '.join(f'{k} {v} GiB' for k, v in r['planner_only_gib'].items())}",
-             (f"before the first step: planner {r['planner_at_zero_init_gib']} GiB, seed log "
+             (f"before the first step: planner {r['planner_at_zero_init_gib']} GiB, original workshop's log "
              f"{r['seed_log_at_zero_init_gib']} GiB resident (DeepSpeed's MA)"),
              f"training peak: planner {r['planner_training_peak_gib']} GiB resident"
-             + (f"; the seed's ~{r['seed_virtual_gb_per_process']} GB per process is VIRTUAL memory (address space "
+             + (f"; the original workshop's ~{r['seed_virtual_gb_per_process']} GB per process is VIRTUAL memory (address space "
                 "reserved, not resident): size pods from the resident figure" if r["seed_virtual_gb_per_process"] else "")]
     return "\n".join(lines)
 
@@ -463,8 +485,11 @@ def recommend(model: str, *, nodes: int | None = None, procs_per_node: int | Non
             return rec
     biggest = max(rows, key=lambda r: (r.memory_gib, r.gpus), default=None)
     detail = f"; largest candidate {biggest.instance_type}: {why_not.get(biggest.instance_type)}" if biggest else ""
-    opts = ("more nodes, --offload-optimizer/--offload-param, gradient checkpointing, a smaller micro-batch, "
-            "or a larger family")
+    gpu = any(r.gpus for r in rows)
+    # offload moves state from GPU memory to the host; on a CPU node everything is host memory already, and
+    # offloading only adds CPU Adam's fp32 gradient copy
+    opts = ("more nodes, " + ("--offload-optimizer/--offload-param, " if gpu else "")
+            + "gradient checkpointing, a smaller micro-batch, or a larger family")
     raise WorkshopError(f"nothing fits: {model} with ZeRO-{zero_stage} on {nodes or 'up to 32'} node(s) of "
                         f"{', '.join(families)}{detail}. Try {opts}.")
 

@@ -186,7 +186,7 @@ def preset_hub_ids() -> str:
 
 
 # ------------------------------------------------------------------------------------- training recipes
-# Fine-tuning real weights: the seed's settings (its train.py): lr 2e-5, gradient accumulation 4, bf16,
+# Fine-tuning real weights: the original workshop's settings (its train.py): lr 2e-5, gradient accumulation 4, bf16,
 # wikitext-2 (empty lines dropped) -- packed here instead of padded to 512, so every token trains.
 FINETUNE = {"lr": 2e-5, "grad_accum": 4, "precision": "bf16", "dataset": "wikitext", "packing": True,
             "seq_len": 512, "micro_batch": 1, "warmup_steps": 10}

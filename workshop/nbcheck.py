@@ -76,15 +76,20 @@ def merge_checked(committed, executed) -> list[str]:
 
 def execute(path: Path, timeout: int = 1800):
     """Run a notebook as nbval does: its own default parameters, cwd = its folder, this interpreter's kernel."""
+    import tempfile
+
     import nbformat
     from nbclient import NotebookClient
     from nbclient.exceptions import CellExecutionError
 
+    from workshop.runner import ipc_kernel_manager
+
     nb = nbformat.read(path, as_version=4)
-    client = NotebookClient(nb, timeout=timeout, kernel_name="python3", allow_errors=False, coalesce_streams=True,
-                            resources={"metadata": {"path": str(path.parent)}})
     try:
-        client.execute()
+        with tempfile.TemporaryDirectory(prefix="workshop-kernel-") as sockets:
+            NotebookClient(nb, timeout=timeout, kernel_name="python3", allow_errors=False, coalesce_streams=True,
+                           resources={"metadata": {"path": str(path.parent)}},
+                           kernel_manager_class=ipc_kernel_manager(sockets)).execute()
     except CellExecutionError as e:
         raise WorkshopError(f"{path.name} failed, nothing recorded: {e.ename}: {e.evalue}") from e
     return nb

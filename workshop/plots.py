@@ -7,6 +7,7 @@ saved output and in nbval alike, without a markdown image that points at a file 
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 
 import matplotlib
@@ -22,10 +23,11 @@ class Figure(type(Path())):
         return self.read_bytes()
 
 
-def _save(fig, path) -> Figure:
+def _save(fig, path, *, rect=None) -> Figure:
+    """`rect`: the part of the figure tight_layout may fill (room left for a figure legend)."""
     path = Figure(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.tight_layout()
+    fig.tight_layout(rect=rect)
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
@@ -34,18 +36,18 @@ def _save(fig, path) -> Figure:
 # ---------------------------------------------------------------- chapter 06 (comms)
 
 def plot_seed_prediction(rows: list[dict], path) -> Path:
-    """Predicted vs measured seconds per optimizer step for every seed topology (bars side by side)."""
+    """Predicted vs measured seconds per optimizer step for every topology of the original workshop (bars side by side)."""
     fig, ax = plt.subplots(figsize=(9, 4.2))
     labels = [r["label"].replace(" x ", "x").replace(".48xlarge", "").replace(".24xlarge", "") for r in rows]
     xs = range(len(rows))
-    ax.bar([x - 0.2 for x in xs], [r["measured_s"] for r in rows], 0.4, label="measured (seed)")
+    ax.bar([x - 0.2 for x in xs], [r["measured_s"] for r in rows], 0.4, label="measured (original workshop)")
     ax.bar([x + 0.2 for x in xs], [r["predicted_s"] for r in rows], 0.4, label="model")
     for x, r in zip(xs, rows):
         if r.get("fitted"):
             ax.annotate("fitted", (x + 0.2, r["predicted_s"]), ha="center", va="bottom", fontsize=7)
     ax.set_xticks(list(xs), labels, rotation=30, ha="right", fontsize=8)
     ax.set_ylabel("seconds per optimizer step")
-    ax.set_title("Llama-3-8B ZeRO-3 + CPU offload, 4 GPUs: model vs seed")
+    ax.set_title("Llama-3-8B ZeRO-3 + CPU offload, 4 GPUs: model vs the original workshop")
     ax.legend()
     return _save(fig, path)
 
@@ -109,14 +111,15 @@ def plot_local_prediction(rows: list[dict], path, *, machine: str = "machine not
 
 # ---------------------------------------------------------------- chapter 01 (AMX, instance selection)
 
-def plot_gemm_tflops(results: list[dict], peaks: dict[str, float | None], path, *, machine: str = "") -> Path:
+def plot_gemm_tflops(results: list[dict], peaks: dict, path, *, machine: str = "") -> Path:
     """bf16 vs fp32 GEMM TFLOPS by size (median bar, best-worst whisker) at each thread count, with peak lines.
 
-    `results` rows have size, dtype, threads, median_tflops, best_tflops, worst_tflops; `peaks` maps a
-    label (e.g. "bf16 peak here") to TFLOPS, drawn as horizontal lines when not None.
+    `results` rows have size, dtype, threads, median_tflops, best_tflops, worst_tflops. `peaks` maps each
+    thread count to {label: TFLOPS} (`hardware.summarize(...)["peaks_by_threads"]`): every panel draws the peaks
+    of ITS thread count, so a 1-thread bar is read against a 1-core peak. The legend sits below the panels.
     """
     threads = sorted({r["threads"] for r in results})
-    fig, axes = plt.subplots(1, len(threads), figsize=(4.6 * len(threads), 4), squeeze=False, sharey=True)
+    fig, axes = plt.subplots(1, len(threads), figsize=(4.6 * len(threads), 4.4), squeeze=False, sharey=True)
     colors = {"bf16": "tab:blue", "fp32": "tab:orange"}
     for ax, t in zip(axes[0], threads):
         rows = [r for r in results if r["threads"] == t]
@@ -129,35 +132,34 @@ def plot_gemm_tflops(results: list[dict], peaks: dict[str, float | None], path, 
             hi = [cells[s]["best_tflops"] - cells[s]["median_tflops"] for s in sizes if s in cells]
             ax.bar(xs, med, 0.38, yerr=[lo, hi], capsize=3, color=colors[dtype], label=f"{dtype} (median)")
         merged: dict[float, list[str]] = {}  # equal peaks (no native bf16: bf16 peak = fp32 peak) share one line
-        for label, value in (peaks or {}).items():
+        for label, value in (peaks.get(t) or peaks.get(str(t)) or {}).items():
             if value:
                 merged.setdefault(value, []).append(label)
         for k, (label, value) in enumerate((" = ".join(ls), v) for v, ls in merged.items()):
-            if value:
-                ax.axhline(value, ls=("--", ":", "-.")[k % 3], color="0.3", lw=1)
-                ax.annotate(f"{label}: {value:.2f}", (len(sizes) - 0.5, value), ha="right", va="bottom",
-                            fontsize=7)
+            ax.axhline(value, ls=("--", ":", "-.")[k % 3], color="0.3", lw=1)
+            ax.annotate(f"{label}: {value:.2f}", (len(sizes) - 0.5, value), ha="right", va="bottom", fontsize=7)
         ax.set_xticks(range(len(sizes)), [f"{s}" for s in sizes])
         ax.set_xlabel("n (n x n GEMM)")
-        ax.set_title(f"{t} thread(s)")
+        ax.set_title(f"{t} thread(s): peaks of {t} core(s)")
         ax.set_yscale("log")
     axes[0][0].set_ylabel("TFLOPS (log)")
-    axes[0][0].legend(fontsize=8, loc="lower left")
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=2, fontsize=8, frameon=False)
     fig.suptitle("GEMM throughput vs theoretical peak (whiskers: best and worst repeat)" + (f"\n{machine}" if machine else ""))
-    return _save(fig, path)
+    return _save(fig, path, rect=(0, 0.06, 1, 1))
 
 
 def plot_memory_stages(rows: list[dict], path) -> Path:
-    """Planned cumulative GiB per rank at each ZeRO-3 stage beside the seed's measured values."""
+    """Planned cumulative GiB per rank at each ZeRO-3 stage beside the original workshop's measured values."""
     fig, ax = plt.subplots(figsize=(9, 4.2))
     xs = range(len(rows))
     ax.bar([x - 0.2 for x in xs], [r["plan_gib"] for r in rows], 0.4, label="planner")
-    seed = [(x, r["seed_gib"]) for x, r in zip(xs, rows) if r.get("seed_gib") is not None]
-    ax.bar([x + 0.2 for x, _ in seed], [v for _, v in seed], 0.4, label="seed (measured)")
-    ax.set_xticks(list(xs), [r["stage"].replace("After ", "").replace("initializing", "init")[:30] for r in rows],
-                  rotation=30, ha="right", fontsize=8)
+    seed = [(x, r["original_gib"]) for x, r in zip(xs, rows) if r.get("original_gib") is not None]
+    ax.bar([x + 0.2 for x, _ in seed], [v for _, v in seed], 0.4, label="original workshop (measured)")
+    labels = [textwrap.fill(r["stage"].replace("After ", "").replace("initializing", "init"), 24) for r in rows]
+    ax.set_xticks(list(xs), labels, rotation=30, ha="right", fontsize=8)  # wrapped, never cut
     ax.set_ylabel("GiB per rank")
-    ax.set_title("Llama-3-8B, ZeRO-3 + offload, 4 ranks: planner vs seed log")
+    ax.set_title("Llama-3-8B, ZeRO-3 + offload, 4 ranks: planner vs the original workshop's log")
     ax.legend()
     return _save(fig, path)
 
@@ -318,15 +320,15 @@ def plot_pool_admission(rows: list[dict], path, *, need_gib: float | None = None
                         title: str = "Which instance types each NodePool may launch") -> Path:
     """vCPUs vs memory of every candidate type, marked by which pool admits it (the plan's memory as a line).
 
-    rows: dicts with instance_type, vcpus, memory_gib, workbook (bool), seed (bool).
+    rows: dicts with instance_type, vcpus, memory_gib, workbook (bool), original (bool): the original workshop's pool.
     """
     fig, ax = plt.subplots(figsize=(8.5, 4.6))
     # drawn bottom to top; hollow rings stay visible where two types share vCPUs and memory (48xlarge / metal)
-    styles = [("neither", lambda r: not r["seed"] and not r["workbook"], {"c": "lightgray", "marker": ".", "s": 40}),
-              ("seed pool only", lambda r: r["seed"] and not r["workbook"], {"c": "tab:red", "marker": "x", "s": 40}),
-              ("workbook pool only", lambda r: r["workbook"] and not r["seed"],
+    styles = [("neither", lambda r: not r["original"] and not r["workbook"], {"c": "lightgray", "marker": ".", "s": 40}),
+              ("original workshop's pool only", lambda r: r["original"] and not r["workbook"], {"c": "tab:red", "marker": "x", "s": 40}),
+              ("workbook pool only", lambda r: r["workbook"] and not r["original"],
                {"facecolors": "none", "edgecolors": "tab:blue", "marker": "o", "s": 140, "linewidths": 1.5}),
-              ("both pools", lambda r: r["workbook"] and r["seed"], {"c": "tab:green", "marker": "o", "s": 35})]
+              ("both pools", lambda r: r["workbook"] and r["original"], {"c": "tab:green", "marker": "o", "s": 35})]
     for label, pick, style in styles:
         sel = [r for r in rows if pick(r)]
         if sel:

@@ -1,4 +1,4 @@
-"""bf16 against fp16, measured: why the seed (and this workbook) trains in bf16, never fp16.
+"""bf16 against fp16, measured: why the original workshop (and this workbook) trains in bf16, never fp16.
 
 Both formats have 16 bits. fp16 spends 10 on the mantissa and 5 on the exponent, so it tops out at 65,504 and
 loses anything below ~6e-8; bf16 keeps fp32's 8-bit exponent (same range as fp32) and pays with precision

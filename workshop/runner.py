@@ -83,7 +83,7 @@ def check_overrides(paths: list[Path], overrides: dict) -> None:
                             f"notebooks; declared: {listing}")
 
 
-def _ipc_kernel_manager(socket_dir: str):
+def ipc_kernel_manager(socket_dir: str):
     """A kernel manager whose sockets are Unix files in a private folder instead of loopback TCP ports: no other
     user of the host can connect to the kernel, and ipykernel 7 has no unencrypted-TCP warning to print."""
     from jupyter_client.manager import AsyncKernelManager
@@ -111,7 +111,7 @@ def run_notebook(path: Path, out: Path, overrides: dict, kernel: str = "python3"
         with tempfile.TemporaryDirectory(prefix="workshop-kernel-") as sockets:
             pm.execute_notebook(str(path), str(dest), parameters=params, cwd=str(path.parent), kernel_name=kernel,
                                 progress_bar=False, log_output=False,
-                                kernel_manager_class=_ipc_kernel_manager(sockets))
+                                kernel_manager_class=ipc_kernel_manager(sockets))
     except Exception as e:  # noqa: BLE001 -- any failure of a notebook is reported, not raised
         msg = f"{path.name}, {_failed_cell(dest) if dest.exists() else 'before the first cell'}: " \
               f"{getattr(e, 'ename', type(e).__name__)}: {getattr(e, 'evalue', e)}"

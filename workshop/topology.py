@@ -1,8 +1,8 @@
-"""Facts the chapter-06 model stands on: link bandwidths (with sources), GPU instances, and the seed's runs.
+"""Facts the chapter-06 model stands on: link bandwidths (with sources), GPU instances, and the original workshop's runs.
 
 Kept apart from the model (workshop.comms) so that every number a prediction uses can be read, cited
 and challenged in one place. Line rates are published figures; each link's `efficiency` is a STATED
-assumption (the fraction of line rate a large NCCL message reaches), never fitted to the seed's table.
+assumption (the fraction of line rate a large NCCL message reaches), never fitted to the original workshop's table.
 """
 
 from __future__ import annotations
@@ -92,20 +92,20 @@ def instance(name: str) -> GpuInstance:
     return INSTANCES[name]
 
 
-SEED_003 = "seed chapter 003 (p4d.24xlarge table, NCCL_DEBUG transports)"
-NOT_IN_SEEDS = ("not in the seed chapters (seed 003 tables p4d only and leaves its ENI row '???'): a timing "
+SEED_003 = "the original workshop's chapter 003 (p4d.24xlarge table, NCCL_DEBUG transports)"
+NOT_IN_SEEDS = ("not in the original workshop chapters (chapter 003 tables p4d only and leaves its ENI row '???'): a timing "
                 "from the workbook's brief, not reproducible from the seeds")
 
 
 @dataclass(frozen=True)
 class SeedRun:
-    """One row of the seed's table: Llama-3-8B, ZeRO-3 with CPU offload, 50 optimizer steps, 4 GPUs."""
+    """One row of the original workshop's table: Llama-3-8B, ZeRO-3 with CPU offload, 50 optimizer steps, 4 GPUs."""
 
     instance: str
     pods: int
     gpus_per_pod: int
-    wall: str  # h:mm:ss as the seed printed it
-    network: str | None  # LINKS key between pods; None for a single pod; "unrecorded" if the seed did not say
+    wall: str  # h:mm:ss as the original workshop printed it
+    network: str | None  # LINKS key between pods; None for a single pod; "unrecorded" if the original workshop did not say
     transport: str  # what NCCL_DEBUG printed, or "not recorded"
     retest: bool = False
     note: str = ""
@@ -136,7 +136,7 @@ SEED_RUNS: list[SeedRun] = [
 
 @dataclass(frozen=True)
 class SeedWorkload:
-    """What every seed run trained (seed chapter 003's DeepSpeed and Trainer settings)."""
+    """What every run of the original workshop trained (the original workshop's chapter 003's DeepSpeed and Trainer settings)."""
 
     model: str = "llama-3-8b"
     params: int = 8_030_261_248  # the Trainer's "Number of trainable parameters"
@@ -159,7 +159,7 @@ CONFOUNDERS: list[str] = [
      "so a faster GPU barely helps (p5's single pod is slower than p4d's)."),
     "Only 1 of the instance's EFA devices per pod in the 4-pod runs (p4d has 4): 100 Gbps per rank, not 400.",
     "Pod placement was not recorded: 4 one-GPU pods may share one node (shared CPU and memory) or not.",
-    "Script version: the seed's training script changed between runs; sequence length is not recorded.",
+    "Script version: the original workshop's training script changed between runs; sequence length is not recorded.",
     "The transport of the g6e and p5 multi-pod runs was not recorded (EFA or plain ENI); p5 is marked for retest.",
 ]
 
@@ -191,7 +191,7 @@ PLACEMENT_NETWORKS = ("efa", "eni")
 def placement_trainjob(instance_type: str, pods: int, gpus_per_pod: int, *, network: str = "efa",
                        efa_per_pod: int | None = None, trainer: str = "2.3.0", nccl_debug: str = "INFO",
                        workload: SeedWorkload | None = None):
-    """The seed's job as "pods x gpus_per_pod" on one instance type: chapter 05's gpu_trainjob, with the
+    """The original workshop's job as "pods x gpus_per_pod" on one instance type: chapter 05's gpu_trainjob, with the
     per-pod GPU and EFA counts this chapter compares.
 
     EFA per pod: a single pod gets all of the instance's devices; several pods get one each, as in the

@@ -668,7 +668,7 @@ ZERO_STAGE_MESSAGES = (
 def show_zero_memory_stages() -> None:
     """Print DeepSpeed's ZeRO-3 memory stages ("MA ... GB / CPU Virtual Memory: used = ...").
 
-    Older DeepSpeed printed them at start-up (the seed's log shows them); 0.19 calls the same function
+    Older DeepSpeed printed them at start-up (the original workshop's log shows them); 0.19 calls the same function
     with force=False. We force just those start-up stages on, not the per-step ones.
     """
     from deepspeed.runtime import utils

@@ -43,7 +43,7 @@ def _write(result: dict, path: Path) -> Path:
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="workshop comms", description="How many bytes ZeRO moves per step, over which wire, and what that costs.")
     sub = p.add_subparsers(dest="cmd", required=True)
-    m = sub.add_parser("model", help="predict the seed's GPU topologies and check the claims")
+    m = sub.add_parser("model", help="predict the original workshop's GPU topologies and check the claims")
     m.add_argument("--overlap", type=float, default=0.0)
     m.add_argument("--efa-per-pod", type=int, default=1)
     b = sub.add_parser("bench", help="collective bus bandwidth over message sizes")
@@ -82,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{op:15s} {f['gbytes_per_s']:.2f} GB/s  latency {f['alpha_s'] * 1e3:.2f} ms")
         elif a.cmd == "netsim":
             if not Path(a.netsim_json).exists():
-                raise WorkshopError(f"{a.netsim_json} not found: run `workshop netsim --json {a.netsim_json}` first")
+                raise WorkshopError(f"{a.netsim_json} not found: run `python -m workshop netsim --json {a.netsim_json}` first")
             bench = netsim_collective_bench(a.rates)
             check = netsim_check(bench, json.loads(Path(a.netsim_json).read_text()))
             res = {"netsim": {"bench": bench, **check}}

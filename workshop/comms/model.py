@@ -1,4 +1,4 @@
-"""The traffic model: bytes per ZeRO stage over which wire, the step time they cost, and the seed's GPU
+"""The traffic model: bytes per ZeRO stage over which wire, the step time they cost, and the original workshop's GPU
 topologies predicted from their single-pod runs. Pure arithmetic: no torch, no processes.
 """
 
@@ -161,9 +161,9 @@ def _predict(run: SeedRun, network: str | None, compute_s: float, overlap: float
 
 def seed_comparison(*, overlap: float = 0.0, efa_per_pod: int = 1,
                     workload: SeedWorkload | None = None) -> list[SeedRow]:
-    """Predict every seed run. Per instance, compute time = its single-pod step minus the modelled comms.
+    """Predict every run of the original workshop. Per instance, compute time = its single-pod step minus the modelled comms.
 
-    A multi-pod run whose transport the seed did not record is predicted twice (EFA and ENI).
+    A multi-pod run whose transport the original workshop did not record is predicted twice (EFA and ENI).
     """
     traffic = seed_traffic(workload)
     rows: list[SeedRow] = []

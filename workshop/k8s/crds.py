@@ -356,15 +356,6 @@ def sources_markdown() -> str:
     ])
 
 
-@contextlib.contextmanager
-def or_skip(what: str = "validation"):
-    """For notebook cells: run the block, or say in one line why it was skipped when the schemas are absent."""
-    try:
-        yield
-    except CRDsMissing as e:
-        print(f"{what} skipped: {e}")
-
-
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="workshop crds", description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="cmd", required=True)

@@ -1,7 +1,7 @@
-"""Kubeflow Trainer on the cluster, as the seed installed it, with checks: pinned release manifests applied
+"""Kubeflow Trainer on the cluster, as the original workshop installed it, with checks: pinned release manifests applied
 server-side, then wait until its ClusterTrainingRuntimes exist; and Karpenter's NodePool/EC2NodeClass Ready.
 
-The seed ran `kubectl apply --server-side -k github.com/kubeflow/trainer/manifests/overlays/{manager,runtimes}
+The original workshop ran `kubectl apply --server-side -k github.com/kubeflow/trainer/manifests/overlays/{manager,runtimes}
 ?ref=v2.1.0` and looked at `kubectl get clustertrainingruntimes`. Here the overlays are built with
 `kubectl kustomize` at the pinned tag (the version is chapter 05's `trainer_version`), applied with the same
 server-side apply as every other object (`Cluster.apply`), and the wait is a loop with a timeout.
@@ -25,7 +25,7 @@ def overlay_url(version: str, overlay: str) -> str:
 
 
 def install_commands(version: str) -> list[str]:
-    """The same install as shell commands (what the seed typed), pinned to `version`."""
+    """The same install as shell commands (what the original workshop typed), pinned to `version`."""
     return [f'kubectl apply --server-side -k "{overlay_url(version, o)}"' for o in OVERLAYS] + [
         "kubectl get clustertrainingruntimes"]
 
@@ -60,7 +60,7 @@ def install_trainer(cluster, version: str, *, run=subprocess.run, wait_s: float 
 
 def wait_for_runtimes(cluster, names=(DEFAULT_RUNTIME,), *, timeout: float = 300, interval: float = 5,
                       clock=time.monotonic, sleep=time.sleep) -> list[str]:
-    """Every named ClusterTrainingRuntime exists (what `kubectl get clustertrainingruntimes` showed the seed)."""
+    """Every named ClusterTrainingRuntime exists (what `kubectl get clustertrainingruntimes` showed the original workshop)."""
     from workshop.k8s.cluster import ClusterError
 
     check_positive("timeout", timeout)
@@ -83,7 +83,7 @@ def wait_for_runtimes(cluster, names=(DEFAULT_RUNTIME,), *, timeout: float = 300
 
 
 def pools_ready(cluster, docs: list[dict], *, timeout: float = 120) -> dict[str, bool]:
-    """'Kind/name' -> Ready for each NodePool / EC2NodeClass in docs (the seed's `kubectl get nodepool,ec2nodeclass`).
+    """'Kind/name' -> Ready for each NodePool / EC2NodeClass in docs (the original workshop's `kubectl get nodepool,ec2nodeclass`).
     An EC2NodeClass stays not-Ready when its subnets, security groups, AMI or role cannot be resolved."""
     out = {}
     for d in docs:

@@ -57,7 +57,7 @@ def submit(cluster, spec: TrainJobSpec, *, trainer: str = "2.1.0", replace: bool
     """Validate against the release's CRDs, check the Secret, (re)create the TrainJob.
 
     A TrainJob's `spec.trainer` and runtimeRef are immutable, so `replace` deletes an older job of the same
-    name first (what the seed did by hand with `kubectl delete trainjob`)."""
+    name first (what the original workshop did by hand with `kubectl delete trainjob`)."""
     from workshop.k8s.validate import ensure_valid
 
     docs = spec.documents(trainer)

@@ -2,8 +2,8 @@
 
 Why code instead of a heredoc: the pool for the CPU run should follow from chapter 01's memory plan (the
 instance that fits), every field is checked before it reaches a cluster, and what changes between the
-seed's static YAML and ours can be read in one place:
-- the seed installed IPEX with pip in EC2 userData. The host's Python is invisible to the training
+original workshop's static YAML and ours can be read in one place:
+- the original workshop installed IPEX with pip in EC2 userData. The host's Python is invisible to the training
   container (and IPEX is retired: stock PyTorch uses AMX through oneDNN), so our userData does host-level
   work only, and `check_user_data` refuses host-side Python installs;
 - the AMX taint keeps non-training pods off expensive nodes; only pods tolerating it land there;
@@ -50,7 +50,7 @@ _HOST_PYTHON = re.compile(r"\b(pip3?|conda|mamba)\s+install\b|intel[-_]extension
 
 
 def check_user_data(text: str | None) -> None:
-    """Refuse host-side Python installs: the container never sees them (the seed's mistake)."""
+    """Refuse host-side Python installs: the container never sees them (the original workshop's mistake)."""
     if text and _HOST_PYTHON.search(text):
         raise WorkshopError("userData installs Python packages on the host "
                             f"({_HOST_PYTHON.search(text).group(0)!r}); containers never see them: "
@@ -315,7 +315,7 @@ def pool_from_recommendation(rec, **kwargs) -> Pool:
 
 
 def seed_static_pool() -> list[dict]:
-    """The seed chapter's hand-written cpu-amx pool, restated as data so the notebook can diff against it.
+    """The original workshop's chapter's hand-written cpu-amx pool, restated as data so the notebook can diff against it.
     Same fields and values; its userData (host-side yum/dnf/pip installs, IPEX included) is summarised."""
     pool = NodePoolSpec(
         name="cpu-amx", node_class="cpu-amx", labels={"nodeType": "cpu-amx"},
@@ -327,7 +327,7 @@ def seed_static_pool() -> list[dict]:
         taints=[Taint(*AMX_TAINT[:2], AMX_TAINT[2])], limits={"cpu": 1000})
     node_class = EC2NodeClassSpec(name="cpu-amx").to_dict()
     node_class["spec"]["blockDeviceMappings"][0]["ebs"] = {"volumeSize": "300Gi", "volumeType": "gp3"}
-    node_class["spec"]["userData"] = ("#!/bin/bash\n# seed: host-side package installs, IPEX included\n"
+    node_class["spec"]["userData"] = ("#!/bin/bash\n# original workshop: host-side package installs, IPEX included\n"
                                       "pip install intel-extension-for-pytorch\n")
     return [pool.to_dict(), node_class]
 

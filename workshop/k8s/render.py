@@ -111,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.check:
             stale = drift(args.out)
             for name in stale:
-                print(f"drift: {Path(args.out) / name} differs from the code; run `workshop render`")
+                print(f"drift: {Path(args.out) / name} differs from the code; run `python -m workshop render`")
             if stale:
                 return 1
             print(f"{len(DEFAULT_MANIFESTS)} manifests in {args.out} match the code")

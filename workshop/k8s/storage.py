@@ -1,6 +1,6 @@
 """Where a TrainJob's checkpoints and final model are kept: FSx for Lustre through a PVC, or S3.
 
-The seed pointed `output_dir` at an FSx for Lustre mount so every node wrote to one shared filesystem and a
+The original workshop pointed `output_dir` at an FSx for Lustre mount so every node wrote to one shared filesystem and a
 lost pod lost nothing. Here that is a typed StorageClass (the FSx CSI driver provisions the file system on
 first use) and a ReadWriteMany PersistentVolumeClaim that every node pod mounts; the job writes to
 `<mount>/<job name>` and resumes from the newest checkpoint there when it is restarted. The alternative is
@@ -155,7 +155,7 @@ class OutputStorage:
 def fsx_storage(*, subnet_id: str, security_group_ids: list[str] | str, namespace: str = "default",
                 size: str = "1200Gi", deployment_type: str = "SCRATCH_2", per_unit_storage_throughput: int | None = None,
                 claim: str = "workshop-outputs", mount_path: str = DEFAULT_MOUNT) -> OutputStorage:
-    """FSx for Lustre, as the seed used it: a StorageClass + claim, mounted at /fsx in every node pod."""
+    """FSx for Lustre, as the original workshop used it: a StorageClass + claim, mounted at /fsx in every node pod."""
     sgs = [s.strip() for s in security_group_ids.split(",")] if isinstance(security_group_ids, str) else list(security_group_ids)
     sc = FsxStorageClass(subnet_id=subnet_id, security_group_ids=sgs, deployment_type=deployment_type,
                          per_unit_storage_throughput=per_unit_storage_throughput)

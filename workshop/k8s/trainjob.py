@@ -1,6 +1,6 @@
 """Kubeflow Trainer TrainJobs for the CPU (Xeon AMX) and GPU (EFA) runs, in both API forms, plus the HF Secret.
 
-Why a typed spec: the seed's TrainJob was a YAML template filled by `envsubst`, which (1) used
+Why a typed spec: the original workshop's TrainJob was a YAML template filled by `envsubst`, which (1) used
 `podTemplateOverrides`, removed in Trainer v2.2 (replaced by `runtimePatches`), (2) wrote the Hugging Face
 token into the manifest, (3) ran the CPU job on a CUDA image and (4) cloned a branch and pip-installed
 unpinned packages at pod start. Here one `TrainJobSpec` renders either form from the same fields, every
@@ -399,7 +399,7 @@ def migration_diff(spec: TrainJobSpec, old: str = "2.1.0", new: str = "2.2.0") -
                      new_name=f"trainer-v{normalize_trainer_version(new)}")
 
 
-# Default manifests (registered in workshop/k8s/render.py): the seed's 4-node Llama-3-8B jobs, fixed.
+# Default manifests (registered in workshop/k8s/render.py): the original workshop's 4-node Llama-3-8B jobs, fixed.
 def default_cpu_job() -> TrainJobSpec:
     """Sized by the planner from the offline (moto) catalog, so the checked-in YAML is the same everywhere."""
     from workshop.k8s.storage import default_fsx

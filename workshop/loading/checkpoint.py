@@ -73,7 +73,10 @@ def write_checkpoint(out_dir: str | Path, model: str = "medium", *, dtype: str =
     out.mkdir(parents=True, exist_ok=True)
     for old in out.glob("model*.safetensors*"):
         old.unlink()
-    net.save_pretrained(out, max_shard_size=max_shard_size)
+    from workshop.progress import no_library_bars
+
+    with no_library_bars():
+        net.save_pretrained(out, max_shard_size=max_shard_size)
     numel = sum(p.numel() for p in net.parameters())
     del net
     gc.collect()
@@ -100,7 +103,7 @@ def verify_checkpoint(path: str | Path) -> CheckpointInfo:
     root = Path(path)
     if not root.is_dir():
         raise WorkshopError(f"checkpoint directory {str(root)!r} does not exist; write one with "
-                            "`workshop load checkpoint --out DIR`")
+                            "`python -m workshop load checkpoint --out DIR`")
     cfg_file = root / "config.json"
     if not cfg_file.exists():
         raise WorkshopError(f"{cfg_file} is missing: not a transformers checkpoint")

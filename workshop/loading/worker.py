@@ -170,7 +170,7 @@ def run_worker(method: str, checkpoint: str, out_dir: str, *, dtype: str = "bf16
     check_choice("method", method, METHODS)
     if "LOCAL_RANK" not in os.environ:
         raise WorkshopError("the worker needs torchrun's environment (LOCAL_RANK, RANK, WORLD_SIZE, "
-                            "MASTER_ADDR); start it with `workshop load run`")
+                            "MASTER_ADDR); start it with `python -m workshop load run`")
     import deepspeed  # noqa: F401  imported by every method, so baselines are comparable
     import torch
     import torch.distributed as dist
