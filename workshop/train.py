@@ -14,12 +14,14 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import math
 import os
 import resource
 import socket
 import sys
 import time
 from dataclasses import asdict, dataclass, field
+from datetime import timedelta
 from pathlib import Path
 
 from workshop.errors import WorkshopError, check_choice, check_positive, report
@@ -33,6 +35,13 @@ MAX_GRAD_NORM = 1.0  # gradient clipping, the HF Trainer's default
 ENGINES = ("deepspeed", "ddp")
 BACKENDS = ("auto", "gloo", "nccl")
 ATTENTIONS = ("sdpa", "eager")  # transformers' attn_implementation: fused scaled_dot_product_attention, or plain matmuls
+# How long a rank may wait in one collective before the process group gives up (gloo raises, NCCL's watchdog
+# aborts). 10 minutes is DeepSpeed's own default (deepspeed.constants.default_pg_timeout) and plenty for the
+# lessons, where every collective takes seconds. The EKS jobs render a larger value (workshop.k8s.trainjob
+# JOB_SETTINGS): ranks there wait in a collective for another rank's hub download, for rank 0 writing the
+# gathered 16-bit model, and for a ~100 GiB checkpoint to reach FSx.
+DIST_TIMEOUT_MIN = 10
+DIST_TIMEOUT_MAX_MIN = 7 * 24 * 60  # a week: beyond it a timeout only hides a hang (and overflows timedelta near 1e12)
 
 
 @dataclass
@@ -72,6 +81,7 @@ class TrainArgs:
     save_model: bool = False              # gather the final weights (16-bit from ZeRO-3) into <output-dir>/final
     save_total_limit: int | None = None   # keep only the newest N checkpoints
     sync_to: str | None = None            # s3://bucket/prefix: upload every checkpoint and the final model there
+    dist_timeout_min: float = DIST_TIMEOUT_MIN  # the process group's collective timeout, minutes (see DIST_TIMEOUT_MIN)
 
     def to_argv(self) -> list[str]:
         """The command-line form of these arguments (what torchrun or a TrainJob passes to the entry point)."""
@@ -94,6 +104,10 @@ class TrainArgs:
             check_positive(name.replace("_", "-"), getattr(self, name), allow_zero=name == "warmup_steps")
         check_positive("lr", self.lr)
         check_positive("max-grad-jump", self.max_grad_jump, allow_zero=True)
+        check_positive("dist-timeout-min", self.dist_timeout_min)
+        if not self.dist_timeout_min <= DIST_TIMEOUT_MAX_MIN:  # inf too
+            raise WorkshopError(f"dist-timeout-min {self.dist_timeout_min!r} is longer than a week; allowed: "
+                                f"minutes > 0 and <= {DIST_TIMEOUT_MAX_MIN}")
         if self.threads is not None:
             check_positive("threads", self.threads)
         if self.ddp_bucket_mb is not None:
@@ -207,6 +221,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--save-total-limit", type=int, default=None, help="keep only the newest N checkpoints")
     p.add_argument("--sync-to", default=None,
                    help="s3://bucket/prefix: upload checkpoints and the final model (credentials: IRSA / AWS chain)")
+    p.add_argument("--dist-timeout-min", type=float, default=d.dist_timeout_min,
+                   help="minutes a rank may wait in one collective before the process group fails the run (gloo "
+                        "and NCCL; replaces DeepSpeed's DEEPSPEED_TIMEOUT). 10 = DeepSpeed's default, ample for "
+                        "the lessons; the EKS jobs use 60: ranks wait there for another rank's hub download, "
+                        "the 16-bit gather at save and a first checkpoint to FSx")
     return p
 
 
@@ -247,9 +266,17 @@ def resolve_backend(backend: str) -> str:
     return backend
 
 
+def dist_timeout(args: TrainArgs) -> timedelta:
+    """--dist-timeout-min as the timedelta torch.distributed and DeepSpeed take."""
+    return timedelta(minutes=args.dist_timeout_min)
+
+
 def init_distributed(args: TrainArgs, backend: str) -> None:
     """Start the process group BEFORE TrainingArguments/model: with HF Trainer on CPU, accelerate would
-    otherwise start torch.distributed without DeepSpeed, and ZeRO-3 would see world size 1."""
+    otherwise start torch.distributed without DeepSpeed, and ZeRO-3 would see world size 1.
+
+    The timeout goes in explicitly: DeepSpeed's default is 10 minutes (or $DEEPSPEED_TIMEOUT), torch's for a
+    bare gloo group 30; --dist-timeout-min is then the one value every engine and backend uses."""
     import torch.distributed as dist
 
     if args.engine == "deepspeed":
@@ -259,9 +286,28 @@ def init_distributed(args: TrainArgs, backend: str) -> None:
 
         use_versioned_extensions_dir()
         probe_deepspeed_ops()  # before DeepSpeed's own probe, which prints linker errors in notebooks
-        deepspeed.init_distributed(dist_backend=backend)
+        deepspeed.init_distributed(dist_backend=backend, timeout=dist_timeout(args))
     elif not dist.is_initialized():
-        dist.init_process_group(backend=backend)
+        dist.init_process_group(backend=backend, timeout=dist_timeout(args))
+
+
+def pg_timeout() -> timedelta | None:
+    """The timeout the default process group really has (None when there is none, or torch hides it): read
+    from its backend's options (`ProcessGroup._get_backend(device).options._timeout`, torch 2.x; gloo on
+    CPU, NCCL on CUDA), so the start line shows what the group got, not what was asked."""
+    import torch
+    import torch.distributed as dist
+
+    if not dist.is_initialized():
+        return None
+    group = dist.group.WORLD
+    for device in ("cpu", "cuda"):
+        try:
+            if torch.device(device) in group._device_types:
+                return group._get_backend(torch.device(device)).options._timeout
+        except (AttributeError, RuntimeError):
+            continue
+    return None
 
 
 def ds_config(args: TrainArgs) -> dict:
@@ -573,6 +619,10 @@ def _train(args: TrainArgs, backend: str, precision_why: str = "as asked", allre
         save_total_limit=args.save_total_limit,
         max_grad_norm=0.0 if masters else MAX_GRAD_NORM,  # the master-weights optimizer clips in its own pass
         ddp_bucket_cap_mb=args.ddp_bucket_mb, ddp_find_unused_parameters=False,  # a Llama uses every weight
+        # transformers 5.23 hands this to accelerate's PartialState only when it starts the group itself (GPU
+        # paths, not use_cpu), and accelerate skips that when a group exists, as it does here (init_distributed):
+        # the same value in seconds keeps the record (training_args.bin) and any such path in agreement
+        ddp_timeout=math.ceil(dist_timeout(args).total_seconds()),
     )
     model, tok = load_model_and_tokenizer(args, cache_dir)
     text = load_text(args.dataset, cache_dir)
@@ -626,6 +676,7 @@ def _train(args: TrainArgs, backend: str, precision_why: str = "as asked", allre
         print(f"workshop.train: world_size={world} backend={backend} engine={args.engine} zero={args.zero_stage} "
               f"precision={args.precision} ({precision_why}) "
               f"weights={weights_kind(args)} "
+              f"dist_timeout={(pg_timeout() or dist_timeout(args)).total_seconds() / 60:g}min "
               + (f"allreduce={args.allreduce} ({allreduce_why}) " if args.engine == "ddp" else "")
               + f"threads/rank={torch.get_num_threads()} samples={len(data)} "
               f"cpu_capability={torch.backends.cpu.get_cpu_capability()}"

@@ -265,8 +265,12 @@ class TrainJobSpec:
 DEFAULT_MODEL = "meta-llama/Meta-Llama-3-8B"  # EKS jobs fine-tune the real weights by default
 # What every EKS job adds to the model's recipe (workshop.models.recipe): about one epoch of wikitext-2 on
 # 4 nodes (~2.4 M Llama-3 tokens / 8192 tokens per step), gradient checkpointing (8B needs it), a
-# checkpoint every 50 steps.
-JOB_SETTINGS = {"max_steps": 300, "save_steps": 50, "grad_ckpt": True}
+# checkpoint every 50 steps, and a 60-minute process-group timeout instead of the lessons' 10
+# (train.DIST_TIMEOUT_MIN): here ranks sit in one collective while another node downloads the ~16 GB of
+# weights from the hub, while ZeRO-3 gathers the 16-bit model onto rank 0 and rank 0 writes it, and while a
+# ~100 GiB checkpoint (weights + optimizer state) goes to a SCRATCH_2 FSx volume of 1.2 TiB (~240 MB/s
+# baseline: 7-8 minutes). 10 minutes is too close; an hour still ends a truly hung job the same hour.
+JOB_SETTINGS = {"max_steps": 300, "save_steps": 50, "grad_ckpt": True, "dist_timeout_min": 60}
 
 
 def train_args(model: str = DEFAULT_MODEL, *, name: str = "train", storage: OutputStorage | None = None,

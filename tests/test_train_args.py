@@ -1,0 +1,137 @@
+"""--dist-timeout-min: the process group's collective timeout, from the command line to the group itself.
+
+DeepSpeed's default is 10 minutes; the EKS fine-tune can wait longer than that in one collective (a hub
+download on another node, the 16-bit gather at save, a checkpoint to FSx), so the jobs render 60."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+import yaml
+
+from workshop.errors import WorkshopError
+from workshop.train import DIST_TIMEOUT_MIN, TrainArgs, build_parser, parse_args
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _value_after(argv: list[str], flag: str) -> str:
+    assert argv.count(flag) == 1, argv
+    return argv[argv.index(flag) + 1]
+
+
+def test_default_is_deepspeeds_and_stays_off_the_command_line():
+    assert TrainArgs().dist_timeout_min == DIST_TIMEOUT_MIN == 10
+    assert "--dist-timeout-min" not in TrainArgs().to_argv()
+    assert parse_args([]).dist_timeout_min == 10
+    helps = {a.dest: a.help for a in build_parser()._actions}
+    assert "DEEPSPEED_TIMEOUT" in helps["dist_timeout_min"] and "60" in helps["dist_timeout_min"]
+
+
+@pytest.mark.parametrize("minutes", [60, 2.5, 0.5])
+def test_flag_round_trips_through_to_argv(minutes):
+    args = TrainArgs(dist_timeout_min=minutes)
+    argv = args.to_argv()
+    assert float(_value_after(argv, "--dist-timeout-min")) == minutes
+    assert parse_args(argv) == args
+
+
+@pytest.mark.parametrize("value, needle", [
+    ("0", "dist-timeout-min must be a number > 0, got 0.0"),
+    ("-5", "dist-timeout-min must be a number > 0, got -5.0"),
+    ("nan", "dist-timeout-min must be a number > 0, got nan"),
+    ("inf", "dist-timeout-min inf is longer than a week"),
+    ("20000", "dist-timeout-min 20000.0 is longer than a week; allowed: minutes > 0 and <= 10080"),
+])
+def test_bad_values_are_refused_naming_the_flag(value, needle):
+    with pytest.raises(WorkshopError, match=needle.replace("(", r"\(").replace(")", r"\)")):
+        parse_args([f"--dist-timeout-min={value}"])
+
+
+@pytest.mark.parametrize("value", ["soon", "10m", ""])
+def test_non_numbers_are_refused_naming_the_flag(value, capsys):
+    with pytest.raises(SystemExit) as exit_:  # argparse's own error: exit 2 with a usage line
+        parse_args([f"--dist-timeout-min={value}"])
+    text = "".join(capsys.readouterr())
+    assert exit_.value.code == 2 and "Traceback" not in text
+    assert f"argument --dist-timeout-min: invalid float value: '{value}'" in text
+
+
+# ------------------------------------------------------------------ the EKS TrainJobs
+@pytest.mark.parametrize("name", ["trainjob-cpu-v2.1.yaml", "trainjob-cpu-v2.2.yaml", "trainjob-gpu-v2.2.yaml"])
+def test_rendered_eks_trainjobs_carry_the_longer_timeout(name):
+    docs = yaml.safe_load_all((REPO / "manifests" / name).read_text())
+    argv = next(d for d in docs if d and d["kind"] == "TrainJob")["spec"]["trainer"]["args"]
+    assert _value_after(argv, "--dist-timeout-min") == "60"
+
+
+def test_job_builders_set_it_and_an_override_wins():
+    from workshop.k8s import trainjob as tj
+
+    assert tj.JOB_SETTINGS["dist_timeout_min"] == 60
+    for spec in (tj.default_cpu_job(), tj.default_gpu_job()):
+        assert _value_after(spec.train_args, "--dist-timeout-min") == "60"
+    assert _value_after(tj.train_args(dist_timeout_min=90), "--dist-timeout-min") == "90"
+    with pytest.raises(WorkshopError, match="dist-timeout-min must be a number > 0, got 0"):
+        tj.train_args(dist_timeout_min=0)
+
+
+# ------------------------------------------------------------------ into the process group
+def test_deepspeed_init_gets_the_timeout(monkeypatch):
+    """The DeepSpeed engine's group: init_distributed hands DeepSpeed a timedelta (its own default would be
+    10 minutes or $DEEPSPEED_TIMEOUT). Recorded, not started: the real group is the slow test's."""
+    deepspeed = pytest.importorskip("deepspeed")
+    from workshop import dsprobe, train
+
+    seen = {}
+    monkeypatch.setattr(deepspeed, "init_distributed", lambda **kw: seen.update(kw))
+    monkeypatch.setattr(dsprobe, "probe_deepspeed_ops", dict)
+    monkeypatch.setattr(dsprobe, "use_versioned_extensions_dir", lambda: None)
+    train.init_distributed(TrainArgs(dist_timeout_min=45), "gloo")
+    assert seen == {"dist_backend": "gloo", "timeout": timedelta(minutes=45)}
+
+
+ONE_RANK = """
+import json, sys
+import torch.distributed as dist
+from workshop.train import TrainArgs, ensure_process_env, init_distributed, pg_timeout
+ensure_process_env()
+init_distributed(TrainArgs(engine="ddp", dist_timeout_min=float(sys.argv[1])), "gloo")
+print(json.dumps(pg_timeout().total_seconds()))
+dist.destroy_process_group()
+"""
+
+
+def test_ddp_group_really_has_the_timeout():
+    """A one-rank gloo group in a fresh process (a plain run, as a notebook starts one): the group's backend
+    options report the timeout asked for, not torch's 30-minute gloo default."""
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")}
+    r = subprocess.run([sys.executable, "-c", ONE_RANK, "2.5"], capture_output=True, text=True, env=env,
+                       timeout=300, check=False)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert json.loads(r.stdout.strip().splitlines()[-1]) == 150.0
+
+
+@pytest.mark.slow
+def test_a_real_run_reports_the_groups_timeout_and_transformers_agrees(tmp_path, kit_cache):
+    """torchrun, 2 ranks, DeepSpeed ZeRO-3: the start line shows the timeout read back from the group, and the
+    checkpoint's TrainingArguments carry the same value in seconds."""
+    from workshop.launch import run_torchrun
+
+    out = tmp_path / "run"
+    argv = ["--model", "tiny", "--max-steps", "2", "--save-steps", "2", "--output-dir", str(out),
+            "--cache-dir", str(kit_cache), "--seq-len", "64", "--micro-batch", "2", "--dist-timeout-min", "45"]
+    r = run_torchrun(argv, nproc_per_node=2, threads_per_rank=1, progress=False).check()
+    assert "engine=deepspeed" in r.log and " dist_timeout=45min " in r.log
+    import torch
+
+    targs = torch.load(out / "checkpoint-2" / "training_args.bin", weights_only=False)
+    assert targs.ddp_timeout == 45 * 60
+    assert r.metrics["args"]["dist_timeout_min"] == 45
