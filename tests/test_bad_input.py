@@ -1,12 +1,29 @@
-"""Bad input, every command: a non-zero exit before anything starts, one plain message naming the bad value
+"""Bad input, every command: a non-zero exit before anything starts, one plain `error:` line naming the bad value
 (and, where there is a list, the allowed ones), never a traceback. In-process through `workshop.cli.main`, so the
-whole table takes seconds; a traceback would surface here as an uncaught exception and fail the case."""
+whole table takes seconds; a traceback would surface here as an uncaught exception and fail the case.
+
+An argument `@name` is a file of that kind made for the case (see BAD_FILES); a case's expected text is one
+string or a tuple of strings, all of which must be on the one error line."""
 
 import json
 
 import pytest
 
 from workshop.cli import main
+
+# Files of the wrong kind, for every command that reads one (root reads any file: no unreadable-file case here).
+BAD_FILES = {
+    "@empty": b"",
+    "@blank": b"\n  \n",
+    "@binary": bytes(range(256)),
+    "@latin1": "caf\u00e9: 1\n".encode("latin-1"),
+    "@notyaml": b"a: [1, 2\n  b: }\n",
+    "@notjson": b'{"a": 1,,}',
+    "@list.yaml": b"- 1\n- 2\n",
+    "@list.json": b"[1, 2]",
+    "@nokind.yaml": b"apiVersion: v1\nmetadata: {}\n",
+    "@folder": None,
+}
 
 CASES = [
     # the training entry point
@@ -46,10 +63,13 @@ CASES = [
     (["instances", "--family", "zz9*", "--source", "moto"], "zz9*"),
     (["instances", "--type", "c7i.huge", "--source", "moto"], "c7i.huge"),
     (["instances", "--source", "azure"], "'azure'"),
-    (["hw", "--sizes", "0"], "0"),
-    (["hw", "--sizes", "abc"], "abc"),
-    (["hw", "--threads", "x,2"], "x,2"),
-    (["hw", "--repeats", "0"], "0"),
+    (["hw", "--sizes", "0"], ("--sizes", "0")),
+    (["hw", "--sizes", "abc"], ("--sizes", "'abc'")),
+    (["hw", "--sizes", ""], ("--sizes", "''")),
+    (["hw", "--sizes", ","], ("--sizes", "','")),
+    (["hw", "--threads", "x,2"], ("--threads", "'x,2'")),
+    (["hw", "--threads", "0"], ("--threads", "'0'")),
+    (["hw", "--repeats", "0"], ("--repeats", "0")),
     # manifests and clusters
     (["validate", "/no/such/manifest.yaml"], "/no/such/manifest.yaml"),
     (["validate", "--trainer", "9.9.9", "manifests/trainjob-cpu-v2.1.yaml"], "9.9.9"),
@@ -71,12 +91,14 @@ CASES = [
     (["load", "bench", "--json-out", "x.json", "--ranks", "0"], "0"),
     (["run", "--only", "99"], "99"),
     (["run", "--only", "04", "-p", "no_such_param", "5"], "no_such_param"),
-    (["nonsense"], "nonsense"),
+    (["nonsense"], ("'nonsense'", "allowed: train, run")),
 ]
 
 
 @pytest.mark.parametrize("argv, value", CASES, ids=[" ".join(a)[:60] for a, _ in CASES])
 def test_bad_input_fails_early_and_plainly(argv, value, capsys, tmp_path, monkeypatch):
+    files = _bad_files(tmp_path / "files")
+    argv = [_fill(a, files) for a in argv]
     monkeypatch.chdir(tmp_path.parent if argv[0] != "validate" else _repo())
     try:
         code = main(argv)
@@ -86,7 +108,25 @@ def test_bad_input_fails_early_and_plainly(argv, value, capsys, tmp_path, monkey
     text = out.err + out.out
     assert code not in (0, None), f"exit {code}: {text[-500:]}"
     assert "Traceback" not in text
-    assert value in text, f"{value!r} not named in: {text[-600:]}"
+    errors = [line for line in out.err.splitlines() if "error:" in line]
+    assert len(errors) == 1, f"not one error line: {out.err[-600:]}"
+    for v in (value,) if isinstance(value, str) else value:
+        assert _fill(v, files) in errors[0], f"{v!r} not named in: {errors[0]}"
+
+
+def _bad_files(folder):
+    folder.mkdir()
+    made = {}
+    for name, data in BAD_FILES.items():
+        made[name] = folder / name.lstrip("@")
+        made[name].mkdir() if data is None else made[name].write_bytes(data)
+    return made
+
+
+def _fill(text, files):
+    for name in sorted(files, key=len, reverse=True):
+        text = text.replace(name, str(files[name]))
+    return text
 
 
 def _repo():
