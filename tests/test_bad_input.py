@@ -23,6 +23,7 @@ BAD_FILES = {
     "@list.json": b"[1, 2]",
     "@nokind.yaml": b"apiVersion: v1\nmetadata: {}\n",
     "@folder": None,
+    "@badmodel": {"config.json": b'{"model_type": "llama",'},  # a checkpoint folder whose config is cut short
 }
 
 CASES = [
@@ -52,6 +53,20 @@ CASES = [
     (["train", "--sync-to", "gs://bucket/x"], "gs://bucket/x"),
     (["train", "--model", "/no/such/dir/"], "/no/such/dir/"),
     (["train", "--no-such-flag"], "--no-such-flag"),
+    (["train", "--optimizer", "adamw_nope"], ("--optimizer 'adamw_nope'", "allowed: adamw_torch, adamw_torch_fused")),
+    (["train", "--min-chars", "-1"], ("min-chars", "got -1")),
+    (["train", "--save-steps", "-1"], ("save-steps", "got -1")),
+    (["train", "--seed", "-1"], ("seed", "got -1")),
+    (["train", "--dataset", "@binary"], ("--dataset '@binary' is a binary file", "expected 'local', 'wikitext'")),
+    (["train", "--dataset", "@latin1"], "--dataset '@latin1' is a binary file"),
+    (["train", "--dataset", "@empty"], "--dataset '@empty' is empty"),
+    (["train", "--dataset", "@blank"], "--dataset '@blank' is empty"),
+    (["train", "--dataset", "@folder"], "--dataset '@folder' is a folder"),
+    (["train", "--model", "@folder"], "--model '@folder/config.json': no such file"),
+    (["train", "--model", "@badmodel"], "--model '@badmodel/config.json' is not JSON"),
+    (["train", "--output-dir", "@binary"], "--output-dir '@binary' is a file"),
+    (["train", "--output-dir", "@binary/run"], ("--output-dir '@binary/run' cannot be created", "'@binary' is a file")),
+    (["train", "--cache-dir", "@empty"], "--cache-dir '@empty' is a file"),
     # planning and the catalog
     (["plan", "--model", "gpt5"], "'gpt5'"),
     (["plan", "--model", "llama-3-8b", "--nodes", "0"], "0"),
@@ -124,7 +139,12 @@ def _bad_files(folder):
     made = {}
     for name, data in BAD_FILES.items():
         made[name] = folder / name.lstrip("@")
-        made[name].mkdir() if data is None else made[name].write_bytes(data)
+        if isinstance(data, bytes):
+            made[name].write_bytes(data)
+            continue
+        made[name].mkdir()
+        for inner, content in (data or {}).items():
+            (made[name] / inner).write_bytes(content)
     return made
 
 
