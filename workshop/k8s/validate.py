@@ -42,7 +42,7 @@ import celpy.celtypes as ct
 import yaml
 from jsonschema import Draft4Validator, ValidationError, validators
 
-from workshop.errors import WorkshopError, report
+from workshop.errors import WorkshopError, read_text, report
 from workshop.k8s import cel_ext, crds
 from workshop.k8s.base import load_yaml_docs
 
@@ -694,9 +694,8 @@ def validate_yaml(text: str, *, karpenter: str | None = None, trainer: str | Non
 def judge_files(paths, *, karpenter: str | None = None, trainer: str | None = None) -> list[Verdict]:
     verdicts = []
     for path in map(Path, paths):
-        if not path.is_file():
-            raise WorkshopError(f"manifest file {str(path)!r} not found")
-        docs, problems = _load(path.read_text(), str(path))
+        text = read_text(path, "manifest file", "a YAML manifest")  # YAML itself is judged below, as a problem
+        docs, problems = _load(text, str(path))
         if problems:
             verdicts.append(Verdict(str(path), "core", problems=problems))
         else:
