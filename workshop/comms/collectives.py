@@ -130,6 +130,11 @@ def run_collective_bench(*, backend: str = "gloo", sizes_mb=SIZES_MB, ops=OPS, n
     """All-reduce / all-gather / reduce-scatter over message sizes: gloo on CPU, nccl on GPUs."""
     check_choice("backend", backend, ("gloo", "nccl"))
     check_positive("nproc", nproc)
+    check_positive("iters", iters)
+    if not sizes_mb:
+        raise WorkshopError("give at least one message size (--sizes-mb)")
+    for size in sizes_mb:
+        check_positive("--sizes-mb value", size)
     for op in ops:
         check_choice("collective", op, OPS)
     with tempfile.TemporaryDirectory() as tmp:
