@@ -24,6 +24,7 @@ BAD_FILES = {
     "@nokind.yaml": b"apiVersion: v1\nmetadata: {}\n",
     "@folder": None,
     "@badmodel": {"config.json": b'{"model_type": "llama",'},  # a checkpoint folder whose config is cut short
+    "@results": {"recipes.json": b'{"tokens_per_s": '},  # a results folder with a damaged result
 }
 
 CASES = [
@@ -138,6 +139,17 @@ CASES = [
     (["bench", "quantum"], "quantum"),
     (["bench", "recipes", "--steps", "0"], "0"),
     (["bench", "recipes", "--nproc", "0"], "0"),
+    (["bench", "recipes", "--dataset", "@binary"], "--dataset '@binary' is a binary file"),
+    (["bench", "recipes", "--dataset", "@empty"], "--dataset '@empty' is empty"),
+    (["bench", "recipes", "--json-out", "@folder"], "--json-out '@folder' is a folder"),
+    (["bench", "recipes", "--out-dir", "@binary"], "--out-dir '@binary' is a file"),
+    (["bench", "summary", "--results-dir", "@binary"], "--results-dir '@binary': no such folder"),
+    (["bench", "summary", "--results-dir", "@results"], "benchmark result '@results/recipes.json' is not JSON"),
+    (["bench", "ceiling", "--levers", ""], ("--levers", "''")),
+    (["bench", "ceiling", "--levers", "recipe,nope"], ("--levers", "'nope'", "allowed: recipe")),
+    (["bench", "ceiling", "--peak-tflops", "-1"], ("peak-tflops", "got -1.0")),
+    (["bench", "ceiling", "--dataset", "@latin1"], "--dataset '@latin1' is a binary file"),
+    (["bench", "ceiling", "--json-out", "@folder"], "--json-out '@folder' is a folder"),
     (["load", "bench", "--json-out", "x.json", "--model", "gpt5"], "gpt5"),
     (["load", "bench", "--json-out", "x.json", "--methods", "teleport"], "teleport"),
     (["load", "bench", "--json-out", "x.json", "--ranks", "0"], "0"),
