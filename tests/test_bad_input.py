@@ -25,6 +25,7 @@ BAD_FILES = {
     "@folder": None,
     "@badmodel": {"config.json": b'{"model_type": "llama",'},  # a checkpoint folder whose config is cut short
     "@results": {"recipes.json": b'{"tokens_per_s": '},  # a results folder with a damaged result
+    "@pngs": {"fig.png": b"\x89PNG\r\n\x1a\n cut short"},  # a figure that is not an image
 }
 
 CASES = [
@@ -168,6 +169,16 @@ CASES = [
     (["load", "verify", "--checkpoint", "@badmodel"], "'@badmodel/config.json' is not JSON"),
     (["run", "--only", "99"], "99"),
     (["run", "--only", "04", "-p", "no_such_param", "5"], "no_such_param"),
+    (["run", "--only", ""], ("no notebook matches ['']", "available: 01_")),
+    (["nbval", "refresh", "--only", "04", ""], "no notebook matches ['']"),
+    (["images", "--check", "--from", "@pngs"], "'@pngs/fig.png' is not a readable PNG image"),
+    (["images", "--from", "@binary"], "--from @binary: no such folder"),
+    (["render", "--out", "@binary"], "--out '@binary' is a file"),
+    (["render", "--check", "--out", "@binary/manifests"], "--out '@binary/manifests' cannot be created"),
+    (["netsim", "--", "--optimizer", "adamw_nope"], ("--optimizer 'adamw_nope'", "allowed: adamw_torch")),
+    (["netsim", "--", "--model", "gpt5"], "'gpt5'"),
+    (["netsim", "--json", "@folder"], "--json '@folder' is a folder"),
+    (["netsim", "--out-dir", "@binary"], "--out-dir '@binary' is a file"),
     (["nonsense"], ("'nonsense'", "allowed: train, run")),
 ]
 

@@ -36,7 +36,7 @@ def notebooks(only: list[str] | None = None, folder: Path = NOTEBOOKS) -> list[P
     found = sorted(folder.glob("[0-9][0-9]_*.ipynb"))
     if only:
         picked = [p for p in found if any(p.name.startswith(o) for o in only)]
-        unknown = [o for o in only if not any(p.name.startswith(o) for p in found)]
+        unknown = [o for o in only if not o.strip() or not any(p.name.startswith(o) for p in found)]  # '' matches all
         if unknown:
             raise WorkshopError(f"no notebook matches {unknown}; available: {', '.join(p.stem for p in found)}")
         found = picked
