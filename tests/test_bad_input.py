@@ -96,6 +96,8 @@ CASES = [
     (["validate", "/no/such/manifest.yaml"], "/no/such/manifest.yaml"),
     (["validate", "--trainer", "9.9.9", "manifests/trainjob-cpu-v2.1.yaml"], "9.9.9"),
     (["validate", "--karpenter", "0.1", "manifests/karpenter-cpu-amx.yaml"], "0.1"),
+    (["validate", "--trainer", "", "manifests/trainjob-cpu-v2.1.yaml"], ("release ''", "known: 2.1.0")),
+    (["validate", "--karpenter", "", "manifests/karpenter-cpu-amx.yaml"], ("Karpenter release ''", "known: 1.8.8")),
     (["validate", "@binary"], ("manifest file '@binary' is a binary file", "expected a YAML manifest")),
     (["validate", "@latin1"], "manifest file '@latin1' is a binary file"),
     (["validate", "@empty"], "manifest file '@empty' is empty"),

@@ -96,13 +96,18 @@ def _load_folder(folder: str) -> dict[str, CRD]:
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     crds = {}
     for path in sorted(Path(folder).glob("*.yaml")):
-        for doc in yaml.load_all(path.read_text(), Loader=loader):
-            if not isinstance(doc, dict) or doc.get("kind") != "CustomResourceDefinition":
-                continue
-            spec = doc["spec"]
-            versions = {v["name"]: v["schema"]["openAPIV3Schema"] for v in spec["versions"] if v.get("served")}
-            crds[spec["names"]["kind"]] = CRD(spec["names"]["kind"], spec["group"], versions,
-                                              spec.get("scope", "Namespaced"), path.name)
+        text = read_text(path, "CRD file", "a YAML file of CustomResourceDefinitions")
+        try:  # an added (unpinned) release's files are whatever was imported: say which one is broken
+            for doc in yaml.load_all(text, Loader=loader):
+                if not isinstance(doc, dict) or doc.get("kind") != "CustomResourceDefinition":
+                    continue
+                spec = doc["spec"]
+                versions = {v["name"]: v["schema"]["openAPIV3Schema"] for v in spec["versions"] if v.get("served")}
+                crds[spec["names"]["kind"]] = CRD(spec["names"]["kind"], spec["group"], versions,
+                                                  spec.get("scope", "Namespaced"), path.name)
+        except (yaml.YAMLError, KeyError, TypeError, AttributeError) as exc:
+            raise WorkshopError(f"CRD file {str(path)!r} is not a valid CustomResourceDefinition manifest "
+                                f"({type(exc).__name__}: {exc}); import or fetch that release again") from None
     return crds
 
 
@@ -724,6 +729,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rules", action="store_true", help="list every CEL rule and whether it is evaluated")
     args = parser.parse_args(argv)
     try:
+        for family, version in (("karpenter", args.karpenter), ("trainer", args.trainer)):
+            if version is not None:  # '' is falsy below: it would silently mean "every release"
+                crds.release(family, version)
         if args.rules:
             for info in rule_inventory(karpenter=args.karpenter or DEFAULT_KARPENTER,
                                        trainer=args.trainer or DEFAULT_TRAINER):
