@@ -570,6 +570,9 @@ def _check_paths(a, cfg: BenchConfig) -> None:
         check_output(path, flag, folder=True)
     if a.json_out:
         check_output(a.json_out, "--json-out")
+    if a.ipex_python and not (Path(a.ipex_python).is_file() and os.access(a.ipex_python, os.X_OK)):
+        raise WorkshopError(f"--ipex-python {a.ipex_python!r} is not an executable file; expected the python of "
+                            "the IPEX environment (environment-ipex.yml)")
     load_results(cfg.results_dir)
 
 
