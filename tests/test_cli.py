@@ -36,7 +36,8 @@ def test_unknown_command_names_the_allowed_ones(capsys):
     (["--zero-stage", "4"], "unknown zero stage 4"),
     (["--offload-param", "--zero-stage", "2"], "--offload-param needs --zero-stage 3"),
     (["--engine", "ddp", "--offload-optimizer"], "offload flags need --engine deepspeed"),
-    (["--dataset", "/nonexistent/file.txt"], "is not 'local', 'wikitext' or an existing text file"),
+    (["--dataset", "/nonexistent/file.txt"], "'/nonexistent/file.txt': no such file; expected 'local', 'wikitext'"),
+    (["--optimizer", "adamw_nope"], "unknown --optimizer 'adamw_nope'; allowed: adamw_torch, adamw_torch_fused"),
     (["--master-weights", "--precision", "fp32"], "--master-weights keeps the weights in bf16"),
 ])
 def test_bad_training_arguments_are_rejected_before_launch(argv, needle):

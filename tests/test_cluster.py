@@ -46,6 +46,15 @@ def test_no_kubeconfig_says_so_and_returns_none(tmp_path, monkeypatch, capsys):
     assert "no cluster: no kubeconfig at" in capsys.readouterr().out
 
 
+@pytest.mark.parametrize("content", [b"a: [1, 2\n  b: }\n", bytes(range(256)), b"- 1\n"], ids=["yaml", "binary", "list"])
+def test_malformed_default_kubeconfig_says_so_and_returns_none(content, tmp_path, monkeypatch, capsys):
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    (tmp_path / "kc").write_bytes(content)
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "kc"))
+    assert cl.connect() is None
+    assert f"no cluster: the kubeconfig could not be used (kubeconfig '{tmp_path / 'kc'}'" in capsys.readouterr().out
+
+
 def test_unreachable_server_says_so_and_returns_none(tmp_path, capsys):
     with socket.socket() as s:  # a port nobody listens on
         s.bind(("127.0.0.1", 0))

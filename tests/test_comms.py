@@ -58,6 +58,14 @@ def test_bad_input_is_a_workshop_error(capsys):
         comms.step_time(comms.zero_traffic(10, 2, 3), collective_gbytes_per_s=1, compute_s=0, overlap=1.0)
     with pytest.raises(WorkshopError, match="backend"):
         comms.run_collective_bench(backend="mpi")
+    for bad in ({"sizes_mb": (0,)}, {"sizes_mb": ()}, {"iters": 0}):  # refused before torchrun starts
+        with pytest.raises(WorkshopError, match="sizes-mb|iters"):
+            comms.run_collective_bench(**bad)
+    import torch
+
+    if not torch.cuda.is_available():
+        with pytest.raises(WorkshopError, match="'nccl' needs CUDA GPUs"):
+            comms.run_collective_bench(backend="nccl")
     assert comms.main(["bench", "--backend", "mpi"]) == 2
     assert "error:" in capsys.readouterr().err
 

@@ -126,5 +126,7 @@ def test_cli_json(capsys):
 
 
 def test_cli_bad_input_is_an_error_not_a_traceback(capsys):
-    assert hardware.main(["--sizes", "12x", "--no-bench"]) == 2
-    assert capsys.readouterr().err.startswith("error:")
+    with pytest.raises(SystemExit) as exit_:  # argparse: a usage line, then one error line naming the flag
+        hardware.main(["--sizes", "12x", "--no-bench"])
+    assert exit_.value.code == 2
+    assert "error: argument --sizes: expected comma-separated integers >= 1, got '12x'" in capsys.readouterr().err

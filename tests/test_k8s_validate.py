@@ -174,6 +174,18 @@ def test_crds_folder_override(tmp_path, monkeypatch):
         v.validate_documents(POOL, karpenter="1.8.8")
 
 
+@pytest.mark.parametrize("content, said", [
+    (bytes(range(256)), "is a binary file"),
+    (b"kind: CustomResourceDefinition\nspec: {group: x}\n", "not a valid CustomResourceDefinition manifest (KeyError"),
+    (b"kind: [\n", "not a valid CustomResourceDefinition manifest"),
+], ids=["binary", "no-names", "not-yaml"])
+def test_a_broken_crd_file_is_named_not_a_traceback(content, said, tmp_path):
+    """An added release's files are whatever was imported: a broken one is a WorkshopError naming it."""
+    (tmp_path / "broken.yaml").write_bytes(content)
+    with pytest.raises(WorkshopError, match=f"CRD file '{tmp_path / 'broken.yaml'}'.*{said}".replace("(", r"\(")):
+        v._load_folder(str(tmp_path))
+
+
 def test_ensure_valid_lists_every_problem():
     bad = copy.deepcopy(POOL)
     bad[0]["spec"]["weight"] = "x"

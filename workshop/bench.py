@@ -19,7 +19,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from workshop.errors import WorkshopError, check_choice, check_positive, report
+from workshop.errors import (
+    WorkshopError,
+    check_choice,
+    check_output,
+    check_positive,
+    read_json,
+    read_text,
+    report,
+)
 from workshop.interpret import measured_on
 
 REPO = Path(__file__).resolve().parent.parent
@@ -194,8 +202,8 @@ class BenchConfig:
             check_positive(name, getattr(self, name))
         if self.steps < 3:
             raise WorkshopError(f"steps must be >= 3 (the first, warm-up step is left out of medians), got {self.steps}")
-        if self.dataset is not None and not Path(self.dataset).is_file():
-            raise WorkshopError(f"--dataset {self.dataset!r} is not a file (one sample per line)")
+        if self.dataset is not None:  # its head: a folder, an empty or a binary file fail here
+            read_text(self.dataset, "--dataset", "a UTF-8 text file, one sample per line", limit=1 << 16)
 
     def dataset_path(self) -> Path:
         if self.dataset:
@@ -324,7 +332,7 @@ def load_results(results_dir: str | Path = RESULTS_DIR) -> dict[str, dict]:
     for name in (*BENCHMARKS, *OWN_COMMAND):
         path = Path(results_dir) / f"{name}.json"
         if path.exists():
-            out[name] = json.loads(path.read_text())
+            out[name] = read_json(path, "benchmark result", "a JSON object written by `workshop bench`")
     return out
 
 
@@ -553,6 +561,21 @@ def plot(results: dict[str, dict], images_dir: str | Path) -> list[Path]:
     return [plot_bench_recipes(bars, Path(images_dir) / "bench_recipes.png", machine=measured_on(rec))] if bars else []
 
 
+def _check_paths(a, cfg: BenchConfig) -> None:
+    """The folders and files a run writes, and the stored results the summary reads, judged before any
+    benchmark runs: a wrong path or a damaged result file must not cost a benchmark's minutes."""
+    if a.benchmark == ["summary"] and not Path(cfg.results_dir).is_dir():
+        raise WorkshopError(f"--results-dir {cfg.results_dir!r}: no such folder; expected the benchmarks' JSON results")
+    for flag, path in (("--results-dir", cfg.results_dir), ("--images-dir", cfg.images_dir), ("--out-dir", cfg.out_dir)):
+        check_output(path, flag, folder=True)
+    if a.json_out:
+        check_output(a.json_out, "--json-out")
+    if a.ipex_python and not (Path(a.ipex_python).is_file() and os.access(a.ipex_python, os.X_OK)):
+        raise WorkshopError(f"--ipex-python {a.ipex_python!r} is not an executable file; expected the python of "
+                            "the IPEX environment (environment-ipex.yml)")
+    load_results(cfg.results_dir)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="workshop bench", description=__doc__.split("\n\n")[0])
     p.add_argument("benchmark", nargs="+", help=f"{' | '.join(BENCHMARKS)} | all | summary (several: their "
@@ -583,6 +606,7 @@ def main(argv: list[str] | None = None) -> int:
         cfg = BenchConfig(model=a.model, dataset=a.dataset, steps=a.steps, rounds=a.rounds, nproc=a.nproc,
                           cache_dir=a.cache_dir, out_dir=a.out_dir, results_dir=a.results_dir, images_dir=a.images_dir)
         cfg.validate()
+        _check_paths(a, cfg)
         if "all" in a.benchmark:
             names = list(BENCHMARKS)
         else:

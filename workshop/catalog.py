@@ -41,6 +41,10 @@ _GENERAL_CLASSES = {"c", "m", "r", "i", "x", "z", "u"}
 _AMX_ACCELERATED = {"p5en": "Intel Xeon 4th gen (Sapphire Rapids) host CPU"}
 
 
+class UnknownInstanceType(WorkshopError):
+    """The catalog does not know a type asked for by name (instance_info turns it into a 'did you mean')."""
+
+
 @dataclass(frozen=True)
 class InstanceRow:
     """One instance type, with the few numbers that decide whether a training plan fits."""
@@ -201,13 +205,14 @@ def describe_instance_types(filters=None, *, instance_types=None, region: str = 
     use_aws = source == "aws" or (source == "auto" and has_aws_credentials())
     note = ""
     items = None
+    check_choice("region", region, known_regions("aws" if use_aws else "moto"))
     if use_aws:
         try:
             items = _query_aws(filters, instance_types, region)
             answered = f"aws (live DescribeInstanceTypes, {region})"
         except ClientError as exc:
             if exc.response.get("Error", {}).get("Code") == "InvalidInstanceType":
-                raise WorkshopError(f"unknown instance type: {exc}") from None
+                raise UnknownInstanceType(f"unknown instance type: {exc}") from None
             if source == "aws":
                 raise WorkshopError(f"AWS DescribeInstanceTypes failed: {exc}") from None
             note = f"; AWS call failed ({exc.__class__.__name__})"
@@ -218,10 +223,13 @@ def describe_instance_types(filters=None, *, instance_types=None, region: str = 
     if items is None:
         import moto
 
+        if region not in known_regions("moto"):
+            raise WorkshopError(f"the offline catalog (moto) has no region {region!r}; allowed: "
+                                f"{', '.join(known_regions('moto'))}")
         try:
             items = _query_moto(filters, instance_types, region)
         except ClientError as exc:
-            raise WorkshopError(f"{exc.response.get('Error', {}).get('Message', exc)}") from None
+            raise UnknownInstanceType(f"{exc.response.get('Error', {}).get('Message', exc)}") from None
         why = "no AWS credentials found" if not use_aws else "fallback"
         answered = f"moto {moto.__version__} offline EC2 catalog (mock_aws; {why}{note})"
     rows = sorted((to_row(i) for i in items), key=lambda r: (r.family, r.vcpus, r.memory_gib, r.instance_type))
@@ -229,16 +237,37 @@ def describe_instance_types(filters=None, *, instance_types=None, region: str = 
 
 
 @lru_cache(maxsize=1)
-def known_families() -> tuple[str, ...]:
-    """Every family in moto's bundled catalog: for 'did you mean' hints, without a network call."""
+def known_types() -> tuple[str, ...]:
+    """Every instance type in moto's bundled catalog: for 'did you mean' hints, without a network call."""
     import gzip
 
     import moto
 
     path = os.path.join(os.path.dirname(moto.__file__), "ec2", "resources", "instance_types.json.gz")
     with gzip.open(path, "rt") as fh:
-        names = json.load(fh)
-    return tuple(sorted({split_type(n)[0] for n in names}))
+        return tuple(sorted(json.load(fh)))
+
+
+@lru_cache(maxsize=1)
+def known_families() -> tuple[str, ...]:
+    return tuple(sorted({split_type(n)[0] for n in known_types()}))
+
+
+@lru_cache(maxsize=2)
+def known_regions(source: str) -> tuple[str, ...]:
+    """The regions a source can answer for, offline: botocore's endpoint list (aws), or the regions moto's
+    catalog covers (moto). Checked before any query: an unknown one otherwise ends in a KeyError or an
+    endpoint error deep inside boto3 or moto."""
+    if source == "moto":
+        import moto
+
+        folder = os.path.join(os.path.dirname(moto.__file__), "ec2", "resources", "instance_type_offerings", "region")
+        return tuple(sorted(f.split(".")[0] for f in os.listdir(folder)))
+    import boto3
+
+    session = boto3.session.Session()
+    return tuple(sorted({r for part in session.get_available_partitions()
+                         for r in session.get_available_regions("ec2", partition_name=part)}))
 
 
 def _family_error(pattern: str) -> WorkshopError:
@@ -267,6 +296,12 @@ def list_instances(families=DEFAULT_FAMILIES, *, sizes=None, efa: bool = False, 
         if not any(fnmatch.fnmatchcase(r.family, fam) for r in rows) and \
                 not any(fnmatch.fnmatchcase(f, fam) for f in known_families()):
             raise _family_error(fam)
+    have = {split_type(t)[1] for t in known_types() if any(fnmatch.fnmatchcase(split_type(t)[0], f) for f in families)}
+    for size in sizes or ():  # a size no type of these families has (a typo), not one the EFA filter left out
+        if not any(fnmatch.fnmatchcase(r.size, size) for r in rows) and \
+                not any(fnmatch.fnmatchcase(h, size) for h in have):
+            raise WorkshopError(f"no {'/'.join(families)} instance has size {size!r}; sizes of these families: "
+                                f"{', '.join(sorted(have))}")
     return rows, answered
 
 
@@ -276,7 +311,7 @@ def instance_info(name: str, *, region: str = DEFAULT_REGION, source: str | None
         raise WorkshopError(f"instance type {name!r} should look like 'r7i.48xlarge'")
     try:
         rows, _ = describe_instance_types(instance_types=[name], region=region, source=source)
-    except WorkshopError:
+    except UnknownInstanceType:
         family, _ = split_type(name)
         if family not in known_families():
             raise _family_error(family) from None
@@ -311,7 +346,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true", help="print a JSON list of objects")
     args = parser.parse_args(argv)
     try:
-        if args.instance_type:
+        if args.instance_type is not None:
             rows, answered = [instance_info(args.instance_type, region=args.region, source=args.source)], ""
         elif args.seed_query:
             rows, answered = describe_instance_types(SEED_FILTERS, region=args.region, source=args.source)

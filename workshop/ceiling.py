@@ -34,7 +34,15 @@ from workshop.bench import (
     peaks_for,
     runnable_here,
 )
-from workshop.errors import WorkshopError, check_choice, check_positive, report
+from workshop.errors import (
+    WorkshopError,
+    check_choice,
+    check_output,
+    check_positive,
+    comma_list,
+    read_text,
+    report,
+)
 
 DEVICES = ("cpu", "cuda")
 TARGET_PCT_OF_CEILING = 60.0
@@ -433,12 +441,14 @@ class CeilingConfig:
             check_positive(name, getattr(self, name))
         if self.threads is not None:
             check_positive("threads", self.threads)
+        if self.peak_tflops is not None:
+            check_positive("peak-tflops", self.peak_tflops)
         if self.steps < 3:
             raise WorkshopError(f"steps must be >= 3 (the first, warm-up step is left out of medians), got {self.steps}")
         for n in self.levers:
             check_choice("lever", n, LEVERS)
-        if self.dataset is not None and not Path(self.dataset).is_file():
-            raise WorkshopError(f"--dataset {self.dataset!r} is not a file (one sample per line)")
+        if self.dataset is not None:  # its head: a folder, an empty or a binary file fail here
+            read_text(self.dataset, "--dataset", "a UTF-8 text file, one sample per line", limit=1 << 16)
 
 
 def recipe_args(cfg: CeilingConfig):
@@ -744,7 +754,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--threads", type=int, default=d.threads, help="threads per CPU rank (torch.set_num_threads)")
     p.add_argument("--device", default=d.device, help=" | ".join(DEVICES) + " (cuda: backend nccl, GPU peak)")
     p.add_argument("--peak-tflops", type=float, default=None, help="GPU bf16 peak when its name is not known")
-    p.add_argument("--levers", default=",".join(DEFAULT_LEVERS), help="comma-separated, from: " + ", ".join(LEVERS))
+    p.add_argument("--levers", type=comma_list(choices=LEVERS, noun="levers"), default=",".join(DEFAULT_LEVERS),
+                   help="comma-separated, from: " + ", ".join(LEVERS))
     p.add_argument("--gemm-seconds", type=float, default=d.gemm_seconds, help="time per GEMM in the ceiling probe")
     p.add_argument("--cache-dir", default=d.cache_dir)
     p.add_argument("--out-dir", default=d.out_dir)
@@ -752,13 +763,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--images-dir", default=str(IMAGES_DIR))
     a = p.parse_args(argv)
     try:
-        levers = tuple(n.strip() for n in a.levers.split(",") if n.strip())
+        levers = tuple(a.levers)
         cfg = CeilingConfig(model=a.model, dataset=a.dataset, seq_len=a.seq_len, micro_batch=a.micro_batch,
                             steps=a.steps, rounds=a.rounds, nproc=a.nproc,
                             threads=a.threads if a.device == "cpu" else None, device=a.device, levers=levers,
                             peak_tflops=a.peak_tflops, gemm_seconds=a.gemm_seconds, cache_dir=a.cache_dir,
                             out_dir=a.out_dir)
         cfg.validate()
+        check_output(a.json_out or CEILING_JSON, "--json-out")
+        for flag, path in (("--out-dir", a.out_dir), ("--images-dir", a.images_dir), ("--cache-dir", a.cache_dir)):
+            check_output(path, flag, folder=True)
         if a.device == "cpu":
             from workshop.launch import check_fits
 

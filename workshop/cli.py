@@ -42,8 +42,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     name, rest = argv[0], argv[1:]
     if name not in COMMANDS:
-        print(f"workshop: unknown command {name!r}; choose one of: {', '.join(COMMANDS)}", file=sys.stderr)
-        return 2
+        from workshop.errors import WorkshopError, report
+
+        return report(WorkshopError(f"unknown command {name!r}; allowed: {', '.join(COMMANDS)}"))
     module = importlib.import_module(COMMANDS[name][0])
     return int(module.main(rest) or 0)
 

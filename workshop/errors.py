@@ -1,9 +1,17 @@
-"""One error type for bad input, so every command fails early with the bad value and the allowed ones."""
+"""One error type for bad input, so every command fails early with the bad value and the allowed ones.
+
+The readers below open a path as the kind of file it must be (text, JSON, ...) and turn every way that can
+fail - missing, a folder, unreadable, empty, binary, malformed - into one WorkshopError naming the path.
+"""
 
 from __future__ import annotations
 
+import argparse
+import codecs
+import json
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from pathlib import Path
 
 
 class WorkshopError(ValueError):
@@ -27,3 +35,88 @@ def report(error: WorkshopError) -> int:
     """How every command ends on bad input: one `error: ...` line on stderr and exit code 2, no traceback."""
     print(f"error: {error}", file=sys.stderr)
     return 2
+
+
+# ------------------------------------------------------------------------------------------ files
+
+
+def read_text(path, what: str, expected: str = "a text file", *, limit: int | None = None) -> str:
+    """The UTF-8 text of the file `what` (a flag such as '--dataset', or a noun) names. `limit` reads only
+    that many bytes: enough to tell a text file from a binary one without reading gigabytes."""
+    p = Path(path).expanduser()
+    where = f"{what} {str(path)!r}"
+    if p.is_dir():
+        raise WorkshopError(f"{where} is a folder; expected {expected}")
+    try:
+        with open(p, "rb") as fh:
+            data = fh.read() if limit is None else fh.read(limit)
+    except FileNotFoundError:
+        raise WorkshopError(f"{where}: no such file; expected {expected}") from None
+    except OSError as e:
+        raise WorkshopError(f"{where} cannot be read ({e.strerror or e}); expected {expected}") from None
+    if not data.strip() and (limit is None or len(data) < limit):
+        raise WorkshopError(f"{where} is empty; expected {expected}")
+    try:
+        if b"\0" in data:
+            raise UnicodeError
+        text = codecs.getincrementaldecoder("utf-8")().decode(data, final=limit is None)  # a cut-off last char is fine
+    except UnicodeError:
+        raise WorkshopError(f"{where} is a binary file, not UTF-8 text; expected {expected}") from None
+    return text
+
+
+def read_json(path, what: str, expected: str = "a JSON object", *, kind: type = dict):
+    """The parsed JSON file `what` names, which must be a `kind` (a dict: a JSON object)."""
+    text = read_text(path, what, expected)
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise WorkshopError(f"{what} {str(path)!r} is not JSON ({e.msg} at line {e.lineno} column {e.colno}); "
+                            f"expected {expected}") from None
+    if not isinstance(value, kind):
+        raise WorkshopError(f"{what} {str(path)!r} holds a JSON {type(value).__name__}; expected {expected}")
+    return value
+
+
+def check_output(path, what: str, *, folder: bool = False) -> Path:
+    """Refuse, before any work, an output path that cannot be the file (or folder) it must become: an existing
+    one of the other kind, or a file where a parent folder has to be. Writability is left to the write (a
+    TrainJob's paths are the container's, not this machine's)."""
+    p = Path(path).expanduser()
+    if p.exists() and p.is_dir() != folder:
+        raise WorkshopError(f"{what} {str(path)!r} is {'a file' if folder else 'a folder'}; "
+                            f"expected {'a folder' if folder else 'a file'} path")
+    parent = p.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        raise WorkshopError(f"{what} {str(path)!r} cannot be created: {str(parent)!r} is a file, not a folder")
+    return p
+
+
+# ------------------------------------------------------------------------------------------ argparse types
+
+
+def comma_list(item: Callable = str, *, choices: Iterable | None = None, minimum: float | None = None,
+               noun: str = "values") -> Callable[[str], list]:
+    """An argparse `type=` for 'a,b,c': at least one item, each converted by `item` and checked, so a bad
+    value fails while parsing, with the flag's name (argparse adds it) and the allowed values."""
+    allowed = list(choices) if choices is not None else None
+
+    def parse(text: str) -> list:
+        parts = [x.strip() for x in str(text).split(",") if x.strip()]
+        if not parts:
+            raise argparse.ArgumentTypeError(f"expected comma-separated {noun}, got {text!r}")
+        try:
+            values = [item(x) for x in parts]
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected comma-separated {noun}, got {text!r}") from None
+        for v in values:
+            if allowed is not None and v not in allowed:
+                raise argparse.ArgumentTypeError(f"unknown {v!r} in {text!r}; allowed: {', '.join(map(str, allowed))}")
+            if minimum is not None and v < minimum:
+                raise argparse.ArgumentTypeError(f"{v} in {text!r} is below {minimum}")
+        return values
+
+    return parse
+

@@ -20,7 +20,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 
-from workshop.errors import WorkshopError, check_positive, report
+from workshop.errors import WorkshopError, check_positive, comma_list, report
 
 # FLOPs per cycle per core for the matmul paths that matter here, with where each number comes from.
 # A FLOP is a multiply or an add (an FMA is 2).
@@ -400,32 +400,21 @@ def peak_lines(d: dict, threads: int) -> dict[str, float | None]:
             "AMX peak, same cores": peaks["amx_reference"].tflops}
 
 
-def _int_list(text: str) -> list[int]:
-    try:
-        values = [int(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise WorkshopError(f"expected comma-separated integers, got {text!r}") from None
-    for v in values:
-        check_positive("value", v)
-    return values
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="workshop hw", description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", default="512,1024,2048", help="GEMM sizes n (n x n), comma-separated")
-    parser.add_argument("--threads", default=None, help="thread counts, comma-separated (default: 1,cores)")
+    counts = comma_list(int, minimum=1, noun="integers >= 1")
+    parser.add_argument("--sizes", type=counts, default="512,1024,2048", help="GEMM sizes n (n x n), comma-separated")
+    parser.add_argument("--threads", type=counts, default=None, help="thread counts, comma-separated (default: 1,cores)")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--no-bench", action="store_true", help="detection only")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args(argv)
     try:
-        sizes = _int_list(args.sizes)
-        threads = _int_list(args.threads) if args.threads else None
         check_positive("--repeats", args.repeats)
         d = detect()
         out: dict = {"detect": d, "amx": d["amx"]}
         if not args.no_bench:
-            results = gemm_benchmark(sizes, threads=threads, repeats=args.repeats)
+            results = gemm_benchmark(args.sizes, threads=args.threads, repeats=args.repeats)
             out.update(summarize(d, results))
             out["results"] = [r.as_dict() for r in results]
     except WorkshopError as exc:

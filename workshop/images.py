@@ -37,12 +37,15 @@ def default_images_dir(notebook: Path) -> Path:
 
 def pixel_sizes(paths) -> dict[str, tuple[int, int]]:
     """{file name: (width, height)} of PNG files, read from their headers."""
-    from PIL import Image
+    from PIL import Image, UnidentifiedImageError
 
     sizes = {}
     for path in paths:
-        with Image.open(path) as im:
-            sizes[Path(path).name] = im.size
+        try:
+            with Image.open(path) as im:
+                sizes[Path(path).name] = im.size
+        except (UnidentifiedImageError, OSError) as e:
+            raise WorkshopError(f"{str(path)!r} is not a readable PNG image ({e})") from None
     return sizes
 
 

@@ -29,7 +29,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from workshop.errors import WorkshopError, check_choice, check_positive
+from workshop.errors import WorkshopError, check_choice, check_output, check_positive
 from workshop.errors import report as report_error
 from workshop.logs import METRIC_PREFIX
 from workshop.models import PRESETS
@@ -93,6 +93,14 @@ class NetSimConfig:
         if not re.fullmatch(r"[a-z][a-z0-9]{0,5}", self.prefix):
             raise WorkshopError(f"bad prefix {self.prefix!r}: 1-6 lowercase letters/digits (interface names are short)")
         self.out_dir = Path(self.out_dir)
+        check_output(self.out_dir, "--out-dir", folder=True)
+        if self.module == "workshop.train":  # judged like the launcher does, before any namespace or rank exists
+            from workshop.train import parse_args
+
+            if hasattr(self.train_args, "validate"):
+                self.train_args.validate()
+            else:
+                parse_args(list(self.train_args))
 
 
 # ---------------------------------------------------------------- the namespaces
@@ -509,6 +517,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.cleanup:
             print("deleted:", ", ".join(cleanup_stale()) or "nothing")
             return 0
+        for flag, path in (("--json", args.json), ("--plot", args.plot)):
+            if path:
+                check_output(path, flag)
         cfg = NetSimConfig(nodes=args.nodes, procs_per_node=args.procs_per_node, threads_per_rank=args.threads,
                            rates=args.rates or ["10gbit", "1gbit"], mode=args.mode, subnet=args.subnet,
                            out_dir=Path(args.out_dir), timeout_s=args.timeout,

@@ -8,13 +8,14 @@ the notebook and the cell.
 from __future__ import annotations
 
 import argparse
+import ast
 import json
 import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from workshop.errors import WorkshopError, report
+from workshop.errors import WorkshopError, check_output, report
 
 REPO = Path(__file__).resolve().parent.parent
 NOTEBOOKS = REPO / "notebooks"
@@ -36,7 +37,7 @@ def notebooks(only: list[str] | None = None, folder: Path = NOTEBOOKS) -> list[P
     found = sorted(folder.glob("[0-9][0-9]_*.ipynb"))
     if only:
         picked = [p for p in found if any(p.name.startswith(o) for o in only)]
-        unknown = [o for o in only if not any(p.name.startswith(o) for p in found)]
+        unknown = [o for o in only if not o.strip() or not any(p.name.startswith(o) for p in found)]  # '' matches all
         if unknown:
             raise WorkshopError(f"no notebook matches {unknown}; available: {', '.join(p.stem for p in found)}")
         found = picked
@@ -72,15 +73,43 @@ def declared_parameters(path: Path) -> dict:
     return dict(pm.inspect_notebook(str(path)))
 
 
+_KINDS = {bool: "true or false", int: "an integer", float: "a number", str: "a string", list: "a JSON list"}
+
+
+def _fits(value, default) -> bool:
+    """Whether a `-p` value (as parse_value read it) has the kind of the parameter's default; a default of
+    None or an expression says nothing. An int is a fine float; a bool is no int."""
+    if type(default) not in _KINDS:
+        return True
+    if isinstance(default, (bool, int)):
+        return type(value) is type(default)
+    if isinstance(default, float):
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    return isinstance(value, type(default))
+
+
 def check_overrides(paths: list[Path], overrides: dict) -> None:
-    """Refuse, before anything runs, a `-p` name that none of the selected notebooks declares."""
-    declared = {name: [p.stem[:2] for p in paths if name in declared_parameters(p)]
-                for name in {n for p in paths for n in declared_parameters(p)}}
+    """Refuse, before anything runs, a `-p` name that none of the selected notebooks declares, and a value
+    of another kind than the notebook's default (`-p nodes two`), which would fail only in a cell."""
+    params = {p: declared_parameters(p) for p in paths}
+    declared = {name: [p.stem[:2] for p in paths if name in params[p]] for name in {n for ps in params.values() for n in ps}}
     unknown = sorted(set(overrides) - set(declared))
     if unknown:
         listing = "; ".join(f"{n} ({', '.join(nbs)})" for n, nbs in sorted(declared.items()))
         raise WorkshopError(f"parameter {', '.join(map(repr, unknown))} is declared by none of the selected "
                             f"notebooks; declared: {listing}")
+    for name, value in overrides.items():
+        for path in (p for p in paths if name in params[p]):
+            text = params[path][name].get("default")
+            try:
+                default = ast.literal_eval(text)
+            except (ValueError, SyntaxError, TypeError):
+                continue
+            if not _fits(value, default):
+                hint = " (quote a string JSON would read as something else, e.g. -p NAME '\"2.3\"')" \
+                    if isinstance(default, str) else ""
+                raise WorkshopError(f"-p {name} {json.dumps(value)}: {path.stem} declares {name} = {text}, so it "
+                                    f"takes {_KINDS[type(default)]}{hint}")
 
 
 def ipc_kernel_manager(socket_dir: str):
@@ -137,6 +166,7 @@ def run_workbook(out: str | Path = "out", only: list[str] | None = None, overrid
                  echo=print, folder: Path = NOTEBOOKS, stop_on_failure: bool = False) -> list[NotebookRun]:
     todo = notebooks(only, folder)
     check_overrides(todo, overrides or {})
+    check_output(out, "--out", folder=True)
     out = Path(out).resolve()
     (out / "images").mkdir(parents=True, exist_ok=True)
     runs: list[NotebookRun] = []

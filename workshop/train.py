@@ -24,7 +24,15 @@ from dataclasses import asdict, dataclass, field
 from datetime import timedelta
 from pathlib import Path
 
-from workshop.errors import WorkshopError, check_choice, check_positive, report
+from workshop.errors import (
+    WorkshopError,
+    check_choice,
+    check_output,
+    check_positive,
+    read_json,
+    read_text,
+    report,
+)
 from workshop.guard import NumericsGuard, check_deepspeed, versions
 from workshop.logs import METRIC_PREFIX
 from workshop.models import PRESETS, resolve_source
@@ -108,6 +116,8 @@ class TrainArgs:
         if not self.dist_timeout_min <= DIST_TIMEOUT_MAX_MIN:  # inf too
             raise WorkshopError(f"dist-timeout-min {self.dist_timeout_min!r} is longer than a week; allowed: "
                                 f"minutes > 0 and <= {DIST_TIMEOUT_MAX_MIN}")
+        for name in ("min_chars", "save_steps", "seed"):
+            check_positive(name.replace("_", "-"), getattr(self, name), allow_zero=True)
         if self.threads is not None:
             check_positive("threads", self.threads)
         if self.ddp_bucket_mb is not None:
@@ -125,7 +135,8 @@ class TrainArgs:
             raise WorkshopError(f"--offload-param needs --zero-stage 3, got {self.zero_stage}")
         if self.engine == "ddp" and (self.offload_param or self.offload_optimizer):
             raise WorkshopError("offload flags need --engine deepspeed (DDP keeps everything on each rank)")
-        resolve_source(self.model)  # preset, local directory or hub id; else names all three
+        if resolve_source(self.model).kind == "local":  # preset, local directory or hub id; else names all three
+            read_json(Path(self.model).expanduser() / "config.json", "--model", "a checkpoint folder's config.json")
         context = PRESETS[self.model].config.get("max_position_embeddings") if self.model in PRESETS else None
         if context and self.seq_len > context:
             raise WorkshopError(f"seq-len {self.seq_len} is longer than {self.model}'s context of {context} tokens; "
@@ -133,6 +144,8 @@ class TrainArgs:
         if not isinstance(self.extra_ds, dict):
             raise WorkshopError(f"extra-ds must be a JSON object such as '{{\"overlap_comm\": true}}', "
                                 f"got {self.extra_ds!r}")
+        check_output(self.output_dir, "--output-dir", folder=True)
+        check_output(self.cache_dir, "--cache-dir", folder=True)
         if self.resume:
             _check_resumable(Path(self.output_dir))
         if self.save_total_limit is not None:
@@ -141,12 +154,22 @@ class TrainArgs:
             from workshop.outputs import parse_s3_uri
 
             parse_s3_uri(self.sync_to)
-        if self.dataset not in ("local", "wikitext") and not Path(self.dataset).is_file():
-            raise WorkshopError(f"dataset {self.dataset!r} is not 'local', 'wikitext' or an existing text file")
+        if self.dataset not in ("local", "wikitext"):  # its head: a folder, an empty or a binary file fail here
+            read_text(self.dataset, "--dataset", "'local', 'wikitext' or a UTF-8 text file, one sample a line",
+                      limit=1 << 16)
         required = ["torch", "transformers", "datasets", "accelerate"] + (["deepspeed"] if self.engine == "deepspeed" else [])
         missing = [m for m in required if importlib.util.find_spec(m) is None]
         if missing:
             raise WorkshopError(f"missing packages: {', '.join(missing)}; install the workbook with `pip install -e .`")
+        check_choice("--optimizer", self.optimizer, optimizer_names())
+
+
+def optimizer_names() -> list[str]:
+    """The `optim` names transformers' TrainingArguments accepts: an unknown one is refused here, before any
+    rank starts, instead of inside every rank once the process group is up."""
+    from transformers.training_args import OptimizerNames
+
+    return [o.value for o in OptimizerNames]
 
 
 def _check_resumable(out: Path) -> None:

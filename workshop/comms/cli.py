@@ -13,7 +13,8 @@ from workshop.comms.collectives import SIZES_MB, _worker, netsim_collective_benc
 from workshop.comms.local import local_comparison, netsim_check
 from workshop.comms.model import overlap_sweep, seed_checks, seed_comparison, seed_traffic
 from workshop.comms.zero3_calls import _count_worker
-from workshop.errors import WorkshopError, report
+from workshop.errors import WorkshopError, check_output, check_positive, read_json, report
+from workshop.models import PRESETS
 from workshop.topology import SeedWorkload
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -30,10 +31,17 @@ def model_report(overlap: float = 0.0, efa_per_pod: int = 1) -> dict:
             "overlap_sweep": overlap_sweep()}
 
 
-def _write(result: dict, path: Path) -> Path:
+def _merged_into(path: Path) -> dict:
+    """What --out already holds (results are merged into it), read before any part runs: a file that is not
+    a JSON object would otherwise fail only after minutes of benchmarks."""
+    check_output(path, "--out")
+    return read_json(path, "--out", "a JSON object (results are merged into it)") if Path(path).exists() else {}
+
+
+def _write(result: dict, path: Path, old: dict | None = None) -> Path:
     path = Path(path)
+    old = _merged_into(path) if old is None else old
     path.parent.mkdir(parents=True, exist_ok=True)
-    old = json.loads(path.read_text()) if path.exists() else {}
     from workshop.guard import versions
 
     path.write_text(json.dumps({**old, **result, "versions": versions()}, indent=2, default=str))
@@ -52,7 +60,8 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument("--sizes-mb", type=float, nargs="+", default=list(SIZES_MB))
     b.add_argument("--iters", type=int, default=5)
     loc = sub.add_parser("local", help="bench + local ZeRO-3 step times vs the model")
-    loc.add_argument("--models", nargs="+", default=["tiny", "small"])
+    loc.add_argument("--models", nargs="+", default=["tiny", "small"], choices=list(PRESETS), metavar="PRESET",
+                     help=f"presets, from: {', '.join(PRESETS)}")
     loc.add_argument("--steps", type=int, default=10)
     ns = sub.add_parser("netsim", help="bench inside chapter 05's rate-capped namespaces; check its step times")
     ns.add_argument("--rates", nargs="+", default=["10gbit", "1gbit"])
@@ -70,6 +79,14 @@ def main(argv: list[str] | None = None) -> int:
         return _count_worker(argv[1:])
     a = _parser().parse_args(argv)
     try:
+        old = _merged_into(a.out)
+        check_positive("--efa-per-pod", getattr(a, "efa_per_pod", 1))
+        check_positive("--steps", getattr(a, "steps", 1))
+        check_positive("--iters", getattr(a, "iters", 1))
+        if a.cmd == "netsim":  # read before the namespaces are made and the benchmark runs
+            if not Path(a.netsim_json).exists():
+                raise WorkshopError(f"{a.netsim_json} not found: run `python -m workshop netsim --json {a.netsim_json}` first")
+            measured = read_json(a.netsim_json, "--netsim-json", "the JSON report of `workshop netsim --json`")
         if a.cmd == "model":
             res = {"model": model_report(a.overlap, a.efa_per_pod)}
             c = res["model"]["checks"]
@@ -81,10 +98,8 @@ def main(argv: list[str] | None = None) -> int:
             for op, f in res["bench"]["fit"].items():
                 print(f"{op:15s} {f['gbytes_per_s']:.2f} GB/s  latency {f['alpha_s'] * 1e3:.2f} ms")
         elif a.cmd == "netsim":
-            if not Path(a.netsim_json).exists():
-                raise WorkshopError(f"{a.netsim_json} not found: run `python -m workshop netsim --json {a.netsim_json}` first")
             bench = netsim_collective_bench(a.rates)
-            check = netsim_check(bench, json.loads(Path(a.netsim_json).read_text()))
+            check = netsim_check(bench, measured)
             res = {"netsim": {"bench": bench, **check}}
             for r in check["rows"]:
                 print(f"{r['rate']:8s} measured {r['measured_s']:.3f} s  model {r['predicted_s']:.3f} s "
@@ -97,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
             for r in rows:
                 print(f"{r['model']:6s} offload={r['offload']!s:5s} predicted {r['predicted_s']:.3f} s "
                       f"measured {r['measured_s']:.3f} s ({r['error']:+.0%})")
-        print(f"wrote {_write(res, Path(a.out))}")
+        print(f"wrote {_write(res, Path(a.out), old)}")
     except WorkshopError as e:
         return report(e)
     return 0

@@ -130,8 +130,18 @@ def run_collective_bench(*, backend: str = "gloo", sizes_mb=SIZES_MB, ops=OPS, n
     """All-reduce / all-gather / reduce-scatter over message sizes: gloo on CPU, nccl on GPUs."""
     check_choice("backend", backend, ("gloo", "nccl"))
     check_positive("nproc", nproc)
+    check_positive("iters", iters)
+    if not sizes_mb:
+        raise WorkshopError("give at least one message size (--sizes-mb)")
+    for size in sizes_mb:
+        check_positive("--sizes-mb value", size)
     for op in ops:
         check_choice("collective", op, OPS)
+    if backend == "nccl":  # else every rank fails inside torchrun
+        import torch
+
+        if not torch.cuda.is_available():
+            raise WorkshopError("backend 'nccl' needs CUDA GPUs and none is visible; use --backend gloo")
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "bench.json"
         args = ["-m", "workshop.comms", "_worker", "--backend", backend, "--iters", str(iters), "--out", str(out),

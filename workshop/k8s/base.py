@@ -88,6 +88,28 @@ def load_yaml_docs(text: str) -> list:
     return [_plain(d) for d in yaml.load_all(text, Loader=loader) if d is not None]
 
 
+def read_yaml_docs(path, what: str = "manifest file", expected: str = "a YAML manifest of Kubernetes objects") -> list:
+    """The documents of a YAML file, each a mapping (a Kubernetes object): a file that is missing, a folder,
+    empty, binary, not YAML or holds something else is one WorkshopError naming the path, not a traceback."""
+    from workshop.errors import WorkshopError, read_text
+
+    text = read_text(path, what, expected)
+    try:
+        docs = load_yaml_docs(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1} column {mark.column + 1}" if mark else ""
+        raise WorkshopError(f"{what} {str(path)!r} is not YAML ({getattr(exc, 'problem', None) or exc}{where}); "
+                            f"expected {expected}") from None
+    if not docs:
+        raise WorkshopError(f"{what} {str(path)!r} holds no YAML documents; expected {expected}")
+    for i, doc in enumerate(docs, 1):
+        if not isinstance(doc, dict):
+            raise WorkshopError(f"{what} {str(path)!r}: document {i} is a {type(doc).__name__}, not a mapping; "
+                                f"expected {expected}")
+    return docs
+
+
 def diff_yaml(old_docs: Iterable[dict], new_docs: Iterable[dict], *, old_name: str = "before",
               new_name: str = "after") -> str:
     """Unified diff of two manifest sets as rendered YAML: what a reviewer would see in a pull request."""

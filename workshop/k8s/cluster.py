@@ -382,12 +382,13 @@ def connect(*, kubeconfig: str | None = None, context: str | None = None, timeou
                 say(f"no cluster: no kubeconfig at {path} (and not running inside a pod); continuing offline")
                 return None
             path = os.path.expanduser(path)
+            check_kubeconfig(path)
             config.load_kube_config(config_file=path, context=context, client_configuration=cfg)
             contexts, active = config.list_kube_config_contexts(config_file=path)
             chosen = next((c for c in contexts if c.get("name") == context), active) if context else active
             user = ((chosen or {}).get("context") or {}).get("user", "")
             where = f"kubeconfig {path}" + (f" context {context}" if context else "")
-    except config.ConfigException as exc:
+    except (config.ConfigException, WorkshopError) as exc:
         say(f"no cluster: the kubeconfig could not be used ({exc}); continuing offline")
         return None
     cfg.retries = retries()
@@ -405,8 +406,18 @@ def connect(*, kubeconfig: str | None = None, context: str | None = None, timeou
     return cluster
 
 
+def check_kubeconfig(path, what: str = "kubeconfig") -> None:
+    """A kubeconfig must be one YAML mapping: anything else (a folder, binary, not YAML, a list) is a
+    WorkshopError naming the path, before the kubernetes client fails on it with a traceback."""
+    from workshop.k8s.base import read_yaml_docs
+
+    docs = read_yaml_docs(path, what, "a kubeconfig: one YAML mapping")
+    if len(docs) != 1:
+        raise WorkshopError(f"{what} {str(path)!r} holds {len(docs)} YAML documents; expected one mapping")
+
+
 def main(argv: list[str] | None = None) -> int:
-    from workshop.k8s.base import load_yaml_docs
+    from workshop.k8s.base import read_yaml_docs
 
     parser = argparse.ArgumentParser(prog="workshop cluster", description=__doc__.split("\n")[0])
     parser.add_argument("--kubeconfig")
@@ -429,15 +440,23 @@ def main(argv: list[str] | None = None) -> int:
     p_del.add_argument("files", nargs="+")
     args = parser.parse_args(argv)
     try:
+        # every input is judged before any connection: a bad file or value never reaches a cluster
+        if args.kubeconfig is not None:
+            check_kubeconfig(args.kubeconfig, "--kubeconfig")
         docs = []
         for f in getattr(args, "files", None) or []:
-            if not Path(f).is_file():
-                raise WorkshopError(f"manifest file {f!r} not found")
-            docs += load_yaml_docs(Path(f).read_text())
-        if args.action == "apply":  # judged before any connection: a bad manifest never reaches a cluster
+            for i, doc in enumerate(read_yaml_docs(f), 1):
+                if not doc.get("kind") or not isinstance(doc.get("metadata"), dict) or not doc["metadata"].get("name"):
+                    raise WorkshopError(f"manifest file {f!r}: document {i} has no kind or no metadata.name")
+                docs.append(doc)
+        if args.action == "apply":
             from workshop.k8s.validate import ensure_valid
 
             ensure_valid(docs)
+            if not args.field_manager or len(args.field_manager) > 128:
+                raise WorkshopError(f"--field-manager {args.field_manager!r} must be 1-128 characters")
+        if args.action == "watch":
+            check_positive("--timeout", args.timeout)
         cluster = connect(kubeconfig=args.kubeconfig, context=args.context)
         if cluster is None:
             return 1

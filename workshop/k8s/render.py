@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from workshop.errors import WorkshopError, report
+from workshop.errors import WorkshopError, check_output, report
 from workshop.k8s import karpenter
 from workshop.k8s.base import to_yaml
 from workshop.k8s.validate import DEFAULT_KARPENTER, DEFAULT_TRAINER, ensure_valid
@@ -108,6 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--check", action="store_true", help="write nothing; exit 1 if any file differs")
     args = parser.parse_args(argv)
     try:
+        check_output(args.out, "--out", folder=True)
         if args.check:
             stale = drift(args.out)
             for name in stale:

@@ -42,7 +42,7 @@ import celpy.celtypes as ct
 import yaml
 from jsonschema import Draft4Validator, ValidationError, validators
 
-from workshop.errors import WorkshopError, report
+from workshop.errors import WorkshopError, read_text, report
 from workshop.k8s import cel_ext, crds
 from workshop.k8s.base import load_yaml_docs
 
@@ -96,13 +96,18 @@ def _load_folder(folder: str) -> dict[str, CRD]:
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     crds = {}
     for path in sorted(Path(folder).glob("*.yaml")):
-        for doc in yaml.load_all(path.read_text(), Loader=loader):
-            if not isinstance(doc, dict) or doc.get("kind") != "CustomResourceDefinition":
-                continue
-            spec = doc["spec"]
-            versions = {v["name"]: v["schema"]["openAPIV3Schema"] for v in spec["versions"] if v.get("served")}
-            crds[spec["names"]["kind"]] = CRD(spec["names"]["kind"], spec["group"], versions,
-                                              spec.get("scope", "Namespaced"), path.name)
+        text = read_text(path, "CRD file", "a YAML file of CustomResourceDefinitions")
+        try:  # an added (unpinned) release's files are whatever was imported: say which one is broken
+            for doc in yaml.load_all(text, Loader=loader):
+                if not isinstance(doc, dict) or doc.get("kind") != "CustomResourceDefinition":
+                    continue
+                spec = doc["spec"]
+                versions = {v["name"]: v["schema"]["openAPIV3Schema"] for v in spec["versions"] if v.get("served")}
+                crds[spec["names"]["kind"]] = CRD(spec["names"]["kind"], spec["group"], versions,
+                                                  spec.get("scope", "Namespaced"), path.name)
+        except (yaml.YAMLError, KeyError, TypeError, AttributeError) as exc:
+            raise WorkshopError(f"CRD file {str(path)!r} is not a valid CustomResourceDefinition manifest "
+                                f"({type(exc).__name__}: {exc}); import or fetch that release again") from None
     return crds
 
 
@@ -694,9 +699,8 @@ def validate_yaml(text: str, *, karpenter: str | None = None, trainer: str | Non
 def judge_files(paths, *, karpenter: str | None = None, trainer: str | None = None) -> list[Verdict]:
     verdicts = []
     for path in map(Path, paths):
-        if not path.is_file():
-            raise WorkshopError(f"manifest file {str(path)!r} not found")
-        docs, problems = _load(path.read_text(), str(path))
+        text = read_text(path, "manifest file", "a YAML manifest")  # YAML itself is judged below, as a problem
+        docs, problems = _load(text, str(path))
         if problems:
             verdicts.append(Verdict(str(path), "core", problems=problems))
         else:
@@ -725,6 +729,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rules", action="store_true", help="list every CEL rule and whether it is evaluated")
     args = parser.parse_args(argv)
     try:
+        for family, version in (("karpenter", args.karpenter), ("trainer", args.trainer)):
+            if version is not None:  # '' is falsy below: it would silently mean "every release"
+                crds.release(family, version)
         if args.rules:
             for info in rule_inventory(karpenter=args.karpenter or DEFAULT_KARPENTER,
                                        trainer=args.trainer or DEFAULT_TRAINER):

@@ -11,7 +11,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from workshop.errors import WorkshopError, check_choice
+from workshop.errors import WorkshopError, check_choice, read_json
 
 DTYPES = ("bf16", "fp32")
 GB = 1e9
@@ -102,17 +102,14 @@ def verify_checkpoint(path: str | Path) -> CheckpointInfo:
 
     root = Path(path)
     if not root.is_dir():
-        raise WorkshopError(f"checkpoint directory {str(root)!r} does not exist; write one with "
-                            "`python -m workshop load checkpoint --out DIR`")
-    cfg_file = root / "config.json"
-    if not cfg_file.exists():
-        raise WorkshopError(f"{cfg_file} is missing: not a transformers checkpoint")
+        raise WorkshopError(f"checkpoint directory {str(root)!r} {'is a file' if root.exists() else 'does not exist'}; "
+                            "write one with `python -m workshop load checkpoint --out DIR`")
+    config = read_json(root / "config.json", "checkpoint config", "a transformers checkpoint's config.json")
     index_file = root / "model.safetensors.index.json"
     if index_file.exists():
-        try:
-            weight_map = json.loads(index_file.read_text())["weight_map"]
-        except (ValueError, KeyError) as exc:
-            raise WorkshopError(f"{index_file} is not a valid safetensors index: {exc}") from None
+        weight_map = read_json(index_file, "safetensors index", "a JSON object with a weight_map").get("weight_map")
+        if not isinstance(weight_map, dict) or not all(isinstance(v, str) for v in weight_map.values()):
+            raise WorkshopError(f"{index_file} is not a valid safetensors index: no weight_map of tensor -> file")
         shards = sorted(set(weight_map.values()))
     elif (root / "model.safetensors").exists():
         weight_map, shards = None, ["model.safetensors"]
@@ -145,7 +142,7 @@ def verify_checkpoint(path: str | Path) -> CheckpointInfo:
     if weight_map is not None and set(weight_map) != seen:
         missing = sorted(set(weight_map) - seen)[:3]
         raise WorkshopError(f"index lists tensors not found in the shards, e.g. {missing}")
-    model_type = json.loads(cfg_file.read_text()).get("model_type", "?")
+    model_type = config.get("model_type", "?")
     dtype = "bf16" if dtypes == {"BF16"} else "fp32" if dtypes == {"F32"} else ",".join(sorted(dtypes))
     return CheckpointInfo(str(root), shards, numel, nbytes, dtype, model_type)
 

@@ -6,11 +6,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 from dataclasses import asdict
 from pathlib import Path
 
-from workshop.errors import WorkshopError, report
+from workshop.errors import WorkshopError, check_output, comma_list, report
 from workshop.loading.checkpoint import DTYPES, checkpoint_preset, verify_checkpoint, write_checkpoint
 from workshop.loading.experiment import bench, format_table, run_experiment, summarize
 from workshop.loading.pitfalls import run_pitfall_here
@@ -18,11 +19,12 @@ from workshop.loading.worker import METHODS, run_worker
 from workshop.shm import release_shm_buffers
 
 
-def _int_list(text: str) -> list[int]:
-    try:
-        return [int(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise WorkshopError(f"ranks must be comma-separated integers, got {text!r}") from None
+def _shard_size(text: str) -> str:
+    """A shard size save_pretrained accepts (200MB, 2GB; KB, MB, GB, TB), checked before a model is built."""
+    m = re.fullmatch(r"(\d+(?:\.\d+)?)\s*[kmgt]b", text.strip(), re.IGNORECASE)
+    if not m or float(m.group(1)) <= 0:
+        raise argparse.ArgumentTypeError(f"expected a size such as 200MB or 2GB (KB, MB, GB, TB), got {text!r}")
+    return text
 
 
 def _bool(text: str) -> bool:
@@ -32,25 +34,27 @@ def _bool(text: str) -> bool:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="workshop load", description="Sharded loading, measured: naive vs meta device vs ZeRO-3 partitioned construction.")
     sub = parser.add_subparsers(dest="cmd", required=True)
+    ranks = comma_list(int, minimum=1, noun="integers >= 1")
+    methods = comma_list(choices=METHODS, noun="methods")
     c = sub.add_parser("checkpoint", help="write a sharded safetensors checkpoint of a preset (random weights)")
     c.add_argument("--model", default="tiny", help="preset name (tiny, small, medium, ...)")
     c.add_argument("--out", required=True, help="directory to write")
     c.add_argument("--dtype", default="bf16", choices=DTYPES)
-    c.add_argument("--max-shard-size", default="200MB")
+    c.add_argument("--max-shard-size", type=_shard_size, default="200MB")
     r = sub.add_parser("run", help="load a checkpoint every way on 1..N ranks and print the table")
     r.add_argument("--checkpoint", required=True)
-    r.add_argument("--methods", default=",".join(METHODS))
-    r.add_argument("--ranks", default="1,2", help="world sizes, comma separated")
+    r.add_argument("--methods", type=methods, default=",".join(METHODS), help=f"from: {', '.join(METHODS)}")
+    r.add_argument("--ranks", type=ranks, default="1,2", help="world sizes, comma separated")
     r.add_argument("--out-dir", default="out/loading")
     r.add_argument("--json-out", help="also write the rows here")
     b = sub.add_parser("bench", help="the benchmark: write the checkpoint, run everything, write JSON")
     b.add_argument("--json-out", required=True)
     b.add_argument("--model", default="medium")
-    b.add_argument("--ranks", default="1,2")
-    b.add_argument("--methods", default=",".join(METHODS))
+    b.add_argument("--ranks", type=ranks, default="1,2", help="world sizes, comma separated")
+    b.add_argument("--methods", type=methods, default=",".join(METHODS), help=f"from: {', '.join(METHODS)}")
     b.add_argument("--work-dir", help="checkpoint + run logs (default ~/.cache/workshop/loading)")
     b.add_argument("--dtype", default="bf16", choices=DTYPES)
-    b.add_argument("--max-shard-size", default="200MB")
+    b.add_argument("--max-shard-size", type=_shard_size, default="200MB")
     v = sub.add_parser("verify", help="check a checkpoint's config, index and shards")
     v.add_argument("--checkpoint", required=True)
     w = sub.add_parser("worker", help="(internal) one rank of one method; run under torchrun")
@@ -68,14 +72,18 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         if args.cmd == "checkpoint":
+            check_output(args.out, "--out", folder=True)
             path = write_checkpoint(args.out, args.model, dtype=args.dtype, max_shard_size=args.max_shard_size)
             print(json.dumps(asdict(verify_checkpoint(path))))
         elif args.cmd == "verify":
             print(json.dumps(asdict(verify_checkpoint(args.checkpoint))))
         elif args.cmd in ("run", "bench"):
-            methods = [m.strip() for m in args.methods.split(",") if m.strip()]
-            ranks = _int_list(args.ranks)
+            methods, ranks = args.methods, args.ranks
+            if args.json_out:  # the rows are written at the end: a wrong path must not cost the whole run
+                check_output(args.json_out, "--json-out")
             if args.cmd == "bench":
+                if args.work_dir:
+                    check_output(args.work_dir, "--work-dir", folder=True)
                 res = bench(args.json_out, model=args.model, world_sizes=ranks, methods=methods,
                             work_dir=args.work_dir, dtype=args.dtype, max_shard_size=args.max_shard_size)
                 print(format_table(res["rows"]))
