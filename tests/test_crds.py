@@ -155,6 +155,12 @@ def test_import_checks_pinned_digests_and_records_added_releases(tmp_path, empty
     (bad / "trainer.kubeflow.org_trainjobs.yaml").write_text("kind: Nope\n")
     with pytest.raises(WorkshopError, match=r"refused 1 file.*kubeflow-trainer-v2.3.0/trainer.kubeflow.org_trainjobs"):
         crds.import_dir(tmp_path / "bad")
+    junk = tmp_path / "junk" / "karpenter-aws-v1.11.0"  # an added release has no digest: it must at least be CRDs
+    shutil.copytree(crds.SHIPPED / "karpenter-aws-v1.14.1", junk)
+    (junk / "karpenter.sh_nodepools.yaml").write_bytes(b"\x00\xff binary")
+    with pytest.raises(WorkshopError, match=r"refused 1 file.*karpenter-aws-v1.11.0/karpenter.sh_nodepools.yaml"):
+        crds.import_dir(tmp_path / "junk")
+    assert "1.11.0" not in crds.versions("karpenter")
     (tmp_path / "nothing").mkdir()
     with pytest.raises(WorkshopError, match="no complete release folder found"):
         crds.import_dir(tmp_path / "nothing")

@@ -239,6 +239,21 @@ def folder(family: str, version: str, *, fetch_if_missing: bool = True) -> Path:
                       f"{ADD.format(family=family)}")
 
 
+def _not_a_crd(name: str, data: bytes) -> str | None:
+    """Why a file of an added release (no pinned digest to check) is not a CustomResourceDefinition, or None.
+    Runtimes (runtimes/*.yaml) are manifests of other kinds and only need to be YAML."""
+    import yaml
+
+    try:
+        docs = [d for d in yaml.safe_load_all(data.decode()) if d is not None]
+    except (UnicodeDecodeError, yaml.YAMLError) as e:
+        return f"{name} is not YAML text ({type(e).__name__})"
+    if not name.startswith("runtimes/") and not any(
+            isinstance(d, dict) and d.get("kind") == "CustomResourceDefinition" for d in docs):
+        return f"{name} holds no CustomResourceDefinition"
+    return None
+
+
 def _write(path: Path, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}")
@@ -284,6 +299,8 @@ def fetch(rels, *, base_url: str | None = None, timeout: float = 30, quiet: bool
             if digest and _sha256(data) != digest:
                 raise CRDsMissing(f"{url} does not match its pinned sha256 {digest[:12]}… (got "
                                   f"{_sha256(data)[:12]}…): refused, nothing written")
+            if not digest and (why := _not_a_crd(name, data)):
+                raise CRDsMissing(f"{url}: {why}; refused, nothing written")
             got[name] = data
         for name, data in got.items():  # all downloaded and checked before the first write
             _write(cache_dir() / rel.folder / name, data)
@@ -309,7 +326,8 @@ def import_dir(src: str | Path) -> list[str]:
             if missing(rel, src):
                 continue
             datas = {name: (sub / name).read_bytes() for name, _, _ in rel.files}
-            bad = [f"{rel.folder}/{n}" for n, _, d in rel.files if d and _sha256(datas[n]) != d]
+            bad = [f"{rel.folder}/{n}" for n, _, d in rel.files
+                   if (d and _sha256(datas[n]) != d) or (not d and _not_a_crd(n, datas[n]))]
             if bad:
                 refused += bad
                 continue
@@ -321,7 +339,8 @@ def import_dir(src: str | Path) -> list[str]:
             if not rel.pinned:
                 _record_digests(rel, {n: _sha256(d) for n, d in datas.items()})
     if refused:
-        raise WorkshopError(f"refused {len(refused)} file(s) whose sha256 differs from the pinned release: "
+        raise WorkshopError(f"refused {len(refused)} file(s) (a pinned release's sha256 differs, or an added "
+                            "release's file is not a CRD): "
                             f"{', '.join(refused)}; {len(written)} imported")
     if not written:
         raise WorkshopError(f"no complete release folder found under {src}; expected e.g. "
