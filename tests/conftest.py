@@ -44,7 +44,7 @@ def repo() -> Path:
 def kit_cache(tmp_path_factory) -> Path:
     """One corpus + tokenizer cache for the whole test session (building it takes a few seconds)."""
     path = Path(os.environ.get("WORKSHOP_TEST_CACHE", tmp_path_factory.mktemp("kit")))
-    from workshop.data import local_kit
+    from workshop.train.data import local_kit
 
     local_kit(path)
     return path

@@ -1,13 +1,16 @@
-"""workshop.bench: the statistics, interleaving and MFU math, the verdicts, and one tiny real interleaved run."""
+"""workshop.experiments.bench: the statistics, interleaving and MFU math, the verdicts, and one tiny real interleaved run."""
 
 import json
 import sys
 
 import pytest
 
-from workshop import bench
-from workshop.bench import BenchConfig, Stats, Variant
+from workshop import paths
 from workshop.errors import WorkshopError
+from workshop.experiments import bench
+from workshop.experiments.bench import BenchConfig
+from workshop.experiments.measure import Stats
+from workshop.experiments.recipes import Variant
 
 
 def test_stats_median_spread_and_empty():
@@ -68,33 +71,33 @@ def test_corpus_stats_counts_padding_waste(tmp_path):
     assert s["padding_efficiency"] == pytest.approx(0.55)
 
 
-def test_seed_variant_matches_the_seed_recipe():
+def test_original_variant_matches_the_original_recipe():
     from workshop.train import parse_args
 
-    v = bench.VARIANTS["seed"]
-    args = parse_args(bench.variant_argv(v, BenchConfig(dataset=__file__), bench.REPO / "out" / "x"))
+    v = bench.VARIANTS["original"]
+    args = parse_args(bench.variant_argv(v, BenchConfig(dataset=__file__), paths.REPO / "out" / "x"))
     assert (args.zero_stage, args.offload_param, args.offload_optimizer) == (3, True, True)
     assert (args.micro_batch, args.grad_accum, args.seq_len, args.packing) == (1, 4, 512, False)
     assert args.min_chars == 11 and args.precision == "bf16" and args.extra_ds["overlap_comm"] is True
-    w = parse_args(bench.variant_argv(bench.VARIANTS["workbook"], BenchConfig(dataset=__file__), bench.REPO / "x"))
+    w = parse_args(bench.variant_argv(bench.VARIANTS["workbook"], BenchConfig(dataset=__file__), paths.REPO / "x"))
     assert w.packing and w.precision == "bf16" and not w.offload_param
     assert w.engine == "ddp" and w.master_weights  # bf16 weights with fp32 masters, not autocast
-    f = parse_args(bench.variant_argv(bench.VARIANTS["workbook_fp32"], BenchConfig(dataset=__file__), bench.REPO / "x"))
+    f = parse_args(bench.variant_argv(bench.VARIANTS["workbook_fp32"], BenchConfig(dataset=__file__), paths.REPO / "x"))
     assert f.precision == "fp32" and not f.master_weights
     assert bench.VARIANTS["workbook_fp32"].precision == "fp32"
     assert w.compile and w.attn_implementation == "eager" and w.optimizer == "adamw_torch_fused"
     assert w.allreduce == "auto" and {bench.VARIANTS[n].allocator for n in ("workbook", "workbook_fp32")} == {"auto"}
-    assert bench.VARIANTS["seed"].allocator == "system" and not args.compile  # the seed's recipe as it was
+    assert bench.VARIANTS["original"].allocator == "system" and not args.compile  # the seed's recipe as it was
 
 
 def test_without_a_compiler_the_workbook_recipe_runs_eager(monkeypatch):
     """Inductor builds CPU kernels with a C++ compiler: where none is found the recipe drops compile (and the
     attention that only pays compiled) instead of failing at its first step."""
-    from workshop import hardware
+    from workshop.plan import hardware
     from workshop.train import parse_args
 
     monkeypatch.setattr(hardware, "has_cxx_compiler", lambda: False)
-    w = parse_args(bench.variant_argv(bench.VARIANTS["workbook"], BenchConfig(dataset=__file__), bench.REPO / "x"))
+    w = parse_args(bench.variant_argv(bench.VARIANTS["workbook"], BenchConfig(dataset=__file__), paths.REPO / "x"))
     assert not w.compile and w.attn_implementation == "sdpa" and w.master_weights
     assert "--compile" in bench.VARIANTS["workbook"].argv  # the definition itself is untouched
 
@@ -114,12 +117,12 @@ def fake_runner(speed: dict[str, float]):
 
 
 def test_training_benchmarks_interleave_once_and_split(tmp_path, kit_cache):
-    run, calls = fake_runner({"seed": 40.0, "seed_engine_packed": 300.0, "workbook": 1000.0, "workbook_fp32": 400.0})
+    run, calls = fake_runner({"original": 40.0, "original_engine_packed": 300.0, "workbook": 1000.0, "workbook_fp32": 400.0})
     cfg = BenchConfig(steps=4, rounds=2, cache_dir=str(kit_cache), out_dir=str(tmp_path / "runs"))
     out = bench.training_benchmarks(["recipes", "engine"], cfg, runner=run, echo=lambda *_: None)
     # the shared "workbook" variant ran once per round, not once per benchmark
-    assert calls == [(0, "workbook"), (0, "seed"), (0, "seed_engine_packed"),
-                     (1, "workbook"), (1, "seed"), (1, "seed_engine_packed")]
+    assert calls == [(0, "workbook"), (0, "original"), (0, "original_engine_packed"),
+                     (1, "workbook"), (1, "original"), (1, "original_engine_packed")]
     rec = out["recipes"]
     assert rec["tokens_per_s_ratio"]["median"] == pytest.approx(25.0)
     assert rec["tokens_per_s_ratio"]["spread_pct"] == pytest.approx(0.0)  # drift cancels within a round
@@ -132,7 +135,7 @@ def test_training_benchmarks_interleave_once_and_split(tmp_path, kit_cache):
 
 
 def test_summary_rows_verdicts(tmp_path, kit_cache):
-    run, _ = fake_runner({"seed": 100.0, "seed_engine_packed": 300.0, "workbook": 1000.0, "workbook_fp32": 400.0})
+    run, _ = fake_runner({"original": 100.0, "original_engine_packed": 300.0, "workbook": 1000.0, "workbook_fp32": 400.0})
     cfg = BenchConfig(steps=4, rounds=1, cache_dir=str(kit_cache), out_dir=str(tmp_path / "runs"))
     res = bench.training_benchmarks(["recipes", "engine", "precision"], cfg, runner=run, echo=lambda *_: None)
     res["workbook"] = {"total_s": 720.0, "notebooks": [{"notebook": "01_x.ipynb"}]}
@@ -184,10 +187,10 @@ def test_real_interleaved_recipes_tiny(tmp_path, kit_cache):
     out = bench.training_benchmarks(["recipes"], cfg, echo=lambda *_: None)
     r = out["recipes"]
     assert r["order"] == ["workbook#0", "seed#0"]
-    for name in ("workbook", "seed"):
+    for name in ("workbook", "original"):
         v = r["variants"][name]
         assert v["tokens_per_s"]["median"] > 0 and v["runs"][0]["steps"] == 3
     # padding wastes most of the seed's compute; packing wastes none
-    assert r["variants"]["seed"]["computed_tokens_per_s"] > 2 * r["variants"]["seed"]["tokens_per_s"]["median"]
+    assert r["variants"]["original"]["computed_tokens_per_s"] > 2 * r["variants"]["original"]["tokens_per_s"]["median"]
     path = bench.save("recipes", r, cfg.results_dir)
-    assert json.loads(path.read_text())["variants"]["seed"]["argv"][:2] == ["--zero-stage", "3"]
+    assert json.loads(path.read_text())["variants"]["original"]["argv"][:2] == ["--zero-stage", "3"]

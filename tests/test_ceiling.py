@@ -1,16 +1,16 @@
-"""workshop.ceiling: the model's GEMM shapes and FLOPs, the lever -> TrainArgs/env mapping, the JSON and its
+"""workshop.experiments.ceiling: the model's GEMM shapes and FLOPs, the lever -> TrainArgs/env mapping, the JSON and its
 table rows, the GPU path's configuration, bad input, and one tiny real `bench ceiling` run."""
 
 import json
 
 import pytest
 
-from workshop import bench, ceiling
-from workshop.ceiling import LEVERS, CeilingConfig, Linear
 from workshop.errors import WorkshopError
-from workshop.launch import rank_cores
-from workshop.models import build_config, count_parameters
+from workshop.experiments import bench, ceiling
+from workshop.experiments.ceiling import LEVERS, CeilingConfig, Linear
+from workshop.plan.models import build_config, count_parameters
 from workshop.train import TrainArgs, parse_args
+from workshop.train.affinity import rank_cores
 
 FAKE_CPU = {"cpu_model": "Test CPU", "vendor": "AuthenticAMD", "arch": "x86_64", "cores": 2, "isa_class": "avx2",
             "isa_flags": {"amx": False, "avx512f": False, "avx512_bf16": False, "avx2": True},
@@ -65,7 +65,8 @@ def recipe_cfg(kit_cache, tmp_path, **kw):
 
 
 def test_levers_map_to_train_args_and_env(kit_cache, tmp_path, monkeypatch):
-    from workshop import hardware, launch
+    from workshop.launch import torchrun as launch
+    from workshop.plan import hardware
 
     monkeypatch.setattr(launch, "allocator_path", lambda name: f"/usr/lib/lib{name}.so")
     monkeypatch.setattr(hardware, "has_cxx_compiler", lambda: True)
@@ -107,7 +108,7 @@ def test_levers_map_to_train_args_and_env(kit_cache, tmp_path, monkeypatch):
 
 
 def test_bases_are_added_and_requirements_skip_with_a_reason(kit_cache, tmp_path, monkeypatch):
-    from workshop import launch
+    from workshop.launch import torchrun as launch
 
     assert ceiling.parse_levers("ds_cpu_adam") == ["recipe", "no_compile", "zero3", "ds_cpu_adam"]
     monkeypatch.setattr(launch, "allocator_path", lambda name: None)
@@ -124,7 +125,7 @@ def test_bases_are_added_and_requirements_skip_with_a_reason(kit_cache, tmp_path
 def test_autocast_lever_runs_only_where_the_recipe_is_bf16(kit_cache, tmp_path, monkeypatch, native):
     """The autocast lever compares against the recipe's bf16 weights: where `auto` resolves to fp32 it is skipped
     with the reason. Without a C++ compiler the recipe runs uncompiled, and the compile levers say why not."""
-    from workshop import hardware
+    from workshop.plan import hardware
 
     monkeypatch.setattr(hardware, "native_bf16", lambda: (native, "faked"))
     monkeypatch.setattr(hardware, "resolve_precision", lambda p: ("bf16" if native else "fp32", "faked"))
@@ -180,12 +181,12 @@ def fake_trainer(speed: dict, calls: list):
 @pytest.mark.parametrize("native", [False, True], ids=["emulated-bf16", "native-bf16"])
 def test_json_schema_rows_and_summary(kit_cache, tmp_path, monkeypatch, native):
     """The faked machine decides precision auto as well (an AMX or Zen 4 CI runner must not change the test)."""
-    from workshop import hardware
+    from workshop.plan import hardware
 
     cpu = {**FAKE_CPU, "native_bf16": native, "isa_flags": {**FAKE_CPU["isa_flags"], "avx512_bf16": native}}
     monkeypatch.setattr(ceiling, "machine", lambda device: dict(cpu))
     monkeypatch.setattr(hardware, "native_bf16", lambda: (native, "faked"))
-    from workshop import launch
+    from workshop.launch import torchrun as launch
 
     monkeypatch.setattr(launch, "allocator_path", lambda name: f"/usr/lib/lib{name}.so")
     calls: list = []
@@ -229,7 +230,7 @@ def test_json_schema_rows_and_summary(kit_cache, tmp_path, monkeypatch, native):
     summary = {r["benchmark"]: r for r in bench.summary_rows(results_dir=tmp_path)}
     assert summary["ceiling"]["target"] == 60.0 and summary["ceiling"]["value"] is not None
     assert ceiling.figure(saved, tmp_path / "c.png").stat().st_size > 1000
-    from workshop import interpret
+    from workshop.report import interpret
 
     said = interpret.ceiling(saved)  # chapter 04's headline, computed from the result
     pct = saved["levers"]["recipe"]["pct_of_ceiling"]["median"]
@@ -248,7 +249,7 @@ def test_gpu_path_builds_nccl_ranks_and_the_gpu_peak(kit_cache, tmp_path, monkey
     assert pl.recipe.compile and pl.recipe.attn_implementation == "sdpa"  # the GPU keeps its flash kernels
     assert pl.skipped["sdpa_attention"] == "the recipe already runs this way here"
     assert "already runs bf16" in pl.skipped["bf16"] and "fp32" in pl.runs
-    from workshop.launch import torchrun_command
+    from workshop.launch.torchrun import torchrun_command
 
     cmd = torchrun_command(pl.runs["recipe"][0].to_argv(), nproc_per_node=4)
     assert "--nproc-per-node=4" in cmd and cmd[cmd.index("--backend") + 1] == "nccl"

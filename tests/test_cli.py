@@ -7,8 +7,9 @@ import pytest
 
 from workshop.cli import COMMANDS, main
 from workshop.errors import WorkshopError
-from workshop.launch import check_fits, run_torchrun
-from workshop.train import TrainArgs, ds_config, parse_args
+from workshop.launch.torchrun import check_fits, run_torchrun
+from workshop.train import TrainArgs, parse_args
+from workshop.train.loop import ds_config
 
 
 def run(*args):

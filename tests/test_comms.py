@@ -6,13 +6,15 @@ import json
 
 import pytest
 
-from workshop import comms
 from workshop.errors import WorkshopError
-from workshop.topology import SEED_RUNS, SEED_STEPS, placement_pool
+from workshop.experiments import comms
+from workshop.k8s.placement import placement_pool
+from workshop.plan import traffic, zero3
+from workshop.plan.topology import ORIGINAL_RUNS, ORIGINAL_STEPS
 
 
 def test_ring_factor_and_stage3_bytes():
-    tr = comms.zero_traffic(1_000_000, 4, 3, grad_accum=4, bytes_per_param=2, grad_ckpt=True)
+    tr = traffic.zero_traffic(1_000_000, 4, 3, grad_accum=4, bytes_per_param=2, grad_ckpt=True)
     per = 0.75 * 2_000_000  # (N-1)/N of the bf16 buffer
     assert tr.gathers_per_micro == 3
     assert tr.all_gather == pytest.approx(4 * 3 * per)
@@ -21,41 +23,41 @@ def test_ring_factor_and_stage3_bytes():
 
 
 def test_stages_order_and_ddp():
-    b = {s: comms.zero_traffic(10**6, 8, s, grad_accum=2).collective for s in range(4)}
+    b = {s: traffic.zero_traffic(10**6, 8, s, grad_accum=2).collective for s in range(4)}
     assert b[0] == pytest.approx(b[1])  # ZeRO-1 moves what DDP moves: RS + AG == AR
     assert b[0] < b[2] < b[3]
 
 
 def test_offload_pcie_bytes():
-    tr = comms.zero_traffic(8_000, 4, 3, grad_accum=4, offload_param=True, offload_optimizer=True)
+    tr = traffic.zero_traffic(8_000, 4, 3, grad_accum=4, offload_param=True, offload_optimizer=True)
     shard = 8_000 * 2 / 4
     assert tr.pcie_h2d == pytest.approx(4 * 2 * shard)
     assert tr.pcie_d2h == pytest.approx(4 * shard)
 
 
 def test_step_time_overlap():
-    tr = comms.zero_traffic(10**9, 2, 3)
-    full = comms.step_time(tr, collective_gbytes_per_s=1.0, compute_s=1.0)
-    half = comms.step_time(tr, collective_gbytes_per_s=1.0, compute_s=1.0, overlap=0.5)
+    tr = traffic.zero_traffic(10**9, 2, 3)
+    full = traffic.step_time(tr, collective_gbytes_per_s=1.0, compute_s=1.0)
+    half = traffic.step_time(tr, collective_gbytes_per_s=1.0, compute_s=1.0, overlap=0.5)
     assert full.total_s == pytest.approx(1.0 + tr.collective / 1e9)
     assert half.exposed_s == pytest.approx(full.exposed_s / 2)
 
 
 def test_seed_claims_hold():
-    rows = comms.seed_comparison()
-    checks = comms.seed_checks(rows)
+    rows = traffic.original_comparison()
+    checks = traffic.original_checks(rows)
     assert checks["ordering_ok"]
     assert checks["p4d_ratio_measured"] == pytest.approx(2372 / 981)
     assert abs(checks["p4d_ratio_error"]) <= 0.30
     assert all(abs(r.error) < 1e-9 for r in rows if r.fitted)  # the only fitted numbers
-    assert len(SEED_RUNS) == 7 and SEED_STEPS == 50
+    assert len(ORIGINAL_RUNS) == 7 and ORIGINAL_STEPS == 50
 
 
 def test_bad_input_is_a_workshop_error(capsys):
     with pytest.raises(WorkshopError, match="ZeRO stage"):
-        comms.zero_traffic(10, 2, 4)
+        traffic.zero_traffic(10, 2, 4)
     with pytest.raises(WorkshopError, match="overlap"):
-        comms.step_time(comms.zero_traffic(10, 2, 3), collective_gbytes_per_s=1, compute_s=0, overlap=1.0)
+        traffic.step_time(traffic.zero_traffic(10, 2, 3), collective_gbytes_per_s=1, compute_s=0, overlap=1.0)
     with pytest.raises(WorkshopError, match="backend"):
         comms.run_collective_bench(backend="mpi")
     for bad in ({"sizes_mb": (0,)}, {"sizes_mb": ()}, {"iters": 0}):  # refused before torchrun starts
@@ -106,8 +108,8 @@ def test_gloo_collective_bench_runs():
 @pytest.mark.parametrize("trainer", ["2.1.0", "2.3.0"])
 @pytest.mark.parametrize("pods,gpus,efa", [(1, 4, 4), (4, 1, 1)])
 def test_placement_trainjobs_validate_for_their_trainer(pods, gpus, efa, trainer):
+    from workshop.k8s.placement import placement_trainjob
     from workshop.k8s.validate import validate_documents
-    from workshop.topology import placement_trainjob
 
     spec = placement_trainjob("p4d.24xlarge", pods, gpus, trainer=trainer)
     docs = spec.documents(trainer)
@@ -122,7 +124,7 @@ def test_placement_trainjobs_validate_for_their_trainer(pods, gpus, efa, trainer
 
 
 def test_placement_trainjob_eni_and_bad_input():
-    from workshop.topology import placement_trainjob
+    from workshop.k8s.placement import placement_trainjob
 
     eni = placement_trainjob("p4d.24xlarge", 4, 1, network="eni").documents("2.3.0")[0]
     limits = eni["spec"]["trainer"]["resourcesPerNode"]["limits"]
@@ -143,13 +145,13 @@ def test_per_step_calls_diffs_snapshots():
 
 
 def test_zero3_calls_from_architecture():
-    tiny = comms.zero3_calls("tiny")
+    tiny = zero3.zero3_calls("tiny")
     # 4 layers x (q, k, v, o, 2 norms) + final norm stay whole (<= 1e5 elements): one all-gather each after
     # the step; the MLP, embedding and head are fetched in one 5e7-element prefetch bucket, kept for backward
     assert (tiny.persistent_params, tiny.gather_passes, tiny.all_gather_calls) == (25, 1, 26)
     assert tiny.all_gather_waves == 2 and tiny.n_ops == {"all_gather": 2, "reduce_scatter": 1}
     assert tiny.all_gather_bytes == tiny.reduce_scatter_bytes == 2 * tiny.params
-    big = comms.zero3_calls("llama-3-8b", grad_ckpt=True, grad_accum=4)
+    big = zero3.zero3_calls("llama-3-8b", grad_ckpt=True, grad_accum=4)
     assert big.gather_passes == 3  # 8e9 elements > max_reuse_distance: gather again for backward + recompute
     assert big.all_gather_bytes == pytest.approx(2 * (4 * 3 * big.partitioned + big.persistent))
 
@@ -157,7 +159,7 @@ def test_zero3_calls_from_architecture():
 def test_predict_from_single_rank_splits_the_optimizer():
     base = comms.LocalRun("tiny", 1, False, False, step_time_s=1.0, optimizer_step_s=0.4, calls={},
                           loopback_bytes_per_step_per_rank=None)
-    calls = comms.zero3_calls("tiny")
+    calls = zero3.zero3_calls("tiny")
     fit = {op: {"alpha_s": 1e-3, "gbytes_per_s": 1.0} for op in comms.OPS}
     p = comms.predict_from_single_rank(base, calls, fit, 2)
     assert p["compute_s"] == pytest.approx(0.8)
@@ -174,7 +176,7 @@ def test_netsim_check_swaps_only_the_collective_time():
                         {"rate": "1gbit", "ok": True, "step_time_s_median": 0.6}]}
     out = comms.netsim_check(bench, netsim)
     slow = next(r for r in out["rows"] if r["rate"] == "1gbit")
-    calls = comms.zero3_calls("tiny")
+    calls = zero3.zero3_calls("tiny")
     wire = 0.5 * (calls.all_gather_bytes + calls.reduce_scatter_bytes)
     assert slow["predicted_s"] == pytest.approx(0.3 + 3 * 4e-3 + wire / 1e8 - wire / 1e9)
     with pytest.raises(WorkshopError, match="two caps"):
@@ -184,10 +186,10 @@ def test_netsim_check_swaps_only_the_collective_time():
 @pytest.mark.slow
 def test_counted_calls_match_the_architecture(tmp_path):
     run = comms.run_training("tiny", world=2, steps=3, out_dir=tmp_path)
-    from workshop.hardware import resolve_precision
+    from workshop.plan.hardware import resolve_precision
 
     assert run.precision == resolve_precision("auto")[0]  # the default: bf16 only where it is native
-    model = comms.zero3_calls("tiny", bytes_per_param=run.bytes_per_param)
+    model = zero3.zero3_calls("tiny", bytes_per_param=run.bytes_per_param)
     assert run.calls["all_gather_into_tensor"] == {"calls": model.all_gather_calls, "bytes": model.all_gather_bytes}
     assert run.calls["reduce_scatter_tensor"]["calls"] == model.reduce_scatter_calls
     assert run.step_time_s > 0 and 0 < run.optimizer_step_s < run.step_time_s

@@ -18,7 +18,7 @@ def _cell_output(tmp_path, code):
 
 @pytest.mark.slow
 def test_the_probe_prints_nothing_in_a_kernel(tmp_path):
-    out = _cell_output(tmp_path, "from workshop.dsprobe import probe_deepspeed_ops\n"
+    out = _cell_output(tmp_path, "from workshop.train.dsprobe import probe_deepspeed_ops\n"
                                  "ops = probe_deepspeed_ops()\n"
                                  "import deepspeed.ops\n"
                                  "assert deepspeed.ops.__compatible_ops__ is ops\n"
@@ -30,7 +30,7 @@ def test_the_probe_prints_nothing_in_a_kernel(tmp_path):
 def test_compiled_ops_are_cached_per_deepspeed_version(monkeypatch, tmp_path):
     from importlib import metadata
 
-    from workshop.dsprobe import extensions_dir
+    from workshop.train.dsprobe import extensions_dir
 
     monkeypatch.delenv("TORCH_EXTENSIONS_DIR", raising=False)
     monkeypatch.setenv("HOME", str(tmp_path))

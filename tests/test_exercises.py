@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from workshop import exercises
+from workshop.book import exercises
 from workshop.errors import WorkshopError
 
 NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"

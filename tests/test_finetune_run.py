@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from workshop.launch import run_torchrun
+from workshop.launch.torchrun import run_torchrun
 
 pytestmark = pytest.mark.slow
 
@@ -23,8 +23,8 @@ def hub_cache(tmp_path_factory, kit_cache):
     import torch
     from transformers import AutoModelForCausalLM
 
-    from workshop.data import local_kit
-    from workshop.models import build_config
+    from workshop.plan.models import build_config
+    from workshop.train.data import local_kit
 
     cache = tmp_path_factory.mktemp("hub")
     repo = cache / "models--workshop-test--tiny-llama"

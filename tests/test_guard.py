@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from workshop.guard import NumericsGuard, TrainingDiverged, _release, versions
+from workshop.train.guard import NumericsGuard, TrainingDiverged, _release, versions
 
 
 @pytest.mark.parametrize("loss, grad, pattern", [

@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from workshop import hardware
 from workshop.errors import WorkshopError
+from workshop.plan import hardware
 
 
 @pytest.fixture(scope="module")

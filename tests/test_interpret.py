@@ -5,7 +5,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from workshop import interpret, memory
+from workshop.plan import memory
+from workshop.report import interpret
 
 
 def test_gemm_sentence_follows_the_measured_ratio():
@@ -73,7 +74,7 @@ def test_seed_model_sentences_follow_the_rows():
             R(label="p4d 4 pods EFA", instance="p4d", pods=4, network="efa", error=-0.2, measured_s=47.4, predicted_s=37.9),
             R(label="g6e 4 pods EFA?", instance="g6e", pods=4, network="efa", error=-0.5, measured_s=155.6, predicted_s=80.0),
             R(label="g6e 4 pods ENI?", instance="g6e", pods=4, network="eni", error=-0.26, measured_s=155.6, predicted_s=115.7)]
-    out = interpret.seed_model(rows)
+    out = interpret.original_model(rows)
     assert "p4d 4 pods EFA" in out[0] and "none" in out[1]
     assert "above both predictions" in out[2]
 
@@ -115,7 +116,7 @@ def test_measured_on_reads_every_key_a_result_stores_its_machine_under(key):
 
 
 def test_a_saved_benchmark_names_its_machine(tmp_path):
-    from workshop import bench
+    from workshop.experiments import bench
 
     saved = json.loads(bench.save("workbook", {"benchmark": "workbook", "total_s": 1.0}, tmp_path).read_text())
     assert saved["machine"]["cpu_model"] and "not recorded" not in interpret.measured_on(saved)

@@ -88,12 +88,12 @@ def test_vcpus_of_sizes():
 
 def test_admission_follows_the_requirements():
     """admits() applies In/NotIn/Gt to a type's labels: the seed pool takes smaller sizes, the plan's pool only 48xl."""
-    from workshop.catalog import list_instances
     from workshop.k8s import karpenter as k
+    from workshop.plan.catalog import list_instances
 
     rows, _ = list_instances(["c7i", "m7i", "r7i"], source="moto")
     by_name = {r.instance_type: r for r in rows}
-    seed = k.seed_static_pool()[0]
+    seed = k.original_static_pool()[0]
     ours = k.cpu_amx_pool(["r7i"], ["48xlarge"]).to_dicts()[0]
     assert k.admits(seed, by_name["c7i.8xlarge"]) and not k.admits(seed, by_name["c7i.4xlarge"])
     assert k.admits(ours, by_name["r7i.48xlarge"]) and not k.admits(ours, by_name["m7i.48xlarge"])

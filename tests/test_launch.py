@@ -4,7 +4,7 @@ started when a run times out."""
 import pytest
 
 from workshop.errors import WorkshopError
-from workshop.launch import last_lines_per_rank, rank_failure
+from workshop.launch.torchrun import last_lines_per_rank, rank_failure
 
 ROOT = """[default0]:METRIC {{"step": 1}}
 [default1]:boom
@@ -59,7 +59,7 @@ def test_a_timed_out_launcher_takes_its_ranks_with_it(tmp_path):
 
     import psutil
 
-    from workshop.launch import run_captured
+    from workshop.launch.procs import run_captured
 
     marker = tmp_path / "rank-alive"
     rank = f"import time, pathlib; pathlib.Path({str(marker)!r}).touch(); time.sleep(600)"
@@ -73,7 +73,7 @@ def test_a_timed_out_launcher_takes_its_ranks_with_it(tmp_path):
 
 
 def test_allocator_env_preloads_the_named_allocator_or_says_how_to_install_it(monkeypatch):
-    from workshop import launch
+    from workshop.launch import torchrun as launch
 
     monkeypatch.delenv("LD_PRELOAD", raising=False)
     assert launch.allocator_env("system") == ({}, "system")

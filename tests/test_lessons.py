@@ -5,8 +5,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from workshop import debugging, precision, topology, widgets, zero
-from workshop.train import TrainArgs, ds_config
+from workshop.book import widgets
+from workshop.experiments import debugging, precision
+from workshop.plan import topology, zero
+from workshop.train import TrainArgs
+from workshop.train.loop import ds_config
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -61,9 +64,9 @@ def test_the_planner_widget_says_its_answer_without_a_frontend():
 
 
 def test_every_seed_row_names_its_source():
-    for r in topology.SEED_RUNS:
+    for r in topology.ORIGINAL_RUNS:
         assert r.source
-        assert (r.source == topology.SEED_003) == (r.instance == "p4d.24xlarge" and r.network != "eni"), r.label
+        assert (r.source == topology.ORIGINAL_003) == (r.instance == "p4d.24xlarge" and r.network != "eni"), r.label
 
 
 def test_rendered_multi_node_trainjobs_keep_pods_on_separate_nodes():

@@ -7,8 +7,8 @@ import os
 
 import pytest
 
-from workshop import loading
 from workshop.errors import WorkshopError
+from workshop.experiments import loading
 
 
 @pytest.fixture(scope="module")
@@ -17,7 +17,7 @@ def ckpt(tmp_path_factory):
 
 
 def test_checkpoint_looks_like_a_hub_checkpoint(ckpt):
-    from workshop.models import count_parameters
+    from workshop.plan.models import count_parameters
 
     names = {p.name for p in ckpt.iterdir()}
     assert {"config.json", "model.safetensors.index.json", "tokenizer.json", "tokenizer_config.json"} <= names
@@ -144,7 +144,7 @@ def test_summary_ratios_and_table():
 
 
 def test_plot_loading_peaks(tmp_path):
-    from workshop import plots
+    from workshop.report import plots
 
     rows = [_row("naive", 1, 0, 2.0, peak_anon_gb=1.7), _row("zero3", 2, 0, 1.0), _row("zero3", 2, 1, 0.8)]
     path = plots.plot_loading_peaks(loading.summarize(rows, model="tiny"), tmp_path / "p.png")
@@ -193,7 +193,7 @@ def test_tied_embeddings_load_in_every_method(tmp_path_factory, method, nproc):
     """llama-3.2-1b ties lm_head to the embeddings (safetensors keeps one copy). Its widths, GQA layout and
     rope scaling at one layer and an 8k vocab (77.6 M parameters): every method loads it and every weight,
     gathered where ZeRO-3 split it, equals the file."""
-    from workshop.loading import run_method, write_checkpoint
+    from workshop.experiments.loading import run_method, write_checkpoint
 
     root = tmp_path_factory.getbasetemp() / "llama-3.2-1b-1layer"
     ckpt = write_checkpoint(root, "llama-3.2-1b", dtype="fp32", max_shard_size="100MB", overrides=REDUCED_1B)
@@ -210,7 +210,7 @@ def test_preflight_refuses_before_a_checkpoint_is_written(tmp_path, monkeypatch)
     import psutil
 
     from workshop.errors import WorkshopError
-    from workshop.loading import bench
+    from workshop.experiments.loading import bench
 
     class Mem:
         available = 40 * 10**9

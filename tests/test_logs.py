@@ -1,6 +1,6 @@
 """Parsing the logs: the seed's own ZeRO-3 stage log, and the METRIC lines of the entry point."""
 
-from workshop.logs import parse_metrics, parse_zero_stages, table
+from workshop.train.logs import parse_metrics, parse_zero_stages, table
 
 SEED_LOG = """\
 Stage 3 initialize beginning

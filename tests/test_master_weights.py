@@ -1,11 +1,11 @@
-"""bf16 weights with fp32 master copies (workshop.master_weights): the update that bf16 alone would lose is kept."""
+"""bf16 weights with fp32 master copies (workshop.train.master_weights): the update that bf16 alone would lose is kept."""
 
 import copy
 
 import pytest
 import torch
 
-from workshop.master_weights import MASTER_KEY, with_master_weights
+from workshop.train.master_weights import MASTER_KEY, with_master_weights
 
 
 def bf16_model(seed=0):

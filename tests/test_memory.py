@@ -4,9 +4,9 @@ import json
 
 import pytest
 
-from workshop import memory
 from workshop.errors import WorkshopError
-from workshop.memory import GiB
+from workshop.plan import memory
+from workshop.plan.memory import GiB
 
 
 def test_exact_parameter_count_from_meta_device():
@@ -17,15 +17,15 @@ def test_exact_parameter_count_from_meta_device():
 
 def test_plan_matches_seed_log_after_calibration_stage():
     """Only the first line calibrates the runtime term; the later stages are predictions."""
-    rows = {r["stage"]: r for r in memory.seed_comparison()}
+    rows = {r["stage"]: r for r in memory.original_comparison()}
     assert rows["Stage 3 initialize beginning"]["plan_gib"] == pytest.approx(4.81, abs=0.01)
     for stage in ("After creating fp32 partitions", "After initializing optimizer states",
                   "After initializing ZeRO optimizer"):
         assert abs(rows[stage]["diff_pct"]) < 6, rows[stage]
-    plan = memory.plan_memory(**memory.SEED_RUN)
+    plan = memory.plan_memory(**memory.ORIGINAL_RUN)
     assert plan.at_zero_init / GiB == pytest.approx(24.47, rel=0.06)
     # host total: 4 ranks + the seed host's own idle baseline (used at start minus 4 x 4.81 GiB)
-    baseline = memory.SEED_HOST_USED_GIB["start"] - 4 * memory.SEED_STAGES_GIB["Stage 3 initialize beginning"]
+    baseline = memory.ORIGINAL_HOST_USED_GIB["start"] - 4 * memory.ORIGINAL_STAGES_GIB["Stage 3 initialize beginning"]
     assert 4 * plan.at_zero_init / GiB + baseline == pytest.approx(104.54, rel=0.06)
     # the seed's line is before the first step: Adam's moments come on top of it
     assert plan.total > plan.at_zero_init + 14 * GiB
@@ -33,7 +33,7 @@ def test_plan_matches_seed_log_after_calibration_stage():
 
 def test_model_states_agree_with_deepspeed_estimator():
     ds = memory.deepspeed_estimate("llama-3-8b", nodes=1, procs_per_node=4)
-    plan = memory.plan_memory(**memory.SEED_RUN)
+    plan = memory.plan_memory(**memory.ORIGINAL_RUN)
     states = sum(plan.components[k] for k in ("params", "grads", "master_fp32", "adam_moments",
                                               "optimizer_grads_fp32"))
     # DeepSpeed counts 18 bytes/param with offload; we count a bf16 gradient partition too (20)
@@ -49,7 +49,7 @@ def test_activation_formula_matches_saved_tensors_of_a_real_forward():
     import torch
     from transformers import AutoModelForCausalLM
 
-    from workshop.models import build_config
+    from workshop.plan.models import build_config
 
     arch = memory.architecture("tiny")
     for ckpt in (False, True):
@@ -130,7 +130,7 @@ def test_recommend_gpu_and_nothing_fits():
 
 
 def memory_gpu_gib(instance_type):
-    from workshop.catalog import instance_info
+    from workshop.plan.catalog import instance_info
 
     return instance_info(instance_type, source="moto").gpu_memory_gib
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from workshop import models
 from workshop.errors import WorkshopError
+from workshop.plan import models
 
 
 def test_sources_are_told_apart(tmp_path):
@@ -26,7 +26,7 @@ def test_recipe_follows_the_weights():
 
 
 def test_planner_takes_hub_ids():
-    from workshop.memory import architecture, plan_memory
+    from workshop.plan.memory import architecture, plan_memory
 
     assert architecture("meta-llama/Meta-Llama-3-8B").params == architecture("llama-3-8b").params
     hub, preset = plan_memory("meta-llama/Meta-Llama-3-8B", world_size=4), plan_memory("llama-3-8b", world_size=4)
@@ -76,7 +76,8 @@ def test_training_arguments_take_sources_and_refuse_bad_outputs(tmp_path):
 
 
 def test_zero3_saves_whole_16bit_weights():
-    from workshop.train import TrainArgs, ds_config
+    from workshop.train import TrainArgs
+    from workshop.train.loop import ds_config
 
     assert ds_config(TrainArgs())["zero_optimization"]["stage3_gather_16bit_weights_on_model_save"] is True
     assert "checkpoint" not in ds_config(TrainArgs())

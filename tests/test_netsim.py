@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from workshop import netsim
 from workshop.errors import WorkshopError
+from workshop.launch import netsim
 
 HAS_NETNS = os.geteuid() == 0 and shutil.which("ip") is not None and shutil.which("tc") is not None
 needs_root = pytest.mark.skipif(not HAS_NETNS, reason="needs root and iproute2 for network namespaces")

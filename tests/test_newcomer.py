@@ -41,7 +41,7 @@ def clone(tmp_path_factory):
     subprocess.run(["git", "clone", "-q", str(REPO), str(clone)], check=True, timeout=120)
     home = base / "home"
     home.mkdir()
-    from workshop.dsprobe import extensions_dir
+    from workshop.train.dsprobe import extensions_dir
 
     env = {k: v for k, v in os.environ.items()
            if k not in ("WORKSHOP_CRDS_DIR", "XDG_CACHE_HOME", "PYTHONPATH") and not k.startswith("PYTEST")}

@@ -9,10 +9,10 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from workshop import images, nbcheck
+from workshop.book import images, nbcheck
 from workshop.errors import WorkshopError
-from workshop.runner import NOTEBOOKS, notebooks, run_workbook
-from workshop.runner import main as run_main
+from workshop.launch.notebooks import NOTEBOOKS, notebooks, run_workbook
+from workshop.launch.notebooks import main as run_main
 
 ALL = notebooks()
 REPO = NOTEBOOKS.parent

@@ -22,7 +22,7 @@ import os
 
 import pytest
 
-from workshop.launch import run_torchrun
+from workshop.launch.torchrun import run_torchrun
 
 pytestmark = pytest.mark.slow
 
@@ -51,8 +51,8 @@ def _save_start(kit_cache):
     import torch
     from transformers import AutoModelForCausalLM
 
-    from workshop.data import local_kit
-    from workshop.models import build_config
+    from workshop.plan.models import build_config
+    from workshop.train.data import local_kit
 
     start = kit_cache / "numerics-start"
     if not (start / "config.json").exists():
@@ -128,7 +128,7 @@ def test_the_guard_refuses_a_known_bad_deepspeed(monkeypatch):
     from workshop.errors import WorkshopError
 
     monkeypatch.delenv("WORKSHOP_ALLOW_BROKEN_DEEPSPEED", raising=False)
-    from workshop.guard import check_deepspeed
+    from workshop.train.guard import check_deepspeed
 
     with pytest.raises(WorkshopError, match=r"deepspeed 0\.19\.7 corrupts ZeRO-3 on gloo.*constraints\.txt"):
         check_deepspeed("gloo", 3, "0.19.7")

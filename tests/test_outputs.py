@@ -7,8 +7,9 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from workshop import efa, outputs
 from workshop.errors import WorkshopError
+from workshop.k8s import efa
+from workshop.train import outputs
 
 
 @pytest.fixture

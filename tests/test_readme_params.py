@@ -9,7 +9,7 @@ from pathlib import Path
 import papermill
 import pytest
 
-from workshop.runner import notebooks
+from workshop.launch.notebooks import notebooks
 
 REPO = Path(__file__).resolve().parents[1]
 README = (REPO / "README.md").read_text()
@@ -42,7 +42,7 @@ def test_full_size_steps_name_only_declared_parameters():
         if chapter == "01":
             continue  # step 1 is a CLI command, not a notebook parameter
         missing = named(text) - declared(chapter)
-        # module functions named in the text (workshop.efa.ensure_self_rule) are not parameters
+        # module functions named in the text (workshop.k8s.efa.ensure_self_rule) are not parameters
         missing = {m for m in missing if not re.search(rf"\.{m}\b", text)}
         assert not missing, f"README names {sorted(missing)} for chapter {chapter}; declared: {sorted(declared(chapter))}"
 

@@ -1,4 +1,4 @@
-"""DDP's gradient all-reduce through DeepSpeed's shared-memory kernel (workshop.shm): where it is chosen, why
+"""DDP's gradient all-reduce through DeepSpeed's shared-memory kernel (workshop.train.shm): where it is chosen, why
 not elsewhere, and that it changes the transport only: a 2-rank run computes the same numbers either way."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from workshop.errors import WorkshopError
-from workshop.launch import ops_to_build, run_torchrun
-from workshop.shm import release_orphaned_buffers, resolve_allreduce
+from workshop.launch.torchrun import ops_to_build, run_torchrun
 from workshop.train import TrainArgs, parse_args
+from workshop.train.shm import release_orphaned_buffers, resolve_allreduce
 
 ONE_HOST = {"WORLD_SIZE": "4", "LOCAL_WORLD_SIZE": "4"}
 
@@ -69,7 +69,7 @@ def test_a_sweep_removes_only_this_users_buffers_that_no_process_holds(tmp_path,
     import subprocess
     import sys
 
-    from workshop import shm
+    from workshop.train import shm
 
     monkeypatch.setattr(shm, "SHM_DIR", tmp_path)
     mine = f"deepspeed_allreduce_buffer_{os.getuid()}_localhost_"

@@ -16,7 +16,8 @@ import pytest
 import yaml
 
 from workshop.errors import WorkshopError
-from workshop.train import DIST_TIMEOUT_MIN, TrainArgs, build_parser, parse_args
+from workshop.train import TrainArgs, build_parser, parse_args
+from workshop.train.loop import DIST_TIMEOUT_MIN
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -87,7 +88,8 @@ def test_deepspeed_init_gets_the_timeout(monkeypatch):
     """The DeepSpeed engine's group: init_distributed hands DeepSpeed a timedelta (its own default would be
     10 minutes or $DEEPSPEED_TIMEOUT). Recorded, not started: the real group is the slow test's."""
     deepspeed = pytest.importorskip("deepspeed")
-    from workshop import dsprobe, train
+    from workshop.train import dsprobe
+    from workshop.train import loop as train
 
     seen = {}
     monkeypatch.setattr(deepspeed, "init_distributed", lambda **kw: seen.update(kw))
@@ -100,7 +102,8 @@ def test_deepspeed_init_gets_the_timeout(monkeypatch):
 ONE_RANK = """
 import json, sys
 import torch.distributed as dist
-from workshop.train import TrainArgs, ensure_process_env, init_distributed, pg_timeout
+from workshop.train import TrainArgs
+from workshop.train.loop import ensure_process_env, init_distributed, pg_timeout
 ensure_process_env()
 init_distributed(TrainArgs(engine="ddp", dist_timeout_min=float(sys.argv[1])), "gloo")
 print(json.dumps(pg_timeout().total_seconds()))
@@ -123,7 +126,7 @@ def test_ddp_group_really_has_the_timeout():
 def test_a_real_run_reports_the_groups_timeout_and_transformers_agrees(tmp_path, kit_cache):
     """torchrun, 2 ranks, DeepSpeed ZeRO-3: the start line shows the timeout read back from the group, and the
     checkpoint's TrainingArguments carry the same value in seconds."""
-    from workshop.launch import run_torchrun
+    from workshop.launch.torchrun import run_torchrun
 
     out = tmp_path / "run"
     argv = ["--model", "tiny", "--max-steps", "2", "--save-steps", "2", "--output-dir", str(out),

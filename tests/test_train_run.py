@@ -7,8 +7,8 @@ import sys
 
 import pytest
 
-from workshop.launch import run_torchrun
-from workshop.logs import parse_zero_stages
+from workshop.launch.torchrun import run_torchrun
+from workshop.train.logs import parse_zero_stages
 
 pytestmark = pytest.mark.slow
 
@@ -25,7 +25,7 @@ def test_two_rank_zero3_trains_and_partitions(tmp_path, kit_cache):
     r = run_torchrun(common(tmp_path, kit_cache), nproc_per_node=2, threads_per_rank=1, progress=False).check()
     m = json.loads((tmp_path / "run" / "metrics.json").read_text())
     # precision "auto" (the default) resolved for THIS machine, and the run says why
-    from workshop.hardware import resolve_precision
+    from workshop.plan.hardware import resolve_precision
 
     chosen, why = resolve_precision("auto")
     assert m["args"]["precision"] == chosen and m["precision_why"] == why
@@ -133,7 +133,7 @@ def test_a_rank_that_raises_shows_its_own_exception(tmp_path, kit_cache):
 def test_a_silent_hang_is_stopped_and_names_each_ranks_last_line(tmp_path, kit_cache):
     import time
 
-    from workshop.launch import RunHung
+    from workshop.launch.torchrun import RunHung
 
     t0 = time.time()
     with pytest.raises(RunHung) as err:
@@ -154,7 +154,7 @@ def test_bf16_master_weights_track_autocast_and_checkpoint_the_masters(tmp_path,
     a checkpoint carries the fp32 masters, so a resume does not restart from their bf16 rounding."""
     import torch
 
-    from workshop.master_weights import MASTER_KEY
+    from workshop.train.master_weights import MASTER_KEY
 
     runs = {}
     for name, extra in (("autocast", {}), ("masters", {"master_weights": True, "save_steps": 8})):

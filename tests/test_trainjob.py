@@ -91,7 +91,7 @@ def test_cpu_job_contents():
 
 
 def test_cpu_job_sizes_come_from_the_planner():
-    from workshop.memory import recommend
+    from workshop.plan.memory import recommend
 
     rec = recommend("llama-3-8b", nodes=2, procs_per_node=1, source="moto")
     d = tj.cpu_trainjob(nodes=2, recommendation=rec).to_dict("2.1.0")

@@ -35,6 +35,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from workshop.errors import WorkshopError, check_choice, check_positive, report
+from workshop.k8s.base import read_yaml_docs
+from workshop.k8s.validate import KIND_FAMILY, ensure_valid
 
 # The oldest `kubernetes` release tests/test_cluster.py was run against (it passes on 31.0.0, 35.0.0 and 37.0.1).
 # Nothing here calls ApiClient.param_serialize (37+); DynamicClient.server_side_apply, the newest API used,
@@ -203,7 +205,6 @@ class Cluster:
         """Server-side apply each document (what `kubectl apply --server-side` does), validated offline first
         against the CRD release each targets, or the releases given (so mistakes fail before any call)."""
         if validate:
-            from workshop.k8s.validate import KIND_FAMILY, ensure_valid
             ensure_valid([d for d in docs if d.get("kind") in KIND_FAMILY], karpenter=karpenter, trainer=trainer)
         if not field_manager or len(field_manager) > 128:
             raise WorkshopError(f"field manager {field_manager!r} must be 1-128 characters")
@@ -409,7 +410,6 @@ def connect(*, kubeconfig: str | None = None, context: str | None = None, timeou
 def check_kubeconfig(path, what: str = "kubeconfig") -> None:
     """A kubeconfig must be one YAML mapping: anything else (a folder, binary, not YAML, a list) is a
     WorkshopError naming the path, before the kubernetes client fails on it with a traceback."""
-    from workshop.k8s.base import read_yaml_docs
 
     docs = read_yaml_docs(path, what, "a kubeconfig: one YAML mapping")
     if len(docs) != 1:
@@ -417,7 +417,6 @@ def check_kubeconfig(path, what: str = "kubeconfig") -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from workshop.k8s.base import read_yaml_docs
 
     parser = argparse.ArgumentParser(prog="workshop cluster", description=__doc__.split("\n")[0])
     parser.add_argument("--kubeconfig")
@@ -450,7 +449,6 @@ def main(argv: list[str] | None = None) -> int:
                     raise WorkshopError(f"manifest file {f!r}: document {i} has no kind or no metadata.name")
                 docs.append(doc)
         if args.action == "apply":
-            from workshop.k8s.validate import ensure_valid
 
             ensure_valid(docs)
             if not args.field_manager or len(args.field_manager) > 128:

@@ -14,6 +14,8 @@ import subprocess
 import time
 
 from workshop.errors import WorkshopError, check_positive
+from workshop.k8s.base import load_yaml_docs
+from workshop.k8s.cluster import ClusterError
 from workshop.k8s.trainjob import DEFAULT_RUNTIME, normalize_trainer_version
 
 TRAINER_REPO = "https://github.com/kubeflow/trainer.git"
@@ -32,7 +34,6 @@ def install_commands(version: str) -> list[str]:
 
 def overlay_documents(version: str, overlay: str, *, run=subprocess.run) -> list[dict]:
     """`kubectl kustomize <pinned overlay>` as documents (needs kubectl and access to github.com)."""
-    from workshop.k8s.base import load_yaml_docs
 
     if run is subprocess.run and shutil.which("kubectl") is None:
         raise WorkshopError("kubectl is not installed; it builds the Trainer's kustomize overlays "
@@ -61,7 +62,6 @@ def install_trainer(cluster, version: str, *, run=subprocess.run, wait_s: float 
 def wait_for_runtimes(cluster, names=(DEFAULT_RUNTIME,), *, timeout: float = 300, interval: float = 5,
                       clock=time.monotonic, sleep=time.sleep) -> list[str]:
     """Every named ClusterTrainingRuntime exists (what `kubectl get clustertrainingruntimes` showed the original workshop)."""
-    from workshop.k8s.cluster import ClusterError
 
     check_positive("timeout", timeout)
     deadline = clock() + timeout

@@ -14,8 +14,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from workshop.errors import WorkshopError, check_choice, check_positive
-from workshop.k8s.cluster import ClusterError
+from workshop.k8s.cluster import ClusterError, connect
 from workshop.k8s.trainjob import NODE_JOB, HFTokenSecret, TrainJobSpec, crd_release
+from workshop.k8s.validate import ensure_valid
+from workshop.train.logs import parse_metrics, parse_zero_stages
 
 # TrainJob conditions (Trainer v2): Created, Suspended, Complete, Failed.
 CONDITIONS = ("Created", "Complete", "Failed", "Suspended")
@@ -58,7 +60,6 @@ def submit(cluster, spec: TrainJobSpec, *, trainer: str = "2.1.0", replace: bool
 
     A TrainJob's `spec.trainer` and runtimeRef are immutable, so `replace` deletes an older job of the same
     name first (what the original workshop did by hand with `kubectl delete trainjob`)."""
-    from workshop.k8s.validate import ensure_valid
 
     docs = spec.documents(trainer)
     ensure_valid(docs, trainer=crd_release(trainer))  # before anything is sent, Secret included
@@ -137,7 +138,6 @@ def stream_rank0(cluster, name: str, namespace: str = "default", *, timeout: flo
 
 def parse(lines) -> dict:
     """Chapter 04's parsers over a log: per-step metrics and DeepSpeed's ZeRO memory-stage lines."""
-    from workshop.logs import parse_metrics, parse_zero_stages
 
     text = lines if isinstance(lines, str) else "\n".join(lines)
     return {"steps": parse_metrics(text), "zero_stages": parse_zero_stages(text)}
@@ -154,7 +154,6 @@ def run_on_cluster(spec: TrainJobSpec, *, trainer: str = "2.1.0", cluster=None, 
     or in S3 by then). A failed, timed-out or interrupted job is kept for `kubectl describe` and logs, and a
     resubmission resumes from its last checkpoint. No cluster -> one plain line, None."""
     if cluster is None:
-        from workshop.k8s.cluster import connect
 
         cluster = connect()
     if cluster is None:

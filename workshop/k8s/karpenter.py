@@ -314,7 +314,7 @@ def pool_from_recommendation(rec, **kwargs) -> Pool:
     return cpu_amx_pool(families, sizes, **kwargs)
 
 
-def seed_static_pool() -> list[dict]:
+def original_static_pool() -> list[dict]:
     """The original workshop's chapter's hand-written cpu-amx pool, restated as data so the notebook can diff against it.
     Same fields and values; its userData (host-side yum/dnf/pip installs, IPEX included) is summarised."""
     pool = NodePoolSpec(

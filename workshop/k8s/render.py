@@ -15,11 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from workshop.errors import WorkshopError, check_output, report
-from workshop.k8s import karpenter
+from workshop.k8s import karpenter, storage, trainjob
 from workshop.k8s.base import to_yaml
 from workshop.k8s.validate import DEFAULT_KARPENTER, DEFAULT_TRAINER, ensure_valid
-
-MANIFESTS_DIR = Path(__file__).resolve().parents[2] / "manifests"
+from workshop.paths import MANIFESTS_DIR
 
 
 @dataclass(frozen=True)
@@ -62,13 +61,11 @@ DEFAULT_MANIFESTS: dict[str, ManifestEntry] = {
 
 
 def _trainjob():
-    from workshop.k8s import trainjob  # imported on use: it pulls in the planner and the catalog
 
     return trainjob
 
 
 def _storage():
-    from workshop.k8s import storage
 
     return storage
 

@@ -8,7 +8,7 @@ S3: the pods write locally and `--sync-to` uploads each checkpoint and the final
 IRSA (a service account bound to an IAM role), never from the manifest.
 
 FSx for Lustre needs TCP 988 and 1018-1023 between the file system and the nodes: putting it in the nodes'
-security group whose self-referencing all-traffic rule EFA needs anyway (`workshop.efa`) covers both.
+security group whose self-referencing all-traffic rule EFA needs anyway (`workshop.k8s.efa`) covers both.
 """
 
 from __future__ import annotations
@@ -17,6 +17,8 @@ import re
 from dataclasses import dataclass
 
 from workshop.errors import WorkshopError, check_choice
+from workshop.k8s.base import check_dns_label
+from workshop.train.outputs import parse_s3_uri
 
 FSX_PROVISIONER = "fsx.csi.aws.com"
 DEPLOYMENT_TYPES = ("SCRATCH_2", "PERSISTENT_2", "PERSISTENT_1")
@@ -45,7 +47,6 @@ class FsxStorageClass:
     reclaim_policy: str = "Retain"  # deleting the PVC must not delete the trained model
 
     def __post_init__(self) -> None:
-        from workshop.k8s.trainjob import check_dns_label
 
         check_dns_label("StorageClass name", self.name)
         if not _SUBNET.match(str(self.subnet_id)):
@@ -83,7 +84,6 @@ class OutputClaim:
     size: str = "1200Gi"
 
     def __post_init__(self) -> None:
-        from workshop.k8s.trainjob import check_dns_label
 
         for what, value in (("claim name", self.name), ("namespace", self.namespace),
                             ("StorageClass name", self.storage_class)):
@@ -118,7 +118,6 @@ class OutputStorage:
         if self.kind == "fsx" and self.claim is None:
             raise WorkshopError("output storage 'fsx' needs a claim (OutputClaim)")
         if self.kind == "s3":
-            from workshop.outputs import parse_s3_uri
 
             parse_s3_uri(self.s3_uri or "")
             if not self.service_account:

@@ -23,7 +23,14 @@ from dataclasses import dataclass, field
 
 from workshop import __version__
 from workshop.errors import WorkshopError, check_choice, check_positive
-from workshop.k8s.storage import OutputStorage
+from workshop.k8s.base import check_dns_label, diff_yaml
+from workshop.k8s.karpenter import AMX_TAINT
+from workshop.k8s.storage import OutputStorage, default_fsx
+from workshop.k8s.validate import available_versions, validate_documents
+from workshop.plan.catalog import instance_info
+from workshop.plan.memory import recommend
+from workshop.plan.models import recipe
+from workshop.train import TrainArgs
 
 API_VERSION = "trainer.kubeflow.org/v1alpha1"
 # Releases this module can render for: v2.1.x takes podTemplateOverrides, v2.2.0+ takes runtimePatches.
@@ -32,7 +39,6 @@ PATCH_MANAGER = "workshop.example.com/notebook"  # runtimePatches are keyed by m
 DEFAULT_RUNTIME = "torch-distributed"
 NODE_JOB = "node"  # the replicated job (and container) of torch-distributed that runs torchrun
 RESERVED_ENV = ("PET_NNODES", "PET_NPROC_PER_NODE", "PET_NODE_RANK", "PET_MASTER_ADDR", "PET_MASTER_PORT")
-_DNS_1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 _QUANTITY = re.compile(r"^\d+(\.\d+)?(m|k|Ki|Mi|Gi|Ti|Pi|M|G|T|P)?$")
 
 # Images: name + tag here, built from docker/<accelerator>/Dockerfile (its LABELs carry the same values;
@@ -66,7 +72,6 @@ def trainer_form(version: str) -> str:
 def crd_release(version: str) -> str:
     """The CRD folder to validate against: the same release if we have it, else the nearest one of the same
     form (2.2.0 -> 2.3.0: both take runtimePatches; the TrainJob schema did not change in between for it)."""
-    from workshop.k8s.validate import available_versions
 
     version = normalize_trainer_version(version)
     have = available_versions("trainer")
@@ -76,13 +81,6 @@ def crd_release(version: str) -> str:
     if not same:
         raise WorkshopError(f"no Trainer CRDs for a release like {version}; have: {', '.join(have)}")
     return same[-1]
-
-
-def check_dns_label(what: str, name: str) -> None:
-    """RFC 1035 label (the TrainJob CRD's own CEL rule), at most 63 characters."""
-    if not isinstance(name, str) or not _DNS_1035.match(name) or len(name) > 63:
-        raise WorkshopError(f"{what} {name!r} is not a DNS label: lowercase letters, digits and '-', starting "
-                            "with a letter, ending with a letter or digit, at most 63 characters")
 
 
 def _check_quantity(what: str, value: str) -> None:
@@ -263,7 +261,7 @@ class TrainJobSpec:
 
 # ------------------------------------------------------------------------------------- builders
 DEFAULT_MODEL = "meta-llama/Meta-Llama-3-8B"  # EKS jobs fine-tune the real weights by default
-# What every EKS job adds to the model's recipe (workshop.models.recipe): about one epoch of wikitext-2 on
+# What every EKS job adds to the model's recipe (workshop.plan.models.recipe): about one epoch of wikitext-2 on
 # 4 nodes (~2.4 M Llama-3 tokens / 8192 tokens per step), gradient checkpointing (8B needs it), a
 # checkpoint every 50 steps, and a 60-minute process-group timeout instead of the lessons' 10
 # (train.DIST_TIMEOUT_MIN): here ranks sit in one collective while another node downloads the ~16 GB of
@@ -278,8 +276,6 @@ def train_args(model: str = DEFAULT_MODEL, *, name: str = "train", storage: Outp
     """The node container's arguments to `workshop.train`: the model's recipe (fine-tuning settings for real
     weights, the lessons' for random ones), the job settings, the storage's output/resume/save flags, then
     `overrides`. Rendered by TrainArgs itself, validated first, so the TrainJob runs what torchrun would."""
-    from workshop.models import recipe
-    from workshop.train import TrainArgs
 
     kw = {**recipe(model), **JOB_SETTINGS, "model": model,
           **(storage.train_kwargs(name) if storage else {"output_dir": f"{OUTPUT_DIR}/{name}", "save_model": True}),
@@ -316,7 +312,6 @@ def cpu_trainjob(name: str = "cpu-llama3", *, model: str = DEFAULT_MODEL, nodes:
     _check_nodes(nodes)
     check_dns_label("node pool", node_pool)
     if recommendation is None and None in (cpu, memory, shm_size, threads_per_rank):
-        from workshop.memory import recommend
 
         recommendation = recommend(model, nodes=nodes, procs_per_node=procs_per_node)
     rec = recommendation
@@ -324,7 +319,6 @@ def cpu_trainjob(name: str = "cpu-llama3", *, model: str = DEFAULT_MODEL, nodes:
     memory = memory or rec.memory_request
     shm_size = shm_size or rec.shm_size
     threads = threads_per_rank or rec.threads_per_rank
-    from workshop.k8s.karpenter import AMX_TAINT
 
     key, value, effect = AMX_TAINT
     if args is None:
@@ -355,7 +349,6 @@ def gpu_trainjob(name: str = "gpu-llama3", *, model: str = DEFAULT_MODEL, nodes:
     """
     _check_nodes(nodes)
     if gpus_per_node is None or efa_per_node is None:
-        from workshop.catalog import instance_info
 
         info = instance_info(instance_type, source=catalog_source)
         if not info.gpus:
@@ -389,7 +382,6 @@ def gpu_trainjob(name: str = "gpu-llama3", *, model: str = DEFAULT_MODEL, nodes:
 # ------------------------------------------------------------------------------------- validation
 def validate(spec_or_docs, trainer: str = "2.1.0") -> list:
     """Chapter 02's validator against the CRDs of `trainer`'s release (or its nearest same-form release)."""
-    from workshop.k8s.validate import validate_documents
 
     docs = spec_or_docs.documents(trainer) if isinstance(spec_or_docs, TrainJobSpec) else list(spec_or_docs)
     return validate_documents(docs, trainer=crd_release(trainer))
@@ -397,7 +389,6 @@ def validate(spec_or_docs, trainer: str = "2.1.0") -> list:
 
 def migration_diff(spec: TrainJobSpec, old: str = "2.1.0", new: str = "2.2.0") -> str:
     """The unified diff a reviewer sees when the same job moves from `old` to `new` Trainer."""
-    from workshop.k8s.base import diff_yaml
 
     return diff_yaml(spec.documents(old), spec.documents(new), old_name=f"trainer-v{normalize_trainer_version(old)}",
                      new_name=f"trainer-v{normalize_trainer_version(new)}")
@@ -406,8 +397,6 @@ def migration_diff(spec: TrainJobSpec, old: str = "2.1.0", new: str = "2.2.0") -
 # Default manifests (registered in workshop/k8s/render.py): the original workshop's 4-node Llama-3-8B jobs, fixed.
 def default_cpu_job() -> TrainJobSpec:
     """Sized by the planner from the offline (moto) catalog, so the checked-in YAML is the same everywhere."""
-    from workshop.k8s.storage import default_fsx
-    from workshop.memory import recommend
 
     rec = recommend(DEFAULT_MODEL, nodes=4, procs_per_node=1, source="moto")
     return cpu_trainjob(model=DEFAULT_MODEL, nodes=4, recommendation=rec, hf_secret=HFTokenSecret(),
@@ -415,6 +404,5 @@ def default_cpu_job() -> TrainJobSpec:
 
 
 def default_gpu_job() -> TrainJobSpec:
-    from workshop.k8s.storage import default_fsx
 
     return gpu_trainjob(catalog_source="moto", hf_secret=HFTokenSecret(), storage=default_fsx())

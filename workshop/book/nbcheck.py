@@ -1,0 +1,128 @@
+"""`workshop nbval refresh`: re-record the outputs that nbval checks, after a legitimate change.
+
+The test suite executes every notebook with nbval (`--nbval-lax`): only cells marked `# NBVAL_CHECK_OUTPUT`
+are compared with the outputs committed in the notebook, and every other cell stays output-free in git.
+When a checked fact changes on purpose (a planner constant, a validator message, a new TrainJob field),
+`refresh` executes the notebook the way nbval does (default parameters, cwd notebooks/) and copies the fresh
+outputs of the checked cells -- and nothing else -- into the committed file. Review the diff, then commit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import sys
+from pathlib import Path
+
+from workshop.errors import WorkshopError, report
+from workshop.launch.notebooks import ipc_kernel_manager, notebooks
+
+MARKER = "NBVAL_CHECK_OUTPUT"
+
+
+def is_checked(cell) -> bool:
+    """nbval's own rule: a comment line `# NBVAL_CHECK_OUTPUT` anywhere in a code cell's source."""
+    return cell.get("cell_type") == "code" and any(
+        line.strip().startswith("#") and line.strip().lstrip("#").strip() == MARKER
+        for line in "".join(cell.get("source", "")).splitlines())
+
+
+def unexpected_outputs(nb) -> list[str]:
+    """Code cells that hold outputs or an execution count in git although nbval does not check them."""
+    code = [c for c in nb["cells"] if c["cell_type"] == "code"]
+    return [f"code cell {i} ({c.get('id') or '?'})" for i, c in enumerate(code)
+            if not is_checked(c) and (c.get("outputs") or c.get("execution_count") is not None)]
+
+
+def stamp(nb) -> None:
+    """Committed form: outputs only on checked cells, each with a fixed execution count (its position among the
+    code cells). nbval refuses a reference cell that has outputs but no count ("unrun"); a position instead of
+    the count of the recording run keeps re-recording from changing lines that did not change."""
+    for n, cell in enumerate((c for c in nb.cells if c.cell_type == "code"), start=1):
+        if not is_checked(cell):
+            cell.outputs, cell.execution_count = [], None
+            continue
+        cell.execution_count = n
+        for out in cell.outputs:
+            if "execution_count" in out:
+                out["execution_count"] = n
+
+
+def merge_checked(committed, executed) -> list[str]:
+    """Copy the checked cells' outputs from `executed` into `committed` (matched by cell id); clear the rest.
+
+    Returns one line per checked cell whose output changed. Raises if a checked cell failed or is missing.
+    """
+    fresh = {c.get("id"): c for c in executed.cells}
+    stamp(committed)
+    changed = []
+    for cell in committed.cells:
+        if not is_checked(cell):
+            continue
+        run = fresh.get(cell.get("id"))
+        if run is None:
+            raise WorkshopError(f"checked cell {cell.get('id')} is missing from the executed notebook")
+        errors = [o for o in run.outputs if o.get("output_type") == "error"]
+        if errors:
+            raise WorkshopError(f"checked cell {cell.get('id')} failed: {errors[0].get('ename')}: {errors[0].get('evalue')}")
+        before = json.dumps(cell.outputs, sort_keys=True)
+        cell.outputs = copy.deepcopy(run.outputs)
+        stamp(committed)
+        if json.dumps(cell.outputs, sort_keys=True) != before:
+            first = cell.source.strip().splitlines()[1:2] or [""]
+            changed.append(f"cell {cell.get('id')} ({first[0][:50]!r})")
+    return changed
+
+
+def execute(path: Path, timeout: int = 1800):
+    """Run a notebook as nbval does: its own default parameters, cwd = its folder, this interpreter's kernel."""
+    import tempfile
+
+    import nbformat
+    from nbclient import NotebookClient
+    from nbclient.exceptions import CellExecutionError
+
+
+    nb = nbformat.read(path, as_version=4)
+    try:
+        with tempfile.TemporaryDirectory(prefix="workshop-kernel-") as sockets:
+            NotebookClient(nb, timeout=timeout, kernel_name="python3", allow_errors=False, coalesce_streams=True,
+                           resources={"metadata": {"path": str(path.parent)}},
+                           kernel_manager_class=ipc_kernel_manager(sockets)).execute()
+    except CellExecutionError as e:
+        raise WorkshopError(f"{path.name} failed, nothing recorded: {e.ename}: {e.evalue}") from e
+    return nb
+
+
+def refresh(path: Path, echo=print) -> list[str]:
+    import nbformat
+
+    committed = nbformat.read(path, as_version=4)
+    if not any(is_checked(c) for c in committed.cells):
+        echo(f"{path.name}: no checked cells")
+        return []
+    changed = merge_checked(committed, execute(path))
+    nbformat.write(committed, path)
+    echo(f"{path.name}: " + (f"{len(changed)} checked output(s) changed: " + "; ".join(changed) if changed
+                             else "checked outputs unchanged"))
+    return changed
+
+
+def main(argv: list[str] | None = None) -> int:
+
+    p = argparse.ArgumentParser(prog="workshop nbval", description=__doc__.split("\n\n")[0])
+    sub = p.add_subparsers(dest="action", required=True)
+    r = sub.add_parser("refresh", help="execute notebooks and re-record their # NBVAL_CHECK_OUTPUT cells")
+    r.add_argument("--only", nargs="*", help="notebook numbers or names, e.g. --only 01 05 (default: all)")
+    a = p.parse_args(argv)
+    try:
+        for path in notebooks(a.only):
+            refresh(path)
+    except WorkshopError as e:
+        return report(e)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,50 @@
+"""Chapter 06's measurements: the collective benchmark and its fit, ZeRO-3's calls counted in a real run, and the
+traffic model (`workshop.plan.traffic`) checked against runs on this machine.
+
+One module per seam: collectives (the benchmark and its fit), counting (what a real ZeRO-3 run calls), local
+(the model checked against runs here), cli.
+"""
+
+from __future__ import annotations
+
+from workshop.experiments.comms.cli import main, model_report
+from workshop.experiments.comms.collectives import (
+    OPS,
+    SIZES_MB,
+    bus_factor,
+    collective_time,
+    fit_collectives,
+    loopback_bytes,
+    netsim_collective_bench,
+    run_collective_bench,
+)
+from workshop.experiments.comms.counting import per_step_calls
+from workshop.experiments.comms.local import (
+    LocalRun,
+    local_comparison,
+    netsim_check,
+    predict_from_single_rank,
+    run_training,
+    train_argv,
+)
+
+__all__ = [
+    "OPS",
+    "SIZES_MB",
+    "LocalRun",
+    "annotations",
+    "bus_factor",
+    "collective_time",
+    "fit_collectives",
+    "local_comparison",
+    "loopback_bytes",
+    "main",
+    "model_report",
+    "netsim_check",
+    "netsim_collective_bench",
+    "per_step_calls",
+    "predict_from_single_rank",
+    "run_collective_bench",
+    "run_training",
+    "train_argv",
+]

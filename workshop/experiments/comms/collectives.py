@@ -1,0 +1,228 @@
+"""The collective benchmark: all-reduce / all-gather / reduce-scatter over message sizes, one rank per
+process under torchrun (or in chapter 05's rate-capped namespaces), fitted to latency + bytes / bandwidth.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import statistics
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+from workshop.errors import WorkshopError, check_choice, check_positive
+from workshop.launch import netsim
+from workshop.launch.procs import run_captured
+from workshop.launch.torchrun import rank_env, torchrun_command
+from workshop.plan.topology import GB
+from workshop.plan.traffic import Traffic, ring_factor
+
+OPS = ("all_reduce", "all_gather", "reduce_scatter")
+SIZES_MB = (0.004, 0.064, 0.25, 1, 4, 16, 64)  # <= 0.1 MB pin the per-call latency, >= 1 MB the bandwidth
+
+
+def bus_factor(op: str, world: int) -> float:
+    """nccl-tests convention: bus bandwidth = algorithm bandwidth x this, comparable to the link's speed."""
+    check_choice("collective", op, OPS)
+    r = ring_factor(world)
+    return 2 * r if op == "all_reduce" else r
+
+
+def loopback_bytes() -> int:
+    """Bytes received on `lo` so far (Linux); what gloo moves between ranks on one host."""
+    try:
+        for line in Path("/proc/net/dev").read_text().splitlines():
+            if line.strip().startswith("lo:"):
+                return int(line.split(":", 1)[1].split()[0])
+    except OSError:
+        pass
+    return 0
+
+
+def _worker(argv: list[str]) -> int:
+    """One rank of the collective benchmark (run under torchrun); rank 0 writes the JSON."""
+    import torch
+    import torch.distributed as dist
+
+    p = argparse.ArgumentParser()
+    p.add_argument("--sizes-mb", type=float, nargs="+", required=True)
+    p.add_argument("--ops", nargs="+", default=list(OPS))
+    p.add_argument("--iters", type=int, default=5)
+    p.add_argument("--backend", default="gloo")
+    p.add_argument("--gap-ms", type=float, default=0.0, help="idle time before each timed call, as compute leaves")
+    p.add_argument("--out", help="JSON written by rank 0 (default: <output-dir>/collectives.json)")
+    # what a node launcher such as workshop.launch.netsim appends for the training entry point
+    p.add_argument("--output-dir")
+    p.add_argument("--threads", type=int)
+    a = p.parse_args(argv)
+    if not (a.out or a.output_dir):
+        p.error("give --out or --output-dir")
+    out = Path(a.out or Path(a.output_dir) / "collectives.json")
+    dist.init_process_group(a.backend)
+    rank, world = dist.get_rank(), dist.get_world_size()
+    dev = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0"))) if a.backend == "nccl" else torch.device("cpu")
+    if dev.type == "cuda":
+        torch.cuda.set_device(dev)
+    sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
+    rows = []
+    for op in a.ops:
+        for mb in a.sizes_mb:
+            n = max(world, int(mb * 1e6 / 4) // world * world)  # fp32 elements, divisible by world
+            full = torch.ones(n, device=dev)
+            shard = torch.ones(n // world, device=dev)
+
+            def once(op=op, full=full, shard=shard):
+                if op == "all_reduce":
+                    dist.all_reduce(full)
+                elif op == "all_gather":
+                    dist.all_gather_into_tensor(full, shard)
+                else:
+                    dist.reduce_scatter_tensor(shard, full)
+            once()
+            sync()
+            dist.barrier()
+            lo0, dt = loopback_bytes(), 0.0
+            for _ in range(a.iters):
+                if a.gap_ms:
+                    time.sleep(a.gap_ms / 1e3)  # idle link: TCP restarts from a small window (slow start)
+                    dist.barrier()
+                t0 = time.perf_counter()
+                once()
+                sync()
+                dt += time.perf_counter() - t0
+            dt /= a.iters
+            lo1 = loopback_bytes()
+            size = n * 4
+            rows.append({"op": op, "bytes": size, "time_s": dt, "algbw_gbytes_per_s": size / dt / GB,
+                         "busbw_gbytes_per_s": size / dt / GB * bus_factor(op, world),
+                         "loopback_bytes_per_rank": (lo1 - lo0) / a.iters / world})
+            dist.barrier()
+    if rank == 0:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps({"backend": a.backend, "world": world, "results": rows}, indent=2))
+    dist.destroy_process_group()
+    return 0
+
+
+def _torchrun(module_args: list[str], *, nproc: int, env: dict | None = None, prefix: list[str] | None = None,
+              timeout: float = 900, log_path: Path | None = None) -> subprocess.CompletedProcess:
+    """A collective-benchmark torchrun, built and set up like every other run (workshop.launch.torchrun)."""
+
+    if module_args[:2] != ["-m", "workshop.experiments.comms"]:
+        raise ValueError(f"expected ['-m', 'workshop.experiments.comms', ...], got {module_args[:2]}")
+    port = 29500 + (os.getpid() * 7 + int(time.time())) % 2000
+    cmd = torchrun_command(module_args[2:], module="workshop.experiments.comms", nproc_per_node=nproc, prefix=prefix,
+                           master_addr="127.0.0.1", master_port=port)
+    backend = module_args[module_args.index("--backend") + 1] if "--backend" in module_args else "gloo"
+    full_env = rank_env(None, {"GLOO_SOCKET_IFNAME": "lo", **(env or {})}, nproc_per_node=nproc,
+                        cpu_only=backend != "nccl")
+    proc = run_captured(cmd, env=full_env, timeout=timeout)
+    if log_path:
+        Path(log_path).write_text(proc.stdout + proc.stderr)
+    return proc
+
+
+def run_collective_bench(*, backend: str = "gloo", sizes_mb=SIZES_MB, ops=OPS, nproc: int = 2,
+                         iters: int = 5, env: dict | None = None, prefix: list[str] | None = None) -> dict:
+    """All-reduce / all-gather / reduce-scatter over message sizes: gloo on CPU, nccl on GPUs."""
+    check_choice("backend", backend, ("gloo", "nccl"))
+    check_positive("nproc", nproc)
+    check_positive("iters", iters)
+    if not sizes_mb:
+        raise WorkshopError("give at least one message size (--sizes-mb)")
+    for size in sizes_mb:
+        check_positive("--sizes-mb value", size)
+    for op in ops:
+        check_choice("collective", op, OPS)
+    if backend == "nccl":  # else every rank fails inside torchrun
+        import torch
+
+        if not torch.cuda.is_available():
+            raise WorkshopError("backend 'nccl' needs CUDA GPUs and none is visible; use --backend gloo")
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "bench.json"
+        args = ["-m", "workshop.experiments.comms", "_worker", "--backend", backend, "--iters", str(iters), "--out", str(out),
+                "--sizes-mb", *map(str, sizes_mb), "--ops", *ops]
+        proc = _torchrun(args, nproc=nproc, env={"OMP_NUM_THREADS": "1", **(env or {})}, prefix=prefix)
+        if proc.returncode != 0 or not out.exists():
+            raise WorkshopError(f"collective benchmark failed (rc={proc.returncode}):\n{proc.stderr[-2000:]}")
+        result = json.loads(out.read_text())
+    result["fit"] = fit_collectives(result["results"], result["world"])
+    return result
+
+
+SMALL_BYTES, LARGE_BYTES = 100_000, 1_000_000
+
+
+def _two_regime_fit(sizes: list[float], xs: list[float], ys: list[float]) -> tuple[float, float]:
+    """t = a + b x from the two regimes a collective has: a = the median time of small messages (<= 100 kB,
+    latency-bound), b = the least-squares slope over large ones (>= 1 MB, bandwidth-bound). Falls back to one
+    least-squares line over all points when a regime has no data."""
+    small = [y for s, y in zip(sizes, ys) if s <= SMALL_BYTES]
+    big = [(x, y) for s, x, y in zip(sizes, xs, ys) if s >= LARGE_BYTES]
+    if len(big) < 2:
+        big = list(zip(xs, ys))
+    mx, my = statistics.fmean(x for x, _ in big), statistics.fmean(y for _, y in big)
+    sxx = sum((x - mx) ** 2 for x, _ in big)
+    b = sum((x - mx) * (y - my) for x, y in big) / sxx if sxx else 0.0
+    a = statistics.median(small) if small else max(0.0, my - b * mx)
+    return a, b
+
+
+def netsim_collective_bench(rates=("10gbit", "1gbit"), *, sizes_mb=SIZES_MB, iters: int = 3, gap_ms: float = 0.0,
+                            out_dir: Path | None = None) -> dict:
+    """The same benchmark with each rank in its own network namespace behind a tc rate cap (chapter 05's
+    workshop.launch.netsim): what the link really delivers to gloo at each cap. Falls back to loopback (no caps)
+    where namespaces cannot be created, and says so in "mode"/"reason"."""
+
+    tmp = Path(out_dir or tempfile.mkdtemp(prefix="comms-netsim-"))
+    cfg = netsim.NetSimConfig(nodes=2, rates=list(rates), module="workshop.experiments.comms", out_dir=tmp, timeout_s=600,
+                              train_args=["_worker", "--iters", str(iters), "--gap-ms", str(gap_ms),
+                                          "--sizes-mb", *map(str, sizes_mb)])
+    report = netsim.run(cfg, progress=lambda *_: None)
+    out = {"mode": report.mode, "reason": report.reason, "gap_ms": gap_ms, "rates": {}}
+    for res in report.results:
+        f = Path(res.nodes[0].log_path).parent / "output" / "collectives.json"
+        if not f.exists():
+            raise WorkshopError(f"collective benchmark at {res.rate} failed: see {res.nodes[0].log_path}")
+        bench = json.loads(f.read_text())
+        bench["fit"] = fit_collectives(bench["results"], bench["world"])
+        bench["tx_bytes_per_node"] = [n.tx_bytes for n in res.nodes]
+        out["rates"][res.rate] = bench
+    return out
+
+
+def fit_collectives(rows: list[dict], world: int) -> dict:
+    """Fit t = alpha + per-rank bytes / B for each collective: latency and effective bandwidth.
+
+    Per-rank bytes are what the traffic model counts ((N-1)/N of the buffer, twice for all-reduce), so
+    B is directly the bandwidth zero_traffic() divides by. The loopback counter says how many bytes the
+    backend really moved, which exposes e.g. a reduce-scatter implemented as an all-reduce.
+    """
+    fit = {}
+    for op in OPS:
+        pts = [(r["bytes"] * bus_factor(op, world), r["time_s"], r.get("loopback_bytes_per_rank", 0.0), r["bytes"])
+               for r in rows if r["op"] == op]
+        if len(pts) < 2:
+            continue
+        alpha, slope = _two_regime_fit([p[3] for p in pts], [p[0] for p in pts], [p[1] for p in pts])
+        big = max(pts)
+        wire = big[2] / big[0] if big[0] and big[2] else None
+        fit[op] = {"alpha_s": alpha, "gbytes_per_s": (1 / slope / GB) if slope > 0 else math.inf,
+                   "wire_bytes_over_model_bytes": wire}
+    return fit
+
+
+def collective_time(traffic: Traffic, fit: dict, *, n_ops: dict | None = None) -> float:
+    """Seconds per step for a traffic pattern on a calibrated backend (bytes / B + ops x latency)."""
+    t = 0.0
+    for op, nbytes in (("all_gather", traffic.all_gather), ("reduce_scatter", traffic.reduce_scatter),
+                       ("all_reduce", traffic.all_reduce)):
+        if nbytes:
+            f = fit[op]
+            t += nbytes / (f["gbytes_per_s"] * GB) + (n_ops or {}).get(op, 0) * f["alpha_s"]
+    return t

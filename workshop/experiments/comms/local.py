@@ -1,0 +1,145 @@
+"""The model checked on this machine: 1-rank and N-rank ZeRO-3 runs with counted collectives, and chapter
+05's rate-capped step times, each compared with what the calibrated model predicts.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from workshop.errors import WorkshopError
+from workshop.experiments.comms.collectives import _torchrun, collective_time, loopback_bytes
+from workshop.experiments.comms.counting import per_step_calls
+from workshop.plan.hardware import resolve_precision
+from workshop.plan.topology import parse_rate
+from workshop.plan.zero3 import Zero3Calls, zero3_calls
+
+# ---------------------------------------------------------------- local ZeRO-3 check
+
+@dataclass
+class LocalRun:
+    model: str
+    world: int
+    offload: bool
+    grad_ckpt: bool
+    step_time_s: float
+    optimizer_step_s: float  # time inside DeepSpeed's optimizer step (work that ZeRO splits N ways)
+    calls: dict  # collective -> {"calls", "bytes"} per optimizer step, counted
+    loopback_bytes_per_step_per_rank: float | None
+    precision: str = "bf16"  # what the run trained in (precision "auto" decides per machine)
+
+    @property
+    def bytes_per_param(self) -> int:
+        """ZeRO-3 gathers the 16-bit weights in bf16 and the fp32 weights in fp32: twice the bytes."""
+        return 2 if self.precision == "bf16" else 4
+
+
+def train_argv(model: str, *, offload: bool = False, grad_ckpt: bool = False, steps: int = 6,
+               micro_batch: int = 4, seq_len: int = 128) -> list[str]:
+    """The ZeRO-3 command this chapter measures (one thread per rank, so ranks do not fight for cores)."""
+    args = ["--model", model, "--zero-stage", "3", "--max-steps", str(steps), "--micro-batch", str(micro_batch),
+            "--seq-len", str(seq_len), "--threads", "1"]
+    if offload:
+        args += ["--offload-optimizer", "--offload-param"]
+    if grad_ckpt:
+        args += ["--grad-ckpt"]
+    return args
+
+
+def run_training(model: str, *, world: int, offload: bool = False, grad_ckpt: bool = False, steps: int = 6,
+                 micro_batch: int = 4, seq_len: int = 128, out_dir: Path | None = None,
+                 prefix: list[str] | None = None) -> LocalRun:
+    """One ZeRO-3 run of the lead's entry point with counted collectives: median step time (after the
+    first), time in the optimizer step, collective calls and bytes per step, loopback bytes."""
+    out = Path(out_dir or tempfile.mkdtemp(prefix="comms-")) / f"{model}-w{world}-o{int(offload)}-c{int(grad_ckpt)}"
+    out.mkdir(parents=True, exist_ok=True)
+    calls_path = out / "calls.json"
+    args = ["-m", "workshop.experiments.comms", "_count", str(calls_path),
+            *train_argv(model, offload=offload, grad_ckpt=grad_ckpt, steps=steps, micro_batch=micro_batch,
+                        seq_len=seq_len), "--output-dir", str(out)]
+    lo0 = loopback_bytes()
+    proc = _torchrun(args, nproc=world, prefix=prefix, env={"OMP_NUM_THREADS": "1"}, log_path=out / "log.txt")
+    lo1 = loopback_bytes()
+    metrics_path = out / "metrics.json"
+    if proc.returncode != 0 or not metrics_path.exists() or not calls_path.exists():
+        raise WorkshopError(f"training run failed (rc={proc.returncode}):\n{proc.stderr[-2000:]}")
+    m = json.loads(metrics_path.read_text())
+    times = [s["step_time_s"] for s in m["steps"][1:]] or [m["step_time_s_median"]]
+    calls = per_step_calls(json.loads(calls_path.read_text())["snapshots"])
+    opt = calls.pop("_step_s", {}).get("bytes", 0.0)
+    lo = (lo1 - lo0) / steps / world if world > 1 and lo1 > lo0 else None
+    return LocalRun(model, world, offload, grad_ckpt, statistics.median(times), opt, calls, lo,
+                    precision=m.get("args", {}).get("precision", "bf16"))
+
+
+def predict_from_single_rank(base: LocalRun, calls: Zero3Calls, fit: dict, world: int) -> dict:
+    """N-rank ZeRO-3 step = the 1-rank step with the same micro-batch per rank, whose optimizer-step share
+    shrinks to 1/N (each rank updates its partition only), + the collectives: counted calls x the fitted
+    latency + per-rank bytes / the fitted bandwidth, per collective."""
+    compute = base.step_time_s - base.optimizer_step_s + base.optimizer_step_s / world
+    tr = calls.traffic(world)
+    latency = sum(n * fit[op]["alpha_s"] for op, n in calls.n_ops.items())
+    comm = collective_time(tr, fit, n_ops=calls.n_ops)
+    every_call = fit["all_gather"]["alpha_s"] * (calls.all_gather_calls - calls.all_gather_waves)
+    return {"compute_s": compute, "comm_s": comm, "latency_s": latency, "bandwidth_s": comm - latency,
+            "predicted_s": compute + comm,
+            # the alternative reading: every call pays a full latency, even those launched together
+            "predicted_if_every_call_waits_s": compute + comm + every_call}
+
+
+def local_comparison(fit: dict, *, models=("tiny", "small"), offloads=(False, True), steps: int = 10,
+                     world: int = 2, out_dir: Path | None = None) -> list[dict]:
+    """Measure 1-rank and N-rank ZeRO-3 runs and compare the N-rank step with the model's prediction."""
+    rows = []
+    for model in models:
+        for off in offloads:
+            base = run_training(model, world=1, offload=off, steps=steps, out_dir=out_dir)
+            run = run_training(model, world=world, offload=off, steps=steps, out_dir=out_dir)
+            calls = zero3_calls(model, bytes_per_param=run.bytes_per_param)
+            pred = predict_from_single_rank(base, calls, fit, world)
+            counted = run.calls
+            rows.append({"model": model, "params": calls.params, "offload": off, "world": world,
+                         "base_1rank_s": base.step_time_s, "optimizer_1rank_s": base.optimizer_step_s, **pred,
+                         "measured_s": run.step_time_s, "error": pred["predicted_s"] / run.step_time_s - 1,
+                         "all_gather_calls_model": calls.all_gather_calls,
+                         "all_gather_calls_counted": counted.get("all_gather_into_tensor", {}).get("calls"),
+                         "all_gather_bytes_model": calls.all_gather_bytes,
+                         "all_gather_bytes_counted": counted.get("all_gather_into_tensor", {}).get("bytes"),
+                         "reduce_scatter_calls_model": calls.reduce_scatter_calls,
+                         "reduce_scatter_calls_counted": counted.get("reduce_scatter_tensor", {}).get("calls"),
+                         "counted": counted})
+    return rows
+
+
+def netsim_check(bench: dict, netsim_result: dict, *, model: str = "tiny") -> dict:
+    """Chapter 05's namespace runs: predict the step at each cap from the step at the fastest cap, swapping
+    only the collective time (calls x latency + bytes / bandwidth, both fitted at each cap), and compare with
+    the prediction from the cap's line rate alone."""
+
+    rows = {r["rate"]: r for r in netsim_result.get("table", []) if r.get("ok") and r.get("step_time_s_median")}
+    rates = [r for r in bench["rates"] if r in rows]
+    if len(rates) < 2:
+        raise WorkshopError(f"need step times at two caps; netsim has {sorted(rows)}, bench has {sorted(bench['rates'])}")
+    rates.sort(key=lambda r: -(parse_rate(r) or math.inf))
+    argv = netsim_result.get("train_args") or ["--precision", "bf16"]  # results from before "auto" were bf16
+    asked = argv[argv.index("--precision") + 1] if "--precision" in argv else "auto"
+
+    calls = zero3_calls(model, bytes_per_param=2 if resolve_precision(asked)[0] == "bf16" else 4)
+    world = bench["rates"][rates[0]]["world"]
+    tr = calls.traffic(world)
+    ref = rates[0]
+    comm = {r: collective_time(tr, bench["rates"][r]["fit"], n_ops=calls.n_ops) for r in rates}
+    line = {r: (tr.all_gather + 2 * tr.reduce_scatter) / (parse_rate(r) / 8) for r in rates}
+    out = []
+    for r in rates:
+        measured = rows[r]["step_time_s_median"]
+        calibrated = rows[ref]["step_time_s_median"] - comm[ref] + comm[r]
+        naive = rows[ref]["step_time_s_median"] - line[ref] + line[r]
+        out.append({"rate": r, "measured_s": measured, "predicted_s": calibrated, "error": calibrated / measured - 1,
+                    "line_rate_predicted_s": naive, "line_rate_error": naive / measured - 1,
+                    "comm_s": comm[r], "reference": r == ref})
+    return {"mode": bench.get("mode"), "model": model, "rows": out}

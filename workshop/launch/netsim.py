@@ -1,0 +1,524 @@
+"""Multi-node training without a cluster: each "node" is a Linux network namespace on this machine.
+
+Why: a TrainJob on EKS runs `torchrun` once per node, with rendezvous over the pod network. The same
+command can run here, once per network namespace, so the ranks really talk over a (virtual) wire:
+
+    [ns wsn-n0: eth0 10.77.0.1] --veth-- [ns wsn-sw: bridge] --veth-- [ns wsn-n1: eth0 10.77.0.2]
+
+The switch lives in its own namespace, so the host's network is never touched. A `tc tbf` qdisc on
+each node's eth0 caps what that node can send (e.g. 10gbit ~ EFA-class vs 1gbit ~ a small ENI), and the
+interface counters give the bytes each node put on the wire. Namespaces are always deleted, also on
+failure or Ctrl-C, and stale ones with our prefix are removed before each run.
+
+Without root (or without iproute2) it falls back to two node groups on loopback and says so: same
+torchrun command and rendezvous, but no rate caps and no per-node byte counts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from workshop.errors import WorkshopError, check_choice, check_output, check_positive
+from workshop.errors import report as report_error
+from workshop.launch.procs import stop_tree
+from workshop.launch.torchrun import build_ops, rank_env
+from workshop.launch.torchrun import torchrun_command as build
+from workshop.plan.hardware import resolve_precision
+from workshop.plan.memory import architecture
+from workshop.plan.models import PRESETS
+from workshop.plan.topology import parse_rate
+from workshop.report.plots import plot_netsim
+from workshop.train import TrainArgs, parse_args
+from workshop.train.data import local_kit
+from workshop.train.guard import versions
+from workshop.train.logs import METRIC_PREFIX, parse_metrics
+
+
+def _default_train_args():
+
+    return TrainArgs(model="tiny", seq_len=128, micro_batch=4, max_steps=8, zero_stage=3, backend="gloo")
+MODES = ("auto", "netns", "loopback")
+
+
+@dataclass
+class NetSimConfig:
+    """One experiment: the same training command on `nodes` namespaces, once per rate cap."""
+
+    nodes: int = 2
+    procs_per_node: int = 1
+    threads_per_rank: int = 1
+    rates: list[str] = field(default_factory=lambda: ["10gbit", "1gbit"])
+    train_args: object = field(default_factory=_default_train_args)  # a TrainArgs (argv list accepted)
+    out_dir: Path = Path("out/netsim")
+    mode: str = "auto"
+    subnet: str = "10.77.0.0/24"
+    prefix: str = "wsn"
+    port: int = 29500
+    timeout_s: float = 600.0
+    module: str = "workshop.train"
+
+    def __post_init__(self) -> None:
+        for what in ("nodes", "procs_per_node", "threads_per_rank", "port", "timeout_s"):
+            check_positive(what, getattr(self, what))
+        check_choice("netsim mode", self.mode, MODES)
+        if not self.rates:
+            raise WorkshopError("give at least one rate (e.g. 10gbit), or 'none' for no cap")
+        for rate in self.rates:
+            parse_rate(rate)
+        try:
+            net = ipaddress.ip_network(self.subnet)
+        except ValueError as exc:
+            raise WorkshopError(f"bad subnet {self.subnet!r}: {exc}") from None
+        if not net.is_private:
+            raise WorkshopError(f"subnet {self.subnet} is not private; use e.g. 10.77.0.0/24")
+        if net.num_addresses - 2 < self.nodes:
+            raise WorkshopError(f"subnet {self.subnet} has no room for {self.nodes} nodes")
+        if not re.fullmatch(r"[a-z][a-z0-9]{0,5}", self.prefix):
+            raise WorkshopError(f"bad prefix {self.prefix!r}: 1-6 lowercase letters/digits (interface names are short)")
+        self.out_dir = Path(self.out_dir)
+        check_output(self.out_dir, "--out-dir", folder=True)
+        if self.module == "workshop.train":  # judged like the launcher does, before any namespace or rank exists
+
+            if hasattr(self.train_args, "validate"):
+                self.train_args.validate()
+            else:
+                parse_args(list(self.train_args))
+
+
+# ---------------------------------------------------------------- the namespaces
+
+
+def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess:
+    return subprocess.run(["ip", *args], capture_output=True, text=True, check=check)
+
+
+def netns_available() -> tuple[bool, str]:
+    """Can we create namespaces here? (root + iproute2 + a kernel that allows it), with the reason if not."""
+    if shutil.which("ip") is None or shutil.which("tc") is None:
+        return False, "iproute2 (ip, tc) is not installed"
+    if os.geteuid() != 0:
+        return False, f"network namespaces need root (running as uid {os.geteuid()})"
+    probe = f"wsnprobe{os.getpid()}"
+    try:
+        _ip("netns", "add", probe)
+    except subprocess.CalledProcessError as exc:
+        return False, f"`ip netns add` failed: {exc.stderr.strip()}"
+    _ip("netns", "del", probe, check=False)
+    return True, "root and iproute2 available"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def cleanup_stale(prefix: str = "wsn") -> list[str]:
+    """Delete namespaces left by earlier runs that were killed (their veths go with them).
+
+    Names carry the creating process id (`wsn12345-n0`), so a run never deletes the namespaces of another
+    run that is still going (a notebook and a test at the same time), only those whose process is gone."""
+    if shutil.which("ip") is None:
+        return []
+    out = _ip("netns", "list", check=False).stdout
+    names = [line.split()[0] for line in out.splitlines() if line.strip()]
+    stale = []
+    for name in names:
+        m = re.fullmatch(rf"{re.escape(prefix)}(\d+)-(sw|n\d+)", name)
+        if m and (int(m.group(1)) == os.getpid() or not _alive(int(m.group(1)))):
+            stale.append(name)
+    for name in stale:
+        _ip("netns", "del", name, check=False)
+    return stale
+
+
+class Topology:
+    """N node namespaces wired to a bridge in a switch namespace; a context manager that always tears down."""
+
+    def __init__(self, nodes: int, subnet: str = "10.77.0.0/24", prefix: str = "wsn"):
+        self.prefix = prefix
+        net = ipaddress.ip_network(subnet)
+        self.prefixlen = net.prefixlen
+        hosts = net.hosts()
+        self.addresses = [str(next(hosts)) for _ in range(nodes)]
+        tag = f"{prefix}{os.getpid()}"
+        self.switch = f"{tag}-sw"
+        self.namespaces = [f"{tag}-n{i}" for i in range(nodes)]
+        self.created: list[str] = []
+
+    def __enter__(self):
+        cleanup_stale(self.prefix)
+        try:
+            self._build()
+        except BaseException:
+            self.teardown()
+            raise
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.teardown()
+
+    def _add_ns(self, name: str) -> None:
+        _ip("netns", "add", name)
+        self.created.append(name)
+        _ip("-n", name, "link", "set", "lo", "up")
+
+    def _build(self) -> None:
+        self._add_ns(self.switch)
+        _ip("-n", self.switch, "link", "add", "br0", "type", "bridge")
+        _ip("-n", self.switch, "link", "set", "br0", "up")
+        for i, (ns, addr) in enumerate(zip(self.namespaces, self.addresses)):
+            self._add_ns(ns)
+            port = f"p{i}"
+            # veth pair created directly across the two namespaces: nothing appears in the host's namespace
+            _ip("-n", self.switch, "link", "add", port, "type", "veth", "peer", "name", "eth0", "netns", ns)
+            _ip("-n", self.switch, "link", "set", port, "master", "br0")
+            _ip("-n", self.switch, "link", "set", port, "up")
+            _ip("-n", ns, "addr", "add", f"{addr}/{self.prefixlen}", "dev", "eth0")
+            _ip("-n", ns, "link", "set", "eth0", "up")
+
+    def teardown(self) -> None:
+        for name in reversed(self.created):
+            _ip("netns", "del", name, check=False)
+        self.created.clear()
+
+    def set_rate(self, rate: str) -> None:
+        """Cap every node's egress with a token bucket (tbf), or remove the cap for 'none'."""
+        bps = parse_rate(rate)
+        for ns in self.namespaces:
+            if bps is None:
+                subprocess.run(["ip", "netns", "exec", ns, "tc", "qdisc", "del", "dev", "eth0", "root"],
+                               capture_output=True, check=False)
+                continue
+            # burst: ~5 ms of traffic at the cap (>= 64 KiB so a GSO segment fits), queue up to 100 ms
+            burst = max(64 * 1024, bps // 8 // 200)
+            subprocess.run(["ip", "netns", "exec", ns, "tc", "qdisc", "replace", "dev", "eth0", "root", "tbf",
+                            "rate", str(rate), "burst", str(burst), "latency", "100ms"],
+                           capture_output=True, text=True, check=True)
+
+    def counters(self) -> list[dict]:
+        """Bytes sent/received on each node's eth0 (from the kernel's interface statistics)."""
+        out = []
+        for ns in self.namespaces:
+            info = json.loads(_ip("-j", "-s", "-n", ns, "link", "show", "dev", "eth0").stdout)[0]["stats64"]
+            out.append({"tx_bytes": info["tx"]["bytes"], "rx_bytes": info["rx"]["bytes"]})
+        return out
+
+    def reachable(self) -> bool:
+        """Node 0 reaches every other node over the bridge: a TCP connect that is refused (nobody listens yet)
+        proves the path works; a timeout means the wiring is broken. (No `ping` needed.)"""
+        probe = ("import socket,sys\n"
+                 "for a in sys.argv[1:]:\n"
+                 "    s=socket.socket(); s.settimeout(3)\n"
+                 "    try: s.connect((a, 9))\n"
+                 "    except ConnectionRefusedError: pass\n"
+                 "    except OSError: sys.exit(1)\n")
+        r = subprocess.run(["ip", "netns", "exec", self.namespaces[0], sys.executable, "-c", probe,
+                            *self.addresses[1:]], capture_output=True, check=False)
+        return r.returncode == 0
+
+
+# ---------------------------------------------------------------- one run per cap
+
+
+@dataclass
+class NodeResult:
+    node: int
+    address: str
+    returncode: int | None
+    log_path: str
+    tx_bytes: int | None = None
+    rx_bytes: int | None = None
+    startup_tx_bytes: int | None = None   # sent until the first step ended: rendezvous, initial weights, step 1
+
+
+@dataclass
+class CapResult:
+    rate: str
+    rate_bps: int | None
+    mode: str
+    ok: bool
+    wall_s: float
+    nodes: list[NodeResult]
+    steps: list[dict]
+    first_loss: float | None = None
+    final_loss: float | None = None
+    step_time_s_median: float | None = None
+    world_size: int | None = None
+    note: str = ""
+
+
+def torchrun_command(cfg: NetSimConfig, node_rank: int, local_addr: str, rdzv_host: str,
+                     output_dir: Path, run_id: str) -> list[str]:
+    """The per-node launcher: what a TrainJob's node container runs, with the rendezvous spelled out."""
+    from dataclasses import replace
+
+
+    if isinstance(cfg.train_args, TrainArgs):  # rendered to a command line only here, at the last moment
+        argv = replace(cfg.train_args, threads=cfg.threads_per_rank, output_dir=str(output_dir)).to_argv()
+    else:
+        argv = [*cfg.train_args, "--threads", str(cfg.threads_per_rank), "--output-dir", str(output_dir)]
+    # the first node hosts the c10d store (is_host): the hostname does not resolve inside a namespace
+    return build(argv, module=cfg.module, nproc_per_node=cfg.procs_per_node, nnodes=cfg.nodes, node_rank=node_rank,
+                 rdzv_endpoint=f"{rdzv_host}:{cfg.port}", rdzv_id=run_id, rdzv_conf=f"is_host={int(node_rank == 0)}",
+                 local_addr=local_addr)
+
+
+def _node_env(ifname: str, threads: int) -> dict[str, str]:
+    """Every node's ranks get the launcher's one environment; gloo binds the namespace's interface, not
+    whatever the hostname resolves to."""
+
+    return rank_env(threads, {"GLOO_SOCKET_IFNAME": ifname}, cpu_only=True)
+
+
+def _kill(procs: list[subprocess.Popen]) -> None:
+    """Every node's launcher and its ranks (launch.stop_tree: the ranks run in sessions of their own)."""
+
+    for p in procs:
+        if p.poll() is None:
+            stop_tree(p.pid, grace_s=10)
+        p.wait()
+
+
+def _summarise(steps: list[dict], skip: int = 1) -> dict:
+    """Median step time skips the first step(s): they include warm-up (allocations, first collectives)."""
+    times = [s["step_time_s"] for s in steps[skip:] if s.get("step_time_s") is not None] or \
+            [s["step_time_s"] for s in steps if s.get("step_time_s") is not None]
+    losses = [s["loss"] for s in steps if s.get("loss") is not None]
+    return {"first_loss": losses[0] if losses else None, "final_loss": losses[-1] if losses else None,
+            "step_time_s_median": statistics.median(times) if times else None}
+
+
+def run_cap(cfg: NetSimConfig, rate: str, topo: Topology | None, progress=print) -> CapResult:
+    """Launch one torchrun per node (inside its namespace, or on loopback), wait, collect logs and counters."""
+
+    label = re.sub(r"[^a-z0-9]+", "-", rate.lower())
+    run_dir = cfg.out_dir / label
+    run_dir.mkdir(parents=True, exist_ok=True)
+    if topo is not None:
+        topo.set_rate(rate)
+        before = topo.counters()
+        addresses, rdzv_host, ifname = topo.addresses, topo.addresses[0], "eth0"
+    else:
+        before = None
+        addresses, rdzv_host, ifname = ["127.0.0.1"] * cfg.nodes, "127.0.0.1", "lo"
+    run_id = f"netsim-{label}-{os.getpid()}"
+    procs, logs = [], []
+    start = time.monotonic()
+    try:
+        for i in range(cfg.nodes):
+            # one output dir for all nodes, like a shared volume (FSx/EFS) mounted into every pod
+            cmd = torchrun_command(cfg, i, addresses[i], rdzv_host, run_dir / "output", run_id)
+            if topo is not None:
+                cmd = ["ip", "netns", "exec", topo.namespaces[i], *cmd]
+            log_path = run_dir / f"node{i}.log"
+            logs.append(log_path)
+            with open(log_path, "w") as fh:
+                procs.append(subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, cwd=str(run_dir),
+                                              env=_node_env(ifname, cfg.threads_per_rank), start_new_session=True))
+        deadline = start + cfg.timeout_s
+        note = ""
+        at_first_step = None
+        while any(p.poll() is None for p in procs):
+            if topo is not None and at_first_step is None and METRIC_PREFIX in logs[0].read_text(errors="replace"):
+                at_first_step = topo.counters()  # what start-up cost, apart from the steady steps after it
+            if time.monotonic() > deadline:
+                note = f"timed out after {cfg.timeout_s:.0f} s"
+                break
+            if any(p.returncode not in (None, 0) for p in procs):
+                note = "a node failed; stopping the others"
+                break
+            time.sleep(0.5)
+    finally:
+        _kill(procs)  # no-op for processes that already exited
+    wall = time.monotonic() - start
+    after = topo.counters() if topo is not None else None
+    text = "\n".join(p.read_text(errors="replace") for p in logs)
+    steps = parse_metrics(text)
+    nodes = []
+    for i, p in enumerate(procs):
+        nr = NodeResult(node=i, address=addresses[i], returncode=p.returncode, log_path=str(logs[i]))
+        if before is not None and after is not None:
+            nr.tx_bytes = after[i]["tx_bytes"] - before[i]["tx_bytes"]
+            nr.rx_bytes = after[i]["rx_bytes"] - before[i]["rx_bytes"]
+            if at_first_step is not None:
+                nr.startup_tx_bytes = at_first_step[i]["tx_bytes"] - before[i]["tx_bytes"]
+        nodes.append(nr)
+    mfile = run_dir / "output" / "metrics.json"
+    world = json.loads(mfile.read_text()).get("world_size") if mfile.exists() else None
+    ok = all(p.returncode == 0 for p in procs) and bool(steps)
+    if not ok and not note:
+        note = "no METRIC lines in the logs" if not steps else "a node exited with an error"
+    result = CapResult(rate=rate, rate_bps=parse_rate(rate), mode="netns" if topo else "loopback", ok=ok,
+                       wall_s=round(wall, 2), nodes=nodes, steps=steps, world_size=world, note=note,
+                       **_summarise(steps))
+    progress(f"  {rate:>9}: {'ok' if ok else 'FAILED'} in {wall:.0f} s, median step "
+             f"{result.step_time_s_median if result.step_time_s_median is not None else '-'} s"
+             + (f", {note}" if note else ""))
+    return result
+
+
+@dataclass
+class NetSimReport:
+    mode: str
+    reason: str
+    nodes: int
+    procs_per_node: int
+    train_args: list[str]
+    results: list[CapResult]
+    weights_mb: float | None = None  # the model's weights in the run's precision: what rank 0 broadcasts at start
+
+    def table(self) -> list[dict]:
+        """One row per cap: what the notebook shows and the JSON benchmark records."""
+        def mb(b):
+            return None if b is None else round(b / 1e6, 1)
+
+        rows = []
+        for r in self.results:
+            steady = [None if n.tx_bytes is None or n.startup_tx_bytes is None or len(r.steps) < 2
+                      else (n.tx_bytes - n.startup_tx_bytes) / (len(r.steps) - 1) for n in r.nodes]
+            rows.append({"rate": r.rate, "mode": r.mode, "ok": r.ok, "step_time_s_median": r.step_time_s_median,
+                         "first_loss": r.first_loss, "final_loss": r.final_loss, "wall_s": r.wall_s,
+                         "mb_sent_per_node": [mb(n.tx_bytes) for n in r.nodes],
+                         "mb_startup_per_node": [mb(n.startup_tx_bytes) for n in r.nodes],
+                         "mb_per_step_per_node": [mb(b) for b in steady],
+                         "steps": len(r.steps)})
+        return rows
+
+    def to_json(self, path: str | Path) -> Path:
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        data = asdict(self)
+        data["table"] = self.table()
+
+        data["versions"] = versions()
+        path.write_text(json.dumps(data, indent=2, default=str) + "\n")
+        return path
+
+
+def choose_mode(mode: str, nodes: int = 2) -> tuple[str, str]:
+    """'auto' -> namespaces when we can create them, else loopback; the reason is shown to the learner."""
+    check_choice("netsim mode", mode, MODES)
+    if mode == "loopback":
+        return "loopback", "loopback requested"
+    ok, why = netns_available()
+    if ok:
+        return "netns", why
+    if mode == "netns":
+        raise WorkshopError(f"network namespaces are not available here: {why}")
+    return "loopback", f"{why}: falling back to {nodes} node groups on loopback (no rate caps, no per-node bytes)"
+
+
+def _prepare(cfg: NetSimConfig, progress=print) -> None:
+    """One-time costs, paid before the first cap is timed so every cap's wall time means the same thing: the
+    DeepSpeed ops the ranks would compile, and the local corpus + tokenizer the preset trains on."""
+
+    args = cfg.train_args
+    if not hasattr(args, "to_argv"):
+        return  # raw argv: the ranks prepare whatever it needs
+    build_ops(args, progress)
+    if args.model in PRESETS and args.dataset == "local":
+
+        local_kit(Path(args.cache_dir).expanduser())
+
+
+def run(cfg: NetSimConfig, progress=print) -> NetSimReport:
+    """Run the training command on `cfg.nodes` simulated nodes at each rate cap; always tears down."""
+    mode, reason = choose_mode(cfg.mode, cfg.nodes)
+    progress(f"netsim: {cfg.nodes} nodes x {cfg.procs_per_node} procs, mode={mode} ({reason})")
+    _prepare(cfg, progress)
+    results = []
+    if mode == "netns":
+        with Topology(cfg.nodes, cfg.subnet, cfg.prefix) as topo:
+            if not topo.reachable():
+                raise WorkshopError("the namespaces were created but node 0 cannot reach the others")
+            for rate in cfg.rates:
+                results.append(run_cap(cfg, rate, topo, progress))
+    else:
+        for rate in cfg.rates:
+            if parse_rate(rate) is not None:
+                progress(f"  note: rate cap {rate} cannot be applied on loopback; running uncapped")
+            results.append(run_cap(cfg, rate, None, progress))
+    return NetSimReport(mode=mode, reason=reason, nodes=cfg.nodes, procs_per_node=cfg.procs_per_node,
+                        train_args=(cfg.train_args.to_argv() if hasattr(cfg.train_args, "to_argv")
+                                    else list(cfg.train_args)), results=results, weights_mb=_weights_mb(cfg.train_args))
+
+
+def _weights_mb(args) -> float | None:
+    if not hasattr(args, "model") or args.model not in PRESETS:
+        return None
+
+    precision = resolve_precision(args.precision)[0]
+    return round(architecture(args.model).params * (2 if precision == "bf16" else 4) / 1e6, 1)
+
+
+# ---------------------------------------------------------------- CLI
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="workshop netsim", description=__doc__.split("\n\n")[0],
+                                epilog="Anything after `--` goes to the training entry point "
+                                       "(default: " + " ".join(_default_train_args().to_argv()) + ").")
+    p.add_argument("--nodes", type=int, default=2)
+    p.add_argument("--procs-per-node", type=int, default=1)
+    p.add_argument("--threads", type=int, default=1, help="torch/OMP threads per rank")
+    p.add_argument("--rate", action="append", dest="rates", metavar="RATE",
+                   help="tc rate cap per node, repeatable (default: 10gbit and 1gbit); 'none' = uncapped")
+    p.add_argument("--mode", choices=MODES, default="auto")
+    p.add_argument("--subnet", default="10.77.0.0/24")
+    p.add_argument("--out-dir", default="out/netsim")
+    p.add_argument("--timeout", type=float, default=600.0, help="seconds per run before the nodes are stopped")
+    p.add_argument("--json", default=None, help="write the report here (e.g. benchmarks/results/netsim.json)")
+    p.add_argument("--plot", default=None, help="write a PNG of step time and bytes sent per cap here")
+    p.add_argument("--cleanup", action="store_true", help="only delete stale namespaces from killed runs")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    train_args = None
+    if "--" in argv:
+        cut = argv.index("--")
+        argv, train_args = argv[:cut], argv[cut + 1:]
+    args = _parser().parse_args(argv)
+    try:
+        if args.cleanup:
+            print("deleted:", ", ".join(cleanup_stale()) or "nothing")
+            return 0
+        for flag, path in (("--json", args.json), ("--plot", args.plot)):
+            if path:
+                check_output(path, flag)
+        cfg = NetSimConfig(nodes=args.nodes, procs_per_node=args.procs_per_node, threads_per_rank=args.threads,
+                           rates=args.rates or ["10gbit", "1gbit"], mode=args.mode, subnet=args.subnet,
+                           out_dir=Path(args.out_dir), timeout_s=args.timeout,
+                           **({"train_args": train_args} if train_args else {}))
+        report = run(cfg)
+    except WorkshopError as exc:
+        return report_error(exc)
+    for row in report.table():
+        print(json.dumps(row))
+    if args.json:
+        print("wrote", report.to_json(args.json))
+    if args.plot:
+
+        print("wrote", plot_netsim(report.table(), args.plot))
+    return 0 if all(r.ok for r in report.results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,208 @@
+"""`workshop run`: execute the workbook's notebooks in order with papermill, small defaults unless overridden.
+
+Executed notebooks go to <out>/notebooks/, figures to <out>/images/, and <out>/index.md + index.json say
+what ran, how long it took and what it produced. The run stops at the first failing notebook and names
+the notebook and the cell.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from workshop.errors import WorkshopError, check_output, report
+from workshop.paths import NOTEBOOKS_DIR
+
+NOTEBOOKS = NOTEBOOKS_DIR
+
+
+@dataclass
+class NotebookRun:
+    notebook: str
+    status: str  # ok | failed | skipped
+    seconds: float = 0.0
+    output: str | None = None
+    parameters: dict = field(default_factory=dict)
+    error: str | None = None
+    images: list[str] = field(default_factory=list)
+
+
+def notebooks(only: list[str] | None = None, folder: Path = NOTEBOOKS) -> list[Path]:
+    """The numbered notebooks, in order; `only` selects by number or name prefix ("04", "04_single")."""
+    found = sorted(folder.glob("[0-9][0-9]_*.ipynb"))
+    if only:
+        picked = [p for p in found if any(p.name.startswith(o) for o in only)]
+        unknown = [o for o in only if not o.strip() or not any(p.name.startswith(o) for p in found)]  # '' matches all
+        if unknown:
+            raise WorkshopError(f"no notebook matches {unknown}; available: {', '.join(p.stem for p in found)}")
+        found = picked
+    return found
+
+
+def parse_value(text: str):
+    """`-p nodes 2` gives an int, `-p model small` a string: the same rule as papermill's -p."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text
+
+
+def _failed_cell(nb_path: Path) -> str:
+    import nbformat
+
+    nb = nbformat.read(nb_path, as_version=4)
+    added = {"injected-parameters", "papermill-error-cell-tag"}  # cells papermill adds; number as in the source
+    cells = [c for c in nb.cells if not added & set(c.get("metadata", {}).get("tags", []))]
+    for i, cell in enumerate(cells):
+        if cell.get("metadata", {}).get("papermill", {}).get("status") == "failed" or any(
+                o.get("output_type") == "error" for o in cell.get("outputs", [])):
+            first = cell.source.strip().splitlines()[0] if cell.source.strip() else ""
+            return f"cell {i} ({first[:60]!r})"
+    return "unknown cell"
+
+
+def declared_parameters(path: Path) -> dict:
+    """Name -> papermill's description (type, default, help) of the notebook's `parameters` cell."""
+    import papermill as pm
+
+    return dict(pm.inspect_notebook(str(path)))
+
+
+_KINDS = {bool: "true or false", int: "an integer", float: "a number", str: "a string", list: "a JSON list"}
+
+
+def _fits(value, default) -> bool:
+    """Whether a `-p` value (as parse_value read it) has the kind of the parameter's default; a default of
+    None or an expression says nothing. An int is a fine float; a bool is no int."""
+    if type(default) not in _KINDS:
+        return True
+    if isinstance(default, (bool, int)):
+        return type(value) is type(default)
+    if isinstance(default, float):
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    return isinstance(value, type(default))
+
+
+def check_overrides(paths: list[Path], overrides: dict) -> None:
+    """Refuse, before anything runs, a `-p` name that none of the selected notebooks declares, and a value
+    of another kind than the notebook's default (`-p nodes two`), which would fail only in a cell."""
+    params = {p: declared_parameters(p) for p in paths}
+    declared = {name: [p.stem[:2] for p in paths if name in params[p]] for name in {n for ps in params.values() for n in ps}}
+    unknown = sorted(set(overrides) - set(declared))
+    if unknown:
+        listing = "; ".join(f"{n} ({', '.join(nbs)})" for n, nbs in sorted(declared.items()))
+        raise WorkshopError(f"parameter {', '.join(map(repr, unknown))} is declared by none of the selected "
+                            f"notebooks; declared: {listing}")
+    for name, value in overrides.items():
+        for path in (p for p in paths if name in params[p]):
+            text = params[path][name].get("default")
+            try:
+                default = ast.literal_eval(text)
+            except (ValueError, SyntaxError, TypeError):
+                continue
+            if not _fits(value, default):
+                hint = " (quote a string JSON would read as something else, e.g. -p NAME '\"2.3\"')" \
+                    if isinstance(default, str) else ""
+                raise WorkshopError(f"-p {name} {json.dumps(value)}: {path.stem} declares {name} = {text}, so it "
+                                    f"takes {_KINDS[type(default)]}{hint}")
+
+
+def ipc_kernel_manager(socket_dir: str):
+    """A kernel manager whose sockets are Unix files in a private folder instead of loopback TCP ports: no other
+    user of the host can connect to the kernel, and ipykernel 7 has no unencrypted-TCP warning to print."""
+    from jupyter_client.manager import AsyncKernelManager
+
+    class IPCKernelManager(AsyncKernelManager):
+        def __init__(self, **kwargs):
+            super().__init__(transport="ipc", ip=str(Path(socket_dir) / "kernel"), **kwargs)
+
+    return IPCKernelManager
+
+
+def run_notebook(path: Path, out: Path, overrides: dict, kernel: str = "python3") -> NotebookRun:
+    import tempfile
+
+    import papermill as pm
+
+    declared = set(declared_parameters(path))
+    params = {"images_dir": str(out / "images"), "out_dir": str(out), **overrides}
+    params = {k: v for k, v in params.items() if k in declared}  # pass each notebook only what it declares
+    dest = out / "notebooks" / path.name
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    before = set((out / "images").glob("*.png"))
+    t0 = time.time()
+    try:
+        with tempfile.TemporaryDirectory(prefix="workshop-kernel-") as sockets:
+            pm.execute_notebook(str(path), str(dest), parameters=params, cwd=str(path.parent), kernel_name=kernel,
+                                progress_bar=False, log_output=False,
+                                kernel_manager_class=ipc_kernel_manager(sockets))
+    except Exception as e:  # noqa: BLE001 -- any failure of a notebook is reported, not raised
+        msg = f"{path.name}, {_failed_cell(dest) if dest.exists() else 'before the first cell'}: " \
+              f"{getattr(e, 'ename', type(e).__name__)}: {getattr(e, 'evalue', e)}"
+        return NotebookRun(path.name, "failed", round(time.time() - t0, 1), str(dest), params, msg)
+    images = sorted(str(p.relative_to(out)) for p in set((out / "images").glob("*.png")) - before)
+    return NotebookRun(path.name, "ok", round(time.time() - t0, 1), str(dest), params, images=images)
+
+
+def write_index(out: Path, runs: list[NotebookRun]) -> Path:
+    (out / "index.json").write_text(json.dumps([asdict(r) for r in runs], indent=2))
+    lines = ["# Workbook run", "", "| notebook | status | seconds | figures |", "|---|---|---|---|"]
+    for r in runs:
+        nb = f"[{r.notebook}](notebooks/{r.notebook})" if r.output else r.notebook
+        lines.append(f"| {nb} | {r.status} | {r.seconds} | {', '.join(r.images) or '-'} |")
+    errors = [r.error for r in runs if r.error]
+    lines += ["", *(f"**Failed:** {e}" for e in errors)]
+    path = out / "index.md"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def run_workbook(out: str | Path = "out", only: list[str] | None = None, overrides: dict | None = None,
+                 echo=print, folder: Path = NOTEBOOKS, stop_on_failure: bool = False) -> list[NotebookRun]:
+    todo = notebooks(only, folder)
+    check_overrides(todo, overrides or {})
+    check_output(out, "--out", folder=True)
+    out = Path(out).resolve()
+    (out / "images").mkdir(parents=True, exist_ok=True)
+    runs: list[NotebookRun] = []
+    for i, path in enumerate(todo):
+        echo(f"[{i + 1}/{len(todo)}] {path.name} ...")
+        run = run_notebook(path, out, overrides or {})
+        runs.append(run)
+        echo(f"    {run.status} in {run.seconds} s" + (f": {run.error}" if run.error else ""))
+        if run.status == "failed" and stop_on_failure:
+            runs += [NotebookRun(p.name, "skipped") for p in todo[i + 1:]]
+            break
+    write_index(out, runs)
+    return runs
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="workshop run", description=__doc__.split("\n\n")[0])
+    p.add_argument("--out", default="out", help="folder for executed notebooks, figures and the index")
+    p.add_argument("--only", nargs="*", help="notebook numbers or names, e.g. --only 01 04")
+    p.add_argument("-p", "--parameter", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
+                   help="override a notebook parameter (given to every notebook that declares it)")
+    p.add_argument("--stop-on-failure", action="store_true", help="stop at the first failing notebook")
+    a = p.parse_args(argv)
+    try:
+        runs = run_workbook(a.out, a.only, {k: parse_value(v) for k, v in a.parameter},
+                            stop_on_failure=a.stop_on_failure)
+    except WorkshopError as e:
+        return report(e)
+    total = sum(r.seconds for r in runs)
+    failed = [r for r in runs if r.status == "failed"]
+    print(f"{len([r for r in runs if r.status == 'ok'])}/{len(runs)} notebooks ran in {total:.0f} s; "
+          f"index: {Path(a.out) / 'index.md'}")
+    for r in failed:
+        print(f"failed: {r.error}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,357 @@
+"""Start torchrun of the training entry point from a notebook or a script, with live progress.
+
+torchrun owns the ranks (and tears all of them down when one dies); this module builds its command,
+checks the request fits the machine before anything starts, streams the merged log to a file while
+updating a progress bar from the METRIC lines, and hands back the log, the metrics and the exit code.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from workshop.errors import WorkshopError, check_choice, check_positive
+from workshop.launch.procs import run_captured, stop_tree
+from workshop.launch.progress import bar
+from workshop.paths import REPO
+from workshop.train import TrainArgs, parse_args
+from workshop.train.dsprobe import extensions_dir as versioned
+from workshop.train.logs import parse_metrics
+from workshop.train.shm import SHM_DIR, SHM_GLOB, release_orphaned_buffers
+
+
+@dataclass
+class RunResult:
+    returncode: int
+    log: str
+    steps: list[dict] = field(default_factory=list)
+    metrics: dict | None = None  # the run's metrics.json, when it finished
+    log_path: str | None = None
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0
+
+    @property
+    def failure(self) -> str | None:
+        """The failing rank's own error, read from torchrun's output (None when the run succeeded)."""
+        return None if self.ok else rank_failure(self.log, self.returncode)
+
+    def check(self) -> RunResult:
+        """Raise with the failing rank's own exception: a failure must be loud, never a quiet empty table."""
+        if not self.ok:
+            raise RuntimeError(f"{self.failure}\n(whole log: {self.log_path})")
+        return self
+
+
+class RunHung(TimeoutError):
+    """The run made no progress within its timeout and was stopped."""
+
+
+_ROOT_CAUSE = re.compile(r"Root Cause \(first observed failure\):(.*?)(?:\n=====|\Z)", re.DOTALL)
+_RANK_LINE = re.compile(r"^\[default(\d+)\]:(.*)$")
+
+
+def rank_failure(log: str, returncode: int | None = None) -> str:
+    """"rank R failed (exit E): Type: message" plus the innermost frames of this project, from torchrun's
+    Root Cause block (the rank's @record traceback), or the rank's own `error: ...` line (bad input, exit 2),
+    or the signal that killed it."""
+    block = _ROOT_CAUSE.search(log)
+    rank = exit_text = None
+    detail, frames = "", []
+    if block:
+        text = block.group(1)
+        rank = (re.search(r"rank\s*:\s*(\d+)", text) or [None, None])[1]
+        code = re.search(r"exitcode\s*:\s*(-?\d+)", text)
+        exit_text = code.group(1) if code else None
+        tb = text.split("traceback :", 1)[1] if "traceback :" in text else ""
+        lines = [ln.strip() for ln in tb.splitlines() if ln.strip()]
+        if lines and not lines[0].startswith("To enable traceback"):
+            detail = lines[-1]
+            frames = [ln for ln in lines if ln.startswith("File ") and "/workshop/" in ln][-2:]
+        elif exit_text and int(exit_text) < 0:
+            detail = f"killed by {signal.Signals(-int(exit_text)).name}"
+    if not detail:  # a WorkshopError: the rank printed one `error: ...` line and exited 2
+        errors = [ln for ln in log.splitlines() if "error: " in ln and not ln.lstrip().startswith("[rank")]
+        own = [(_RANK_LINE.match(ln.strip()), ln) for ln in errors]
+        if own:
+            m, line = own[0]
+            rank = rank or (m.group(1) if m else None)
+            detail = (m.group(2) if m else line).strip()
+    if not detail:
+        detail = "no exception was reported; last lines:\n" + "\n".join(log.splitlines()[-15:])
+    head = f"rank {rank if rank is not None else '?'} failed (exit {exit_text or returncode}): {detail}"
+    return head + "".join(f"\n  at {f}" for f in frames)
+
+
+def last_lines_per_rank(lines: list[str]) -> dict[str, str]:
+    """The last line each rank printed (torchrun --tee prefixes them "[defaultN]:")."""
+    last: dict[str, str] = {}
+    for line in lines:
+        m = _RANK_LINE.match(line.strip())
+        if m and m.group(2).strip():
+            last[f"rank {m.group(1)}"] = m.group(2).strip()
+    return last
+
+
+def check_fits(nproc_per_node: int, threads_per_rank: int | None, *, allow_oversubscribe: bool = False) -> None:
+    """Refuse, before launching, a request this machine cannot hold: each rank needs at least one core."""
+    check_positive("nproc_per_node", nproc_per_node)
+    if threads_per_rank is not None:
+        check_positive("threads_per_rank", threads_per_rank)
+    cores = os.cpu_count() or 1
+    if nproc_per_node > cores and not allow_oversubscribe:
+        raise WorkshopError(f"nproc_per_node={nproc_per_node} is more ranks than this machine has cores ({cores}); "
+                            f"allowed: 1..{cores} (or pass allow_oversubscribe=True)")
+    if threads_per_rank and nproc_per_node * threads_per_rank > cores and not allow_oversubscribe:
+        raise WorkshopError(f"{nproc_per_node} ranks x {threads_per_rank} threads = "
+                            f"{nproc_per_node * threads_per_rank} threads on {cores} cores; "
+                            f"allowed threads_per_rank: 1..{max(1, cores // nproc_per_node)}")
+
+
+def extensions_dir() -> Path:
+    """Where DeepSpeed's JIT-built C++ ops are cached (one folder per DeepSpeed version; see workshop.train.dsprobe)."""
+
+    return versioned()
+
+
+def ops_to_build(args) -> list[str]:
+    """DeepSpeed ops this run (a TrainArgs) will compile because no cached build exists, so the wait is
+    announced, not silent."""
+    if args.engine != "deepspeed" and args.allreduce == "backend":
+        return []
+    needed = ["deepspeed_shm_comm"] + (["cpu_adam"] if args.offload_optimizer else [])
+    built = {p.parent.name for p in extensions_dir().glob("**/*.so")}
+    return [op for op in needed if op not in built]
+
+
+# DeepSpeed's op builders by the name its JIT cache gives their builds
+OP_BUILDERS = {"deepspeed_shm_comm": "ShareMemCommBuilder", "cpu_adam": "CPUAdamBuilder"}
+
+
+def build_ops(args, progress=print) -> list[str]:
+    """Compile the DeepSpeed ops a run will need, once, before anything is timed: a rank that compiles on
+    first use spends ~40 s (2 cores) inside its first step, and the first of several timed runs looks slow."""
+    pending = ops_to_build(args)
+    for op in pending:
+        progress(f"note: compiling DeepSpeed's {op} once (about a minute on 2 cores); cached in {extensions_dir()}")
+        code = ("from workshop.train.dsprobe import use_versioned_extensions_dir\n"
+                "use_versioned_extensions_dir()\n"
+                f"from deepspeed.ops.op_builder.cpu import {OP_BUILDERS[op]}\n"
+                f"{OP_BUILDERS[op]}().load(verbose=False)\n")
+        r = run_captured([sys.executable, "-c", code], timeout=900)
+        if r.returncode != 0:  # the rank will try again and report the compiler's error itself
+            progress(f"note: {op} did not build here ({(r.stderr or r.stdout).strip().splitlines()[-1:]})")
+    return pending
+
+
+def torchrun_command(module_args: list[str], *, nproc_per_node: int = 2, nnodes: int = 1, node_rank: int = 0,
+                     rdzv_endpoint: str | None = None, rdzv_id: str = "workshop", rdzv_conf: str | None = None,
+                     local_addr: str | None = None, master_addr: str | None = None, master_port: int | None = None,
+                     max_restarts: int = 0, module: str = "workshop.train",
+                     prefix: list[str] | None = None) -> list[str]:
+    """THE torchrun command line, for training, loading, collectives, benchmarks and netsim alike.
+
+    One node without a rendezvous endpoint runs `--standalone` (a free port) unless a master address/port is
+    given; several nodes meet at a c10d rendezvous. `--tee=3` prefixes each rank's lines with "[defaultN]:",
+    so the launcher can name the rank a failure or a hang belongs to.
+    """
+    cmd = list(prefix or []) + [sys.executable, "-m", "torch.distributed.run",
+                                f"--nproc-per-node={nproc_per_node}", f"--max-restarts={max_restarts}", "--tee=3"]
+    if nnodes > 1 or rdzv_endpoint is not None:
+        cmd += [f"--nnodes={nnodes}", f"--node-rank={node_rank}", "--rdzv-backend=c10d",
+                f"--rdzv-endpoint={rdzv_endpoint}", f"--rdzv-id={rdzv_id}"]
+        if rdzv_conf:
+            cmd.append(f"--rdzv-conf={rdzv_conf}")
+    elif master_addr or master_port:
+        cmd += [f"--master-addr={master_addr or '127.0.0.1'}", f"--master-port={master_port or 29500}"]
+    else:
+        cmd.append("--standalone")
+    if local_addr:
+        cmd.append(f"--local-addr={local_addr}")
+    return cmd + ["-m", module, *module_args]
+
+
+
+
+def rank_env(threads_per_rank: int | None, env: dict | None = None, *, nproc_per_node: int | None = None,
+             cpu_only: bool = False) -> dict:
+    """THE environment every rank inherits, whoever launches it. Set before torch starts (OpenMP and DeepSpeed
+    read these once): threads per rank, DeepSpeed's LOCAL_SIZE (its CPU shm collective needs it; torchrun sets
+    only LOCAL_WORLD_SIZE), the compiled-op cache of this DeepSpeed version, this checkout on PYTHONPATH, and
+    for CPU recipes no visible GPU (a CPU run on a GPU host must not pick nccl or crowd one GPU)."""
+    out = dict(os.environ, PYTHONUNBUFFERED="1", TOKENIZERS_PARALLELISM="false",
+               TORCH_EXTENSIONS_DIR=str(extensions_dir()),
+               PYTHONPATH=os.pathsep.join(p for p in [str(REPO), os.environ.get("PYTHONPATH", "")] if p))
+    if threads_per_rank:
+        out.update(OMP_NUM_THREADS=str(threads_per_rank), MKL_NUM_THREADS=str(threads_per_rank))
+    if nproc_per_node:
+        out["LOCAL_SIZE"] = str(nproc_per_node)
+    if cpu_only:
+        out["CUDA_VISIBLE_DEVICES"] = ""
+    out.update(env or {})
+    return out
+
+
+ALLOCATORS = ("system", "auto", "tcmalloc", "jemalloc")
+# Intel's PyTorch CPU tuning guide settings for jemalloc: keep freed pages instead of returning them each step.
+JEMALLOC_CONF = ("oversize_threshold:1,background_thread:true,metadata_thp:auto,dirty_decay_ms:9000000000,"
+                 "muzzy_decay_ms:9000000000")
+_ALLOCATOR_LIBS = {"tcmalloc": ("tcmalloc_minimal", "libtcmalloc-minimal4"), "jemalloc": ("jemalloc", "libjemalloc2")}
+
+
+def allocator_path(name: str) -> str | None:
+    """The shared library to LD_PRELOAD for tcmalloc or jemalloc, if installed (conda's lib, or ldconfig's cache)."""
+    import ctypes.util
+
+    lib = _ALLOCATOR_LIBS[name][0]
+    prefix = os.environ.get("CONDA_PREFIX")
+    if prefix and (Path(prefix) / "lib" / f"lib{lib}.so").exists():
+        return str(Path(prefix) / "lib" / f"lib{lib}.so")
+    return ctypes.util.find_library(lib) or (ctypes.util.find_library("tcmalloc") if name == "tcmalloc" else None)
+
+
+def allocator_env(name: str) -> tuple[dict, str]:
+    """The rank environment that makes every rank (and torchrun) allocate through `name`, and what was chosen.
+
+    A training step frees and reallocates the same large buffers every step; glibc's malloc hands big ones back
+    to the kernel and faults them in again, a caching allocator keeps them. `auto` takes tcmalloc where it is
+    installed (torch.backends.xeon.run_cpu prefers it too) and glibc's otherwise; a named one must be installed.
+    """
+    check_choice("allocator", name, ALLOCATORS)
+    if name == "system":
+        return {}, "system"
+    if name == "auto":
+        return allocator_env("tcmalloc") if allocator_path("tcmalloc") else ({}, "system")
+    path = allocator_path(name)
+    if path is None:
+        pkg = _ALLOCATOR_LIBS[name][1]
+        raise WorkshopError(f"allocator {name} is not installed (apt-get install {pkg}); allowed here: "
+                            + ", ".join(a for a in ALLOCATORS if a in ("system", "auto") or allocator_path(a)))
+    env = {"LD_PRELOAD": ":".join(p for p in (path, os.environ.get("LD_PRELOAD")) if p)}
+    if name == "jemalloc":
+        env["MALLOC_CONF"] = JEMALLOC_CONF
+    return env, name
+
+
+def _progress(total: int | None, enabled: bool):
+
+    return bar(total, "training", unit="step") if enabled else None
+
+
+def run_torchrun(train_args, *, nproc_per_node: int = 2, nnodes: int = 1, node_rank: int = 0,
+                 rdzv_endpoint: str | None = None, threads_per_rank: int | None = None, env: dict | None = None,
+                 log_path: str | Path | None = None, progress: bool = True, timeout: float | None = None,
+                 module: str = "workshop.train", prefix: list[str] | None = None, echo: bool = False,
+                 max_restarts: int = 0, allow_oversubscribe: bool = False) -> RunResult:
+    """Run torchrun to completion; returns a RunResult (call .check() to raise on failure).
+
+    `train_args` is a workshop.train.TrainArgs (argv is accepted too and parsed once, here): it is validated
+    before any process starts and rendered to the command line only at the last moment. CPU recipes run with
+    no visible GPU; a GPU recipe says so with backend "nccl".
+    """
+    check_fits(nproc_per_node, threads_per_rank, allow_oversubscribe=allow_oversubscribe)
+    if module == "workshop.train":
+
+        targs = train_args if isinstance(train_args, TrainArgs) else parse_args(list(train_args))
+        targs.validate()
+        argv, out_dir, max_steps = targs.to_argv(), Path(targs.output_dir), targs.max_steps
+        cpu_only, pending = targs.backend != "nccl", ops_to_build(targs)
+    else:
+        argv, out_dir, max_steps = list(train_args), Path(log_path).parent if log_path else Path("out"), None
+        cpu_only, pending = False, []
+    cmd = torchrun_command(argv, nproc_per_node=nproc_per_node, nnodes=nnodes, node_rank=node_rank,
+                           rdzv_endpoint=rdzv_endpoint, max_restarts=max_restarts, module=module, prefix=prefix)
+    log_path = Path(log_path) if log_path else out_dir / f"torchrun-node{node_rank}.log"
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    if pending:
+        build_ops(targs, progress=(lambda m: print(m, flush=True)) if progress else (lambda m: None))
+    bar = _progress(max_steps, progress)
+
+
+    swept = release_orphaned_buffers()
+    if swept and progress:
+        print(f"note: removed {len(swept)} DeepSpeed shared-memory buffer(s) in {SHM_DIR} that no process held "
+              f"(left by a run that was killed with its launcher)", flush=True)
+    shm_before = set(SHM_DIR.glob(SHM_GLOB))
+    t0, lines, steps = time.time(), [], []
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1,
+                            env=rank_env(threads_per_rank, env, nproc_per_node=nproc_per_node, cpu_only=cpu_only),
+                            start_new_session=True)
+    inbox: queue.Queue = queue.Queue()
+
+    def pump():  # a thread reads, so the timeout is enforced even when no line ever arrives
+        for text in proc.stdout:
+            inbox.put(text)
+        inbox.put(None)
+
+    threading.Thread(target=pump, daemon=True).start()
+    try:
+        with open(log_path, "w") as log:
+            while True:
+                try:
+                    line = inbox.get(timeout=1.0)
+                except queue.Empty:
+                    line = ""
+                if line is None:
+                    break
+                if line:
+                    log.write(line)
+                    lines.append(line)
+                    if echo:
+                        print(line, end="")
+                    for rec in parse_metrics(line):
+                        steps.append(rec)
+                        if bar is not None:
+                            bar.update(rec["step"] - bar.n)
+                            bar.set_postfix(loss=rec["loss"], tok_s=rec["tokens_per_s"])
+                if timeout and time.time() - t0 > timeout:
+                    last = last_lines_per_rank(lines)
+                    silent = "; ".join(f"{r}: {t[:160]}" for r, t in sorted(last.items())) or "no rank printed"
+                    raise RunHung(f"run stopped after {timeout:g} s without finishing (hung?); "
+                                  f"last line of each rank: {silent}; log: {log_path}")
+        proc.wait()
+    except BaseException:
+        stop_tree(proc.pid)  # torchrun and every rank: nothing half-running is left behind
+        proc.wait()
+        raise
+    finally:
+        if bar is not None:
+            bar.close()  # in a notebook the widget becomes its final line as text (workshop.launch.progress)
+        if proc.returncode != 0:  # ranks that died never released DeepSpeed's /dev/shm buffers: do it for them
+            release_orphaned_buffers(set(SHM_DIR.glob(SHM_GLOB)) - shm_before)  # a concurrent run's stay
+    metrics_file = out_dir / "metrics.json"
+    metrics = json.loads(metrics_file.read_text()) if proc.returncode == 0 and metrics_file.exists() else None
+    return RunResult(proc.returncode, "".join(lines), steps, metrics, str(log_path), round(time.time() - t0, 2))
+
+
+def sweep_threads(train_args, settings: list[int], *, nproc_per_node: int = 2, steps: int = 8) -> list[dict]:
+    """The same job once per threads-per-rank setting (fewer steps); median tokens/s and step time of each.
+
+    `train_args` is a workshop.train.TrainArgs; each setting writes to its own `<output_dir>-threadsT`.
+    Settings that oversubscribe the cores are allowed on purpose: that is what the sweep shows.
+    """
+    from dataclasses import replace
+
+    rows = []
+    for i, t in enumerate(settings, 1):
+        label = f"{nproc_per_node} ranks x {t} threads"
+        print(f"[{i}/{len(settings)}] {label}, {steps} steps ...", end=" ", flush=True)  # a long cell shows progress
+        args = replace(train_args, max_steps=steps, output_dir=f"{train_args.output_dir}-threads{t}")
+        run = run_torchrun(args, nproc_per_node=nproc_per_node, threads_per_rank=t,
+                           allow_oversubscribe=True, progress=False).check()
+        rows.append({"label": label, "threads": t,
+                     "tokens_per_s": run.metrics["tokens_per_s_median"],
+                     "step_time_s": run.metrics["step_time_s_median"]})
+        print(f"{rows[-1]['tokens_per_s']:.0f} tokens/s in {run.seconds:.0f} s", flush=True)
+    return rows

@@ -1,0 +1,369 @@
+"""EC2 instance types as rows a planner can use: cores, memory, EFA, GPUs, and whether the CPU has AMX.
+
+The same boto3 paginator answers from AWS when credentials exist, and otherwise from the real EC2 catalog
+that moto ships (under `mock_aws`), so the chapter runs offline and always says which source answered.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import fnmatch
+import json
+import os
+import re
+import sys
+from dataclasses import asdict, dataclass
+from functools import lru_cache
+
+from workshop.errors import WorkshopError, check_choice, report
+
+# The original workshop's query: every "7i" type with EFA (the cluster's inter-node fabric).
+ORIGINAL_FILTERS = [{"Name": "instance-type", "Values": ["*7i*"]},
+                {"Name": "network-info.efa-supported", "Values": ["true"]}]
+CPU_FAMILIES = ("c7i", "m7i", "r7i", "c8i", "m8i", "r8i")
+GPU_FAMILIES = ("p4d", "p5", "g6e")
+DEFAULT_FAMILIES = CPU_FAMILIES + GPU_FAMILIES
+SOURCES = ("auto", "aws", "moto")
+DEFAULT_REGION = "us-east-1"
+
+# Published us-east-1 Linux on-demand prices (USD/hour) we are confident of; anything else is None
+# ("unknown"), never a guess. c7i/m7i/r7i price every size (metal included) linearly per vCPU, so one
+# rate per family covers them: c7i.large $0.08925, m7i.large $0.1008, r7i.large $0.1323.
+PRICE_SOURCE = ("aws.amazon.com/ec2/pricing/on-demand, us-east-1, Linux, as published 2024-2025; "
+                "prices change (P5 was cut in 2025 and is left unknown): check before budgeting")
+_PRICE_PER_VCPU_HOUR = {"c7i": 0.08925 / 2, "m7i": 0.1008 / 2, "r7i": 0.1323 / 2}
+_PRICE_EXACT = {"p4d.24xlarge": 32.7726, "g6e.xlarge": 1.861}
+
+_FAMILY_RE = re.compile(r"^(?P<cls>[a-z]+?)(?P<gen>\d+)(?P<attrs>[a-z]*)(?:-(?P<extra>[a-z0-9-]+))?$")
+# Intel CPUs in these classes are 4th gen Xeon (Sapphire Rapids) or later from generation 7 on.
+_GENERAL_CLASSES = {"c", "m", "r", "i", "x", "z", "u"}
+_AMX_ACCELERATED = {"p5en": "Intel Xeon 4th gen (Sapphire Rapids) host CPU"}
+
+
+class UnknownInstanceType(WorkshopError):
+    """The catalog does not know a type asked for by name (instance_info turns it into a 'did you mean')."""
+
+
+@dataclass(frozen=True)
+class InstanceRow:
+    """One instance type, with the few numbers that decide whether a training plan fits."""
+    instance_type: str
+    family: str
+    size: str
+    vcpus: int
+    cores: int
+    memory_gib: float
+    network_performance: str
+    efa: bool
+    max_efa_interfaces: int
+    gpus: int
+    gpu_name: str | None
+    gpu_memory_gib: float  # per GPU
+    manufacturer: str
+    arch: str
+    clock_ghz: float | None
+    bare_metal: bool
+    amx: bool
+    amx_reason: str
+    hourly_usd: float | None
+
+    @property
+    def total_gpu_memory_gib(self) -> float:
+        return self.gpus * self.gpu_memory_gib
+
+    def amx_peak_tflops(self) -> float | None:
+        """cores x sustained clock x 1,024 bf16 FLOP/cycle: the ceiling the original workshop's '30-50 TFLOPS' sits under."""
+        if not (self.amx and self.clock_ghz):
+            return None
+        return self.cores * self.clock_ghz * 1024 / 1000
+
+    def as_dict(self) -> dict:
+        return {**asdict(self), "amx_peak_tflops": self.amx_peak_tflops()}
+
+
+def split_type(instance_type: str) -> tuple[str, str]:
+    family, _, size = instance_type.partition(".")
+    return family, size
+
+
+def amx_capability(family: str, manufacturer: str, arch: str) -> tuple[bool, str]:
+    """Whether a family's CPU has AMX, and why; decided from the catalog's manufacturer and the family name."""
+    if "arm64" in arch or manufacturer == "AWS":
+        return False, "AWS Graviton (Arm): no AMX"
+    if manufacturer == "AMD":
+        return False, "AMD EPYC: AVX-512 on Zen 4+, but no AMX"
+    if manufacturer != "Intel":
+        return False, f"{manufacturer or 'unknown'} CPU: no AMX"
+    if family in _AMX_ACCELERATED:
+        return True, _AMX_ACCELERATED[family]
+    m = _FAMILY_RE.match(family)
+    if m and m["cls"] in _GENERAL_CLASSES and int(m["gen"]) >= 7 and "i" in m["attrs"]:
+        return True, "Intel Xeon 4th gen (Sapphire Rapids) or later"
+    return False, "Intel Xeon older than 4th gen: AVX-512 without AMX"
+
+
+def hourly_price(instance_type: str, vcpus: int | None = None) -> float | None:
+    """Published on-demand price, or None when we do not know it for sure (see PRICE_SOURCE)."""
+    if instance_type in _PRICE_EXACT:
+        return _PRICE_EXACT[instance_type]
+    family, _ = split_type(instance_type)
+    if family in _PRICE_PER_VCPU_HOUR and vcpus:
+        return round(_PRICE_PER_VCPU_HOUR[family] * vcpus, 5)
+    return None
+
+
+def to_row(item: dict) -> InstanceRow:
+    """A DescribeInstanceTypes item (AWS or moto: the same shape) as an InstanceRow."""
+    name = item["InstanceType"]
+    family, size = split_type(name)
+    vcpu = item.get("VCpuInfo", {})
+    proc = item.get("ProcessorInfo", {})
+    net = item.get("NetworkInfo", {})
+    gpus = item.get("GpuInfo", {}).get("Gpus", [])
+    manufacturer = proc.get("Manufacturer", "")
+    arch = ",".join(proc.get("SupportedArchitectures", []))
+    amx, why = amx_capability(family, manufacturer, arch)
+    vcpus = int(vcpu.get("DefaultVCpus", 0))
+    return InstanceRow(
+        instance_type=name, family=family, size=size, vcpus=vcpus,
+        cores=int(vcpu.get("DefaultCores", vcpus)),
+        memory_gib=item.get("MemoryInfo", {}).get("SizeInMiB", 0) / 1024,
+        network_performance=net.get("NetworkPerformance", ""),
+        efa=bool(net.get("EfaSupported", False)),
+        max_efa_interfaces=int(net.get("EfaInfo", {}).get("MaximumEfaInterfaces", 0)),
+        gpus=sum(int(g.get("Count", 0)) for g in gpus),
+        gpu_name=gpus[0].get("Name") if gpus else None,
+        gpu_memory_gib=gpus[0].get("MemoryInfo", {}).get("SizeInMiB", 0) / 1024 if gpus else 0.0,
+        manufacturer=manufacturer, arch=arch, clock_ghz=proc.get("SustainedClockSpeedInGhz"),
+        bare_metal=bool(item.get("BareMetal", False)), amx=amx, amx_reason=why,
+        hourly_usd=hourly_price(name, vcpus),
+    )
+
+
+@lru_cache(maxsize=1)
+def has_aws_credentials() -> bool:
+    """True when boto3's normal credential chain finds something (env, profile, SSO, instance role)."""
+    try:
+        import boto3
+
+        return boto3.Session().get_credentials() is not None
+    except Exception:  # noqa: BLE001 - any failure to find credentials means "none"
+        return False
+
+
+def _paginate(client, filters, instance_types) -> list[dict]:
+    kwargs = {}
+    if filters:
+        kwargs["Filters"] = filters
+    if instance_types:
+        kwargs["InstanceTypes"] = list(instance_types)
+    items: list[dict] = []
+    for page in client.get_paginator("describe_instance_types").paginate(**kwargs):
+        items.extend(page["InstanceTypes"])
+    return items
+
+
+def _query_aws(filters, instance_types, region) -> list[dict]:
+    import boto3
+    from botocore.config import Config
+
+    cfg = Config(connect_timeout=5, read_timeout=30, retries={"max_attempts": 2})
+    return _paginate(boto3.client("ec2", region_name=region, config=cfg), filters, instance_types)
+
+
+def _query_moto(filters, instance_types, region) -> list[dict]:
+    import boto3
+    from moto import mock_aws
+
+    with mock_aws():
+        client = boto3.client("ec2", region_name=region, aws_access_key_id="offline",
+                              aws_secret_access_key="offline")
+        return _paginate(client, filters, instance_types)
+
+
+def _normalize_filters(filters) -> list[dict]:
+    if not filters:
+        return []
+    if isinstance(filters, dict):
+        return [{"Name": k, "Values": [v] if isinstance(v, str) else list(v)} for k, v in filters.items()]
+    return list(filters)
+
+
+def describe_instance_types(filters=None, *, instance_types=None, region: str = DEFAULT_REGION,
+                            source: str | None = None) -> tuple[list[InstanceRow], str]:
+    """DescribeInstanceTypes through boto3's paginator -> (rows sorted by name, which source answered).
+
+    `filters` is the EC2 API's list of {"Name", "Values"} (or a {name: values} dict). `source` is "auto"
+    (AWS if credentials are found, else moto), "aws" or "moto"; env WORKSHOP_CATALOG_SOURCE sets the default.
+    """
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    source = source or os.environ.get("WORKSHOP_CATALOG_SOURCE", "auto")
+    check_choice("catalog source", source, SOURCES)
+    filters = _normalize_filters(filters)
+    use_aws = source == "aws" or (source == "auto" and has_aws_credentials())
+    note = ""
+    items = None
+    check_choice("region", region, known_regions("aws" if use_aws else "moto"))
+    if use_aws:
+        try:
+            items = _query_aws(filters, instance_types, region)
+            answered = f"aws (live DescribeInstanceTypes, {region})"
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") == "InvalidInstanceType":
+                raise UnknownInstanceType(f"unknown instance type: {exc}") from None
+            if source == "aws":
+                raise WorkshopError(f"AWS DescribeInstanceTypes failed: {exc}") from None
+            note = f"; AWS call failed ({exc.__class__.__name__})"
+        except BotoCoreError as exc:
+            if source == "aws":
+                raise WorkshopError(f"AWS DescribeInstanceTypes failed: {exc}") from None
+            note = f"; AWS call failed ({exc.__class__.__name__})"
+    if items is None:
+        import moto
+
+        if region not in known_regions("moto"):
+            raise WorkshopError(f"the offline catalog (moto) has no region {region!r}; allowed: "
+                                f"{', '.join(known_regions('moto'))}")
+        try:
+            items = _query_moto(filters, instance_types, region)
+        except ClientError as exc:
+            raise UnknownInstanceType(f"{exc.response.get('Error', {}).get('Message', exc)}") from None
+        why = "no AWS credentials found" if not use_aws else "fallback"
+        answered = f"moto {moto.__version__} offline EC2 catalog (mock_aws; {why}{note})"
+    rows = sorted((to_row(i) for i in items), key=lambda r: (r.family, r.vcpus, r.memory_gib, r.instance_type))
+    return rows, answered
+
+
+@lru_cache(maxsize=1)
+def known_types() -> tuple[str, ...]:
+    """Every instance type in moto's bundled catalog: for 'did you mean' hints, without a network call."""
+    import gzip
+
+    import moto
+
+    path = os.path.join(os.path.dirname(moto.__file__), "ec2", "resources", "instance_types.json.gz")
+    with gzip.open(path, "rt") as fh:
+        return tuple(sorted(json.load(fh)))
+
+
+@lru_cache(maxsize=1)
+def known_families() -> tuple[str, ...]:
+    return tuple(sorted({split_type(n)[0] for n in known_types()}))
+
+
+@lru_cache(maxsize=2)
+def known_regions(source: str) -> tuple[str, ...]:
+    """The regions a source can answer for, offline: botocore's endpoint list (aws), or the regions moto's
+    catalog covers (moto). Checked before any query: an unknown one otherwise ends in a KeyError or an
+    endpoint error deep inside boto3 or moto."""
+    if source == "moto":
+        import moto
+
+        folder = os.path.join(os.path.dirname(moto.__file__), "ec2", "resources", "instance_type_offerings", "region")
+        return tuple(sorted(f.split(".")[0] for f in os.listdir(folder)))
+    import boto3
+
+    session = boto3.session.Session()
+    return tuple(sorted({r for part in session.get_available_partitions()
+                         for r in session.get_available_regions("ec2", partition_name=part)}))
+
+
+def _family_error(pattern: str) -> WorkshopError:
+    close = difflib.get_close_matches(pattern.rstrip("*"), known_families(), n=5, cutoff=0.5)
+    hint = f"; did you mean: {', '.join(close)}" if close else ""
+    return WorkshopError(f"no EC2 instance family matches {pattern!r}{hint}")
+
+
+def list_instances(families=DEFAULT_FAMILIES, *, sizes=None, efa: bool = False, region: str = DEFAULT_REGION,
+                   source: str | None = None) -> tuple[list[InstanceRow], str]:
+    """Instance types of the given families (globs allowed: 'r7i', 'c8*'), optionally sizes and EFA only.
+
+    A family pattern that matches nothing is an error naming the closest real families.
+    """
+    families = [families] if isinstance(families, str) else list(families or DEFAULT_FAMILIES)
+    values = []
+    for fam in families:
+        if not fam or "." in fam:
+            raise WorkshopError(f"family {fam!r} should be a family such as 'r7i' (no size); use --size")
+        values += [f"{fam}.{s}" for s in sizes] if sizes else [f"{fam}.*"]
+    filters = [{"Name": "instance-type", "Values": values}]
+    if efa:
+        filters.append({"Name": "network-info.efa-supported", "Values": ["true"]})
+    rows, answered = describe_instance_types(filters, region=region, source=source)
+    for fam in families:
+        if not any(fnmatch.fnmatchcase(r.family, fam) for r in rows) and \
+                not any(fnmatch.fnmatchcase(f, fam) for f in known_families()):
+            raise _family_error(fam)
+    have = {split_type(t)[1] for t in known_types() if any(fnmatch.fnmatchcase(split_type(t)[0], f) for f in families)}
+    for size in sizes or ():  # a size no type of these families has (a typo), not one the EFA filter left out
+        if not any(fnmatch.fnmatchcase(r.size, size) for r in rows) and \
+                not any(fnmatch.fnmatchcase(h, size) for h in have):
+            raise WorkshopError(f"no {'/'.join(families)} instance has size {size!r}; sizes of these families: "
+                                f"{', '.join(sorted(have))}")
+    return rows, answered
+
+
+def instance_info(name: str, *, region: str = DEFAULT_REGION, source: str | None = None) -> InstanceRow:
+    """One instance type; an unknown name is a WorkshopError with the closest real names."""
+    if not isinstance(name, str) or "." not in name:
+        raise WorkshopError(f"instance type {name!r} should look like 'r7i.48xlarge'")
+    try:
+        rows, _ = describe_instance_types(instance_types=[name], region=region, source=source)
+    except UnknownInstanceType:
+        family, _ = split_type(name)
+        if family not in known_families():
+            raise _family_error(family) from None
+        raise WorkshopError(f"unknown instance type {name!r} (family {family} exists; check the size)") from None
+    return rows[0]
+
+
+def format_table(rows: list[InstanceRow]) -> str:
+    head = (f"{'instance type':<20} {'vCPU':>5} {'cores':>5} {'mem GiB':>8} {'network':<22} {'EFA':<4} "
+            f"{'GPUs':<12} {'AMX':<4} {'$/h':>8}")
+    lines = [head, "-" * len(head)]
+    for r in rows:
+        gpu = f"{r.gpus}x{r.gpu_name} {r.gpu_memory_gib:.0f}G" if r.gpus else "-"
+        price = f"{r.hourly_usd:.3f}" if r.hourly_usd is not None else "?"
+        lines.append(f"{r.instance_type:<20} {r.vcpus:>5} {r.cores:>5} {r.memory_gib:>8.0f} "
+                     f"{r.network_performance[:22]:<22} {'yes' if r.efa else 'no':<4} {gpu[:12]:<12} "
+                     f"{'yes' if r.amx else 'no':<4} {price:>8}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="workshop instances", description=__doc__.splitlines()[0])
+    parser.add_argument("--family", action="append", metavar="GLOB",
+                        help=f"instance family (glob ok); repeatable; default: {' '.join(DEFAULT_FAMILIES)}")
+    parser.add_argument("--size", action="append", metavar="GLOB", help="size such as 48xlarge (glob ok)")
+    parser.add_argument("--efa", action="store_true", help="only types that support EFA")
+    parser.add_argument("--original-query", action="store_true",
+                        help="the original workshop's query: instance-type *7i* with EFA (ignores --family/--size)")
+    parser.add_argument("--type", dest="instance_type", help="describe one instance type")
+    parser.add_argument("--source", choices=SOURCES, default=None, help="where to ask (default: auto)")
+    parser.add_argument("--region", default=DEFAULT_REGION)
+    parser.add_argument("--json", action="store_true", help="print a JSON list of objects")
+    args = parser.parse_args(argv)
+    try:
+        if args.instance_type is not None:
+            rows, answered = [instance_info(args.instance_type, region=args.region, source=args.source)], ""
+        elif args.original_query:
+            rows, answered = describe_instance_types(ORIGINAL_FILTERS, region=args.region, source=args.source)
+        else:
+            rows, answered = list_instances(args.family or DEFAULT_FAMILIES, sizes=args.size, efa=args.efa,
+                                            region=args.region, source=args.source)
+    except WorkshopError as exc:
+        return report(exc)
+    if args.json:
+        print(json.dumps([r.as_dict() for r in rows], indent=2))
+        return 0
+    print(format_table(rows))
+    if answered:
+        print(f"\n{len(rows)} instance types; source: {answered}")
+    print(f"prices: {PRICE_SOURCE}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

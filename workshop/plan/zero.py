@@ -1,0 +1,111 @@
+"""ZeRO stages 1, 2 and 3 side by side: what each shards, what a rank keeps, and what it sends per step.
+
+The memory column is chapter 01's planner (workshop.plan.memory), the traffic column chapter 06's model
+(workshop.experiments.comms.zero_traffic): one table, so the trade is visible in one place. Each stage shards one more
+kind of state and pays for it in traffic: stage 1 the optimizer state (fp32 master + Adam moments), stage 2
+also the gradients, stage 3 also the parameters, which it must then all-gather for every forward and backward.
+"""
+
+from __future__ import annotations
+
+from workshop.errors import check_choice
+from workshop.plan.memory import DTYPES, plan_memory
+from workshop.plan.traffic import zero_traffic
+
+SHARDS = {0: "nothing (plain data parallel: every rank keeps everything)",
+          1: "optimizer state (fp32 master + Adam moments)",
+          2: "optimizer state + gradients",
+          3: "optimizer state + gradients + parameters"}
+GiB = 1024 ** 3
+
+
+def stages(model: str = "llama-3-8b", world: int = 4, *, grad_accum: int = 1, grad_ckpt: bool = False,
+           micro_batch: int = 1, seq_len: int = 512, dtype: str = "bf16") -> list[dict]:
+    """One row per ZeRO stage 0-3: model-state GiB per rank (planner) and GB sent per rank per step (model)."""
+
+    check_choice("dtype", dtype, DTYPES)
+    rows = []
+    for stage in (0, 1, 2, 3):
+        plan = plan_memory(model, world_size=world, zero_stage=stage, micro_batch=micro_batch, seq_len=seq_len,
+                           grad_ckpt=grad_ckpt, dtype=dtype)
+        c = plan.components
+        states = c["params"] + c["grads"] + c["master_fp32"] + c["adam_moments"]
+        t = zero_traffic(plan.params, world, stage, grad_accum=grad_accum, bytes_per_param=DTYPES[dtype],
+                         grad_ckpt=grad_ckpt)
+        rows.append({"stage": stage, "shards": SHARDS[stage], "states_gib_per_rank": round(states / GiB, 2),
+                     "peak_gib_per_rank": round(plan.total / GiB, 2),
+                     "all_reduce_gb": round(t.all_reduce / 1e9, 2), "reduce_scatter_gb": round(t.reduce_scatter / 1e9, 2),
+                     "all_gather_gb": round(t.all_gather / 1e9, 2), "sent_gb_per_step": round(t.collective / 1e9, 2)})
+    return rows
+
+
+def format_stages(rows: list[dict]) -> str:
+    head = (f"{'stage':5s} {'states GiB/rank':>15s} {'peak GiB/rank':>13s} {'all-reduce':>10s} {'red.-scatter':>12s} "
+            f"{'all-gather':>10s} {'sent GB/step':>12s}  shards")
+    return "\n".join([head, *(f"{r['stage']:5d} {r['states_gib_per_rank']:15.2f} {r['peak_gib_per_rank']:13.2f} "
+                              f"{r['all_reduce_gb']:10.2f} {r['reduce_scatter_gb']:12.2f} {r['all_gather_gb']:10.2f} "
+                              f"{r['sent_gb_per_step']:12.2f}  {r['shards']}" for r in rows)])
+
+
+# What each key of the DeepSpeed config the entry point writes (workshop.train.ds_config) does, keyed by its
+# path. A test renders the config for several TrainArgs and requires an entry for every key, so this cannot go
+# stale silently.
+CONFIG_KEYS = {
+    "bf16": "mixed precision section",
+    "bf16.enabled": "'auto': the HF integration turns it on when TrainingArguments(bf16=True), i.e. precision bf16",
+    "zero_optimization": "the ZeRO section",
+    "zero_optimization.stage": "0-3: what is sharded (the table above)",
+    "zero_optimization.contiguous_gradients": "copy gradients into one flat buffer as they are produced: fewer, "
+                                              "larger reduce-scatters and less fragmentation",
+    "zero_optimization.overlap_comm": "overlap reduce-scatter with the backward pass; off here: on CPU the same "
+                                      "cores compute and communicate, so overlap only adds buffers",
+    "zero_optimization.offload_optimizer": "keep the optimizer state in host memory and step it with DeepSpeed's "
+                                           "CPU Adam (for GPUs; on a CPU it only adds copies)",
+    "zero_optimization.offload_optimizer.device": "'cpu' (or 'nvme')",
+    "zero_optimization.offload_param": "keep the parameter partitions in host memory between uses (ZeRO-3 only)",
+    "zero_optimization.offload_param.device": "'cpu' (or 'nvme')",
+    "zero_optimization.stage3_gather_16bit_weights_on_model_save": "on save, gather the partitions into whole "
+                                                                   "16-bit weights that from_pretrained can load",
+    "zero_optimization.stage3_param_persistence_threshold": "parameters smaller than this stay whole on every rank "
+                                                            "(not worth a gather)",
+    "zero_optimization.stage3_prefetch_bucket_size": "elements fetched ahead of use per all-gather bucket",
+    "zero_optimization.stage3_max_live_parameters": "most gathered elements kept alive at once",
+    "gradient_accumulation_steps": "'auto': from TrainingArguments (micro-steps per optimizer step)",
+    "gradient_clipping": "'auto': TrainingArguments.max_grad_norm",
+    "train_batch_size": "'auto': micro-batch x accumulation x world size",
+    "train_micro_batch_size_per_gpu": "'auto': the per-rank micro-batch (a CPU rank counts as a 'gpu' here)",
+    "steps_per_print": "DeepSpeed's own progress print, silenced: the entry point prints METRIC lines",
+    "wall_clock_breakdown": "per-phase timers (forward/backward/step); off, they add synchronisation",
+    "zero_allow_untested_optimizer": "let ZeRO wrap the HF Trainer's torch AdamW (DeepSpeed calls it untested)",
+    "optimizer": "DeepSpeed's own optimizer section (needed for CPU Adam with optimizer offload)",
+    "optimizer.type": "AdamW, implemented by DeepSpeed's CPU Adam when offloaded",
+    "optimizer.params": "'auto' values from TrainingArguments",
+    "optimizer.params.lr": "'auto': TrainingArguments.learning_rate",
+    "optimizer.params.betas": "'auto': adam_beta1/adam_beta2",
+    "optimizer.params.eps": "'auto': adam_epsilon",
+    "optimizer.params.weight_decay": "'auto': weight_decay",
+    "checkpoint": "checkpoint options",
+    "checkpoint.use_node_local_storage": "each node writes its own ranks' files (no shared filesystem; S3 sync)",
+}
+
+
+def _paths(cfg: dict, prefix: str = "") -> list[tuple[str, object]]:
+    out = []
+    for k, v in cfg.items():
+        path = f"{prefix}{k}"
+        out.append((path, v))
+        if isinstance(v, dict):
+            out += _paths(v, path + ".")
+    return out
+
+
+def explain_config(cfg: dict) -> str:
+    """The DeepSpeed config, one line per key: its value and what it does (unexplained keys are named)."""
+    lines = []
+    for path, value in _paths(cfg):
+        shown = "" if isinstance(value, dict) else f" = {value!r}"
+        lines.append(f"{'  ' * path.count('.')}{path.rsplit('.', 1)[-1]}{shown}  # "
+                     + CONFIG_KEYS.get(path, "(not explained: add it to workshop.plan.zero.CONFIG_KEYS)"))
+    return "\n".join(lines)
+
+

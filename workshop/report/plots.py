@@ -1,0 +1,347 @@
+"""Figures for the notebooks: each function takes data and a path, saves a PNG (Agg backend), returns the path.
+
+The path it returns is a `Figure`: still a path (print it, open it, pass it on), and also the picture when it is
+the last value of a notebook cell, so the figure shows inline on the first Run All, in JupyterLab, in papermill's
+saved output and in nbval alike, without a markdown image that points at a file not yet written.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+
+
+class Figure(type(Path())):
+    """A saved PNG's path that Jupyter displays as the picture (IPython's `_repr_png_` protocol)."""
+
+    def _repr_png_(self) -> bytes:
+        return self.read_bytes()
+
+
+def _save(fig, path, *, rect=None) -> Figure:
+    """`rect`: the part of the figure tight_layout may fill (room left for a figure legend)."""
+    path = Figure(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.tight_layout(rect=rect)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+# ---------------------------------------------------------------- chapter 06 (comms)
+
+def plot_original_prediction(rows: list[dict], path) -> Path:
+    """Predicted vs measured seconds per optimizer step for every topology of the original workshop (bars side by side)."""
+    fig, ax = plt.subplots(figsize=(9, 4.2))
+    labels = [r["label"].replace(" x ", "x").replace(".48xlarge", "").replace(".24xlarge", "") for r in rows]
+    xs = range(len(rows))
+    ax.bar([x - 0.2 for x in xs], [r["measured_s"] for r in rows], 0.4, label="measured (original workshop)")
+    ax.bar([x + 0.2 for x in xs], [r["predicted_s"] for r in rows], 0.4, label="model")
+    for x, r in zip(xs, rows):
+        if r.get("fitted"):
+            ax.annotate("fitted", (x + 0.2, r["predicted_s"]), ha="center", va="bottom", fontsize=7)
+    ax.set_xticks(list(xs), labels, rotation=30, ha="right", fontsize=8)
+    ax.set_ylabel("seconds per optimizer step")
+    ax.set_title("Llama-3-8B ZeRO-3 + CPU offload, 4 GPUs: model vs the original workshop")
+    ax.legend()
+    return _save(fig, path)
+
+
+def plot_bytes_by_stage(traffic: dict[int, dict], path) -> Path:
+    """Stacked bytes per rank per step for ZeRO stages 0-3 (GB): which collective grows with each stage."""
+    fig, ax = plt.subplots(figsize=(6.5, 4))
+    stages = sorted(traffic)
+    bottom = [0.0] * len(stages)
+    for key in ("all_reduce", "reduce_scatter", "all_gather", "pcie_h2d"):
+        vals = [traffic[s][key] / 1e9 for s in stages]
+        ax.bar([str(s) for s in stages], vals, bottom=bottom, label=key.replace("_", "-"))
+        bottom = [b + v for b, v in zip(bottom, vals)]
+    ax.set_xlabel("ZeRO stage")
+    ax.set_ylabel("GB per rank per optimizer step")
+    ax.legend(fontsize=8)
+    return _save(fig, path)
+
+
+def plot_step_vs_bandwidth(sweep: list[dict], path, *, marks: dict[str, float] | None = None) -> Path:
+    """Step time against link bandwidth (log x), with the named links marked."""
+    fig, ax = plt.subplots(figsize=(6.5, 4))
+    ax.plot([p["gbytes_per_s"] for p in sweep], [p["step_s"] for p in sweep])
+    ax.set_xscale("log")
+    for name, bw in (marks or {}).items():
+        ax.axvline(bw, ls=":", color="grey")
+        ax.text(bw, ax.get_ylim()[1] * 0.95, name, rotation=90, va="top", fontsize=8)
+    ax.set_xlabel("effective bandwidth between ranks (GB/s)")
+    ax.set_ylabel("seconds per optimizer step")
+    return _save(fig, path)
+
+
+def plot_collective_bench(rows: list[dict], path) -> Path:
+    """Bus bandwidth over message size, one line per collective (nccl-tests convention)."""
+    fig, ax = plt.subplots(figsize=(6.5, 4))
+    for op in sorted({r["op"] for r in rows}):
+        pts = sorted((r["bytes"], r["busbw_gbytes_per_s"]) for r in rows if r["op"] == op)
+        ax.plot([p[0] / 1e6 for p in pts], [p[1] for p in pts], marker="o", label=op)
+    ax.set_xscale("log")
+    ax.set_xlabel("message size (MB)")
+    ax.set_ylabel("bus bandwidth (GB/s)")
+    ax.legend()
+    return _save(fig, path)
+
+
+def plot_local_prediction(rows: list[dict], path, *, machine: str = "machine not recorded") -> Path:
+    """Local check of the same model: measured vs predicted step time per case, the +-20% band drawn."""
+    fig, ax = plt.subplots(figsize=(7.5, 4))
+    xs = range(len(rows))
+    meas = [r["measured_s"] for r in rows]
+    ax.bar([x - 0.2 for x in xs], meas, 0.4, label="measured")
+    ax.bar([x + 0.2 for x in xs], [r["predicted_s"] for r in rows], 0.4, label="model")
+    ax.errorbar([x + 0.2 for x in xs], meas, yerr=[0.2 * m for m in meas], fmt="none", ecolor="grey",
+                capsize=4, label="measured +-20%")
+    ax.set_xticks(list(xs), [r["label"] for r in rows], rotation=20, ha="right", fontsize=8)
+    ax.set_ylabel("seconds per optimizer step")
+    ax.set_title(f"ZeRO-3 over gloo, model vs measurement\nmeasured on {machine}", fontsize=9)
+    ax.legend(fontsize=8)
+    return _save(fig, path)
+
+
+# ---------------------------------------------------------------- chapter 01 (AMX, instance selection)
+
+def plot_gemm_tflops(results: list[dict], peaks: dict, path, *, machine: str = "") -> Path:
+    """bf16 vs fp32 GEMM TFLOPS by size (median bar, best-worst whisker) at each thread count, with peak lines.
+
+    `results` rows have size, dtype, threads, median_tflops, best_tflops, worst_tflops. `peaks` maps each
+    thread count to {label: TFLOPS} (`hardware.summarize(...)["peaks_by_threads"]`): every panel draws the peaks
+    of ITS thread count, so a 1-thread bar is read against a 1-core peak. The legend sits below the panels.
+    """
+    threads = sorted({r["threads"] for r in results})
+    fig, axes = plt.subplots(1, len(threads), figsize=(4.6 * len(threads), 4.4), squeeze=False, sharey=True)
+    colors = {"bf16": "tab:blue", "fp32": "tab:orange"}
+    for ax, t in zip(axes[0], threads):
+        rows = [r for r in results if r["threads"] == t]
+        sizes = sorted({r["size"] for r in rows})
+        for i, dtype in enumerate(("bf16", "fp32")):
+            cells = {r["size"]: r for r in rows if r["dtype"] == dtype}
+            xs = [j + (i - 0.5) * 0.38 for j, s in enumerate(sizes) if s in cells]
+            med = [cells[s]["median_tflops"] for s in sizes if s in cells]
+            lo = [cells[s]["median_tflops"] - cells[s]["worst_tflops"] for s in sizes if s in cells]
+            hi = [cells[s]["best_tflops"] - cells[s]["median_tflops"] for s in sizes if s in cells]
+            ax.bar(xs, med, 0.38, yerr=[lo, hi], capsize=3, color=colors[dtype], label=f"{dtype} (median)")
+        merged: dict[float, list[str]] = {}  # equal peaks (no native bf16: bf16 peak = fp32 peak) share one line
+        for label, value in (peaks.get(t) or peaks.get(str(t)) or {}).items():
+            if value:
+                merged.setdefault(value, []).append(label)
+        for k, (label, value) in enumerate((" = ".join(ls), v) for v, ls in merged.items()):
+            ax.axhline(value, ls=("--", ":", "-.")[k % 3], color="0.3", lw=1)
+            ax.annotate(f"{label}: {value:.2f}", (len(sizes) - 0.5, value), ha="right", va="bottom", fontsize=7)
+        ax.set_xticks(range(len(sizes)), [f"{s}" for s in sizes])
+        ax.set_xlabel("n (n x n GEMM)")
+        ax.set_title(f"{t} thread(s): peaks of {t} core(s)")
+        ax.set_yscale("log")
+    axes[0][0].set_ylabel("TFLOPS (log)")
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=2, fontsize=8, frameon=False)
+    fig.suptitle("GEMM throughput vs theoretical peak (whiskers: best and worst repeat)" + (f"\n{machine}" if machine else ""))
+    return _save(fig, path, rect=(0, 0.06, 1, 1))
+
+
+def plot_memory_stages(rows: list[dict], path) -> Path:
+    """Planned cumulative GiB per rank at each ZeRO-3 stage beside the original workshop's measured values."""
+    fig, ax = plt.subplots(figsize=(9, 4.2))
+    xs = range(len(rows))
+    ax.bar([x - 0.2 for x in xs], [r["plan_gib"] for r in rows], 0.4, label="planner")
+    seed = [(x, r["original_gib"]) for x, r in zip(xs, rows) if r.get("original_gib") is not None]
+    ax.bar([x + 0.2 for x, _ in seed], [v for _, v in seed], 0.4, label="original workshop (measured)")
+    labels = [textwrap.fill(r["stage"].replace("After ", "").replace("initializing", "init"), 24) for r in rows]
+    ax.set_xticks(list(xs), labels, rotation=30, ha="right", fontsize=8)  # wrapped, never cut
+    ax.set_ylabel("GiB per rank")
+    ax.set_title("Llama-3-8B, ZeRO-3 + offload, 4 ranks: planner vs the original workshop's log")
+    ax.legend()
+    return _save(fig, path)
+
+
+# ---------------------------------------------------------------- chapter 04 (training)
+
+def plot_training(steps: list[dict], path, title: str = "ZeRO-3 training on CPU (gloo)") -> Path:
+    """Loss and useful tokens/s per optimizer step, side by side."""
+    fig, (a, b) = plt.subplots(1, 2, figsize=(10, 3.6))
+    xs = [s["step"] for s in steps]
+    a.plot(xs, [s["loss"] for s in steps], marker="o", ms=3)
+    a.set_xlabel("optimizer step")
+    a.set_ylabel("training loss")
+    a.set_title("loss")
+    b.plot(xs, [s["tokens_per_s"] for s in steps], marker="o", ms=3, color="tab:green")
+    b.set_xlabel("optimizer step")
+    b.set_ylabel("useful tokens / s (all ranks)")
+    b.set_title("throughput (step 1 includes warm-up)")
+    fig.suptitle(title)
+    return _save(fig, path)
+
+
+def plot_thread_comparison(rows: list[dict], path, *, machine: str = "") -> Path:
+    """Median tokens/s per thread setting (one bar each), with the step-time spread as error bars."""
+    fig, ax = plt.subplots(figsize=(6, 3.6))
+    labels = [r["label"] for r in rows]
+    ax.bar(labels, [r["tokens_per_s"] for r in rows], color="tab:blue")
+    for i, r in enumerate(rows):
+        ax.annotate(f"{r['tokens_per_s']:.0f}", (i, r["tokens_per_s"]), ha="center", va="bottom")
+    ax.set_ylabel("median useful tokens / s")
+    ax.set_title("threads per rank: same ranks, same steps" + (f"\n{machine}" if machine else ""), fontsize=9)
+    return _save(fig, path)
+
+
+# ---------------------------------------------------------------- chapter 05 (multi-node, netsim)
+
+def plot_netsim(rows: list[dict], path, *, machine: str = "") -> Path:
+    """Per rate cap: median step time (left) and MB each simulated node sent (right), from netsim's table."""
+    fig, (a, b) = plt.subplots(1, 2, figsize=(9, 3.6))
+    labels = [r["rate"] for r in rows]
+    times = [r.get("step_time_s_median") or 0.0 for r in rows]
+    a.bar(labels, times, color="tab:blue")
+    for i, t in enumerate(times):
+        a.annotate(f"{t:.2f} s", (i, t), ha="center", va="bottom")
+    a.set_ylabel("median seconds per optimizer step")
+    a.set_title("step time vs per-node rate cap")
+    if machine:
+        fig.suptitle(machine, fontsize=9)
+    nodes = max((len(r.get("mb_sent_per_node") or []) for r in rows), default=0)
+    width = 0.8 / max(nodes, 1)
+    for n in range(nodes):
+        sent = [(r.get("mb_sent_per_node") or [None] * nodes)[n] or 0.0 for r in rows]
+        b.bar([i - 0.4 + width * (n + 0.5) for i in range(len(rows))], sent, width, label=f"node {n}")
+    b.set_xticks(range(len(rows)), labels)
+    b.set_ylabel("MB sent during the run")
+    b.set_title("bytes on the wire per node")
+    if nodes:
+        b.legend()
+    return _save(fig, path)
+
+
+# ---------------------------------------------------------------- chapter 03 (sharded loading)
+
+def plot_loading_peaks(rows: list[dict], path, *, title: str = "Peak RSS while loading, per rank") -> Path:
+    """Peak RSS per method and world size, one bar per rank (anon solid, file-backed hatched on top)."""
+    groups: dict[tuple[str, int], list[dict]] = {}
+    for r in rows:
+        groups.setdefault((r["method"], r["world_size"]), []).append(r)
+    fig, ax = plt.subplots(figsize=(9, 4.2))
+    labels, x, width, named = [], 0.0, 0.38, set()
+    for (method, n), ranks in groups.items():
+        ranks = sorted(ranks, key=lambda r: r["rank"])
+        for j, r in enumerate(ranks):
+            pos = x + (j - (len(ranks) - 1) / 2) * width
+            anon = r.get("peak_anon_gb", r["peak_rss_gb"])
+            ax.bar(pos, anon, width * 0.95, color=f"C{j}", label=None if j in named else f"rank {j}")
+            named.add(j)
+            ax.bar(pos, r["peak_rss_gb"] - anon, width * 0.95, bottom=anon, color=f"C{j}", alpha=0.4,
+                   hatch="//", edgecolor="white")
+            if r.get("plan_load_gb") is not None:
+                ax.plot([pos - width / 2, pos + width / 2], [r["plan_load_gb"]] * 2, color="black", lw=1.5,
+                        label=None if "plan" in named else "planner (measured baseline)")
+                named.add("plan")
+            if r.get("used_rss_gb") is not None:
+                ax.plot(pos, r["used_rss_gb"], marker="x", color="black", ls="none",
+                        label=None if "used" in named else "after every weight is read once")
+                named.add("used")
+        labels.append((x, f"{method}\nN={n}"))
+        x += 1.0
+    ax.set_xticks([p for p, _ in labels], [t for _, t in labels], fontsize=8)
+    ax.set_ylabel("GB (peak resident)")
+    first, _, rest = title.partition("\n")
+    ax.set_title(f"{first} (hatched: mmap'd file pages)" + (f"\n{rest}" if rest else ""), fontsize=10)
+    ax.legend(fontsize=8)
+    return _save(fig, path)
+
+
+# ---------------------------------------------------------------- benchmarks (workshop bench)
+
+def plot_bench_recipes(bars: list[dict], path, *, machine: str = "") -> Path:
+    """Median useful tokens/s per training variant (log scale) with min-max whiskers over interleaved runs.
+
+    `bars` rows have label, median, min, max (a workshop.experiments.bench Stats as dict plus a label), slowest first.
+    """
+    fig, ax = plt.subplots(figsize=(7.5, 3.8))
+    xs = range(len(bars))
+    med = [b["median"] for b in bars]
+    ax.bar(xs, med, 0.6, color=[f"C{i}" for i in xs],
+           yerr=[[b["median"] - b["min"] for b in bars], [b["max"] - b["median"] for b in bars]], capsize=4)
+    for x, b in zip(xs, bars):
+        ax.annotate(f"{b['median']:.0f}", (x, b["max"]), ha="center", va="bottom", fontsize=8)
+    ax.set_xticks(list(xs), [b["label"] for b in bars], fontsize=8)
+    ax.set_yscale("log")
+    ax.set_ylabel("useful tokens / s (median, log)")
+    ax.set_title("Same model, same corpus, same steps, 2 ranks (whiskers: min-max over runs)"
+                 + (f"\nmeasured on {machine}" if machine else ""), fontsize=9)
+    return _save(fig, path)
+
+
+def plot_ceiling(rows: list[dict], path, *, title: str = "training step vs this machine's GEMM ceiling") -> Path:
+    """Per lever: the step's model-FLOP rate as % of the same cores' GEMM ceiling (left) and its effect on
+    tokens/s against its base (right); whiskers are min-max over interleaved rounds.
+
+    `rows` are workshop.experiments.ceiling.rows() of measured levers (pct_of_ceiling, pct_range, effect, effect_range).
+    """
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 0.42 * len(rows) + 1.6), sharey=True)
+    ys = list(range(len(rows)))[::-1]
+    pct = [r["pct_of_ceiling"] for r in rows]
+    # a lever in another precision (fp32 where the recipe is bf16) is % of ITS ceiling: hatched, and said so
+    other = [bool(r.get("ceiling_of")) for r in rows]
+    bars = ax1.barh(ys, pct, 0.6, color=["0.75" if o else "tab:blue" for o in other],
+                    xerr=[[p - r["pct_range"][0] for p, r in zip(pct, rows)],
+                          [r["pct_range"][1] - p for p, r in zip(pct, rows)]], capsize=3)
+    for bar, o in zip(bars, other):
+        if o:
+            bar.set(hatch="//", edgecolor="0.4")
+    ax1.set_yticks(ys, [r["label"] + (f"\n(of the {r['ceiling_of']})" if r.get("ceiling_of") else "") for r in rows],
+                   fontsize=8)
+    ax1.set_xlabel("step model FLOP/s, % of GEMM ceiling")
+    eff = [r["effect"] or 1.0 for r in rows]
+    lo = [e - (r["effect_range"] or (e, e))[0] for e, r in zip(eff, rows)]
+    hi = [(r["effect_range"] or (e, e))[1] - e for e, r in zip(eff, rows)]
+    ax2.barh(ys, [e - 1 for e in eff], 0.6, left=1, xerr=[lo, hi], capsize=3,
+             color=["tab:green" if e >= 1 else "tab:red" for e in eff])
+    ax2.axvline(1, color="0.3", lw=1)
+    left = min([1.0] + [e - d for e, d in zip(eff, lo)])
+    right = max([1.0] + [e + d for e, d in zip(eff, hi)])
+    pad = 0.08 * (right - left or 1.0)
+    ax2.set_xlim(left - pad, right + pad)  # the 1.0 line (no change) stays inside the axes
+    ax2.set_xlabel("tokens/s vs its base (x, paired per round)")
+    fig.suptitle(title, fontsize=10)
+    return _save(fig, path)
+
+
+# ---------------------------------------------------------------- chapter 02 (Karpenter)
+
+def plot_pool_admission(rows: list[dict], path, *, need_gib: float | None = None,
+                        title: str = "Which instance types each NodePool may launch") -> Path:
+    """vCPUs vs memory of every candidate type, marked by which pool admits it (the plan's memory as a line).
+
+    rows: dicts with instance_type, vcpus, memory_gib, workbook (bool), original (bool): the original workshop's pool.
+    """
+    fig, ax = plt.subplots(figsize=(8.5, 4.6))
+    # drawn bottom to top; hollow rings stay visible where two types share vCPUs and memory (48xlarge / metal)
+    styles = [("neither", lambda r: not r["original"] and not r["workbook"], {"c": "lightgray", "marker": ".", "s": 40}),
+              ("original workshop's pool only", lambda r: r["original"] and not r["workbook"], {"c": "tab:red", "marker": "x", "s": 40}),
+              ("workbook pool only", lambda r: r["workbook"] and not r["original"],
+               {"facecolors": "none", "edgecolors": "tab:blue", "marker": "o", "s": 140, "linewidths": 1.5}),
+              ("both pools", lambda r: r["workbook"] and r["original"], {"c": "tab:green", "marker": "o", "s": 35})]
+    for label, pick, style in styles:
+        sel = [r for r in rows if pick(r)]
+        if sel:
+            ax.scatter([r["vcpus"] for r in sel], [r["memory_gib"] for r in sel], label=f"{label} ({len(sel)})",
+                       **style)
+    if need_gib:
+        ax.axhline(need_gib, ls="--", c="k", lw=1)
+        ax.annotate(f"memory one node needs: {need_gib:.0f} GiB", (min(r["vcpus"] for r in rows), need_gib),
+                    va="bottom", fontsize=8)
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log", base=2)
+    ax.set_xlabel("vCPUs")
+    ax.set_ylabel("memory (GiB)")
+    ax.set_title(title)
+    ax.legend(fontsize=8, loc="lower right")
+    return _save(fig, path)
