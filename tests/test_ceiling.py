@@ -8,7 +8,7 @@ import pytest
 from workshop.errors import WorkshopError
 from workshop.experiments import bench, ceiling
 from workshop.experiments.ceiling import LEVERS, CeilingConfig, Linear
-from workshop.plan.models import build_config, count_parameters
+from workshop.plan.models import architecture, build_config
 from workshop.train import TrainArgs, parse_args
 from workshop.train.affinity import rank_cores
 
@@ -28,7 +28,7 @@ def test_linear_shapes_of_tiny_are_every_matmul_weight():
     # every parameter is a GEMM weight except the input embedding (a lookup) and the RMSNorm weights
     matmul = sum(s.inp * s.out * s.count for s in shapes.values())
     norms = (2 * cfg.num_hidden_layers + 1) * cfg.hidden_size
-    assert matmul == count_parameters("tiny") - cfg.vocab_size * cfg.hidden_size - norms == 4_997_120
+    assert matmul == architecture("tiny").params - cfg.vocab_size * cfg.hidden_size - norms == 4_997_120
     # q and o share one timed shape
     assert ceiling.distinct_shapes(list(shapes.values()))[(256, 256)] == ["q_proj", "o_proj"]
 
@@ -42,7 +42,8 @@ def test_linear_shapes_follow_head_dim_and_gqa_of_llama_32_1b():
 def test_flop_accounting_for_a_known_config():
     g = Linear("gate_proj", 256, 688, 4)
     assert g.train_flops(1024) == 6 * 1024 * 256 * 688 * 4  # forward, input grad, weight grad: 2*T*in*out each
-    arch = {"params": 7_096_576, "layers": 4, "hidden": 256, "vocab": 8192, "tied_embeddings": False}
+    arch = architecture("tiny")
+    assert (arch.params, arch.layers, arch.hidden, arch.vocab, arch.tied_embeddings) == (7_096_576, 4, 256, 8192, False)
     rec = ceiling.record({"tokens_per_s_median": 1000.0, "step_time_s_median": 1.0, "params": 7_096_576},
                          TrainArgs(seq_len=256), arch)
     assert rec["flops_per_token"] == 6 * (7_096_576 - 8192 * 256) + 12 * 4 * 256 * 256

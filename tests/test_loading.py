@@ -17,13 +17,13 @@ def ckpt(tmp_path_factory):
 
 
 def test_checkpoint_looks_like_a_hub_checkpoint(ckpt):
-    from workshop.plan.models import count_parameters
+    from workshop.plan.models import architecture
 
     names = {p.name for p in ckpt.iterdir()}
     assert {"config.json", "model.safetensors.index.json", "tokenizer.json", "tokenizer_config.json"} <= names
     info = loading.verify_checkpoint(ckpt)
     assert len(info.shards) >= 3 and all(s in names for s in info.shards)
-    assert info.numel == count_parameters("tiny")
+    assert info.numel == architecture("tiny").params
     assert info.bytes == 2 * info.numel and info.dtype == "bf16"
     index = json.loads((ckpt / "model.safetensors.index.json").read_text())
     assert set(index["weight_map"].values()) == set(info.shards)

@@ -43,7 +43,7 @@ from workshop.launch.notebooks import run_workbook
 from workshop.launch.torchrun import allocator_env, run_torchrun
 from workshop.paths import IMAGES_DIR, RESULTS_DIR
 from workshop.plan.hardware import detect, gemm_benchmark, summarize
-from workshop.plan.models import PRESETS, architecture
+from workshop.plan.models import PRESETS, Architecture, architecture
 from workshop.report.interpret import measured_on
 from workshop.report.plots import plot_bench_recipes
 from workshop.train.data import build_corpus, local_kit
@@ -162,19 +162,19 @@ def run_interleaved(names: Sequence[str], cfg: BenchConfig, runner: Callable[[Va
     return runs
 
 
-def compare(name: str, runs: dict[str, list[dict]], cfg: BenchConfig, *, peaks: dict, arch: dict,
+def compare(name: str, runs: dict[str, list[dict]], cfg: BenchConfig, *, peaks: dict, arch: Architecture,
             corpus: dict | None = None) -> dict:
     """One training benchmark's JSON: per variant stats and MFU; A/B ratios per round; the target verdict."""
     a, b = TRAINING_BENCHMARKS[name]
-    out: dict = {"benchmark": name, "a": a, "b": b, "config": asdict(cfg), "peaks": peaks, "arch": arch,
+    out: dict = {"benchmark": name, "a": a, "b": b, "config": asdict(cfg), "peaks": peaks, "arch": asdict(arch),
                  "corpus": corpus, "variants": {}, "order": [f"{r['variant']}#{r['round']}" for rr in
                                                               zip(*(runs[a], runs[b])) for r in rr]}
     for vname in (a, b):
         v = VARIANTS[vname]
         recs = runs[vname]
         tps = Stats.of([r["tokens_per_s"] for r in recs])
-        fpt = flops_per_token(recs[0]["params"] or arch["params"], layers=arch["layers"], hidden=arch["hidden"],
-                              seq_len=cfg.seq_len, vocab=arch["vocab"], tied=arch["tied_embeddings"])
+        fpt = flops_per_token(recs[0]["params"] or arch.params, layers=arch.layers, hidden=arch.hidden,
+                              seq_len=cfg.seq_len, vocab=arch.vocab, tied=arch.tied_embeddings)
         peak_here = peaks["bf16_tflops"] if v.precision == "bf16" else peaks["fp32_tflops"]
         computed = Stats.of([r["computed_tokens_per_s"] for r in recs])
         out["variants"][vname] = {
@@ -303,7 +303,7 @@ def format_rows(rows: list[dict], *, targets: bool = False) -> str:
 
 # ---------------------------------------------------------------- the benchmarks
 
-def _arch(cfg: BenchConfig) -> dict:
+def _arch(cfg: BenchConfig) -> Architecture:
 
     if cfg.model not in PRESETS:
         raise WorkshopError(f"benchmarks use a preset model; got {cfg.model!r}, allowed: {', '.join(PRESETS)}")

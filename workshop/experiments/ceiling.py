@@ -44,7 +44,7 @@ from workshop.launch import torchrun
 from workshop.launch.torchrun import allocator_env, check_fits, rank_env, run_torchrun
 from workshop.paths import IMAGES_DIR, RESULTS_DIR
 from workshop.plan import hardware
-from workshop.plan.models import PRESETS, architecture, build_config
+from workshop.plan.models import PRESETS, Architecture, architecture, build_config
 from workshop.report.plots import plot_ceiling
 from workshop.train import parse_args
 from workshop.train.data import build_corpus
@@ -577,7 +577,7 @@ def run(cfg: CeilingConfig, *, trainer: Callable = train_once, prober: Callable 
     out = {"benchmark": "ceiling", "device": cfg.device, "config": {**asdict(cfg), "levers": list(cfg.levers)},
            "machine": mach, "isa_path": isa_path(mach["isa_flags"] | {"arch": mach["arch"]}, pl.precision)
            if cfg.device == "cpu" else f"GPU tensor cores ({pl.precision})",
-           "precision": pl.precision, "peaks": peaks, "arch": arch, "recipe": asdict(pl.recipe),
+           "precision": pl.precision, "peaks": peaks, "arch": asdict(arch), "recipe": asdict(pl.recipe),
            "shapes": [asdict(s) for s in shapes], "bf16_probe": bf16_probe, "order": order,
            "ceilings": ceilings, "levers": {}, "wall_s": round(time.time() - t0, 1)}
     for name in parse_levers(",".join(cfg.levers)):
@@ -600,10 +600,10 @@ def run(cfg: CeilingConfig, *, trainer: Callable = train_once, prober: Callable 
     return out
 
 
-def record(m: dict, args, arch: dict) -> dict:
+def record(m: dict, args, arch: Architecture) -> dict:
     """One run: useful tokens/s, step time and the model-FLOP rate (6N + attention, bench.flops_per_token)."""
-    fpt = flops_per_token(m.get("params") or arch["params"], layers=arch["layers"], hidden=arch["hidden"],
-                          seq_len=args.seq_len, vocab=arch["vocab"], tied=arch["tied_embeddings"])
+    fpt = flops_per_token(m.get("params") or arch.params, layers=arch.layers, hidden=arch.hidden,
+                          seq_len=args.seq_len, vocab=arch.vocab, tied=arch.tied_embeddings)
     tps = m["tokens_per_s_median"]
     return {"tokens_per_s": tps, "step_time_s": m["step_time_s_median"], "flops_per_token": fpt,
             "model_tflops": tps * fpt / 1e12, "final_loss": m.get("final_loss"), "steps": len(m.get("steps", []))}

@@ -12,11 +12,10 @@ import json
 import math
 import sys
 from dataclasses import asdict, dataclass, field
-from functools import cache
 
 from workshop.errors import WorkshopError, check_choice, check_positive, report
 from workshop.plan.catalog import PRICE_SOURCE, list_instances
-from workshop.plan.models import build_config, get_preset
+from workshop.plan.models import Architecture, architecture
 
 GiB = 1024**3
 ZERO_STAGES = (0, 1, 2, 3)
@@ -49,45 +48,6 @@ ORIGINAL_HOST_USED_GIB = {"start": 26.09, "after ZeRO init": 104.54}
 VM_MEMORY_OVERHEAD = 0.075  # Karpenter's default vmMemoryOverheadPercent
 MAX_PODS = 110  # kubelet default; kube-reserved memory = 255 MiB + 11 MiB per pod (EKS AMI)
 EVICTION_MIB = 100
-
-
-@dataclass(frozen=True)
-class Architecture:
-    name: str
-    params: int
-    largest_layer_params: int
-    layers: int
-    hidden: int
-    intermediate: int
-    heads: int
-    kv_heads: int
-    head_dim: int
-    vocab: int
-
-
-@cache
-def architecture(model: str) -> Architecture:
-    """Exact counts from the model built on the meta device (no memory, no download)."""
-    import torch
-    from transformers import AutoModelForCausalLM
-
-
-    get_preset(model)  # WorkshopError for unknown names, listing the presets
-    cfg = build_config(model)
-    with torch.device("meta"):
-        net = AutoModelForCausalLM.from_config(cfg)
-    seen, params, largest = set(), 0, 0
-    for module in net.modules():
-        own = 0
-        for p in module.parameters(recurse=False):
-            if id(p) not in seen:  # tied embeddings count once, as DeepSpeed counts them
-                seen.add(id(p))
-                own += p.numel()
-        params += own
-        largest = max(largest, own)
-    head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
-    return Architecture(model, params, largest, cfg.num_hidden_layers, cfg.hidden_size, cfg.intermediate_size,
-                        cfg.num_attention_heads, cfg.num_key_value_heads, head_dim, cfg.vocab_size)
 
 
 def activation_bytes(arch: Architecture, micro_batch: int, seq_len: int, grad_ckpt: bool,

@@ -64,31 +64,45 @@ def build_config(name: str, **overrides):
     return LlamaConfig(**{**get_preset(name).config, **overrides})
 
 
+@dataclass(frozen=True)
+class Architecture:
+    """The numbers the memory, traffic and FLOP models need, with the exact parameter count."""
+    name: str
+    params: int
+    largest_layer_params: int  # the biggest module's own parameters: what ZeRO-3 gathers whole at once
+    layers: int
+    hidden: int
+    intermediate: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    vocab: int
+    tied_embeddings: bool
+
+
 @cache
-def count_parameters(name: str) -> int:
-    """Exact parameter count, from instantiating the architecture on the meta device (no memory used)."""
-    import torch
+def architecture(name: str) -> Architecture:
+    """Exact counts from the model built on PyTorch's meta device (no memory, no download); a hub id counts as
+    its architecture's preset."""
+    import torch  # lazy: torch and transformers take seconds to import, and the CLI's --help needs neither
     from transformers import AutoModelForCausalLM
 
-    with torch.device("meta"):
-        model = AutoModelForCausalLM.from_config(build_config(name))
-    return sum(p.numel() for p in model.parameters())
-
-
-def architecture(name: str) -> dict:
-    """The numbers the memory and communication models need, with the exact parameter count."""
     cfg = build_config(name)
-    return {
-        "name": name,
-        "params": count_parameters(name),
-        "layers": cfg.num_hidden_layers,
-        "hidden": cfg.hidden_size,
-        "intermediate": cfg.intermediate_size,
-        "heads": cfg.num_attention_heads,
-        "kv_heads": cfg.num_key_value_heads,
-        "vocab": cfg.vocab_size,
-        "tied_embeddings": bool(cfg.tie_word_embeddings),
-    }
+    with torch.device("meta"):
+        net = AutoModelForCausalLM.from_config(cfg)
+    seen, params, largest = set(), 0, 0
+    for module in net.modules():
+        own = 0
+        for p in module.parameters(recurse=False):
+            if id(p) not in seen:  # tied embeddings count once, as DeepSpeed counts them
+                seen.add(id(p))
+                own += p.numel()
+        params += own
+        largest = max(largest, own)
+    head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
+    return Architecture(name, params, largest, cfg.num_hidden_layers, cfg.hidden_size, cfg.intermediate_size,
+                        cfg.num_attention_heads, cfg.num_key_value_heads, head_dim, cfg.vocab_size,
+                        bool(cfg.tie_word_embeddings))
 
 
 # ------------------------------------------------------------------------------------- where weights come from
