@@ -52,9 +52,11 @@ PRESETS: dict[str, Preset] = {p.name: p for p in [
 
 def get_preset(name: str) -> Preset:
     """A preset by name, or by its hub id (the architecture of meta-llama/Meta-Llama-3-8B is llama-3-8b)."""
-    check_choice("model preset", preset_for(name) or name,
+    preset = preset_for(name)
+    check_choice("model preset", preset or name,
                  [*PRESETS, *(p.hub_id for p in PRESETS.values() if p.hub_id)])
-    return PRESETS[preset_for(name)]
+    assert preset is not None  # check_choice refused a name that is neither a preset nor a preset's hub id
+    return PRESETS[preset]
 
 
 def build_config(name: str, **overrides):

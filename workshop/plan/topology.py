@@ -119,7 +119,10 @@ class OriginalRun:
 
     @property
     def label(self) -> str:
-        net = "" if self.pods == 1 else f" + {self.network.upper() if self.network != 'unrecorded' else '?'}"
+        if self.pods == 1 or self.network is None:  # None only on a single pod (see `network`)
+            net = ""
+        else:
+            net = f" + {self.network.upper() if self.network != 'unrecorded' else '?'}"
         return f"{self.instance} {self.pods} pod x {self.gpus_per_pod} GPU{net}"
 
 
