@@ -4,7 +4,9 @@ topologies predicted from their single-pod runs. Pure arithmetic: no torch, no p
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TypedDict
 
 from workshop.errors import WorkshopError, check_choice, check_positive
 from workshop.plan.topology import (
@@ -136,6 +138,7 @@ def collective_bandwidth(instance_name: str, pods: int, network: str | None, *, 
     if pods == 1:
         return intra
     check_choice("network between pods", network, ("efa", "eni"))
+    assert network is not None  # check_choice refused None
     per_pod = link(network).effective_gbytes_per_s * (efa_per_pod if network == "efa" else 1)
     return min(intra, per_pod)
 
@@ -185,18 +188,37 @@ def original_comparison(*, overlap: float = 0.0, efa_per_pod: int = 1,
         if compute <= 0:
             raise WorkshopError(f"{name}: modelled comms ({comm1.total_s:.1f} s) exceed the measured step")
         for run in runs:
-            networks = ["efa", "eni"] if run.network == "unrecorded" else [run.network]
-            for net in networks:
+            # (network, label) per prediction: a transport the original did not record is predicted twice
+            nets: list[tuple[str | None, str]] = [(run.network, run.label)]
+            if run.network == "unrecorded":
+                nets = [(n, run.label.replace("?", f"{n.upper()}?")) for n in ("efa", "eni")]
+            for net, label in nets:
                 p = _predict(run, net, compute, overlap, efa_per_pod, traffic)
-                label = run.label if run.network != "unrecorded" else run.label.replace("?", f"{net.upper()}?")
                 rows.append(OriginalRow(label, name, run.pods, net, run.transport, run.seconds / ORIGINAL_STEPS,
                                     p.total_s, compute, p.collective_s, p.pcie_s, run.pods == 1, run.retest))
     return rows
 
 
-def original_checks(rows: list[OriginalRow]) -> dict:
+class InstanceOrdering(TypedDict):
+    single_pod_fastest: bool  # predicted, as measured
+    recorded_order_matches: bool  # the runs with a recorded transport, predicted in their measured order
+    measured_order: list[str]  # labels, fastest first
+
+
+class OriginalChecks(TypedDict):
+    """`original_checks()`'s record: what chapter 06 claims about the model against the original runs."""
+    ordering: dict[str, InstanceOrdering]  # per instance type
+    ordering_ok: bool
+    global_order_swaps: list[tuple[str, str]]  # (faster measured, slower measured) pairs the model swaps
+    p4d_ratio_measured: float  # p4d 4 pods over EFA / 1 pod, step time
+    p4d_ratio_predicted: float
+    p4d_ratio_error: float  # predicted / measured - 1
+    p4d_eni_error: float
+
+
+def original_checks(rows: list[OriginalRow]) -> OriginalChecks:
     """The chapter's claims, computed: per-instance ordering and the p4d EFA/single-pod ratio."""
-    ordering = {}
+    ordering: dict[str, InstanceOrdering] = {}
     for name in INSTANCES:
         mine = [r for r in rows if r.instance == name]
         recorded = [r for r in mine if "?" not in r.label]
@@ -224,9 +246,15 @@ def original_checks(rows: list[OriginalRow]) -> dict:
     }
 
 
-def overlap_sweep(overlaps=(0.0, 0.1, 0.2, 0.3, 0.4, 0.5)) -> list[dict]:
+class OverlapPoint(TypedDict):
+    overlap: float
+    p4d_ratio_predicted: float
+    p4d_ratio_error: float
+
+
+def overlap_sweep(overlaps: Sequence[float] = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5)) -> list[OverlapPoint]:
     """How the p4d ratio depends on the one stated parameter the data cannot pin down."""
-    out = []
+    out: list[OverlapPoint] = []
     for ov in overlaps:
         c = original_checks(original_comparison(overlap=ov))
         out.append({"overlap": ov, "p4d_ratio_predicted": c["p4d_ratio_predicted"],
@@ -234,8 +262,13 @@ def overlap_sweep(overlaps=(0.0, 0.1, 0.2, 0.3, 0.4, 0.5)) -> list[dict]:
     return out
 
 
+class BandwidthPoint(TypedDict):
+    gbytes_per_s: float
+    step_s: float
+
+
 def bandwidth_sweep(gbytes_per_s: list[float], *, compute_s: float, traffic: Traffic | None = None,
-                    pcie_gbytes_per_s: float | None = None, overlap: float = 0.0) -> list[dict]:
+                    pcie_gbytes_per_s: float | None = None, overlap: float = 0.0) -> list[BandwidthPoint]:
     """Step time as the inter-rank bandwidth varies: where a run stops being compute-bound."""
     traffic = traffic or original_traffic()
     return [{"gbytes_per_s": b, "step_s": step_time(traffic, collective_gbytes_per_s=b, compute_s=compute_s,
