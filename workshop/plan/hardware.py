@@ -17,8 +17,10 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
+from typing import Any, NotRequired, TypedDict
 
 from workshop.errors import WorkshopError, check_positive, comma_list, report
 
@@ -36,19 +38,25 @@ FLOPS_PER_CYCLE: dict[str, tuple[int, str]] = {
     "avx2_fp32": (32, "AVX2 FMA: 8 lanes x 2 FLOP x 2 FMA ports"),
 }
 
+class XeonReference(TypedDict):
+    name: str
+    clock_ghz: float
+    clock_source: str
+
+
 # The Xeon the chapter targets: r7i/m7i/c7i are Sapphire Rapids; EC2's catalog lists 3.2 GHz all-core turbo.
-XEON_REFERENCE = {"name": "r7i (Sapphire Rapids) all-core turbo", "clock_ghz": 3.2,
+XEON_REFERENCE: XeonReference = {"name": "r7i (Sapphire Rapids) all-core turbo", "clock_ghz": 3.2,
                   "clock_source": "EC2 DescribeInstanceTypes ProcessorInfo.SustainedClockSpeedInGhz for r7i"}
 
 
-def _read_proc_cpuinfo() -> dict:
+def _read_proc_cpuinfo() -> dict[str, str]:
     """First processor block of /proc/cpuinfo as a dict (Linux); empty elsewhere."""
     try:
         with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as fh:
             text = fh.read()
     except OSError:
         return {}
-    info: dict = {}
+    info: dict[str, str] = {}
     for line in text.split("\n\n")[0].splitlines():
         if ":" in line:
             key, _, value = line.partition(":")
@@ -56,7 +64,7 @@ def _read_proc_cpuinfo() -> dict:
     return info
 
 
-def _clock_ghz(proc: dict, brand: str) -> tuple[float | None, str]:
+def _clock_ghz(proc: dict[str, str], brand: str) -> tuple[float | None, str]:
     """The best clock we can justify, and where it came from (the peak formula is only as good as this)."""
     try:
         with open("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq") as fh:
@@ -93,8 +101,16 @@ a = torch.randn(128, 128, dtype=torch.bfloat16)
 """
 
 
+class OneDnnDispatch(TypedDict):
+    """What oneDNN printed for one bf16 matmul: its ISA line and the kernel (None: not seen or not probed)."""
+    isa: str | None
+    bf16_matmul_impl: str | None
+    error: NotRequired[str]  # the probe process could not run
+    note: NotRequired[str | None]  # why no kernel was seen
+
+
 @lru_cache(maxsize=1)
-def onednn_dispatch() -> dict:
+def onednn_dispatch() -> OneDnnDispatch:
     """Run one bf16 matmul in a child process with ONEDNN_VERBOSE=1 and read what oneDNN chose.
 
     A child process because oneDNN reads the variable once at start-up and prints from C, past Python's
@@ -106,7 +122,8 @@ def onednn_dispatch() -> dict:
                              timeout=120, check=False).stdout
     except (OSError, subprocess.TimeoutExpired) as exc:
         return {"isa": None, "bf16_matmul_impl": None, "error": str(exc)}
-    isa = impl = None
+    isa: str | None = None
+    impl: str | None = None
     for line in out.splitlines():
         if ",info,cpu,isa:" in line:
             isa = line.split("isa:", 1)[1].strip()
@@ -116,7 +133,38 @@ def onednn_dispatch() -> dict:
             "note": None if impl else "no oneDNN matmul ran: this torch build routes bf16 GEMM elsewhere"}
 
 
-def detect(*, probe_onednn: bool = True) -> dict:
+class CpuFacts(TypedDict):
+    """What `detect` reads off this machine before classifying it (what `isa_class` and `explain` read)."""
+    cpu_model: str
+    vendor: str
+    arch: str
+    cpu_family: int | None
+    cores: int  # physical
+    logical_cpus: int | None
+    torch_threads: int
+    clock_ghz: float | None
+    clock_source: str  # where clock_ghz came from (the peak formula is only as good as it)
+    amx_bf16: bool
+    amx_tile: bool
+    amx_int8: bool
+    amx: bool  # amx_bf16 and amx_tile
+    avx512f: bool
+    avx512_bf16: bool
+    avx2: bool
+    onednn_isa: str | None
+    onednn_bf16_impl: str | None
+    onednn_uses_amx: bool | None  # None: oneDNN not probed
+    torch_capability: str
+    torch_version: str
+
+
+class Detection(CpuFacts):
+    """`detect()`'s record (chapter 01 prints it; JSON results keep it under "detect")."""
+    isa_class: str  # see isa_class()
+    why: str  # explain(): one sentence on what bf16 matmuls run on here
+
+
+def detect(*, probe_onednn: bool = True) -> Detection:
     """AMX/bf16 flags, CPU identity, cores and clock (with its source), oneDNN's bf16 kernel, torch's ISA level."""
     import torch
 
@@ -137,22 +185,21 @@ def detect(*, probe_onednn: bool = True) -> dict:
     amx = {f: f in flags for f in ("amx_bf16", "amx_tile", "amx_int8")}
     has_amx = amx["amx_bf16"] and amx["amx_tile"]
     family = int(proc["cpu family"]) if proc.get("cpu family", "").isdigit() else None
-    onednn = onednn_dispatch() if probe_onednn else {"isa": None, "bf16_matmul_impl": None}
+    onednn: OneDnnDispatch = onednn_dispatch() if probe_onednn else {"isa": None, "bf16_matmul_impl": None}
     impl = onednn.get("bf16_matmul_impl") or ""
-    result = {
+    facts: CpuFacts = {
         "cpu_model": brand, "vendor": vendor, "arch": platform.machine(), "cpu_family": family,
         "cores": _physical_cores(), "logical_cpus": os.cpu_count(), "torch_threads": torch.get_num_threads(),
         "clock_ghz": round(clock, 3) if clock else None, "clock_source": clock_source,
-        **amx, "amx": has_amx, "avx512f": "avx512f" in flags, "avx512_bf16": "avx512_bf16" in flags,
+        "amx_bf16": amx["amx_bf16"], "amx_tile": amx["amx_tile"], "amx_int8": amx["amx_int8"],
+        "amx": has_amx, "avx512f": "avx512f" in flags, "avx512_bf16": "avx512_bf16" in flags,
         "avx2": "avx2" in flags,
         "onednn_isa": onednn.get("isa"), "onednn_bf16_impl": onednn.get("bf16_matmul_impl"),
         "onednn_uses_amx": ("amx" in impl) if probe_onednn else None,  # None: not probed (cheap detection)
         "torch_capability": torch.backends.cpu.get_cpu_capability(),
         "torch_version": torch.__version__,
     }
-    result["isa_class"] = isa_class(result)
-    result["why"] = explain(result)
-    return result
+    return {**facts, "isa_class": isa_class(facts), "why": explain(facts)}
 
 
 def native_bf16() -> tuple[bool, str]:
@@ -190,7 +237,7 @@ def resolve_precision(precision: str) -> tuple[str, str]:
     return ("bf16" if native else "fp32"), f"auto: {why}"
 
 
-def isa_class(d: dict) -> str:
+def isa_class(d: CpuFacts) -> str:
     """Which FLOPS_PER_CYCLE rows apply: 'intel_amx', 'intel_avx512', 'zen4', 'zen5', 'avx2' or 'other'."""
     if d.get("amx"):
         return "intel_amx"
@@ -202,7 +249,7 @@ def isa_class(d: dict) -> str:
     return "avx2" if d.get("avx2") else "other"
 
 
-def explain(d: dict) -> str:
+def explain(d: CpuFacts) -> str:
     """One sentence a learner can act on: what bf16 matmuls run on here, and why."""
     if d["amx"]:
         if d.get("onednn_uses_amx") is None:  # not probed: say nothing about oneDNN rather than guess
@@ -245,7 +292,14 @@ def peak_tflops(path: str, cores: int, clock_ghz: float) -> Peak:
     return Peak(path, path, cores, clock_ghz, fpc, cores * clock_ghz * 1e9 * fpc / 1e12, why)
 
 
-def machine_peaks(d: dict, cores: int | None = None) -> dict[str, Peak | None]:
+class MachinePeaks(TypedDict):
+    """Peaks of the matmul paths found here (None: no clock known, or no such path), and AMX's beside."""
+    bf16: Peak | None
+    fp32: Peak | None
+    amx_reference: Peak  # the same cores on a Xeon with AMX, at XEON_REFERENCE's clock
+
+
+def machine_peaks(d: Detection, cores: int | None = None) -> MachinePeaks:
     """bf16 and fp32 peaks for the ISA found here, plus the AMX peak this many cores would have on a Xeon."""
     cores = cores or d["cores"]
     clock = d.get("clock_ghz")
@@ -256,13 +310,25 @@ def machine_peaks(d: dict, cores: int | None = None) -> dict[str, Peak | None]:
         bf16_path = None  # AVX-512 without bf16 dot products: bf16 runs through fp32 units
     fp32_path = {"intel_amx": "avx512_fp32_intel", "intel_avx512": "avx512_fp32_intel",
                  "zen4": "avx512_fp32_zen4", "zen5": "avx512_fp32_zen5", "avx2": "avx2_fp32"}.get(cls)
-    out: dict[str, Peak | None] = {"bf16": None, "fp32": None}
+    bf16: Peak | None = None
+    fp32: Peak | None = None
     if clock:
-        out["fp32"] = peak_tflops(fp32_path, cores, clock) if fp32_path else None
-        out["bf16"] = peak_tflops(bf16_path, cores, clock) if bf16_path else out["fp32"]
+        fp32 = peak_tflops(fp32_path, cores, clock) if fp32_path else None
+        bf16 = peak_tflops(bf16_path, cores, clock) if bf16_path else fp32
     # What the same cores would peak at with AMX, at the Xeon's clock (the chapter's target).
-    out["amx_reference"] = peak_tflops("amx_bf16", cores, XEON_REFERENCE["clock_ghz"])
-    return out
+    amx_reference = peak_tflops("amx_bf16", cores, XEON_REFERENCE["clock_ghz"])
+    return {"bf16": bf16, "fp32": fp32, "amx_reference": amx_reference}
+
+
+class GemmCell(TypedDict):
+    """GemmResult.as_dict(): one row of chapter 01's GEMM table (and of gemm.json's "results")."""
+    size: int
+    dtype: str
+    threads: int
+    tflops: list[float]  # every repeat
+    median_tflops: float
+    best_tflops: float
+    worst_tflops: float
 
 
 @dataclass
@@ -285,15 +351,17 @@ class GemmResult:
     def worst(self) -> float:
         return min(self.tflops)
 
-    def as_dict(self) -> dict:
-        return {**asdict(self), "median_tflops": self.median, "best_tflops": self.best,
-                "worst_tflops": self.worst}
+    def as_dict(self) -> GemmCell:
+        return {"size": self.size, "dtype": self.dtype, "threads": self.threads, "tflops": list(self.tflops),
+                "median_tflops": self.median, "best_tflops": self.best, "worst_tflops": self.worst}
+
 
 
 _DTYPES = ("bf16", "fp32")
 
 
-def gemm_benchmark(sizes=(512, 1024, 2048), dtypes=_DTYPES, threads=None, *, warmup: int = 2,
+def gemm_benchmark(sizes: Sequence[int] = (512, 1024, 2048), dtypes: Sequence[str] = _DTYPES,
+                   threads: Sequence[int] | None = None, *, warmup: int = 2,
                    repeats: int = 5, min_seconds: float = 0.05) -> list[GemmResult]:
     """Square n x n GEMMs: each repeat times enough back-to-back matmuls to last >= min_seconds.
 
@@ -340,7 +408,43 @@ def gemm_benchmark(sizes=(512, 1024, 2048), dtypes=_DTYPES, threads=None, *, war
     return results
 
 
-def summarize(d: dict, results: list[GemmResult]) -> dict:
+class GemmPeaks(TypedDict):
+    """The three peaks behind GemmSummary's percentages, each Peak as a dict (None: no such path here)."""
+    bf16: dict[str, Any] | None
+    fp32: dict[str, Any] | None
+    amx_reference: dict[str, Any]
+
+
+class GemmSummary(TypedDict):
+    """`summarize()`'s record: the numbers chapter 01 quotes (and gemm.json stores), at one thread count."""
+    amx: bool
+    isa_class: str
+    why: str
+    threads: int | None  # the thread count both precisions are compared at (None: nothing measured)
+    bf16_tflops: float | None  # median of the best bf16 cell at `threads`
+    bf16_best_tflops: float | None
+    bf16_size: int | None
+    fp32_tflops: float | None
+    fp32_best_tflops: float | None
+    fp32_size: int | None
+    bf16_over_fp32: float | None
+    bf16_over_fp32_by_threads: dict[int, float]
+    peak_bf16_tflops: float | None
+    peak_bf16_path: str | None
+    peak_fp32_tflops: float | None
+    peak_fp32_path: str | None
+    peak_amx_bf16_tflops: float
+    bf16_pct_of_peak: float | None
+    fp32_pct_of_peak: float | None
+    bf16_pct_of_amx_peak: float | None
+    clock_ghz: float | None
+    clock_source: str | None
+    peaks: GemmPeaks
+    peaks_by_threads: dict[int, dict[str, float | None]]  # peak_lines() per thread count
+    note: str | None  # set when a measurement is above its peak
+
+
+def summarize(d: Detection, results: list[GemmResult]) -> GemmSummary:
     """The numbers the chapter quotes: both precisions at ONE thread count, their ratio, and % of each peak.
 
     Like with like: bf16 and fp32 are compared at the same thread count (each at its best size there), the one
@@ -348,32 +452,35 @@ def summarize(d: dict, results: list[GemmResult]) -> dict:
     neighbour's process. The ratio at every thread count is kept too (`bf16_over_fp32_by_threads`), and the
     peaks are those of the thread count used.
     """
-    def best(dtype, threads):
+    def best(dtype: str, threads: int | None) -> GemmResult | None:
         cells = [r for r in results if r.dtype == dtype and r.threads == threads]
         return max(cells, key=lambda r: r.median) if cells else None
 
     counts = sorted({r.threads for r in results})
-    ratios = {t: float(f"{best('bf16', t).median / best('fp32', t).median:.3g}")
-              for t in counts if best("bf16", t) and best("fp32", t)}
+    ratios: dict[int, float] = {}
+    for t in counts:
+        b, f = best("bf16", t), best("fp32", t)
+        if b and f:
+            ratios[t] = float(f"{b.median / f.median:.3g}")
     top = max(results, key=lambda r: r.median) if results else None
     threads = top.threads if top else None
     bf16, fp32 = best("bf16", threads), best("fp32", threads)
     peaks = machine_peaks(d, cores=min(threads, d["cores"])) if threads else machine_peaks(d)
     pb, pf, pa = peaks["bf16"], peaks["fp32"], peaks["amx_reference"]
 
-    def pct(x, p):
+    def pct(x: float | None, p: Peak | None) -> float | None:
         return round(100 * x / p.tflops, 1) if (x is not None and p) else None
 
     bf16_t = bf16.median if bf16 else None
     fp32_t = fp32.median if fp32 else None
-    out = {
+    out: GemmSummary = {
         "amx": d["amx"], "isa_class": d["isa_class"], "why": d["why"],
         "threads": threads,
         "bf16_tflops": bf16_t, "bf16_best_tflops": bf16.best if bf16 else None,
         "bf16_size": bf16.size if bf16 else None,
         "fp32_tflops": fp32_t, "fp32_best_tflops": fp32.best if fp32 else None,
         "fp32_size": fp32.size if fp32 else None,
-        "bf16_over_fp32": ratios.get(threads),
+        "bf16_over_fp32": ratios.get(threads) if threads is not None else None,
         "bf16_over_fp32_by_threads": ratios,
         "peak_bf16_tflops": pb.tflops if pb else None, "peak_bf16_path": pb.path if pb else None,
         "peak_fp32_tflops": pf.tflops if pf else None, "peak_fp32_path": pf.path if pf else None,
@@ -392,7 +499,7 @@ def summarize(d: dict, results: list[GemmResult]) -> dict:
     return out
 
 
-def peak_lines(d: dict, threads: int) -> dict[str, float | None]:
+def peak_lines(d: Detection, threads: int) -> dict[str, float | None]:
     """The peaks a figure panel for `threads` threads draws: this CPU's bf16 and fp32 paths and AMX's."""
     peaks = machine_peaks(d, cores=min(threads, d["cores"]))
     return {"bf16 peak here": peaks["bf16"].tflops if peaks["bf16"] else None,
