@@ -12,9 +12,10 @@ import json
 import math
 import sys
 from dataclasses import asdict, dataclass, field
+from typing import TypedDict
 
 from workshop.errors import WorkshopError, check_choice, check_positive, report
-from workshop.plan.catalog import PRICE_SOURCE, list_instances
+from workshop.plan.catalog import PRICE_SOURCE, InstanceRow, list_instances
 from workshop.plan.models import Architecture, architecture
 
 GiB = 1024**3
@@ -30,9 +31,29 @@ RUNTIME_DEVICE_BYTES = 1 * GiB
 # DeepSpeed's default stage-3 sub_group_size: the fp32 gradient of one sub-group is built at step time.
 SUB_GROUP_SIZE = 1_000_000_000
 
+
+class PlanOptions(TypedDict):
+    """plan_memory's training options (all but the model and the ranks), as `recommend` passes them on."""
+    zero_stage: int
+    offload_optimizer: bool
+    offload_param: bool
+    micro_batch: int
+    seq_len: int
+    grad_ckpt: bool
+    dtype: str
+
+
+class RunSpec(PlanOptions):
+    """A whole run as plan_memory's keyword arguments: `plan_memory(**spec)`."""
+    model: str
+    world_size: int
+    procs_per_node: int
+    device: str
+
+
 # The original workshop's measured run (chapter 002): Llama-3-8B, ZeRO-3, offload_param + offload_optimizer to cpu, bf16,
 # 4 ranks on one host, micro-batch 1, seq 512. DeepSpeed prints these in GiB (bytes / 1024**3).
-ORIGINAL_RUN = {"model": "llama-3-8b", "world_size": 4, "procs_per_node": 4, "zero_stage": 3,
+ORIGINAL_RUN: RunSpec = {"model": "llama-3-8b", "world_size": 4, "procs_per_node": 4, "zero_stage": 3,
             "offload_optimizer": True, "offload_param": True, "micro_batch": 1, "seq_len": 512,
             "grad_ckpt": False, "dtype": "bf16", "device": "cpu"}
 ORIGINAL_STAGES_GIB = {
@@ -164,7 +185,7 @@ class MemoryPlan:
                 "at_zero_init": self.at_zero_init, "stages": self.stages()}
 
 
-def _check_int(what: str, value, minimum: int = 1) -> None:
+def _check_int(what: str, value: object, minimum: int = 1) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise WorkshopError(f"{what} must be an integer >= {minimum}, got {value!r}")
 
@@ -227,8 +248,17 @@ def plan_memory(model: str, *, world_size: int, zero_stage: int = 3, offload_opt
                       seq_len, grad_ckpt, dtype, device, comp, {k: placement[k] for k in comp})
 
 
+class DeepSpeedEstimate(TypedDict):
+    """Bytes from DeepSpeed's estimator (model states only)."""
+    host_per_node: float
+    host_per_rank: float
+    device_per_rank: float
+    largest_layer_bytes: float
+    buffer_factor: float
+
+
 def deepspeed_estimate(model: str, *, nodes: int, procs_per_node: int, offload_optimizer: bool = True,
-                       offload_param: bool = True, buffer_factor: float = 1.0) -> dict:
+                       offload_param: bool = True, buffer_factor: float = 1.0) -> DeepSpeedEstimate:
     """DeepSpeed's own ZeRO-3 model-states estimate (params, grads, optimizer; no activations), per rank.
 
     Calls `estimate_zero3_model_states_mem_needs`, the function behind
@@ -246,10 +276,18 @@ def deepspeed_estimate(model: str, *, nodes: int, procs_per_node: int, offload_o
             "largest_layer_bytes": largest, "buffer_factor": buffer_factor}
 
 
-def original_comparison() -> list[dict]:
+class StageRow(TypedDict):
+    """A row of chapter 01's stage table: the planner's cumulative GiB per rank beside the original log's."""
+    stage: str
+    plan_gib: float
+    original_gib: float | None  # None: a stage the original workshop's log does not print
+    diff_pct: float | None
+
+
+def original_comparison() -> list[StageRow]:
     """The planner's cumulative stages beside the original workshop's measured ZeRO-3 log (GiB per rank)."""
-    plan = plan_memory(**{k: v for k, v in ORIGINAL_RUN.items()})
-    rows = []
+    plan = plan_memory(**ORIGINAL_RUN)
+    rows: list[StageRow] = []
     for label, planned in plan.stages():
         seed = ORIGINAL_STAGES_GIB.get(label)
         gib = planned / GiB
@@ -272,7 +310,30 @@ RECONCILE_TERMS = [
 ]
 
 
-def reconcile(plan: MemoryPlan | None = None) -> dict:
+class ReconcileRow(TypedDict):
+    """One model-state term of `reconcile()`: its bytes per parameter, the planner's GiB, who counts it."""
+    term: str  # a MemoryPlan component
+    bytes_per_param: int
+    planner_gib: float
+    deepspeed_counts_it: bool
+    original_log: str  # the original workshop's log line it first shows in
+
+
+class Reconciliation(TypedDict):
+    """`reconcile()`'s record: planner, DeepSpeed's estimator and the original log, GiB per rank."""
+    rows: list[ReconcileRow]
+    model_states_bytes_per_param: int
+    deepspeed_bytes_per_param: int
+    planner_model_states_gib: float
+    deepspeed_model_states_gib: float
+    planner_only_gib: dict[str, float]  # only the planner counts these: runtime, activations, ...
+    planner_at_zero_init_gib: float
+    original_log_at_zero_init_gib: float
+    planner_training_peak_gib: float
+    original_virtual_gb_per_process: int | None  # the original's ~60 GB (virtual memory), for Llama-3-8B only
+
+
+def reconcile(plan: MemoryPlan | None = None) -> Reconciliation:
     """One memory story: the planner, DeepSpeed's estimator and the original workshop's log, term by term (GiB per rank).
 
     Bytes per parameter: 16 in mixed precision without offload (bf16 params 2 + bf16 grads 2 + fp32 master 4
@@ -285,7 +346,7 @@ def reconcile(plan: MemoryPlan | None = None) -> dict:
     P, W = plan.params, plan.world_size
     ds = deepspeed_estimate(plan.model, nodes=max(1, W // plan.procs_per_node), procs_per_node=plan.procs_per_node,
                             offload_optimizer=plan.offload_optimizer, offload_param=plan.offload_param)
-    rows = []
+    rows: list[ReconcileRow] = []
     for comp, bpp, in_ds, log_line in RECONCILE_TERMS:
         planned = plan.components.get(comp, 0)
         if not planned or (comp == "optimizer_grads_fp32" and not plan.offload_optimizer):
@@ -311,7 +372,7 @@ def reconcile(plan: MemoryPlan | None = None) -> dict:
     }
 
 
-def format_reconcile(r: dict) -> str:
+def format_reconcile(r: Reconciliation) -> str:
     """The reconciliation as the table and three lines chapter 01 prints."""
     lines = [f"{'term':22s} {'B/param':>7s} {'planner GiB':>11s}  DeepSpeed?  original log",
              *(f"{x['term']:22s} {x['bytes_per_param']:7d} {x['planner_gib']:11.2f}  "
@@ -331,7 +392,7 @@ def format_reconcile(r: dict) -> str:
 # ---------------------------------------------------------------------------------------------- recommend
 
 
-def allocatable(row) -> tuple[float, float]:
+def allocatable(row: InstanceRow) -> tuple[float, float]:
     """(GiB, vCPUs) a pod can request on this instance type, after VM, kubelet and eviction reserves."""
     kube_mib = 255 + 11 * MAX_PODS
     mem = row.memory_gib * (1 - VM_MEMORY_OVERHEAD) - (kube_mib + EVICTION_MIB) / 1024
@@ -375,7 +436,17 @@ class Recommendation:
         return d
 
 
-def _fit(row, *, model, nodes, procs_per_node, headroom, plan_kw) -> tuple[dict | None, str]:
+class _Fit(TypedDict):
+    """What `_fit` found for an instance type that holds the plan."""
+    plan: MemoryPlan
+    ppn: int
+    host_need: float  # GiB per node, headroom included
+    mem_alloc: float
+    cpu_alloc: float
+
+
+def _fit(row: InstanceRow, *, model: str, nodes: int, procs_per_node: int | None, headroom: float,
+         plan_kw: PlanOptions) -> tuple[_Fit | None, str]:
     """Does `row` hold the plan? -> (details, '') or (None, why not)."""
     gpu = row.gpus > 0
     ppn = procs_per_node or (row.gpus if gpu else 1)
@@ -414,8 +485,9 @@ def recommend(model: str, *, nodes: int | None = None, procs_per_node: int | Non
     if procs_per_node is not None:
         _check_int("procs_per_node", procs_per_node)
     check_positive("headroom", headroom, allow_zero=True)
-    plan_kw = {"zero_stage": zero_stage, "offload_optimizer": offload_optimizer, "offload_param": offload_param,
-               "micro_batch": micro_batch, "seq_len": seq_len, "grad_ckpt": grad_ckpt, "dtype": dtype}
+    plan_kw: PlanOptions = {"zero_stage": zero_stage, "offload_optimizer": offload_optimizer,
+                            "offload_param": offload_param, "micro_batch": micro_batch, "seq_len": seq_len,
+                            "grad_ckpt": grad_ckpt, "dtype": dtype}
     plan_memory(model, world_size=1, **plan_kw)  # validate model and options before any catalog query
     families = [families] if isinstance(families, str) else list(families)
     rows, _ = list_instances(families, source=source)
@@ -481,7 +553,8 @@ def _constraints(rec, rows, need_efa, efa, families, **kw) -> list[str]:
     return out
 
 
-def _recommendation(model, row, got, nodes, fits, headroom, price_source) -> Recommendation:
+def _recommendation(model: str, row: InstanceRow, got: _Fit, nodes: int, fits: list[tuple[InstanceRow, _Fit]],
+                    headroom: float, price_source: str) -> Recommendation:
     plan, ppn = got["plan"], got["ppn"]
     mem_req = math.ceil(got["host_need"])
     cpu_req = max(1, math.floor(got["cpu_alloc"]) - 1)  # leave a core for daemonsets (CNI, EFA plugin, ...)
