@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from workshop.plan import hardware
 
 
-def machine(d: dict | None = None) -> str:
+def machine(d: hardware.Detection | None = None) -> str:
     """One line naming this machine the way results must be read: CPU, cores, ISA path, bf16 and AMX."""
 
     d = d or hardware.detect(probe_onednn=False)
@@ -50,14 +50,14 @@ def provenance(result: dict, *, here: str | None = None) -> str:
     vers = ", ".join(f"{k} {env[k]}" for k in ("torch", "transformers", "deepspeed") if env.get(k))
     line = f"stored result, measured on {measured_on(result)}{f' ({vers})' if vers else ''}"
     if here:
-        same = bool(cpu) and cpu.split(",")[0] in here and (not isa or isa in here)
+        same = bool(cpu and cpu.split(",")[0] in here and (not isa or isa in here))
         line += "; this machine: " + here + ("" if same else " -- numbers from another machine, not this run's")
     return line
 
 
 # ---------------------------------------------------------------- chapter 01: bf16 against fp32
 
-def gemm(summary: dict, d: dict) -> str:
+def gemm(summary: hardware.GemmSummary, d: hardware.Detection) -> str:
     """Which precision won this machine's GEMMs, by how much, and the hardware reason."""
     ratio = summary.get("bf16_over_fp32")
     if not ratio:
@@ -110,14 +110,14 @@ def loading(table: list[dict], *, world_size: int = 2, model_gb: float | None = 
                    + (f" (rank 0 carries the mapped file: x{vals[0]:.2f} vs x{min(vals[1:]):.2f})"
                       if len(vals) > 1 and vals[0] - min(vals[1:]) > 0.1 else ""))
     # What a rank needs at worst: its peak while loading, or its resident size once every weight has been read.
-    need = {}
+    need: dict[str, float] = {}
     for r in rows:
         need[r["method"]] = max(need.get(r["method"], 0.0), r["peak_rss_gb"], r.get("used_rss_gb") or 0.0)
     used_meta = need.get("meta")
     if used_meta is not None and used_meta > 1.5 * max(v for (m, _), v in peak.items() if m == "meta"):
         out.append(f"meta's low peak is file pages not yet read: once every weight is used a rank holds "
                    f"{used_meta:.2f} GB, x{used_meta / naive:.2f} of naive's peak")
-    best = min(need, key=need.get)
+    best = min(need, key=need.__getitem__)
     out.append(f"least memory any rank needs at N = {world_size}: {best} ({need[best]:.2f} GB, "
                f"x{need[best] / naive:.2f} of naive's {naive:.2f} GB)")
     one = {r["method"]: r["peak_rss_gb"] for r in table if r["world_size"] == 1}
