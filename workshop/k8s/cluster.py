@@ -118,7 +118,7 @@ class Cluster:
         self.core = client.CoreV1Api(api_client)
         self.where, self.version, self.user = where, version, user
         self._dynamic = None
-        self._cache_dir = None
+        self._cache_dir: tempfile.TemporaryDirectory[str] | None = None
 
     @property
     def dynamic(self):

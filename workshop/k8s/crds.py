@@ -22,6 +22,7 @@ import re
 import sys
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -34,6 +35,8 @@ FOLDER = {"karpenter": "karpenter-aws-v{}", "trainer": "kubeflow-trainer-v{}"}
 REPO = {"karpenter": "aws/karpenter-provider-aws", "trainer": "kubeflow/trainer"}
 NAME = {"karpenter": "Karpenter", "trainer": "Kubeflow Trainer"}
 DIGESTS_FILE = "SHA256SUMS"  # in a cached release's folder: the digests recorded when it was downloaded
+# A release's files: (path in the release folder, path in the repository at the tag, sha256).
+Files = tuple[tuple[str, str, str], ...]
 ADD = "`python -m workshop crds fetch --{family} VERSION` (needs the network) or `python -m workshop crds import DIR`"
 
 
@@ -41,7 +44,7 @@ ADD = "`python -m workshop crds fetch --{family} VERSION` (needs the network) or
 class Release:
     family: str   # "karpenter" | "trainer"
     version: str
-    files: tuple  # (path in the release folder, path in the repository at the tag, sha256)
+    files: Files  # (path in the release folder, path in the repository at the tag, sha256)
     note: str = ""  # what the release supports (Kubernetes versions, API form), with where that was read
     pinned: bool = True   # shipped with the package; False: added by the learner into the cache
 
@@ -62,19 +65,21 @@ class Release:
         return f"{NAME[self.family]} {self.version}"
 
 
-def _karpenter_files(nodepools: str = "", nodeclaims: str = "", ec2nodeclasses: str = "") -> tuple:
+def _karpenter_files(nodepools: str = "", nodeclaims: str = "", ec2nodeclasses: str = "") -> Files:
     return tuple((name, f"pkg/apis/crds/{name}", digest) for name, digest in (
         ("karpenter.sh_nodepools.yaml", nodepools), ("karpenter.sh_nodeclaims.yaml", nodeclaims),
         ("karpenter.k8s.aws_ec2nodeclasses.yaml", ec2nodeclasses)))
 
 
-def _trainer_files(trainjobs: str = "", runtimes: str = "", cluster_runtimes: str = "", extra=()) -> tuple:
+def _trainer_files(trainjobs: str = "", runtimes: str = "", cluster_runtimes: str = "",
+                   extra: Files = ()) -> Files:
     return tuple((f"trainer.kubeflow.org_{kind}.yaml", f"manifests/base/crds/trainer.kubeflow.org_{kind}.yaml", d)
                  for kind, d in (("trainjobs", trainjobs), ("trainingruntimes", runtimes),
                                  ("clustertrainingruntimes", cluster_runtimes))) + tuple(extra)
 
 
-LAYOUT = {"karpenter": _karpenter_files, "trainer": _trainer_files}  # an added release: same paths, digests at download
+# an added release: same paths, digests at download
+LAYOUT: dict[str, Callable[[], Files]] = {"karpenter": _karpenter_files, "trainer": _trainer_files}
 
 # Digests of the files at their release tags (karpenter-provider-aws v1.8.8 = 5b5bf22e, v1.14.1 = bde00654;
 # kubeflow/trainer v2.1.0 = 73c9bece, v2.3.0 = 658725bd). A release added here ships its files in schemas/.

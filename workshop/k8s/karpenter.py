@@ -51,9 +51,10 @@ _HOST_PYTHON = re.compile(r"\b(pip3?|conda|mamba)\s+install\b|intel[-_]extension
 
 def check_user_data(text: str | None) -> None:
     """Refuse host-side Python installs: the container never sees them (the original workshop's mistake)."""
-    if text and _HOST_PYTHON.search(text):
+    found = _HOST_PYTHON.search(text) if text else None
+    if found:
         raise WorkshopError("userData installs Python packages on the host "
-                            f"({_HOST_PYTHON.search(text).group(0)!r}); containers never see them: "
+                            f"({found.group(0)!r}); containers never see them: "
                             "bake them into the training image instead")
 
 

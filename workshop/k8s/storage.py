@@ -134,12 +134,14 @@ class OutputStorage:
         kw = {"output_dir": self.output_dir(job), "save_model": True, "resume": True,
               "save_total_limit": self.keep_checkpoints}
         if self.kind == "s3":
+            assert self.s3_uri is not None  # __post_init__ parsed it
             kw["sync_to"] = f"{self.s3_uri.rstrip('/')}/{job}"
         return kw
 
     def volumes(self) -> list[dict]:
         if self.kind != "fsx":
             return []
+        assert self.claim is not None  # __post_init__ refused fsx without a claim
         return [{"name": "outputs", "persistentVolumeClaim": {"claimName": self.claim.name}}]
 
     def volume_mounts(self) -> list[dict]:

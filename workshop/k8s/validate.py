@@ -385,7 +385,7 @@ def _format(validator, fmt, instance, schema):
 def _list_type(validator, kind, instance, schema):
     if not isinstance(instance, list):
         return
-    seen: dict = {}
+    seen: dict[tuple[str, ...] | str, int] = {}  # an entry's identity -> its first index
     if kind == "map":
         keys = schema.get("x-kubernetes-list-map-keys") or []
         for i, item in enumerate(instance):
@@ -397,11 +397,11 @@ def _list_type(validator, kind, instance, schema):
                 seen.setdefault(ident, i)
     elif kind == "set":
         for i, item in enumerate(instance):
-            ident = json.dumps(item, sort_keys=True)
-            if ident in seen:
-                yield ValidationError(f"duplicate value {_short(item)}; first at [{seen[ident]}]",
+            value = json.dumps(item, sort_keys=True)
+            if value in seen:
+                yield ValidationError(f"duplicate value {_short(item)}; first at [{seen[value]}]",
                                       validator="x-kubernetes-list-type: set", path=[i])
-            seen.setdefault(ident, i)
+            seen.setdefault(value, i)
 
 
 def _is_integer(checker, value) -> bool:  # YAML may give 4.0 for an integer field; the server accepts it
