@@ -8,15 +8,26 @@ saved output and in nbval alike, without a markdown image that points at a file 
 from __future__ import annotations
 
 import textwrap
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
+if TYPE_CHECKING:
+    from workshop.plan.hardware import GemmCell
+    from workshop.plan.memory import StageRow
+    from workshop.plan.traffic import BandwidthPoint
 
-class Figure(type(Path())):
+    _ConcretePath = Path
+else:  # Path itself cannot be subclassed before Python 3.12: derive from this OS's PosixPath or WindowsPath
+    _ConcretePath = type(Path())
+
+
+class Figure(_ConcretePath):
     """A saved PNG's path that Jupyter displays as the picture (IPython's `_repr_png_` protocol)."""
 
     def _repr_png_(self) -> bytes:
@@ -67,7 +78,8 @@ def plot_bytes_by_stage(traffic: dict[int, dict], path) -> Path:
     return _save(fig, path)
 
 
-def plot_step_vs_bandwidth(sweep: list[dict], path, *, marks: dict[str, float] | None = None) -> Path:
+def plot_step_vs_bandwidth(sweep: list[BandwidthPoint], path, *,
+                           marks: dict[str, float] | None = None) -> Path:
     """Step time against link bandwidth (log x), with the named links marked."""
     fig, ax = plt.subplots(figsize=(6.5, 4))
     ax.plot([p["gbytes_per_s"] for p in sweep], [p["step_s"] for p in sweep])
@@ -111,7 +123,7 @@ def plot_local_prediction(rows: list[dict], path, *, machine: str = "machine not
 
 # ---------------------------------------------------------------- chapter 01 (AMX, instance selection)
 
-def plot_gemm_tflops(results: list[dict], peaks: dict, path, *, machine: str = "") -> Path:
+def plot_gemm_tflops(results: list[GemmCell], peaks: dict, path, *, machine: str = "") -> Path:
     """bf16 vs fp32 GEMM TFLOPS by size (median bar, best-worst whisker) at each thread count, with peak lines.
 
     `results` rows have size, dtype, threads, median_tflops, best_tflops, worst_tflops. `peaks` maps each
@@ -149,12 +161,12 @@ def plot_gemm_tflops(results: list[dict], peaks: dict, path, *, machine: str = "
     return _save(fig, path, rect=(0, 0.06, 1, 1))
 
 
-def plot_memory_stages(rows: list[dict], path) -> Path:
+def plot_memory_stages(rows: list[StageRow], path) -> Path:
     """Planned cumulative GiB per rank at each ZeRO-3 stage beside the original workshop's measured values."""
     fig, ax = plt.subplots(figsize=(9, 4.2))
     xs = range(len(rows))
     ax.bar([x - 0.2 for x in xs], [r["plan_gib"] for r in rows], 0.4, label="planner")
-    seed = [(x, r["original_gib"]) for x, r in zip(xs, rows) if r.get("original_gib") is not None]
+    seed = [(x, v) for x, r in zip(xs, rows) if (v := r.get("original_gib")) is not None]
     ax.bar([x + 0.2 for x, _ in seed], [v for _, v in seed], 0.4, label="original workshop (measured)")
     labels = [textwrap.fill(r["stage"].replace("After ", "").replace("initializing", "init"), 24) for r in rows]
     ax.set_xticks(list(xs), labels, rotation=30, ha="right", fontsize=8)  # wrapped, never cut
@@ -229,7 +241,9 @@ def plot_loading_peaks(rows: list[dict], path, *, title: str = "Peak RSS while l
     for r in rows:
         groups.setdefault((r["method"], r["world_size"]), []).append(r)
     fig, ax = plt.subplots(figsize=(9, 4.2))
-    labels, x, width, named = [], 0.0, 0.38, set()
+    labels: list[tuple[float, str]] = []
+    x, width = 0.0, 0.38
+    named: set[int | str] = set()  # what the legend has already: rank numbers, "plan", "used"
     for (method, n), ranks in groups.items():
         ranks = sorted(ranks, key=lambda r: r["rank"])
         for j, r in enumerate(ranks):
@@ -324,11 +338,14 @@ def plot_pool_admission(rows: list[dict], path, *, need_gib: float | None = None
     """
     fig, ax = plt.subplots(figsize=(8.5, 4.6))
     # drawn bottom to top; hollow rings stay visible where two types share vCPUs and memory (48xlarge / metal)
-    styles = [("neither", lambda r: not r["original"] and not r["workbook"], {"c": "lightgray", "marker": ".", "s": 40}),
-              ("original workshop's pool only", lambda r: r["original"] and not r["workbook"], {"c": "tab:red", "marker": "x", "s": 40}),
-              ("workbook pool only", lambda r: r["workbook"] and not r["original"],
-               {"facecolors": "none", "edgecolors": "tab:blue", "marker": "o", "s": 140, "linewidths": 1.5}),
-              ("both pools", lambda r: r["workbook"] and r["original"], {"c": "tab:green", "marker": "o", "s": 35})]
+    styles: list[tuple[str, Callable[[dict], bool], dict[str, Any]]] = [  # (legend, rows, scatter kwargs)
+        ("neither", lambda r: not r["original"] and not r["workbook"],
+         {"c": "lightgray", "marker": ".", "s": 40}),
+        ("original workshop's pool only", lambda r: r["original"] and not r["workbook"],
+         {"c": "tab:red", "marker": "x", "s": 40}),
+        ("workbook pool only", lambda r: r["workbook"] and not r["original"],
+         {"facecolors": "none", "edgecolors": "tab:blue", "marker": "o", "s": 140, "linewidths": 1.5}),
+        ("both pools", lambda r: r["workbook"] and r["original"], {"c": "tab:green", "marker": "o", "s": 35})]
     for label, pick, style in styles:
         sel = [r for r in rows if pick(r)]
         if sel:
