@@ -8,27 +8,61 @@ import json
 import sys
 from dataclasses import asdict
 from pathlib import Path
+from typing import Any, TypedDict
 
 from workshop.errors import WorkshopError, check_output, check_positive, read_json, report
 from workshop.experiments.comms.collectives import (
     SIZES_MB,
+    CollectiveBench,
+    NetsimBench,
     _worker,
     netsim_collective_bench,
     run_collective_bench,
 )
 from workshop.experiments.comms.counting import _count_worker
-from workshop.experiments.comms.local import local_comparison, netsim_check
+from workshop.experiments.comms.local import LocalRow, NetsimCheck, local_comparison, netsim_check
 from workshop.paths import RESULTS_DIR
 from workshop.plan.models import PRESETS
 from workshop.plan.topology import OriginalWorkload
-from workshop.plan.traffic import original_checks, original_comparison, original_traffic, overlap_sweep
+from workshop.plan.traffic import (
+    OriginalChecks,
+    OverlapPoint,
+    original_checks,
+    original_comparison,
+    original_traffic,
+    overlap_sweep,
+)
 from workshop.train.guard import versions
 
 RESULTS = RESULTS_DIR / "comms.json"
 NETSIM_RESULTS = RESULTS_DIR / "netsim.json"
 
 
-def model_report(overlap: float = 0.0, efa_per_pod: int = 1) -> dict:
+class ModelReport(TypedDict):
+    """The traffic model against the original workshop's runs (comms.json "model")."""
+    workload: dict[str, Any]  # OriginalWorkload's fields
+    traffic_per_rank_per_step: dict[str, Any]  # Traffic's fields
+    overlap: float
+    efa_per_pod: int
+    rows: list[dict[str, Any]]  # OriginalRow's fields and its error
+    checks: OriginalChecks
+    overlap_sweep: list[OverlapPoint]
+
+
+class NetsimSection(NetsimCheck):
+    bench: NetsimBench
+
+
+class CommsResult(TypedDict, total=False):
+    """What one `workshop comms` command merges into comms.json: each writes its own keys."""
+    model: ModelReport  # comms model
+    bench: CollectiveBench  # comms bench, comms local
+    local: list[LocalRow]  # comms local
+    local_max_abs_error: float
+    netsim: NetsimSection  # comms netsim
+
+
+def model_report(overlap: float = 0.0, efa_per_pod: int = 1) -> ModelReport:
     rows = original_comparison(overlap=overlap, efa_per_pod=efa_per_pod)
     tr = original_traffic()
     return {"workload": asdict(OriginalWorkload()), "traffic_per_rank_per_step": asdict(tr),
@@ -44,7 +78,7 @@ def _merged_into(path: Path) -> dict:
     return read_json(path, "--out", "a JSON object (results are merged into it)") if Path(path).exists() else {}
 
 
-def _write(result: dict, path: Path, old: dict | None = None) -> Path:
+def _write(result: CommsResult, path: Path, old: dict | None = None) -> Path:
     path = Path(path)
     old = _merged_into(path) if old is None else old
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -92,6 +126,7 @@ def main(argv: list[str] | None = None) -> int:
             if not Path(a.netsim_json).exists():
                 raise WorkshopError(f"{a.netsim_json} not found: run `python -m workshop netsim --json {a.netsim_json}` first")
             measured = read_json(a.netsim_json, "--netsim-json", "the JSON report of `workshop netsim --json`")
+        res: CommsResult
         if a.cmd == "model":
             res = {"model": model_report(a.overlap, a.efa_per_pod)}
             c = res["model"]["checks"]
@@ -103,12 +138,13 @@ def main(argv: list[str] | None = None) -> int:
             for op, f in res["bench"]["fit"].items():
                 print(f"{op:15s} {f['gbytes_per_s']:.2f} GB/s  latency {f['alpha_s'] * 1e3:.2f} ms")
         elif a.cmd == "netsim":
-            bench = netsim_collective_bench(a.rates)
-            check = netsim_check(bench, measured)
-            res = {"netsim": {"bench": bench, **check}}
-            for r in check["rows"]:
-                print(f"{r['rate']:8s} measured {r['measured_s']:.3f} s  model {r['predicted_s']:.3f} s "
-                      f"({r['error']:+.0%}); line rate only {r['line_rate_predicted_s']:.3f} s")
+            capped = netsim_collective_bench(a.rates)
+            check = netsim_check(capped, measured)
+            res = {"netsim": {"bench": capped, **check}}
+            for row in check["rows"]:
+                print(f"{row['rate']:8s} measured {row['measured_s']:.3f} s  "
+                      f"model {row['predicted_s']:.3f} s "
+                      f"({row['error']:+.0%}); line rate only {row['line_rate_predicted_s']:.3f} s")
         else:
             bench = run_collective_bench()
             rows = local_comparison(bench["fit"], models=a.models, steps=a.steps)

@@ -13,6 +13,7 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
+from typing import TypedDict
 
 from workshop.errors import WorkshopError, check_choice, check_positive
 from workshop.launch import netsim
@@ -23,6 +24,44 @@ from workshop.plan.traffic import Traffic, ring_factor
 
 OPS = ("all_reduce", "all_gather", "reduce_scatter")
 SIZES_MB = (0.004, 0.064, 0.25, 1, 4, 16, 64)  # <= 0.1 MB pin the per-call latency, >= 1 MB the bandwidth
+
+
+class BenchRow(TypedDict):
+    """One (collective, message size) measurement; chapter 06 plots busbw over bytes."""
+    op: str
+    bytes: int  # message size (the full buffer)
+    time_s: float  # per call, mean over iters
+    algbw_gbytes_per_s: float
+    busbw_gbytes_per_s: float  # nccl-tests' bus bandwidth (algbw x bus_factor)
+    loopback_bytes_per_rank: float  # per call, what `lo` carried
+
+
+class CollectiveFit(TypedDict):
+    """t = alpha_s + per-rank bytes / gbytes_per_s, for one collective."""
+    alpha_s: float  # latency per call
+    gbytes_per_s: float  # effective per-rank bandwidth (inf: time did not grow with size)
+    wire_bytes_over_model_bytes: float | None  # loopback bytes / modelled bytes at the largest size
+
+
+class CollectiveBench(TypedDict):
+    """`run_collective_bench()`'s record (comms.json "bench"); chapter 06 prints its fit."""
+    backend: str
+    world: int
+    results: list[BenchRow]
+    fit: dict[str, CollectiveFit]  # per collective (OPS) with at least two sizes
+
+
+class RateBench(CollectiveBench):
+    """The benchmark at one rate cap of chapter 05's namespaces."""
+    tx_bytes_per_node: list[int | None]
+
+
+class NetsimBench(TypedDict):
+    """`netsim_collective_bench()`'s record: the benchmark at every rate cap."""
+    mode: str
+    reason: str
+    gap_ms: float
+    rates: dict[str, RateBench]
 
 
 def bus_factor(op: str, world: int) -> float:
@@ -68,7 +107,7 @@ def _worker(argv: list[str]) -> int:
     if dev.type == "cuda":
         torch.cuda.set_device(dev)
     sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
-    rows = []
+    rows: list[BenchRow] = []
     for op in a.ops:
         for mb in a.sizes_mb:
             n = max(world, int(mb * 1e6 / 4) // world * world)  # fp32 elements, divisible by world
@@ -127,7 +166,8 @@ def _torchrun(module_args: list[str], *, nproc: int, env: dict | None = None, pr
 
 
 def run_collective_bench(*, backend: str = "gloo", sizes_mb=SIZES_MB, ops=OPS, nproc: int = 2,
-                         iters: int = 5, env: dict | None = None, prefix: list[str] | None = None) -> dict:
+                         iters: int = 5, env: dict | None = None,
+                         prefix: list[str] | None = None) -> CollectiveBench:
     """All-reduce / all-gather / reduce-scatter over message sizes: gloo on CPU, nccl on GPUs."""
     check_choice("backend", backend, ("gloo", "nccl"))
     check_positive("nproc", nproc)
@@ -150,7 +190,7 @@ def run_collective_bench(*, backend: str = "gloo", sizes_mb=SIZES_MB, ops=OPS, n
         proc = _torchrun(args, nproc=nproc, env={"OMP_NUM_THREADS": "1", **(env or {})}, prefix=prefix)
         if proc.returncode != 0 or not out.exists():
             raise WorkshopError(f"collective benchmark failed (rc={proc.returncode}):\n{proc.stderr[-2000:]}")
-        result = json.loads(out.read_text())
+        result: CollectiveBench = json.loads(out.read_text())  # _worker's JSON, without "fit"
     result["fit"] = fit_collectives(result["results"], result["world"])
     return result
 
@@ -174,7 +214,7 @@ def _two_regime_fit(sizes: list[float], xs: list[float], ys: list[float]) -> tup
 
 
 def netsim_collective_bench(rates=("10gbit", "1gbit"), *, sizes_mb=SIZES_MB, iters: int = 3, gap_ms: float = 0.0,
-                            out_dir: Path | None = None) -> dict:
+                            out_dir: Path | None = None) -> NetsimBench:
     """The same benchmark with each rank in its own network namespace behind a tc rate cap (chapter 05's
     workshop.launch.netsim): what the link really delivers to gloo at each cap. Falls back to loopback (no caps)
     where namespaces cannot be created, and says so in "mode"/"reason"."""
@@ -184,26 +224,27 @@ def netsim_collective_bench(rates=("10gbit", "1gbit"), *, sizes_mb=SIZES_MB, ite
                               train_args=["_worker", "--iters", str(iters), "--gap-ms", str(gap_ms),
                                           "--sizes-mb", *map(str, sizes_mb)])
     report = netsim.run(cfg, progress=lambda *_: None)
-    out = {"mode": report.mode, "reason": report.reason, "gap_ms": gap_ms, "rates": {}}
+    rates_out: dict[str, RateBench] = {}
+    out: NetsimBench = {"mode": report.mode, "reason": report.reason, "gap_ms": gap_ms, "rates": rates_out}
     for res in report.results:
         f = Path(res.nodes[0].log_path).parent / "output" / "collectives.json"
         if not f.exists():
             raise WorkshopError(f"collective benchmark at {res.rate} failed: see {res.nodes[0].log_path}")
-        bench = json.loads(f.read_text())
+        bench: RateBench = json.loads(f.read_text())  # _worker's JSON; fit and bytes sent added here
         bench["fit"] = fit_collectives(bench["results"], bench["world"])
         bench["tx_bytes_per_node"] = [n.tx_bytes for n in res.nodes]
-        out["rates"][res.rate] = bench
+        rates_out[res.rate] = bench
     return out
 
 
-def fit_collectives(rows: list[dict], world: int) -> dict:
+def fit_collectives(rows: list[BenchRow], world: int) -> dict[str, CollectiveFit]:
     """Fit t = alpha + per-rank bytes / B for each collective: latency and effective bandwidth.
 
     Per-rank bytes are what the traffic model counts ((N-1)/N of the buffer, twice for all-reduce), so
     B is directly the bandwidth zero_traffic() divides by. The loopback counter says how many bytes the
     backend really moved, which exposes e.g. a reduce-scatter implemented as an all-reduce.
     """
-    fit = {}
+    fit: dict[str, CollectiveFit] = {}
     for op in OPS:
         pts = [(r["bytes"] * bus_factor(op, world), r["time_s"], r.get("loopback_bytes_per_rank", 0.0), r["bytes"])
                for r in rows if r["op"] == op]
@@ -217,7 +258,8 @@ def fit_collectives(rows: list[dict], world: int) -> dict:
     return fit
 
 
-def collective_time(traffic: Traffic, fit: dict, *, n_ops: dict | None = None) -> float:
+def collective_time(traffic: Traffic, fit: dict[str, CollectiveFit], *,
+                    n_ops: dict[str, int] | None = None) -> float:
     """Seconds per step for a traffic pattern on a calibrated backend (bytes / B + ops x latency)."""
     t = 0.0
     for op, nbytes in (("all_gather", traffic.all_gather), ("reduce_scatter", traffic.reduce_scatter),

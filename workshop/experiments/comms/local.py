@@ -10,9 +10,16 @@ import statistics
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypedDict
 
 from workshop.errors import WorkshopError
-from workshop.experiments.comms.collectives import _torchrun, collective_time, loopback_bytes
+from workshop.experiments.comms.collectives import (
+    CollectiveFit,
+    NetsimBench,
+    _torchrun,
+    collective_time,
+    loopback_bytes,
+)
 from workshop.experiments.comms.counting import per_step_calls
 from workshop.plan.hardware import resolve_precision
 from workshop.plan.topology import parse_rate
@@ -76,7 +83,18 @@ def run_training(model: str, *, world: int, offload: bool = False, grad_ckpt: bo
                     precision=m.get("args", {}).get("precision", "bf16"))
 
 
-def predict_from_single_rank(base: LocalRun, calls: Zero3Calls, fit: dict, world: int) -> dict:
+class Prediction(TypedDict):
+    """An N-rank ZeRO-3 step predicted from the 1-rank step and the fitted collectives (seconds)."""
+    compute_s: float
+    comm_s: float
+    latency_s: float
+    bandwidth_s: float
+    predicted_s: float
+    predicted_if_every_call_waits_s: float
+
+
+def predict_from_single_rank(base: LocalRun, calls: Zero3Calls, fit: dict[str, CollectiveFit],
+                             world: int) -> Prediction:
     """N-rank ZeRO-3 step = the 1-rank step with the same micro-batch per rank, whose optimizer-step share
     shrinks to 1/N (each rank updates its partition only), + the collectives: counted calls x the fitted
     latency + per-rank bytes / the fitted bandwidth, per collective."""
@@ -91,10 +109,29 @@ def predict_from_single_rank(base: LocalRun, calls: Zero3Calls, fit: dict, world
             "predicted_if_every_call_waits_s": compute + comm + every_call}
 
 
-def local_comparison(fit: dict, *, models=("tiny", "small"), offloads=(False, True), steps: int = 10,
-                     world: int = 2, out_dir: Path | None = None) -> list[dict]:
+class LocalRow(Prediction):
+    """One row of `local_comparison()` (comms.json "local"): chapter 06 prints model against measurement."""
+    model: str
+    params: int
+    offload: bool
+    world: int
+    base_1rank_s: float
+    optimizer_1rank_s: float
+    measured_s: float
+    error: float  # predicted / measured - 1
+    all_gather_calls_model: int
+    all_gather_calls_counted: float | None  # per optimizer step, median (None: not counted)
+    all_gather_bytes_model: float
+    all_gather_bytes_counted: float | None
+    reduce_scatter_calls_model: int
+    reduce_scatter_calls_counted: float | None
+    counted: dict[str, dict[str, float]]  # collective -> {"calls", "bytes"} per step
+
+
+def local_comparison(fit: dict[str, CollectiveFit], *, models=("tiny", "small"), offloads=(False, True),
+                     steps: int = 10, world: int = 2, out_dir: Path | None = None) -> list[LocalRow]:
     """Measure 1-rank and N-rank ZeRO-3 runs and compare the N-rank step with the model's prediction."""
-    rows = []
+    rows: list[LocalRow] = []
     for model in models:
         for off in offloads:
             base = run_training(model, world=1, offload=off, steps=steps, out_dir=out_dir)
@@ -115,7 +152,25 @@ def local_comparison(fit: dict, *, models=("tiny", "small"), offloads=(False, Tr
     return rows
 
 
-def netsim_check(bench: dict, netsim_result: dict, *, model: str = "tiny") -> dict:
+class NetsimCheckRow(TypedDict):
+    """One rate cap of `netsim_check()`: measured step against the calibrated and the line-rate prediction."""
+    rate: str
+    measured_s: float
+    predicted_s: float
+    error: float
+    line_rate_predicted_s: float
+    line_rate_error: float
+    comm_s: float
+    reference: bool  # the fastest cap, the one every prediction starts from
+
+
+class NetsimCheck(TypedDict):
+    mode: str | None
+    model: str
+    rows: list[NetsimCheckRow]
+
+
+def netsim_check(bench: NetsimBench, netsim_result: dict, *, model: str = "tiny") -> NetsimCheck:
     """Chapter 05's namespace runs: predict the step at each cap from the step at the fastest cap, swapping
     only the collective time (calls x latency + bytes / bandwidth, both fitted at each cap), and compare with
     the prediction from the cap's line rate alone."""
@@ -133,8 +188,9 @@ def netsim_check(bench: dict, netsim_result: dict, *, model: str = "tiny") -> di
     tr = calls.traffic(world)
     ref = rates[0]
     comm = {r: collective_time(tr, bench["rates"][r]["fit"], n_ops=calls.n_ops) for r in rates}
-    line = {r: (tr.all_gather + 2 * tr.reduce_scatter) / (parse_rate(r) / 8) for r in rates}
-    out = []
+    # an uncapped rate ("none": parse_rate gives None) has no line-rate time, as in the sort above
+    line = {r: (tr.all_gather + 2 * tr.reduce_scatter) / ((parse_rate(r) or math.inf) / 8) for r in rates}
+    out: list[NetsimCheckRow] = []
     for r in rates:
         measured = rows[r]["step_time_s_median"]
         calibrated = rows[ref]["step_time_s_median"] - comm[ref] + comm[r]
