@@ -8,6 +8,7 @@ import json
 import os
 import time
 from pathlib import Path
+from typing import Any, NotRequired, TypedDict
 
 from workshop.errors import check_choice
 from workshop.experiments.loading.checkpoint import (
@@ -19,7 +20,7 @@ from workshop.experiments.loading.checkpoint import (
     verify_checkpoint,
     write_checkpoint,
 )
-from workshop.experiments.loading.worker import METHODS
+from workshop.experiments.loading.worker import METHODS, RankRecord
 from workshop.launch.procs import run_captured
 from workshop.launch.torchrun import rank_env, torchrun_command
 from workshop.plan.memory import architecture, plan_memory
@@ -38,7 +39,7 @@ def _worker_env(nproc: int, threads: int | None) -> dict:
 
 def run_method(checkpoint: str | Path, method: str, nproc: int, *, dtype: str | None = None,
                out_dir: str | Path, low_cpu_mem_usage: bool | None = None, verify: bool = True,
-               threads: int | None = None, timeout: float = 1800) -> list[dict]:
+               threads: int | None = None, timeout: float = 1800) -> list[RankRecord]:
     """Launch one method on `nproc` ranks with torchrun; returns each rank's report (dicts, rank order)."""
     check_choice("method", method, METHODS)
     info = verify_checkpoint(checkpoint)
@@ -58,7 +59,7 @@ def run_method(checkpoint: str | Path, method: str, nproc: int, *, dtype: str | 
     proc = run_captured(cmd, env=_worker_env(nproc, threads), timeout=timeout)
     (out / "log.txt").parent.mkdir(parents=True, exist_ok=True)
     (out / "log.txt").write_text(proc.stdout + proc.stderr)
-    reports = [json.loads((out / f"rank{r}.json").read_text()) for r in range(nproc)
+    reports: list[RankRecord] = [json.loads((out / f"rank{r}.json").read_text()) for r in range(nproc)
                if (out / f"rank{r}.json").exists()]
     if proc.returncode != 0 or len(reports) != nproc:
         tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-15:])
@@ -66,16 +67,14 @@ def run_method(checkpoint: str | Path, method: str, nproc: int, *, dtype: str | 
     return reports
 
 
-
-
 def run_experiment(checkpoint: str | Path, *, methods=METHODS, world_sizes=(1, 2), out_dir: str | Path,
-                   verify: bool = True, progress: bool = True) -> list[dict]:
+                   verify: bool = True, progress: bool = True) -> list[RankRecord]:
     """Every method on every world size, one torchrun each; returns one row per rank."""
     for m in methods:
         check_choice("method", m, METHODS)
     for n in world_sizes:
         check_world_size(n)
-    rows = []
+    rows: list[RankRecord] = []
     for method in methods:
         for n in world_sizes:
             t0 = time.perf_counter()
@@ -88,8 +87,16 @@ def run_experiment(checkpoint: str | Path, *, methods=METHODS, world_sizes=(1, 2
     return rows
 
 
+class LoadPrediction(TypedDict):
+    """The planner's loading numbers for one rank, GB."""
+    runtime_gb: float  # the per-rank process overhead the planner assumes
+    keep_gb: float  # the weights a rank keeps
+    peak_rank0_gb: float
+    peak_other_gb: float
+
+
 def planner_prediction(model: str, world_size: int, method: str, *, dtype: str = "bf16",
-                       shard_bytes: int = 0) -> dict:
+                       shard_bytes: int = 0) -> LoadPrediction:
     """Chapter 01's planner, applied to loading: what each rank keeps, and the peak on rank 0 and the others.
 
     The planner's `params` component is the weights a rank keeps (1/N under ZeRO-3); its `runtime` is the
@@ -111,18 +118,45 @@ def planner_prediction(model: str, world_size: int, method: str, *, dtype: str =
             "peak_other_gb": (c["runtime"] + c["params"] + extra) / GB}
 
 
-def summarize(rows: list[dict], *, model: str | None = None, shard_bytes: int = 0) -> list[dict]:
+class LoadingRow(TypedDict):
+    """One line of chapter 03's loading table (loading.json "rows"): a rank's measurements, planner beside."""
+    method: str
+    world_size: int
+    rank: int
+    peak_rss_gb: float
+    peak_anon_gb: float
+    peak_file_gb: float
+    ru_maxrss_gb: float
+    end_rss_gb: float
+    used_rss_gb: float
+    load_s: float
+    local_numel: int
+    full_numel: int
+    model_bytes: int
+    weights_match: bool | None
+    baseline_rss_gb: float
+    share: float  # local_numel / full_numel
+    plan_peak_gb: NotRequired[float]  # with a model: the planner's peak for this rank
+    plan_load_gb: NotRequired[float]  # ... with this rank's measured baseline for the planner's runtime
+    plan_keep_gb: NotRequired[float]
+
+
+def summarize(rows: list[RankRecord], *, model: str | None = None, shard_bytes: int = 0) -> list[LoadingRow]:
     """One line per (method, ranks, rank) with the planner's numbers beside the measured ones.
 
     The planner assumes a training process's overhead (its `runtime`); `plan_load_gb` swaps in the measured
     baseline of this rank, so the comparison is about the model bytes, not the interpreter.
     """
-    out = []
+    out: list[LoadingRow] = []
     for r in rows:
-        line = {k: r[k] for k in ("method", "world_size", "rank", "peak_rss_gb", "peak_anon_gb", "peak_file_gb",
-                                  "ru_maxrss_gb", "end_rss_gb", "used_rss_gb", "load_s", "local_numel",
-                                  "full_numel", "model_bytes", "weights_match", "baseline_rss_gb")}
-        line["share"] = r["local_numel"] / r["full_numel"]
+        line: LoadingRow = {
+            "method": r["method"], "world_size": r["world_size"], "rank": r["rank"],
+            "peak_rss_gb": r["peak_rss_gb"], "peak_anon_gb": r["peak_anon_gb"],
+            "peak_file_gb": r["peak_file_gb"], "ru_maxrss_gb": r["ru_maxrss_gb"],
+            "end_rss_gb": r["end_rss_gb"], "used_rss_gb": r["used_rss_gb"], "load_s": r["load_s"],
+            "local_numel": r["local_numel"], "full_numel": r["full_numel"], "model_bytes": r["model_bytes"],
+            "weights_match": r["weights_match"], "baseline_rss_gb": r["baseline_rss_gb"],
+            "share": r["local_numel"] / r["full_numel"]}
         if model is not None:
             pred = planner_prediction(model, r["world_size"], r["method"], dtype=r["dtype"],
                                       shard_bytes=shard_bytes)
@@ -134,7 +168,8 @@ def summarize(rows: list[dict], *, model: str | None = None, shard_bytes: int = 
     return out
 
 
-def ratios(summary: list[dict], *, world_size: int = 2, against: str = "naive") -> dict[str, list[float]]:
+def ratios(summary: list[LoadingRow], *, world_size: int = 2,
+           against: str = "naive") -> dict[str, list[float]]:
     """Peak RSS of each method over `against`'s, rank by rank, at one world size (the issue's 0.6 test)."""
     base = {r["rank"]: r["peak_rss_gb"] for r in summary if r["method"] == against and r["world_size"] == world_size}
     out: dict[str, list[float]] = {}
@@ -144,7 +179,7 @@ def ratios(summary: list[dict], *, world_size: int = 2, against: str = "naive") 
     return out
 
 
-def format_table(summary: list[dict]) -> str:
+def format_table(summary: list[LoadingRow]) -> str:
     """A plain-text table (the notebook prints it; no pandas needed)."""
     has_plan = any("plan_peak_gb" in r for r in summary)
     head = (f"{'method':>12} {'N':>2} {'rank':>4} {'peak GB':>8} {'anon':>6} {'file':>6} {'maxrss':>7} "
@@ -163,8 +198,23 @@ def format_table(summary: list[dict]) -> str:
     return "\n".join(lines)
 
 
+class LoadingResult(TypedDict):
+    """`bench()`'s record: benchmarks/results/loading.json."""
+    model: str
+    params: int
+    model_bytes: int
+    dtype: str
+    shards: int
+    largest_shard_bytes: int
+    env: dict[str, Any]  # library versions, CPUs, the malloc threshold the ranks ran with
+    rows: list[LoadingRow]
+    ratio_vs_naive: dict[str, dict[str, list[float]]]  # world size -> method -> peak / naive's, per rank
+    versions: dict[str, str | None]
+
+
 def bench(json_out: str | Path, *, model: str = "medium", world_sizes=(1, 2), methods=METHODS,
-          work_dir: str | Path | None = None, dtype: str = "bf16", max_shard_size: str = "200MB") -> dict:
+          work_dir: str | Path | None = None, dtype: str = "bf16",
+          max_shard_size: str = "200MB") -> LoadingResult:
     """Write the checkpoint (cached), run every method x world size, save JSON with the planner beside it."""
     import platform
 
@@ -181,7 +231,7 @@ def bench(json_out: str | Path, *, model: str = "medium", world_sizes=(1, 2), me
     shard = max((ckpt / s).stat().st_size for s in info.shards)
     rows = run_experiment(ckpt, methods=methods, world_sizes=world_sizes, out_dir=work / "runs")
     summary = summarize(rows, model=model, shard_bytes=shard)
-    result = {
+    result: LoadingResult = {
         "model": model, "params": info.numel, "model_bytes": info.bytes, "dtype": dtype,
         "shards": len(info.shards), "largest_shard_bytes": shard,
         "env": {"torch": torch.__version__, "transformers": transformers.__version__,
@@ -189,9 +239,8 @@ def bench(json_out: str | Path, *, model: str = "medium", world_sizes=(1, 2), me
                 "cpus": os.cpu_count(), "malloc_mmap_threshold": _worker_env(1, None).get("MALLOC_MMAP_THRESHOLD_")},
         "rows": summary,
         "ratio_vs_naive": {str(n): ratios(summary, world_size=n) for n in world_sizes},
+        "versions": versions(),
     }
-
-    result["versions"] = versions()
     Path(json_out).parent.mkdir(parents=True, exist_ok=True)
     Path(json_out).write_text(json.dumps(result, indent=1))
     return result

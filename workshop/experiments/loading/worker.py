@@ -9,6 +9,7 @@ import os
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import TypedDict
 
 from workshop.errors import WorkshopError, check_choice
 from workshop.experiments.loading.checkpoint import _BYTES_PER, GB, _torch_dtype, verify_checkpoint
@@ -47,6 +48,28 @@ class RankReport:
     weights_match: bool | None  # gathered weights equal the file (checked after the peak is taken)
     partitioned: bool
     notes: list[str] = field(default_factory=list)
+
+
+class RankRecord(TypedDict):
+    """A RankReport as the rank's JSON (asdict): what `run_method` reads back, one per rank."""
+    method: str
+    world_size: int
+    rank: int
+    dtype: str
+    baseline_rss_gb: float
+    peak_rss_gb: float
+    peak_anon_gb: float
+    peak_file_gb: float
+    ru_maxrss_gb: float
+    end_rss_gb: float
+    used_rss_gb: float
+    load_s: float
+    local_numel: int
+    full_numel: int
+    model_bytes: int
+    weights_match: bool | None
+    partitioned: bool
+    notes: list[str]
 
 
 def _load(method: str, checkpoint: str, dtype: str, low_cpu_mem_usage: bool | None):
@@ -118,6 +141,7 @@ def load_shards_zero3(model, checkpoint: str | Path) -> None:
                 group = [params[n] for n in names]
                 with deepspeed.zero.GatheredParameters(group, modifier_rank=0):
                     if is_src:
+                        assert f is not None  # rank 0 opened the shard (the others hold a nullcontext)
                         for n, p in zip(names, group):
                             p.data.copy_(f.get_tensor(n))
 
