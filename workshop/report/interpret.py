@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from workshop.plan import hardware
 
@@ -25,7 +26,7 @@ def machine(d: hardware.Detection | None = None) -> str:
             f"{'native' if native else 'no native'} bf16, {'AMX' if d.get('amx') else 'no AMX'}")
 
 
-def measured_on(result: dict | None) -> str:
+def measured_on(result: Mapping[str, Any] | None) -> str:
     """'CPU isa, N CPUs, date' of a stored result (what a figure's title and a table's column name).
 
     Results record their machine under one of three keys, by age: "env" (comms, loading), "machine"
@@ -41,7 +42,7 @@ def measured_on(result: dict | None) -> str:
     return f"{cpu}{f' {isa}' if isa and isa != cpu else ''}{f', {cores} CPUs' if cores else ''}, {when}"
 
 
-def provenance(result: dict, *, here: str | None = None) -> str:
+def provenance(result: Mapping[str, Any], *, here: str | None = None) -> str:
     """Where a stored result was measured (machine, date, versions), and whether that is this machine."""
     env = result.get("env") or result.get("machine") or {}
     cpu = env.get("cpu_model") or env.get("cpu") or result.get("cpu_model")
@@ -84,7 +85,7 @@ def gemm(summary: hardware.GemmSummary, d: hardware.Detection) -> str:
 
 # ---------------------------------------------------------------- chapter 03: loading peaks
 
-def loading(table: list[dict], *, world_size: int = 2, model_gb: float | None = None,
+def loading(table: Sequence[Mapping[str, Any]], *, world_size: int = 2, model_gb: float | None = None,
             lcmu_peak_gb: float | None = None) -> list[str]:
     """What this run's loading table shows: peak per method against naive, rank 0 against the others, and
     (given the `low_cpu_mem_usage=False` run's peak) which method that run behaved like."""
@@ -131,7 +132,7 @@ def loading(table: list[dict], *, world_size: int = 2, model_gb: float | None = 
 
 # ---------------------------------------------------------------- chapter 04: threads and precision
 
-def threads(rows: list[dict], cores: int, nproc: int) -> str:
+def threads(rows: Sequence[Mapping[str, Any]], cores: int, nproc: int) -> str:
     """Which ranks x threads layout won here, and whether over-subscribing the cores cost anything."""
     best = max(rows, key=lambda r: r["tokens_per_s"])
     worst = min(rows, key=lambda r: r["tokens_per_s"])
@@ -150,7 +151,7 @@ def threads(rows: list[dict], cores: int, nproc: int) -> str:
     return line
 
 
-def ceiling(res: dict) -> list[str]:
+def ceiling(res: Mapping[str, Any]) -> list[str]:
     """Chapter 04's headline: the recipe's step as a share of the same cores' matmul rate at the model's own
     shapes, on the machine the result names, and what each measured lever did to that share."""
     lv = res["levers"]
@@ -187,7 +188,8 @@ def ceiling(res: dict) -> list[str]:
 
 # ---------------------------------------------------------------- chapter 05: does the network matter?
 
-def bandwidth(rows: list[dict], *, parse_rate=None, model_mb: float | None = None) -> list[str]:
+def bandwidth(rows: Sequence[Mapping[str, Any]], *, parse_rate=None,
+              model_mb: float | None = None) -> list[str]:
     """Bytes each node sent per steady step / the cap, against the step time: network-bound or compute-bound;
     and what start-up sent apart from the steps (node 0 more than the others, and why)."""
     if parse_rate is None:

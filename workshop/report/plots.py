@@ -8,7 +8,7 @@ saved output and in nbval alike, without a markdown image that points at a file 
 from __future__ import annotations
 
 import textwrap
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -235,9 +235,10 @@ def plot_netsim(rows: list[dict], path, *, machine: str = "") -> Path:
 
 # ---------------------------------------------------------------- chapter 03 (sharded loading)
 
-def plot_loading_peaks(rows: list[dict], path, *, title: str = "Peak RSS while loading, per rank") -> Path:
+def plot_loading_peaks(rows: Sequence[Mapping[str, Any]], path, *,
+                       title: str = "Peak RSS while loading, per rank") -> Path:
     """Peak RSS per method and world size, one bar per rank (anon solid, file-backed hatched on top)."""
-    groups: dict[tuple[str, int], list[dict]] = {}
+    groups: dict[tuple[str, int], list[Mapping[str, Any]]] = {}
     for r in rows:
         groups.setdefault((r["method"], r["world_size"]), []).append(r)
     fig, ax = plt.subplots(figsize=(9, 4.2))
@@ -293,7 +294,8 @@ def plot_bench_recipes(bars: list[dict], path, *, machine: str = "") -> Path:
     return _save(fig, path)
 
 
-def plot_ceiling(rows: list[dict], path, *, title: str = "training step vs this machine's GEMM ceiling") -> Path:
+def plot_ceiling(rows: Sequence[Mapping[str, Any]], path, *,
+                 title: str = "training step vs this machine's GEMM ceiling") -> Path:
     """Per lever: the step's model-FLOP rate as % of the same cores' GEMM ceiling (left) and its effect on
     tokens/s against its base (right); whiskers are min-max over interleaved rounds.
 
