@@ -15,6 +15,7 @@ from pathlib import Path
 
 from workshop.errors import check_choice
 from workshop.experiments import loading
+from workshop.experiments.measure import finished_metrics
 from workshop.k8s import karpenter
 from workshop.k8s import trainjob as tj
 from workshop.k8s.validate import validate_documents
@@ -50,7 +51,9 @@ def _ch01_one_node(p: dict, _: Path) -> tuple[bool, str]:
     four = recommend("llama-3-8b", nodes=4, source="moto")
     one = recommend("llama-3-8b", nodes=p["nodes"], source="moto")
     efa_rule = any("EFA" in c for c in one.constraints)
-    ok = not efa_rule and "48xlarge" not in one.instance_type and one.node_hourly_usd < four.node_hourly_usd
+    cheaper = (one.node_hourly_usd is not None and four.node_hourly_usd is not None
+               and one.node_hourly_usd < four.node_hourly_usd)  # None: a price the catalog does not know
+    ok = not efa_rule and "48xlarge" not in one.instance_type and cheaper
     return ok, (f"{one.nodes} x {one.instance_type} (${one.node_hourly_usd}/h per node) vs {four.nodes} x "
                 f"{four.instance_type} (${four.node_hourly_usd}/h per node); EFA rule stated: {efa_rule}")
 
@@ -78,7 +81,8 @@ def _ch04_precision(p: dict, work: Path) -> tuple[bool, str]:
         for prec in ("fp32", p["precision"]):
             args = TrainArgs(model="tiny", max_steps=p["max_steps"], precision=prec,
                              output_dir=str(work / f"{prec}-{round_}"))
-            tps = run_torchrun(args, nproc_per_node=2, threads_per_rank=1).check().metrics["tokens_per_s_median"]
+            run = run_torchrun(args, nproc_per_node=2, threads_per_rank=1).check()
+            tps = finished_metrics(run)["tokens_per_s_median"]
             speed[prec] = max(speed.get(prec, 0.0), tps)
     ratio = speed["bf16"] / speed["fp32"]
     native, why = native_bf16()
@@ -186,8 +190,8 @@ def show(chapter: str) -> str:
 def run_check(chapter: str, workdir: str | Path | None = None) -> tuple[bool, str]:
     """Run the chapter's checked exercise and report whether its stated outcome showed."""
     check_choice("chapter", chapter, list(EXERCISES))
-    ex = next(e for e in EXERCISES[chapter] if e.check)
+    ex, check = next((e, e.check) for e in EXERCISES[chapter] if e.check)
     if workdir is None:
         with tempfile.TemporaryDirectory() as tmp:
-            return ex.check(ex.params, Path(tmp))
-    return ex.check(ex.params, Path(workdir))
+            return check(ex.params, Path(tmp))
+    return check(ex.params, Path(workdir))

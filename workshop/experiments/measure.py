@@ -9,14 +9,28 @@ import json
 import os
 import statistics
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from workshop.errors import WorkshopError, check_positive
 from workshop.plan import hardware
 from workshop.plan.hardware import detect, machine_peaks
 from workshop.train.guard import versions
+
+if TYPE_CHECKING:
+    from workshop.launch.torchrun import RunResult
+
+
+class StatsRecord(TypedDict):
+    """Stats as a result JSON stores it (Stats.as_dict())."""
+    n: int
+    median: float
+    min: float
+    max: float
+    spread_pct: float
+    values: list[float]
 
 
 @dataclass
@@ -30,7 +44,7 @@ class Stats:
     values: list[float] = field(default_factory=list)
 
     @classmethod
-    def of(cls, values: Sequence[float]) -> Stats:
+    def of(cls, values: Sequence[float | None]) -> Stats:
         xs = [float(v) for v in values if v is not None]
         if not xs:
             raise WorkshopError("no measurements to summarize (every run failed or produced no steps)")
@@ -38,8 +52,13 @@ class Stats:
         spread = 100 * (max(xs) - min(xs)) / med if med else 0.0
         return cls(len(xs), med, min(xs), max(xs), round(spread, 1), xs)
 
+    def as_dict(self) -> StatsRecord:
+        """dataclasses.asdict(self), typed."""
+        return {"n": self.n, "median": self.median, "min": self.min, "max": self.max,
+                "spread_pct": self.spread_pct, "values": list(self.values)}
 
-def paired_ratios(a: Sequence[float], b: Sequence[float]) -> Stats:
+
+def paired_ratios(a: Sequence[float | None], b: Sequence[float | None]) -> Stats:
     """a[i] / b[i] for runs made back to back in the same round: drift between rounds cancels in each ratio."""
     if len(a) != len(b):
         raise WorkshopError(f"paired ratios need as many A runs as B runs, got {len(a)} and {len(b)}")
@@ -73,7 +92,30 @@ def mfu(tokens_per_s: float, flops_token: float, peak_tflops: float) -> float:
     return 100.0 * tokens_per_s * flops_token / (peak_tflops * 1e12)
 
 
-def peaks_for(cores: int) -> dict:
+def finished_metrics(res: RunResult) -> dict:
+    """The metrics.json of a run that `check()` passed. RunResult.metrics is None when a run exits 0 without
+    writing one; every reader here would then fail later on None, far from the cause: say so here instead."""
+    if res.metrics is None:
+        raise RuntimeError(f"the run exited 0 but wrote no metrics.json (whole log: {res.log_path})")
+    return res.metrics
+
+
+class PeaksSummary(TypedDict):
+    """`peaks_for()`'s record: "peaks" in the training benchmarks' JSON (recipes, engine, precision)."""
+    cpu_model: str
+    amx: bool
+    isa_class: str
+    cores: int  # the cores the peaks are for
+    clock_ghz: float | None
+    why: str
+    bf16_tflops: float | None  # this CPU's bf16 path (None: no clock known)
+    bf16_path: str | None
+    fp32_tflops: float | None
+    fp32_path: str | None
+    amx_bf16_tflops: float  # the same cores with AMX, at the Xeon reference clock
+
+
+def peaks_for(cores: int) -> PeaksSummary:
     """bf16/fp32 peak of the ISA present, and the AMX bf16 peak the same cores would have on a Xeon (chapter 01)."""
 
     d = detect(probe_onednn=False)
@@ -85,7 +127,8 @@ def peaks_for(cores: int) -> dict:
             "amx_bf16_tflops": p["amx_reference"].tflops}
 
 
-def save(name: str, result: dict, results_dir: str | Path, json_out: str | Path | None = None) -> Path:
+def save(name: str, result: Mapping[str, Any], results_dir: str | Path,
+         json_out: str | Path | None = None) -> Path:
     path = Path(json_out) if json_out else Path(results_dir) / f"{name}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
 
