@@ -15,9 +15,10 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any, NotRequired, TypedDict
 
 from workshop.errors import (
     WorkshopError,
@@ -30,7 +31,10 @@ from workshop.errors import (
 )
 from workshop.experiments.ceiling import main as ceiling_main
 from workshop.experiments.measure import (
+    PeaksSummary,
     Stats,
+    StatsRecord,
+    finished_metrics,
     flops_per_token,
     interleave,
     mfu,
@@ -42,7 +46,7 @@ from workshop.experiments.recipes import ORIGINAL_MIN_CHARS, VARIANTS, Variant, 
 from workshop.launch.notebooks import run_workbook
 from workshop.launch.torchrun import allocator_env, run_torchrun
 from workshop.paths import IMAGES_DIR, RESULTS_DIR
-from workshop.plan.hardware import detect, gemm_benchmark, summarize
+from workshop.plan.hardware import GemmCell, GemmSummary, detect, gemm_benchmark, summarize
 from workshop.plan.models import PRESETS, Architecture, architecture
 from workshop.report.interpret import measured_on
 from workshop.report.plots import plot_bench_recipes
@@ -56,7 +60,21 @@ from workshop.train.data import build_corpus, local_kit
 
 # ---------------------------------------------------------------- the corpus
 
-def corpus_stats(path: str | Path, tokenizer, *, min_chars: int = ORIGINAL_MIN_CHARS, max_length: int = 512) -> dict:
+class CorpusStats(TypedDict):
+    """`corpus_stats()`: what padding costs on the corpus (the training benchmarks' "corpus")."""
+    path: str
+    lines: int
+    kept_lines: int
+    mean_chars_per_line: float
+    mean_tokens_per_line: float
+    max_length: int
+    padding_efficiency: float  # useful tokens / padded tokens
+    total_tokens: int
+    packed_blocks: int
+
+
+def corpus_stats(path: str | Path, tokenizer, *, min_chars: int = ORIGINAL_MIN_CHARS,
+                 max_length: int = 512) -> CorpusStats:
     """What padding costs on this corpus: mean useful tokens per line against the padded length.
 
     Counted like the original workshop: lines of fewer than min_chars characters dropped, each kept line truncated at
@@ -126,17 +144,37 @@ def variant_argv(v: Variant, cfg: BenchConfig, run_dir: Path) -> list[str]:
             "--warmup-steps", "0", *runnable_here(v.argv)]
 
 
-def run_variant(v: Variant, cfg: BenchConfig, round_: int) -> dict:
+class RunRecord(TypedDict):
+    """`run_record()`: one run of one variant, as the training benchmarks' JSON keeps it under "runs"."""
+    variant: str
+    round: int
+    steps: int
+    wall_s: float
+    tokens_per_s: float  # useful (padding left out), median over steps
+    step_time_s: float
+    useful_tokens_per_step: float
+    computed_tokens_per_s: float | None  # padding included
+    params: int | None
+    first_loss: float | None
+    final_loss: float | None
+    peak_rss_gb_per_rank: list[float] | None
+
+
+class VariantRun(RunRecord):
+    allocator: str  # what the ranks allocated through
+
+
+def run_variant(v: Variant, cfg: BenchConfig, round_: int) -> VariantRun:
     """One torchrun of the entry point; the record keeps the per-step medians and the whole-run numbers."""
 
     run_dir = Path(cfg.out_dir) / f"{v.name}-r{round_}"
     env, allocator = allocator_env(v.allocator)
     res = run_torchrun(variant_argv(v, cfg, run_dir), nproc_per_node=cfg.nproc, threads_per_rank=v.threads_per_rank,
                        env=env, progress=False, timeout=cfg.timeout_s).check()
-    return {**run_record(v, round_, res.metrics, res.seconds), "allocator": allocator}
+    return {**run_record(v, round_, finished_metrics(res), res.seconds), "allocator": allocator}
 
 
-def run_record(v: Variant, round_: int, m: dict, wall_s: float) -> dict:
+def run_record(v: Variant, round_: int, m: dict, wall_s: float) -> RunRecord:
     steady = m["steps"][1:] or m["steps"]
     args = m.get("args", {})
     samples_per_step = args.get("micro_batch", 1) * args.get("grad_accum", 1) * m.get("world_size", 1)
@@ -149,11 +187,12 @@ def run_record(v: Variant, round_: int, m: dict, wall_s: float) -> dict:
             "peak_rss_gb_per_rank": m.get("peak_rss_gb_per_rank")}
 
 
-def run_interleaved(names: Sequence[str], cfg: BenchConfig, runner: Callable[[Variant, BenchConfig, int], dict]
-                    = run_variant, echo=print) -> dict[str, list[dict]]:
+def run_interleaved(names: Sequence[str], cfg: BenchConfig,
+                    runner: Callable[[Variant, BenchConfig, int], RunRecord] = run_variant,
+                    echo=print) -> dict[str, list[RunRecord]]:
     """Run every variant once per round, in the interleaved order; records grouped by variant, in round order."""
     order = interleave(names, cfg.rounds)
-    runs: dict[str, list[dict]] = {n: [] for n in names}
+    runs: dict[str, list[RunRecord]] = {n: [] for n in names}
     for i, (r, name) in enumerate(order):
         echo(f"[{i + 1}/{len(order)}] round {r + 1}: {name} ...")
         rec = runner(VARIANTS[name], cfg, r)
@@ -162,13 +201,55 @@ def run_interleaved(names: Sequence[str], cfg: BenchConfig, runner: Callable[[Va
     return runs
 
 
-def compare(name: str, runs: dict[str, list[dict]], cfg: BenchConfig, *, peaks: dict, arch: Architecture,
-            corpus: dict | None = None) -> dict:
+class VariantSummary(TypedDict):
+    """One variant of a training benchmark over its rounds."""
+    label: str
+    about: str
+    threads_per_rank: int
+    precision: str
+    argv: list[str]
+    runs: list[RunRecord]
+    tokens_per_s: StatsRecord
+    step_time_s: StatsRecord
+    computed_tokens_per_s: float
+    flops_per_token: float
+    model_tflops: float
+    mfu_pct_of_present_peak: float | None  # % of this CPU's peak in the variant's precision (None: not known)
+    mfu_pct_of_amx_peak: float
+    hfu_pct_of_present_peak: float | None  # computed (padded) tokens instead of useful ones
+
+
+class TrainingBenchmark(TypedDict):
+    """`compare()`'s record: benchmarks/results/{recipes,engine,precision}.json, A against B."""
+    benchmark: str
+    a: str
+    b: str
+    config: dict[str, Any]  # BenchConfig's fields
+    peaks: PeaksSummary
+    arch: dict[str, Any]  # Architecture's fields
+    corpus: CorpusStats | None
+    variants: dict[str, VariantSummary]
+    order: list[str]  # "variant#round" in the order they ran
+    tokens_per_s_ratio: StatsRecord  # A / B, paired by round
+    step_time_ratio_b_over_a: StatsRecord
+    interleaved_with: NotRequired[list[str]]  # training_benchmarks(): every variant of the series
+    wall_s_all_variants: NotRequired[float]
+
+
+def compare(name: str, runs: dict[str, list[RunRecord]], cfg: BenchConfig, *, peaks: PeaksSummary,
+            arch: Architecture, corpus: CorpusStats | None = None) -> TrainingBenchmark:
     """One training benchmark's JSON: per variant stats and MFU; A/B ratios per round; the target verdict."""
     a, b = TRAINING_BENCHMARKS[name]
-    out: dict = {"benchmark": name, "a": a, "b": b, "config": asdict(cfg), "peaks": peaks, "arch": asdict(arch),
-                 "corpus": corpus, "variants": {}, "order": [f"{r['variant']}#{r['round']}" for rr in
-                                                              zip(*(runs[a], runs[b])) for r in rr]}
+    variants: dict[str, VariantSummary] = {}  # filled below, in place
+    out: TrainingBenchmark = {
+        "benchmark": name, "a": a, "b": b, "config": asdict(cfg), "peaks": peaks, "arch": asdict(arch),
+        "corpus": corpus, "variants": variants, "order": [f"{r['variant']}#{r['round']}" for rr in
+                                                           zip(*(runs[a], runs[b])) for r in rr],
+        # A / B per round, paired: a drift between rounds cancels in each ratio
+        "tokens_per_s_ratio": paired_ratios([r["tokens_per_s"] for r in runs[a]],
+                                            [r["tokens_per_s"] for r in runs[b]]).as_dict(),
+        "step_time_ratio_b_over_a": paired_ratios([r["step_time_s"] for r in runs[b]],
+                                                  [r["step_time_s"] for r in runs[a]]).as_dict()}
     for vname in (a, b):
         v = VARIANTS[vname]
         recs = runs[vname]
@@ -177,20 +258,17 @@ def compare(name: str, runs: dict[str, list[dict]], cfg: BenchConfig, *, peaks: 
                               seq_len=cfg.seq_len, vocab=arch.vocab, tied=arch.tied_embeddings)
         peak_here = peaks["bf16_tflops"] if v.precision == "bf16" else peaks["fp32_tflops"]
         computed = Stats.of([r["computed_tokens_per_s"] for r in recs])
-        out["variants"][vname] = {
+        variants[vname] = {
             "label": v.label, "about": v.about, "threads_per_rank": v.threads_per_rank, "precision": v.precision,
             "argv": list(v.argv), "runs": recs,
-            "tokens_per_s": asdict(tps), "step_time_s": asdict(Stats.of([r["step_time_s"] for r in recs])),
+            "tokens_per_s": tps.as_dict(),
+            "step_time_s": Stats.of([r["step_time_s"] for r in recs]).as_dict(),
             "computed_tokens_per_s": computed.median, "flops_per_token": fpt,
             "model_tflops": tps.median * fpt / 1e12,
             "mfu_pct_of_present_peak": round(mfu(tps.median, fpt, peak_here), 2) if peak_here else None,
             "mfu_pct_of_amx_peak": round(mfu(tps.median, fpt, peaks["amx_bf16_tflops"]), 2),
             "hfu_pct_of_present_peak": round(mfu(computed.median, fpt, peak_here), 2) if peak_here else None,
         }
-    out["tokens_per_s_ratio"] = asdict(paired_ratios([r["tokens_per_s"] for r in runs[a]],
-                                                     [r["tokens_per_s"] for r in runs[b]]))
-    out["step_time_ratio_b_over_a"] = asdict(paired_ratios([r["step_time_s"] for r in runs[b]],
-                                                           [r["step_time_s"] for r in runs[a]]))
     return out
 
 
@@ -226,11 +304,24 @@ def load_results(results_dir: str | Path = RESULTS_DIR) -> dict[str, dict]:
     return out
 
 
-def summary_rows(results: dict[str, dict] | None = None, results_dir: str | Path = RESULTS_DIR) -> list[dict]:
+class SummaryRow(TypedDict):
+    """One row of the headline table (`summary_rows()`, chapter 04 and benchmarks/README.md)."""
+    benchmark: str
+    metric: str
+    value: float | None  # None: not measured
+    unit: str
+    target: float | None
+    measured_on: NotRequired[str]  # interpret.measured_on() of the result
+    verdict: str | None
+    detail: str
+
+
+def summary_rows(results: Mapping[str, Mapping[str, Any]] | None = None,
+                 results_dir: str | Path = RESULTS_DIR) -> list[SummaryRow]:
     """The headline table: one row per target with the measured value, the target and a plain verdict."""
     res = load_results(results_dir) if results is None else results
     amx = any(r.get("peaks", {}).get("amx") for r in res.values() if isinstance(r, dict))
-    rows = []
+    rows: list[SummaryRow] = []
 
     def row(key, value, unit, *, judged=True, at_most=False, detail=""):
         what, target = TARGETS[key]
@@ -282,7 +373,7 @@ def summary_rows(results: dict[str, dict] | None = None, results_dir: str | Path
     return rows
 
 
-def format_rows(rows: list[dict], *, targets: bool = False) -> str:
+def format_rows(rows: list[SummaryRow], *, targets: bool = False) -> str:
     """The stored benchmarks as a markdown table, each row with the machine it was measured on.
 
     Learners see measurements and where they were taken; `targets=True` adds the project's goals and
@@ -310,13 +401,14 @@ def _arch(cfg: BenchConfig) -> Architecture:
     return architecture(cfg.model)
 
 
-def _corpus(cfg: BenchConfig) -> dict:
+def _corpus(cfg: BenchConfig) -> CorpusStats:
 
     _, tok = local_kit(Path(cfg.cache_dir).expanduser())
     return corpus_stats(cfg.dataset_path(), tok, max_length=cfg.seq_len)
 
 
-def training_benchmarks(names: Sequence[str], cfg: BenchConfig, runner=run_variant, echo=print) -> dict[str, dict]:
+def training_benchmarks(names: Sequence[str], cfg: BenchConfig, runner=run_variant,
+                        echo=print) -> dict[str, TrainingBenchmark]:
     """Run the union of the named benchmarks' variants interleaved ONCE, then split it per benchmark."""
     variants: list[str] = []
     for n in names:
@@ -338,7 +430,14 @@ def training_benchmarks(names: Sequence[str], cfg: BenchConfig, runner=run_varia
     return out
 
 
-def gemm(repeats: int = 5) -> dict:
+class GemmBench(GemmSummary):
+    """`gemm()`'s record: benchmarks/results/gemm.json."""
+    benchmark: str
+    results: list[GemmCell]
+    detect: dict[str, Any]  # the part of detect() the verdict depends on
+
+
+def gemm(repeats: int = 5) -> GemmBench:
     """Chapter 01's GEMM sweep, saved with its verdict against the AMX peak."""
 
     d = detect()
@@ -402,7 +501,22 @@ def ipex(cfg: BenchConfig, python: str | None = None, *, stock_only: bool = Fals
             "message": f"IPEX / stock = x{ratio.median:.2f} (paired over {ratio.n} rounds)"}
 
 
-def workbook_smoke(out: str | Path = "out/bench-workbook", echo=print) -> dict:
+class NotebookTiming(TypedDict):
+    notebook: str
+    status: str
+    seconds: float
+
+
+class WorkbookSmoke(TypedDict):
+    """`workbook_smoke()`'s record: benchmarks/results/workbook.json."""
+    benchmark: str
+    total_s: float
+    minutes: float
+    all_ok: bool
+    notebooks: list[NotebookTiming]
+
+
+def workbook_smoke(out: str | Path = "out/bench-workbook", echo=print) -> WorkbookSmoke:
     """Every notebook with its small defaults (papermill), timed: the smoke run CI does."""
 
     t0 = time.time()
@@ -413,9 +527,9 @@ def workbook_smoke(out: str | Path = "out/bench-workbook", echo=print) -> dict:
             "notebooks": [{"notebook": r.notebook, "status": r.status, "seconds": r.seconds} for r in runs]}
 
 
-def plot(results: dict[str, dict], images_dir: str | Path) -> list[Path]:
+def plot(results: Mapping[str, Mapping[str, Any]], images_dir: str | Path) -> list[Path]:
 
-    bars = []
+    bars: list[dict[str, Any]] = []  # variant, label and its tokens/s Stats
     for key in ("recipes", "engine", "precision"):
         r = results.get(key)
         if not r:
@@ -479,7 +593,7 @@ def main(argv: list[str] | None = None) -> int:
             names = [b for b in dict.fromkeys(a.benchmark) if b != "summary"]
         if a.json_out and len(names) != 1:
             raise WorkshopError(f"--json-out names one benchmark's file, got {names}; use --results-dir")
-        done: dict[str, dict] = {}
+        done: dict[str, Mapping[str, Any]] = {}
         training = [n for n in names if n in TRAINING_BENCHMARKS]
         if training:
             done.update(training_benchmarks(training, cfg))

@@ -12,6 +12,7 @@ import json
 import statistics
 import sys
 import time
+from typing import Any
 
 
 def main(spec_path: str) -> int:
@@ -50,7 +51,8 @@ def main(spec_path: str) -> int:
             opt.zero_grad(set_to_none=True)
         return n * mb * blocks.shape[1] / (time.perf_counter() - t0)
 
-    out = {"stock_tokens_per_s": [], "ipex_tokens_per_s": []}
+    # one JSON line for `workshop bench ipex`: tokens/s per arm and round, then medians and versions
+    out: dict[str, Any] = {"stock_tokens_per_s": [], "ipex_tokens_per_s": []}
     for arm in arms:  # warm-up (oneDNN kernel generation, optimizer state allocation), not timed
         steps(arm, 2, 0)
     for r in range(spec["rounds"]):  # interleaved: stock, ipex, stock, ipex ...
