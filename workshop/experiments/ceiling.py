@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
+from typing import Any, NotRequired, TypedDict
 
 from workshop.errors import (
     WorkshopError,
@@ -32,6 +33,8 @@ from workshop.errors import (
 )
 from workshop.experiments.measure import (
     Stats,
+    StatsRecord,
+    finished_metrics,
     flops_per_token,
     interleave,
     mfu,
@@ -46,7 +49,7 @@ from workshop.paths import IMAGES_DIR, RESULTS_DIR
 from workshop.plan import hardware
 from workshop.plan.models import PRESETS, Architecture, architecture, build_config
 from workshop.report.plots import plot_ceiling
-from workshop.train import parse_args
+from workshop.train import TrainArgs, parse_args
 from workshop.train.data import build_corpus
 from workshop.train.guard import versions
 
@@ -380,7 +383,7 @@ def requirement(needs: str, *, device: str, recipe_precision: str, gemm_ratio: f
     raise WorkshopError(f"unknown lever requirement {needs!r}")
 
 
-def lever_args(lever: Lever, recipe) -> object:
+def lever_args(lever: Lever, recipe: TrainArgs) -> TrainArgs:
     """The TrainArgs of one lever: the recipe with the lever's overrides ('x2' and '/2' scale the micro-batch)."""
     known = {f.name for f in fields(recipe)}
     bad = sorted(set(lever.args) - known)
@@ -450,7 +453,7 @@ class CeilingConfig:
             read_text(self.dataset, "--dataset", "a UTF-8 text file, one sample per line", limit=1 << 16)
 
 
-def recipe_args(cfg: CeilingConfig):
+def recipe_args(cfg: CeilingConfig) -> TrainArgs:
     """The workbook recipe (bench.WORKBOOK_ENGINE, the one definition) as TrainArgs, at this benchmark's size."""
 
     dataset = cfg.dataset
@@ -469,10 +472,10 @@ def recipe_args(cfg: CeilingConfig):
 @dataclass
 class Plan:
     """Every lever's TrainArgs and environment, or the reason it is skipped, decided before anything runs."""
-    recipe: object
+    recipe: TrainArgs
     precision: str
-    runs: dict = field(default_factory=dict)      # name -> (TrainArgs, env, allocator)
-    skipped: dict = field(default_factory=dict)   # name -> reason
+    runs: dict[str, tuple[TrainArgs, dict, str | None]] = field(default_factory=dict)  # args, env, allocator
+    skipped: dict[str, str] = field(default_factory=dict)   # name -> reason
 
 
 def plan(cfg: CeilingConfig, *, gemm_ratio: float | None = None) -> Plan:
@@ -502,17 +505,119 @@ def lever_precision(args, plan_precision: str) -> str:
     return plan_precision if args.precision == "auto" else args.precision
 
 
-def train_once(args, env: dict, cfg: CeilingConfig, round_: int) -> dict:
+class Bf16Probe(TypedDict):
+    """bf16 against fp32 at one shape, measured where the recipe trains in fp32 (is bf16 emulated here?)."""
+    shape: str
+    fp32_tflops: float
+    bf16_tflops: float
+    bf16_over_fp32: float
+
+
+class CeilingRound(TypedDict):
+    """One round's GEMM ceiling at one (tokens, dtype): the mean of the probes before and after its levers."""
+    round: int
+    tflops: float
+    start: dict[str, Any]  # gemm_ceiling()'s result
+    end: dict[str, Any]
+    drift_pct: float  # end against start: a neighbour's load shows here
+
+
+class LeverRun(TypedDict):
+    """`record()`: one training run of one lever."""
+    tokens_per_s: float
+    step_time_s: float
+    flops_per_token: float
+    model_tflops: float
+    final_loss: float | None
+    steps: int
+
+
+class LeverSummary(TypedDict):
+    """`summarize_lever()`: a measured lever over its rounds."""
+    runs: list[LeverRun]
+    precision: str
+    tokens_per_s: StatsRecord
+    model_tflops: StatsRecord
+    ceiling_tflops: StatsRecord
+    pct_of_ceiling: StatsRecord  # of the same round's ceiling
+    mfu_pct_of_peak: StatsRecord | None  # None: no nominal peak for this precision
+    mfu_pct_of_amx_peak: StatsRecord | None
+    effect_vs_base: NotRequired[StatsRecord]  # tokens/s over its base's, paired by round
+    verdict: NotRequired[str]  # "pays" | "costs" | "within noise"
+
+
+class LeverResult(TypedDict):
+    """One lever in ceiling.json "levers": skipped or failed with a reason, or measured with its numbers."""
+    label: str
+    about: str
+    base: str | None
+    status: str  # "measured" | "skipped" | "failed"
+    reason: NotRequired[str]  # skipped or failed
+    train_args: NotRequired[list[str]]  # measured: the LeverSummary keys too
+    env: NotRequired[dict[str, str]]
+    allocator: NotRequired[str | None]
+    runs: NotRequired[list[LeverRun]]
+    precision: NotRequired[str]
+    tokens_per_s: NotRequired[StatsRecord]
+    model_tflops: NotRequired[StatsRecord]
+    ceiling_tflops: NotRequired[StatsRecord]
+    pct_of_ceiling: NotRequired[StatsRecord]
+    mfu_pct_of_peak: NotRequired[StatsRecord | None]
+    mfu_pct_of_amx_peak: NotRequired[StatsRecord | None]
+    effect_vs_base: NotRequired[StatsRecord]
+    verdict: NotRequired[str]
+
+
+class StepTarget(TypedDict):
+    target: float
+    recipe: float | None  # the recipe's median % of the ceiling
+    best_lever: str | None
+    best: float | None
+    verdict: str
+
+
+class RatioTarget(TypedDict):
+    target: float
+    value: float | None
+    verdict: str
+
+
+class Targets(TypedDict):
+    step_pct_of_ceiling: StepTarget
+    bf16_over_fp32: RatioTarget
+
+
+class CeilingResult(TypedDict):
+    """`run()`'s record: benchmarks/results/ceiling.json (chapter 04 prints it; `save` adds when)."""
+    benchmark: str
+    device: str
+    config: dict[str, Any]  # CeilingConfig's fields
+    machine: dict[str, Any]  # machine()
+    isa_path: str
+    precision: str  # the recipe's, on this machine
+    peaks: dict[str, Any]  # device_peaks()
+    arch: dict[str, Any]  # Architecture's fields
+    recipe: dict[str, Any]  # TrainArgs' fields
+    shapes: list[dict[str, Any]]  # Linear's fields
+    bf16_probe: Bf16Probe | None
+    order: list[str]  # what ran, in order
+    ceilings: dict[str, list[CeilingRound]]  # "<tokens>x<dtype>" -> per round
+    levers: dict[str, LeverResult]
+    wall_s: float
+    targets: NotRequired[Targets]  # judged from the rest, added last
+
+
+def train_once(args: TrainArgs, env: dict, cfg: CeilingConfig, round_: int) -> dict:
     """One torchrun of the entry point; returns its metrics.json."""
 
     args = replace(args, output_dir=f"{args.output_dir}-r{round_}")
     res = run_torchrun(args, nproc_per_node=cfg.nproc, threads_per_rank=cfg.threads if cfg.device == "cpu" else None,
                        env=env, progress=False, timeout=cfg.timeout_s).check()
-    return res.metrics
+    return finished_metrics(res)
 
 
 def run(cfg: CeilingConfig, *, trainer: Callable = train_once, prober: Callable = gemm_ceiling,
-        echo=print) -> dict:
+        echo=print) -> CeilingResult:
     """Interleaved rounds: per round, the GEMM ceiling at every shape the levers use, then every lever once."""
 
     cfg.validate()
@@ -522,7 +627,7 @@ def run(cfg: CeilingConfig, *, trainer: Callable = train_once, prober: Callable 
     shapes = linear_shapes(config)
     arch = architecture(cfg.model)
     # bf16 at one representative shape, once: the evidence for skipping bf16 where it is emulated
-    bf16_probe = None
+    bf16_probe: Bf16Probe | None = None
     if cfg.device == "cpu" and p0.precision == "fp32":
         gate = [s for s in shapes if s.name == "gate_proj"]
         fp = prober(gate, tokens=cfg.micro_batch * cfg.seq_len, dtype="fp32", nproc=1, threads=cfg.threads,
@@ -539,10 +644,10 @@ def run(cfg: CeilingConfig, *, trainer: Callable = train_once, prober: Callable 
     names = list(pl.runs)
     keys = {n: (a.micro_batch * a.seq_len, lever_precision(a, pl.precision)) for n, (a, _, _) in pl.runs.items()}
     peaks = device_peaks(cfg, mach)
-    runs: dict[str, list[dict]] = {n: [] for n in names}
-    ceilings: dict[str, list[dict]] = {}
+    runs: dict[str, list[LeverRun]] = {n: [] for n in names}
+    ceilings: dict[str, list[CeilingRound]] = {}
     failed: dict[str, str] = {}
-    order = []
+    order: list[str] = []
     t0 = time.time()
     def probe_all(r: int, when: str) -> dict[str, dict]:
         got = {}
@@ -574,33 +679,36 @@ def run(cfg: CeilingConfig, *, trainer: Callable = train_once, prober: Callable 
             a, b = first[key]["tflops"], last[key]["tflops"]
             ceilings.setdefault(key, []).append({"round": r, "tflops": (a + b) / 2, "start": first[key],
                                                  "end": last[key], "drift_pct": round(100 * (b - a) / a, 1)})
-    out = {"benchmark": "ceiling", "device": cfg.device, "config": {**asdict(cfg), "levers": list(cfg.levers)},
-           "machine": mach, "isa_path": isa_path(mach["isa_flags"] | {"arch": mach["arch"]}, pl.precision)
-           if cfg.device == "cpu" else f"GPU tensor cores ({pl.precision})",
-           "precision": pl.precision, "peaks": peaks, "arch": asdict(arch), "recipe": asdict(pl.recipe),
-           "shapes": [asdict(s) for s in shapes], "bf16_probe": bf16_probe, "order": order,
-           "ceilings": ceilings, "levers": {}, "wall_s": round(time.time() - t0, 1)}
+    levers: dict[str, LeverResult] = {}
+    out: CeilingResult = {
+        "benchmark": "ceiling", "device": cfg.device, "config": {**asdict(cfg), "levers": list(cfg.levers)},
+        "machine": mach, "isa_path": isa_path(mach["isa_flags"] | {"arch": mach["arch"]}, pl.precision)
+        if cfg.device == "cpu" else f"GPU tensor cores ({pl.precision})",
+        "precision": pl.precision, "peaks": peaks, "arch": asdict(arch), "recipe": asdict(pl.recipe),
+        "shapes": [asdict(s) for s in shapes], "bf16_probe": bf16_probe, "order": order,
+        "ceilings": ceilings, "levers": levers, "wall_s": round(time.time() - t0, 1)}  # levers: filled below
     for name in parse_levers(",".join(cfg.levers)):
         lv = LEVERS[name]
-        entry = {"label": lv.label, "about": lv.about, "base": lv.base}
         if name in pl.skipped:
-            out["levers"][name] = {**entry, "status": "skipped", "reason": pl.skipped[name]}
+            levers[name] = {"label": lv.label, "about": lv.about, "base": lv.base, "status": "skipped",
+                            "reason": pl.skipped[name]}
             continue
-        if name in failed or (lv.base in failed):
-            out["levers"][name] = {**entry, "status": "failed",
-                                   "reason": failed.get(name) or f"its base {lv.base} failed: {failed[lv.base]}"}
+        base_failed = failed.get(lv.base) if lv.base else None
+        if name in failed or base_failed is not None:
+            levers[name] = {"label": lv.label, "about": lv.about, "base": lv.base, "status": "failed",
+                            "reason": failed.get(name) or f"its base {lv.base} failed: {base_failed}"}
             continue
         args, env, allocator = pl.runs[name]
         tokens, dtype = keys[name]
-        out["levers"][name] = {**entry, "status": "measured", "train_args": args.to_argv(), "env": env,
-                               "allocator": allocator,
-                               **summarize_lever(runs[name], ceilings[f"{tokens}x{dtype}"],
-                                                 peaks, dtype, runs.get(lv.base) if lv.base else None)}
+        levers[name] = {"label": lv.label, "about": lv.about, "base": lv.base, "status": "measured",
+                        "train_args": args.to_argv(), "env": env, "allocator": allocator,
+                        **summarize_lever(runs[name], ceilings[f"{tokens}x{dtype}"],
+                                          peaks, dtype, runs.get(lv.base) if lv.base else None)}
     out["targets"] = targets(out)
     return out
 
 
-def record(m: dict, args, arch: Architecture) -> dict:
+def record(m: dict, args: TrainArgs, arch: Architecture) -> LeverRun:
     """One run: useful tokens/s, step time and the model-FLOP rate (6N + attention, bench.flops_per_token)."""
     fpt = flops_per_token(m.get("params") or arch.params, layers=arch.layers, hidden=arch.hidden,
                           seq_len=args.seq_len, vocab=arch.vocab, tied=arch.tied_embeddings)
@@ -620,28 +728,31 @@ def device_peaks(cfg: CeilingConfig, mach: dict) -> dict:
                               "amx_bf16_tflops")}
 
 
-def summarize_lever(recs: list[dict], ceils: list[dict], peaks: dict, dtype: str, base: list[dict] | None) -> dict:
+def summarize_lever(recs: list[LeverRun], ceils: list[CeilingRound], peaks: dict, dtype: str,
+                    base: list[LeverRun] | None) -> LeverSummary:
     """Medians and spreads over the rounds; % of the SAME round's ceiling; effect paired with the base's run."""
     peak = peaks.get(f"{dtype}_tflops")
-    out = {"runs": recs, "precision": dtype,
-           "tokens_per_s": asdict(Stats.of([r["tokens_per_s"] for r in recs])),
-           "model_tflops": asdict(Stats.of([r["model_tflops"] for r in recs])),
-           "ceiling_tflops": asdict(Stats.of([c["tflops"] for c in ceils])),
-           "pct_of_ceiling": asdict(Stats.of([100 * r["model_tflops"] / c["tflops"] for r, c in zip(recs, ceils)])),
-           "mfu_pct_of_peak": asdict(Stats.of([mfu(r["tokens_per_s"], r["flops_per_token"], peak) for r in recs]))
-           if peak else None,
-           "mfu_pct_of_amx_peak": asdict(Stats.of([mfu(r["tokens_per_s"], r["flops_per_token"],
-                                                       peaks["amx_bf16_tflops"]) for r in recs]))
-           if peaks.get("amx_bf16_tflops") else None}
+    out: LeverSummary = {
+        "runs": recs, "precision": dtype,
+        "tokens_per_s": Stats.of([r["tokens_per_s"] for r in recs]).as_dict(),
+        "model_tflops": Stats.of([r["model_tflops"] for r in recs]).as_dict(),
+        "ceiling_tflops": Stats.of([c["tflops"] for c in ceils]).as_dict(),
+        "pct_of_ceiling": Stats.of([100 * r["model_tflops"] / c["tflops"]
+                                    for r, c in zip(recs, ceils)]).as_dict(),
+        "mfu_pct_of_peak": Stats.of([mfu(r["tokens_per_s"], r["flops_per_token"], peak)
+                                     for r in recs]).as_dict() if peak else None,
+        "mfu_pct_of_amx_peak": Stats.of([mfu(r["tokens_per_s"], r["flops_per_token"],
+                                             peaks["amx_bf16_tflops"]) for r in recs]).as_dict()
+        if peaks.get("amx_bf16_tflops") else None}
     if base is not None:
         eff = paired_ratios([r["tokens_per_s"] for r in recs], [r["tokens_per_s"] for r in base])
-        out["effect_vs_base"] = asdict(eff)
+        out["effect_vs_base"] = eff.as_dict()
         out["verdict"] = ("pays" if eff.median >= 1.03 and eff.min > 1.0 else
                           "costs" if eff.median <= 0.97 and eff.max < 1.0 else "within noise")
     return out
 
 
-def targets(res: dict) -> dict:
+def targets(res: CeilingResult) -> Targets:
     """The issue's targets, judged where they can be: step >= 60% of the ceiling; bf16 >= 2x fp32 with native bf16."""
     lv = res["levers"]
     measured = {n: v for n, v in lv.items() if v["status"] == "measured"}
@@ -649,22 +760,24 @@ def targets(res: dict) -> dict:
     # ceiling while running at half the speed, which is no step closer to this machine's ceiling
     same = {n: v for n, v in measured.items() if v.get("precision", res["precision"]) == res["precision"]}
     best = max(same, key=lambda n: same[n]["pct_of_ceiling"]["median"]) if same else None
-    out = {"step_pct_of_ceiling": {
-        "target": TARGET_PCT_OF_CEILING, "recipe": measured.get("recipe", {}).get("pct_of_ceiling", {}).get("median"),
-        "best_lever": best, "best": measured[best]["pct_of_ceiling"]["median"] if best else None}}
-    v = out["step_pct_of_ceiling"]["best"]
-    out["step_pct_of_ceiling"]["verdict"] = ("not measured" if v is None else "met" if v >= TARGET_PCT_OF_CEILING
-                                             else f"missed by {100 * (TARGET_PCT_OF_CEILING - v) / TARGET_PCT_OF_CEILING:.0f}%")
+    v = measured[best]["pct_of_ceiling"]["median"] if best else None
+    recipe = measured["recipe"]["pct_of_ceiling"]["median"] if "recipe" in measured else None
+    step: StepTarget = {
+        "target": TARGET_PCT_OF_CEILING, "recipe": recipe, "best_lever": best, "best": v,
+        "verdict": ("not measured" if v is None else "met" if v >= TARGET_PCT_OF_CEILING
+                    else f"missed by {100 * (TARGET_PCT_OF_CEILING - v) / TARGET_PCT_OF_CEILING:.0f}%")}
+    ratio: RatioTarget
     if "bf16" in measured:
         r = measured["bf16"]["effect_vs_base"]["median"]
-        out["bf16_over_fp32"] = {"target": 2.0, "value": r, "verdict": "met" if r >= 2 else "missed"}
+        ratio = {"target": 2.0, "value": r, "verdict": "met" if r >= 2 else "missed"}
     elif "fp32" in measured:
         r = 1 / measured["fp32"]["effect_vs_base"]["median"]
-        out["bf16_over_fp32"] = {"target": 2.0, "value": r, "verdict": "met" if r >= 2 else "missed"}
+        ratio = {"target": 2.0, "value": r, "verdict": "met" if r >= 2 else "missed"}
     else:
-        why = lv.get("bf16", {}).get("reason") or "bf16 lever not run"
-        out["bf16_over_fp32"] = {"target": 2.0, "value": None, "verdict": f"cannot be judged here: {why}"}
-    return out
+        why = lv["bf16"].get("reason") if "bf16" in lv else None
+        why = why or "bf16 lever not run"
+        ratio = {"target": 2.0, "value": None, "verdict": f"cannot be judged here: {why}"}
+    return {"step_pct_of_ceiling": step, "bf16_over_fp32": ratio}
 
 
 # ---------------------------------------------------------------- table and figure for chapter 04
@@ -672,17 +785,34 @@ def targets(res: dict) -> dict:
 CEILING_JSON = RESULTS_DIR / "ceiling.json"
 
 
-def load(path: str | Path = CEILING_JSON) -> dict:
+def load(path: str | Path = CEILING_JSON) -> CeilingResult:
     path = Path(path)
     if not path.is_file():
         raise WorkshopError(f"no ceiling result at {path}; run `python -m workshop bench ceiling` first")
     return json.loads(path.read_text())
 
 
-def rows(result: dict | None = None, path: str | Path = CEILING_JSON) -> list[dict]:
+class CeilingRow(TypedDict):
+    """One lever as chapter 04's table shows it (`rows()`); skipped and failed levers have only their note."""
+    lever: str
+    label: str
+    status: str
+    ceiling_of: NotRequired[str | None]  # measured: "<precision> ceiling" when not the recipe's precision
+    tokens_per_s: float | None
+    pct_of_ceiling: float | None
+    pct_range: tuple[float, float] | None
+    mfu_pct: float | None
+    effect: float | None
+    effect_range: tuple[float, float] | None
+    base: str | None
+    verdict: str
+    note: str | None
+
+
+def rows(result: CeilingResult | None = None, path: str | Path = CEILING_JSON) -> list[CeilingRow]:
     """One row per lever: tokens/s, % of this machine's GEMM ceiling, MFU of the nominal peak, effect vs its base."""
     res = load(path) if result is None else result
-    out = []
+    out: list[CeilingRow] = []
     for name, lv in res["levers"].items():
         if lv["status"] != "measured":
             out.append({"lever": name, "label": lv["label"], "status": lv["status"], "tokens_per_s": None,
@@ -703,7 +833,7 @@ def rows(result: dict | None = None, path: str | Path = CEILING_JSON) -> list[di
     return out
 
 
-def format_table(table: list[dict]) -> str:
+def format_table(table: list[CeilingRow]) -> str:
     """Markdown for the notebook and the README."""
     lines = ["| lever | tokens/s | % of GEMM ceiling (min-max) | MFU % of peak | effect vs base (min-max) | verdict |",
              "|---|---|---|---|---|---|"]
@@ -711,15 +841,18 @@ def format_table(table: list[dict]) -> str:
         if r["status"] != "measured":
             lines.append(f"| {r['label']} | - | - | - | - | skipped: {r['note']} |")
             continue
-        pct = f"{r['pct_of_ceiling']} ({r['pct_range'][0]}-{r['pct_range'][1]})"
+        pct_range = r["pct_range"]
+        assert pct_range is not None  # rows() gives every measured lever its range
+        pct = f"{r['pct_of_ceiling']} ({pct_range[0]}-{pct_range[1]})"
         if r.get("ceiling_of"):
             pct += f" of the {r['ceiling_of']}"
-        eff = "-" if r["effect"] is None else f"x{r['effect']} ({r['effect_range'][0]}-{r['effect_range'][1]}) vs {r['base']}"
+        eff_range = r["effect_range"]  # None exactly when effect is: a lever without a base
+        eff = "-" if eff_range is None else f"x{r['effect']} ({eff_range[0]}-{eff_range[1]}) vs {r['base']}"
         lines.append(f"| {r['label']} | {r['tokens_per_s']} | {pct} | {r['mfu_pct']} | {eff} | {r['verdict']} |")
     return "\n".join(lines)
 
 
-def figure(result: dict | None = None, path: str | Path = IMAGES_DIR / "bench_ceiling.png") -> Path:
+def figure(result: CeilingResult | None = None, path: str | Path = IMAGES_DIR / "bench_ceiling.png") -> Path:
 
     res = load() if result is None else result
     return plot_ceiling([r for r in rows(res) if r["status"] == "measured"], path,
