@@ -13,8 +13,9 @@ import json
 import os
 import re
 import sys
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from functools import lru_cache
+from typing import TypedDict
 
 from workshop.errors import WorkshopError, check_choice, report
 
@@ -78,8 +79,39 @@ class InstanceRow:
             return None
         return self.cores * self.clock_ghz * 1024 / 1000
 
-    def as_dict(self) -> dict:
-        return {**asdict(self), "amx_peak_tflops": self.amx_peak_tflops()}
+    def as_dict(self) -> InstanceRecord:
+        """Every field, then amx_peak_tflops: a row of chapter 01's instance table, `workshop instances --json`."""
+        return {"instance_type": self.instance_type, "family": self.family, "size": self.size, "vcpus": self.vcpus,
+                "cores": self.cores, "memory_gib": self.memory_gib, "network_performance": self.network_performance,
+                "efa": self.efa, "max_efa_interfaces": self.max_efa_interfaces, "gpus": self.gpus,
+                "gpu_name": self.gpu_name, "gpu_memory_gib": self.gpu_memory_gib, "manufacturer": self.manufacturer,
+                "arch": self.arch, "clock_ghz": self.clock_ghz, "bare_metal": self.bare_metal, "amx": self.amx,
+                "amx_reason": self.amx_reason, "hourly_usd": self.hourly_usd,
+                "amx_peak_tflops": self.amx_peak_tflops()}
+
+
+class InstanceRecord(TypedDict):
+    """InstanceRow.as_dict(): its fields (same names, same order), then the AMX peak."""
+    instance_type: str
+    family: str
+    size: str
+    vcpus: int
+    cores: int
+    memory_gib: float
+    network_performance: str
+    efa: bool
+    max_efa_interfaces: int
+    gpus: int
+    gpu_name: str | None
+    gpu_memory_gib: float
+    manufacturer: str
+    arch: str
+    clock_ghz: float | None
+    bare_metal: bool
+    amx: bool
+    amx_reason: str
+    hourly_usd: float | None
+    amx_peak_tflops: float | None
 
 
 def split_type(instance_type: str) -> tuple[str, str]:
