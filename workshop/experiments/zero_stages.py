@@ -3,16 +3,27 @@
 
 from __future__ import annotations
 
+from typing import TypedDict
+
 from workshop.experiments.measure import finished_metrics
 from workshop.launch.torchrun import run_torchrun
 
 
-def measure(train_args, stages=(1, 2, 3), *, nproc: int = 2, steps: int = 6) -> list[dict]:
+class StageRun(TypedDict):
+    """One ZeRO stage's run (chapter 04 prints them as a table)."""
+    stage: int
+    tokens_per_s: float
+    step_time_s: float
+    peak_rss_gb_per_rank: list[float]
+    final_loss: float
+
+
+def measure(train_args, stages=(1, 2, 3), *, nproc: int = 2, steps: int = 6) -> list[StageRun]:
     """The same tiny job once per ZeRO stage: tokens/s and peak RSS per rank, measured (workshop.launch.torchrun)."""
     from dataclasses import replace
 
 
-    rows = []
+    rows: list[StageRun] = []
     for s in stages:
         print(f"ZeRO-{s}, {steps} steps ...", end=" ", flush=True)
         args = replace(train_args, zero_stage=s, max_steps=steps, output_dir=f"{train_args.output_dir}-zero{s}")

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import TypedDict
 
 from workshop.errors import check_choice
 from workshop.experiments.loading.checkpoint import check_world_size, verify_checkpoint
@@ -24,7 +25,22 @@ PITFALLS = {
 }
 
 
-def _pitfall_body(name: str, checkpoint: str) -> dict:
+class PitfallBody(TypedDict, total=False):
+    """What a pitfall that got as far as building something reports (no-process-group: only `partitioned`)."""
+    partitioned: bool  # every parameter is a ZeRO-3 one
+    local_numel: int  # elements rank 0 holds
+    full_numel: int
+
+
+class PitfallOutcome(PitfallBody):
+    """`show_pitfall()`'s record (chapter 03 prints ok, error, partitioned and the element counts)."""
+    name: str
+    what: str
+    ok: bool  # False: it raised, and `error` says what
+    error: str | None
+
+
+def _pitfall_body(name: str, checkpoint: str) -> PitfallBody:
     """Run one pitfall in this process; report what happened instead of raising."""
     import deepspeed
     import torch
@@ -57,18 +73,18 @@ def _pitfall_body(name: str, checkpoint: str) -> dict:
             "full_numel": sum(p.ds_numel if hasattr(p, "ds_numel") else p.numel() for p in params)}
 
 
-def run_pitfall_here(name: str, checkpoint: str, out_file: str) -> dict:
+def run_pitfall_here(name: str, checkpoint: str, out_file: str) -> PitfallOutcome:
     check_choice("pitfall", name, PITFALLS)
-    result = {"name": name, "what": PITFALLS[name], "ok": True, "error": None}
+    result: PitfallOutcome = {"name": name, "what": PITFALLS[name], "ok": True, "error": None}
     try:
         result.update(_pitfall_body(name, checkpoint))
     except Exception as exc:  # noqa: BLE001  the point is to show the error
-        result.update(ok=False, error=f"{type(exc).__name__}: {str(exc).strip().splitlines()[0][:300]}")
+        result.update({"ok": False, "error": f"{type(exc).__name__}: {str(exc).strip().splitlines()[0][:300]}"})
     Path(out_file).write_text(json.dumps(result))
     return result
 
 
-def show_pitfall(name: str, checkpoint: str | Path, *, nproc: int = 2, timeout: float = 600) -> dict:
+def show_pitfall(name: str, checkpoint: str | Path, *, nproc: int = 2, timeout: float = 600) -> PitfallOutcome:
     """Run a pitfall in fresh processes (torchrun, except "no-process-group") and return rank 0's outcome."""
     import tempfile
 
@@ -92,4 +108,5 @@ def show_pitfall(name: str, checkpoint: str | Path, *, nproc: int = 2, timeout: 
             tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-10:])
             return {"name": name, "what": PITFALLS[name], "ok": False,
                     "error": f"process died (exit {proc.returncode}): {tail[-600:]}"}
-        return json.loads(out.read_text())
+        outcome: PitfallOutcome = json.loads(out.read_text())  # run_pitfall_here's, in the rank-0 process
+        return outcome
