@@ -350,6 +350,7 @@ def test_no_cluster_is_a_plain_none(monkeypatch, tmp_path, capsys):
 def test_kubectl_command_is_valid_shell():
     cmd = tj.HFTokenSecret().kubectl_command()
     assert shlex.split(cmd)[0] == "printf" and "--from-file=token=/dev/stdin" in cmd
+    assert cmd.endswith("&& kubectl label secret hf-token -n default app.kubernetes.io/part-of=workshop")
 
 
 @pytest.mark.parametrize("trainer", ["2.1.0", "2.2.0"])
