@@ -11,7 +11,8 @@ Everything goes through the `kubernetes` client's own APIs, the ones kubectl-lik
 - an API error becomes one plain sentence: who cannot do what where (403), which component is missing when
   a CRD is not served (404 in discovery), which fields conflict (409).
 Without a kubeconfig or a reachable API server, `connect()` prints why and returns None, so a notebook keeps
-going offline and shows what it would have applied.
+going offline and shows what it would have applied (`required=True`: a NoCluster error instead, for
+`teardown`, which has nothing to do offline).
 
 The Kubeflow SDK (`kubeflow` 0.5.0, TrainerClient) was evaluated for submit/wait/logs and is not used: it pins
 `kubernetes>=27.2.0,<36.0.0` (this environment resolves kubernetes 37.0.1; this module also runs on 35, so
@@ -48,7 +49,9 @@ API_VERSIONS = {
     "NodePool": "karpenter.sh/v1", "NodeClaim": "karpenter.sh/v1", "EC2NodeClass": "karpenter.k8s.aws/v1",
     "TrainJob": "trainer.kubeflow.org/v1alpha1", "TrainingRuntime": "trainer.kubeflow.org/v1alpha1",
     "ClusterTrainingRuntime": "trainer.kubeflow.org/v1alpha1", "JobSet": "jobset.x-k8s.io/v1alpha2",
-    **{kind: "v1" for kind in ("Secret", "ConfigMap", "Pod", "Node", "Namespace", "Event", "Service")},
+    **{kind: "v1" for kind in ("Secret", "ConfigMap", "Pod", "Node", "Namespace", "Event", "Service",
+                               "PersistentVolumeClaim", "PersistentVolume")},
+    "StorageClass": "storage.k8s.io/v1",
 }
 # API group -> what installs it (named when its CRDs are missing)
 COMPONENTS = {"trainer.kubeflow.org": "Kubeflow Trainer", "karpenter.sh": "Karpenter",
@@ -62,6 +65,10 @@ class ClusterError(WorkshopError):
     def __init__(self, status: int, message: str):
         super().__init__(f"{message} (HTTP {status})" if status else message)
         self.status = status
+
+
+class NoCluster(WorkshopError):
+    """`connect(required=True)` found no usable kubeconfig or no API server answering; says which."""
 
 
 @dataclass(frozen=True)
@@ -237,12 +244,25 @@ class Cluster:
 
     # -- read
     def get(self, kind: str, name: str | None = None, namespace: str | None = None, *,
-            label_selector: str | None = None, api_version: str | None = None) -> dict:
-        """One object, or a list ({"items": [...], "metadata": {"resourceVersion": ...}}) without a name."""
+            label_selector: str | None = None, api_version: str | None = None,
+            all_namespaces: bool = False) -> dict:
+        """One object, or a list ({"items": [...], "metadata": {"resourceVersion": ...}}) without a name;
+        `all_namespaces` lists a namespaced kind across every namespace (`kubectl get -A`)."""
         res = self.resource(kind, api_version)
-        ns = (namespace or "default") if res.namespaced else None
+        ns = (namespace or "default") if res.namespaced and not (all_namespaces and name is None) else None
         out = self._call(lambda: res.get(name=name, namespace=ns, label_selector=label_selector),
                          "get" if name else "list", kind, name, ns)
+        return out.to_dict()
+
+    def patch(self, kind: str, name: str, namespace: str | None, patch: dict, *, field_manager: str = "workshop",
+              api_version: str | None = None) -> dict:
+        """A JSON merge patch (what `kubectl annotate` / `kubectl label` send): adds or changes the given keys
+        only, so fields other managers own, and fields this manager applied, stay as they are."""
+        res = self.resource(kind, api_version)
+        ns = (namespace or "default") if res.namespaced else None
+        out = self._call(lambda: self.dynamic.patch(res, body=patch, name=name, namespace=ns,
+                                                    content_type="application/merge-patch+json",
+                                                    field_manager=field_manager), "patch", kind, name, ns)
         return out.to_dict()
 
     def pods(self, namespace: str = "default", *, label_selector: str | None = None) -> list[str]:
@@ -360,14 +380,17 @@ def conditions(obj: dict) -> dict[str, str]:
 
 
 def connect(*, kubeconfig: str | None = None, context: str | None = None, timeout: float = 5.0,
-            quiet: bool = False) -> Cluster | None:
-    """A Cluster when an API server answers; None (with one plain printed reason) otherwise."""
+            quiet: bool = False, required: bool = False) -> Cluster | None:
+    """A Cluster when an API server answers; None (with one plain printed reason) otherwise, or, with
+    `required`, a NoCluster error carrying that reason (for commands that cannot go on offline)."""
     check_library()
     from kubernetes import client, config
     from kubernetes.client.exceptions import ApiException
     from urllib3.exceptions import HTTPError
 
     def say(text):
+        if required and text.startswith("no cluster: "):
+            raise NoCluster(text.removesuffix("; continuing offline"))
         if not quiet:
             print(text)
 
@@ -389,6 +412,8 @@ def connect(*, kubeconfig: str | None = None, context: str | None = None, timeou
             chosen = next((c for c in contexts if c.get("name") == context), active) if context else active
             user = ((chosen or {}).get("context") or {}).get("user", "")
             where = f"kubeconfig {path}" + (f" context {context}" if context else "")
+    except NoCluster:
+        raise
     except (config.ConfigException, WorkshopError) as exc:
         say(f"no cluster: the kubeconfig could not be used ({exc}); continuing offline")
         return None
