@@ -247,7 +247,7 @@ class FakeCluster:
 
     def __init__(self, secrets=(), conditions=(("Complete", "True"),)):
         self.secrets = set(secrets)
-        self.applied, self.deleted, self.calls = [], [], []
+        self.applied, self.deleted, self.calls, self.patched = [], [], [], []
         self.conditions = [{"type": t, "status": s} for t, s in conditions]
         self.jobs = set()
 
@@ -275,6 +275,10 @@ class FakeCluster:
             if d["kind"] == "TrainJob":
                 self.jobs.add(d["metadata"]["name"])
         return []
+
+    def patch(self, kind, name, namespace, patch, *, field_manager="workshop", api_version=None):
+        self.patched.append((kind, name, namespace, patch))
+        return {}
 
     def delete(self, kind, name, namespace=None, **kw):
         self.deleted.append((kind, name))
