@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from workshop.errors import WorkshopError, check_choice, check_positive, report
-from workshop.k8s.base import read_yaml_docs
+from workshop.k8s.base import check_dns_label, read_yaml_docs
 from workshop.k8s.validate import KIND_FAMILY, ensure_valid
 
 # The oldest `kubernetes` release tests/test_cluster.py was run against (it passes on 31.0.0, 35.0.0 and 37.0.1).
@@ -462,6 +462,21 @@ def main(argv: list[str] | None = None) -> int:
     p_logs.add_argument("-f", "--follow", action="store_true")
     p_del = sub.add_parser("delete", help="delete the objects of YAML files")
     p_del.add_argument("files", nargs="+")
+    p_down = sub.add_parser("teardown", help="list what the workbook created and what it costs; --yes removes it",
+                            description="List every object the workbook created (label app.kubernetes.io/part-of="
+                                        "workshop or field manager workshop) with what it costs; --yes deletes them "
+                                        "in dependency order and waits until Karpenter has drained the nodes.",
+                            epilog="exit codes: 0 done, 1 something could not be listed or removed, 2 bad flags or "
+                                   "no cluster, 3 stopped (nothing deleted): a claim holds a trained model")
+    p_down.add_argument("--yes", action="store_true", help="delete (without it: a dry run that only lists)")
+    model = p_down.add_mutually_exclusive_group()
+    model.add_argument("--keep-model", action="store_true",
+                       help="keep claims that hold a trained model (and their FSx file system); delete the rest")
+    model.add_argument("--delete-model", action="store_true", help="delete claims that hold a trained model too")
+    p_down.add_argument("--timeout", type=float, default=900,
+                        help="seconds to wait for Karpenter to drain the deleted pools' nodes (default 900)")
+    p_down.add_argument("-n", "--namespace", default=None,
+                        help="only this namespace's TrainJobs, claims and Secrets (default: every namespace)")
     args = parser.parse_args(argv)
     try:
         # every input is judged before any connection: a bad file or value never reaches a cluster
@@ -478,8 +493,17 @@ def main(argv: list[str] | None = None) -> int:
             ensure_valid(docs)
             if not args.field_manager or len(args.field_manager) > 128:
                 raise WorkshopError(f"--field-manager {args.field_manager!r} must be 1-128 characters")
-        if args.action == "watch":
+        if args.action in ("watch", "teardown"):
             check_positive("--timeout", args.timeout)
+        if args.action == "teardown":
+            from workshop.k8s.teardown import teardown
+
+            if args.namespace is not None:
+                check_dns_label("--namespace", args.namespace)
+            # no cluster is an error here (exit 2), not an offline fallback: there is nothing to list
+            found = connect(kubeconfig=args.kubeconfig, context=args.context, required=True)
+            return teardown(found, yes=args.yes, keep_model=args.keep_model, delete_model=args.delete_model,
+                            timeout=args.timeout, namespace=args.namespace)
         cluster = connect(kubeconfig=args.kubeconfig, context=args.context)
         if cluster is None:
             return 1
