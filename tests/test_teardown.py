@@ -412,3 +412,27 @@ def test_bad_flags_are_one_error_line_and_exit_2_before_any_request(api, flags, 
     errors = [line for line in err.splitlines() if "error:" in line]
     assert len(errors) == 1 and said in errors[0], err
     assert api.requests == []  # judged before any connection
+
+
+# ------------------------------------------------------------------------------------------ chapter 05
+def test_chapter_05_ends_with_the_clean_up_before_its_summary():
+    import json
+
+    from workshop.launch.notebooks import notebooks
+
+    path = next(p for p in notebooks() if p.name.startswith("05"))
+    cells = json.loads(path.read_text())["cells"]
+    text = ["".join(c["source"]) for c in cells]
+    start = next(i for i, t in enumerate(text) if t.startswith("## 10 · When you are done"))
+    summary = next(i for i, t in enumerate(text) if t.startswith("## Summary"))
+    assert start + 2 == summary and cells[start + 1]["cell_type"] == "code"
+    code = text[start + 1]
+    assert "teardown.teardown(cluster)" in code and "offline_plan()" in code and "--yes" in code
+    assert "yes=True" not in code  # the notebook only ever lists
+
+
+def test_the_offline_plan_says_what_the_command_would_do():
+    plan = teardown.offline_plan()
+    assert " -> ".join(teardown.ORDER) in plan
+    assert plan.splitlines()[-2:] == ["  python -m workshop cluster teardown", "  python -m workshop cluster teardown --yes"]
+    assert "--keep-model" in plan and "aws fsx delete-file-system" in plan

@@ -662,6 +662,7 @@ def offline_plan() -> str:
          "system; the commands that remove them later are printed) or --delete-model."),
         ("Under reclaimPolicy Retain the FSx file system outlives its claim: its id and the "
          "`aws fsx delete-file-system --file-system-id fs-...` call that ends its cost are printed."),
+        "Run it with the kubeconfig of that cluster: first the listing, then the deletion:",
         f"  {COMMAND}",
         f"  {COMMAND} --yes",
     ])
