@@ -248,6 +248,8 @@ def test_a_claim_holding_a_model_stops_the_teardown(api, capsys):
     code, out = _run(api, capsys=capsys)
     assert code == 0 and "holds a trained model: /fsx/cpu-llama3/final (TrainJob cpu-llama3 ended Complete" in out.out
     assert "--yes will stop here unless --keep-model" in out.out
+    assert ("`python -m workshop cluster teardown --yes --keep-model` deletes 7 of the object(s) above, "
+            "`python -m workshop cluster teardown --yes --delete-model` all 9" in out.out)
     code, out = _run(api, "--yes", capsys=capsys)
     assert code == 3 and _deletes(api) == []
     assert ("Stopped, nothing deleted: PersistentVolumeClaim default/workshop-outputs: /fsx/cpu-llama3/final"
@@ -282,6 +284,8 @@ def test_keep_model_keeps_the_claim_and_prints_the_later_command(api, capsys):
     claim = api.objects[("v1", "persistentvolumeclaims", NS, "workshop-outputs")]
     assert claim["metadata"]["annotations"] == {"models.workshop.example.com/cpu-llama3": "/fsx/cpu-llama3/final"}
     text = out.out
+    assert ("Kept for the trained model: PersistentVolumeClaim default/workshop-outputs, holding "
+            "/fsx/cpu-llama3/final (TrainJob cpu-llama3 ended Complete with --save-model)" in text)
     for cmd in ("python -m workshop cluster teardown --yes --delete-model",
                 f"kubectl delete pvc workshop-outputs -n {NS}", f"kubectl delete pv {PV}",
                 f"aws fsx delete-file-system --file-system-id {FSX_ID}", "kubectl delete storageclass fsx-lustre"):

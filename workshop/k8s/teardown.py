@@ -569,7 +569,13 @@ def teardown(cluster, *, yes: bool = False, keep_model: bool = False, delete_mod
     kept_classes = {f.storage_class for f in kept}
     plan = [f for f in inv.found if f not in kept and not (f.kind == "StorageClass" and f.name in kept_classes)]
     if not yes:
-        if inv.found:
+        if holding and not (keep_model or delete_model):
+            keeping = [f for f in inv.found if f not in holding and not (
+                f.kind == "StorageClass" and f.name in {h.storage_class for h in holding})]
+            echo(f"Dry run: nothing was deleted. `{COMMAND} --yes --keep-model` deletes {len(keeping)} of the "
+                 f"object(s) above, `{COMMAND} --yes --delete-model` all {len(inv.found)}; either waits until "
+                 "Karpenter has drained the nodes.")
+        elif inv.found:
             skip = f" (keeping {', '.join(f.kind + ' ' + f.ref for f in kept)})" if kept else ""
             echo(f"Dry run: nothing was deleted. `{COMMAND} --yes"
                  + (" --keep-model" if keep_model else " --delete-model" if delete_model else "")
@@ -609,8 +615,8 @@ def teardown(cluster, *, yes: bool = False, keep_model: bool = False, delete_mod
                  f"{f.volume.name}, {f.volume.describe()}. When you no longer need it: "
                  + " && ".join(f.volume.removal()))
     if kept:
-        echo("Kept (the trained model): " + "; ".join(f"{f.kind} {f.ref} ({', '.join(f.models)})" for f in kept)
-             + ". Remove them later with:")
+        echo("Kept for the trained model: " + "; ".join(f"{f.kind} {f.ref}, holding {', '.join(f.models)}"
+                                                        for f in kept) + ". Remove them later with:")
         for cmd in [f"{COMMAND} --yes --delete-model", "or, by hand:", *_later(kept)]:
             echo(f"  {cmd}")
     if failures:
