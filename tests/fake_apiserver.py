@@ -1,5 +1,7 @@
-"""A small Kubernetes API server on 127.0.0.1 for the cluster tests: discovery, objects, server-side apply,
-watch streams (scripted: cut mid-stream, 410 Gone), pod logs (followed, chunked), and injected failures.
+"""A small Kubernetes API server on 127.0.0.1 for the cluster tests: discovery, objects, server-side apply
+(recorded in metadata.managedFields, as a real server does), JSON merge patches, lists filtered by labelSelector,
+deletion (with hooks that play a controller's part, e.g. Karpenter removing a deleted pool's NodeClaims), watch
+streams (scripted: cut mid-stream, 410 Gone), pod logs (followed, chunked), and injected failures.
 
 It records every request so a test can assert what the client sent. Only what the workbook's client calls is
 served; anything else is a 404 Status, as a real server would answer."""
@@ -8,20 +10,57 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 import threading
 import time
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
 
 # group/version -> [(plural, kind, namespaced)]
 GROUPS = {
     "v1": [("pods", "Pod", True), ("pods/log", "Pod", True), ("secrets", "Secret", True), ("nodes", "Node", False),
-           ("namespaces", "Namespace", False)],
+           ("namespaces", "Namespace", False), ("persistentvolumeclaims", "PersistentVolumeClaim", True),
+           ("persistentvolumes", "PersistentVolume", False)],
+    "storage.k8s.io/v1": [("storageclasses", "StorageClass", False)],
     "karpenter.sh/v1": [("nodepools", "NodePool", False), ("nodeclaims", "NodeClaim", False)],
     "karpenter.k8s.aws/v1": [("ec2nodeclasses", "EC2NodeClass", False)],
     "trainer.kubeflow.org/v1alpha1": [("trainjobs", "TrainJob", True),
                                       ("clustertrainingruntimes", "ClusterTrainingRuntime", False)],
 }
+
+
+def matches(selector: str | None, labels: dict) -> bool:
+    """Does a label selector (`a=b,c!=d,e,!f,g in (x,y),h notin (z)`) select these labels?"""
+    for term in re.split(r",(?![^(]*\))", selector or ""):
+        term = term.strip()
+        if not term:
+            continue
+        m = re.fullmatch(r"([^\s!=]+)\s+(in|notin)\s+\((.*)\)", term)
+        if m:
+            values = {v.strip() for v in m.group(3).split(",")}
+            if (labels.get(m.group(1)) in values) != (m.group(2) == "in"):
+                return False
+        elif "!=" in term:
+            key, value = term.split("!=", 1)
+            if labels.get(key.strip()) == value.strip():
+                return False
+        elif "=" in term:
+            key, value = term.replace("==", "=").split("=", 1)
+            if labels.get(key.strip()) != value.strip():
+                return False
+        elif term.startswith("!"):
+            if term[1:] in labels:
+                return False
+        elif term not in labels:
+            return False
+    return True
+
+
+def managed_fields(manager: str, operation: str = "Apply", api_version: str = "v1") -> list[dict]:
+    """A metadata.managedFields list naming one manager, as a real server records it."""
+    return [{"manager": manager, "operation": operation, "apiVersion": api_version,
+             "time": "2025-01-01T00:00:00Z", "fieldsType": "FieldsV1", "fieldsV1": {"f:metadata": {}}}]
 
 
 def status(code: int, message: str, reason: str = "", **details) -> dict:
@@ -38,6 +77,7 @@ class FakeAPIServer:
         self.watch_scripts: list[list] = []    # per watch request: events (dicts) and "cut" / "gone" / "close"
         self.conflicts: dict[str, list] = {}   # object name -> [(field, manager)] owned by another manager
         self.logs: dict[str, list[str]] = {}   # pod name -> lines
+        self.on_delete: list[Callable[[tuple, dict], None]] = []  # called with (key, object) after each DELETE
         self._rv = itertools.count(100)
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.httpd.daemon_threads = True
@@ -150,12 +190,16 @@ class FakeAPIServer:
                     return self.pod_log(name, query)
                 key = (gv, plural, namespace, name)
                 if self.command == "PATCH":
+                    if "merge-patch" in (self.headers.get("Content-Type") or ""):
+                        return self.merge_patch(key, query, body)
                     return self.apply(key, query, body)
                 if self.command == "DELETE":
                     if key not in server.objects:
                         return self.send_json(404, status(404, f'{plural} "{name}" not found', "NotFound"))
                     if query.get("dryRun") != "All":
-                        del server.objects[key]
+                        gone = server.objects.pop(key)
+                        for hook in list(server.on_delete):
+                            hook(key, gone)
                     return self.send_json(200, {"kind": "Status", "status": "Success"})
                 if name:
                     if key not in server.objects:
@@ -163,8 +207,9 @@ class FakeAPIServer:
                     return self.send_json(200, server.objects[key])
                 if query.get("watch") in ("true", "True", "1"):
                     return self.watch()
-                items = [o for (g, p, ns, _), o in server.objects.items()
-                         if g == gv and p == plural and (namespace is None or ns == namespace)]
+                items = [o for (g, p, ns, _), o in list(server.objects.items())
+                         if g == gv and p == plural and (namespace is None or ns == namespace)
+                         and matches(query.get("labelSelector"), (o.get("metadata") or {}).get("labels") or {})]
                 version = str(next(server._rv))
                 server.requests[-1]["rv_answered"] = version
                 return self.send_json(200, {"kind": "List", "apiVersion": gv, "items": items,
@@ -178,9 +223,45 @@ class FakeAPIServer:
                               for f, m in owned]
                     return self.send_json(409, status(409, f"Apply failed with {len(causes)} conflict(s)", "Conflict",
                                                       causes=causes))
+                manager = query.get("fieldManager") or ""
+                old = server.objects.get(key) or {}
+                old_meta = old.get("metadata") or {}
+                kept = [e for e in old_meta.get("managedFields") or []
+                        if (e.get("manager"), e.get("operation")) != (manager, "Apply")]
+                # what other managers set (labels, annotations, status) stays, as server-side apply keeps it
+                meta = {**old_meta, **doc["metadata"],
+                        **{k: {**(old_meta.get(k) or {}), **(doc["metadata"].get(k) or {})}
+                           for k in ("labels", "annotations") if old_meta.get(k) or doc["metadata"].get(k)},
+                        "managedFields": kept + managed_fields(manager, "Apply", key[0])}
+                doc = {**doc, "metadata": meta}
                 obj = {**doc, "metadata": {**doc["metadata"], "uid": "uid-" + key[3]}}
                 if query.get("dryRun") != "All":
-                    obj = server.put(key[0], key[1], doc, key[2])
+                    obj = server.put(key[0], key[1], {**old, **doc}, key[2])
+                return self.send_json(200, obj)
+
+            def merge_patch(self, key, query, body):
+                """RFC 7386 JSON merge patch of a stored object (`kubectl annotate`, `kubectl label`)."""
+                if key not in server.objects:
+                    return self.send_json(404, status(404, f'{key[1]} "{key[3]}" not found', "NotFound"))
+
+                def merge(target, patch):
+                    if not isinstance(patch, dict):
+                        return patch
+                    out = dict(target) if isinstance(target, dict) else {}
+                    for k, v in patch.items():
+                        if v is None:
+                            out.pop(k, None)
+                        else:
+                            out[k] = merge(out.get(k), v)
+                    return out
+
+                obj = merge(server.objects[key], json.loads(body))
+                manager = query.get("fieldManager") or "unknown"
+                entries = [e for e in obj["metadata"].get("managedFields") or []
+                           if (e.get("manager"), e.get("operation")) != (manager, "Update")]
+                obj["metadata"]["managedFields"] = entries + managed_fields(manager, "Update", key[0])
+                if query.get("dryRun") != "All":
+                    obj = server.put(key[0], key[1], obj, key[2])
                 return self.send_json(200, obj)
 
             def watch(self):

@@ -118,6 +118,9 @@ CASES = [
     (["cluster", "--kubeconfig", "/no/such/kubeconfig", "status"], "--kubeconfig '/no/such/kubeconfig': no such file"),
     (["cluster", "watch", "nodes", "--timeout", "-1"], ("--timeout", "got -1.0")),
     (["cluster", "watch", "pods"], ("'pods'", "'nodeclaims', 'nodes'")),
+    (["cluster", "teardown", "--keep-model", "--delete-model"], "--delete-model: not allowed with argument --keep-model"),
+    (["cluster", "teardown", "--yes", "--timeout", "0"], ("--timeout", "got 0.0")),
+    (["cluster", "teardown", "-n", "Team_A"], "--namespace 'Team_A' is not a DNS label"),
     (["crds", "import", "/no/such/folder"], "/no/such/folder"),
     (["crds", "dance"], "dance"),
     # multi-node simulation, collectives, loading, benchmarks, the runner

@@ -104,6 +104,40 @@ def test_submit_creates_the_claim_first_and_only_a_complete_job_is_deleted():
     jobs.run_on_cluster(job, cluster=ok, timeout=60, echo=None)
     assert [d["kind"] for d in ok.applied] == ["StorageClass", "PersistentVolumeClaim", "TrainJob"]
     assert ("TrainJob", "cpu-llama3") in ok.deleted
+    # before the finished job goes, its claim records that it holds the model (teardown reads it)
+    assert ok.patched == [("PersistentVolumeClaim", "workshop-outputs", "default", {"metadata": {"annotations": {
+        "models.workshop.example.com/cpu-llama3": "/fsx/cpu-llama3/final"}}})]
     failed = FakeCluster(secrets={"hf-token"}, conditions=(("Failed", "True"),))
     out = jobs.run_on_cluster(job, cluster=failed, timeout=60, echo=None)
     assert out["outcome"] == "Failed" and ("TrainJob", "cpu-llama3") not in failed.deleted[1:]
+    assert failed.patched == []  # no model, no mark
+
+
+def test_a_claim_that_cannot_be_marked_keeps_the_finished_job_as_the_record(capsys):
+    from test_trainjob import FakeCluster
+
+    from workshop.k8s import jobs
+    from workshop.k8s.cluster import ClusterError
+
+    class Refusing(FakeCluster):
+        def patch(self, *args, **kwargs):
+            raise ClusterError(403, "the kubeconfig user 'alice' cannot patch persistentvolumeclaims")
+
+    job = tj.cpu_trainjob(nodes=2, storage=fsx(), cpu="8", memory="64Gi", shm_size="8Gi", threads_per_rank=8,
+                          hf_secret=tj.HFTokenSecret())
+    fake = Refusing(secrets={"hf-token"})
+    out = jobs.run_on_cluster(job, cluster=fake, timeout=60)
+    assert out["outcome"] == "Complete" and ("TrainJob", "cpu-llama3") not in fake.deleted[1:]
+    text = capsys.readouterr().out
+    assert "could not mark the claim as holding the model" in text and "kept for inspection" in text
+    assert jobs.saved_model(job) == ("workshop-outputs", "/fsx/cpu-llama3/final")
+    assert jobs.saved_model(tj.cpu_trainjob(nodes=2, cpu="8", memory="64Gi", shm_size="8Gi",
+                                            threads_per_rank=8)) is None  # no claim: nothing to mark
+
+
+def test_model_dir_follows_the_training_flags():
+    assert st.model_dir(["--output-dir", "/fsx/j", "--save-model"], "/fsx") == "/fsx/j/final"
+    assert st.model_dir(["--output-dir=/fsx/j/", "--save-model"], "/fsx/") == "/fsx/j/final"
+    assert st.model_dir(["--output-dir", "/fsx/j"], "/fsx") is None            # no --save-model
+    assert st.model_dir(["--output-dir", "/fsxother/j", "--save-model"], "/fsx") is None  # not on the mount
+    assert st.model_dir(["--save-model"], "/fsx") is None

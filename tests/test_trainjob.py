@@ -247,7 +247,7 @@ class FakeCluster:
 
     def __init__(self, secrets=(), conditions=(("Complete", "True"),)):
         self.secrets = set(secrets)
-        self.applied, self.deleted, self.calls = [], [], []
+        self.applied, self.deleted, self.calls, self.patched = [], [], [], []
         self.conditions = [{"type": t, "status": s} for t, s in conditions]
         self.jobs = set()
 
@@ -275,6 +275,10 @@ class FakeCluster:
             if d["kind"] == "TrainJob":
                 self.jobs.add(d["metadata"]["name"])
         return []
+
+    def patch(self, kind, name, namespace, patch, *, field_manager="workshop", api_version=None):
+        self.patched.append((kind, name, namespace, patch))
+        return {}
 
     def delete(self, kind, name, namespace=None, **kw):
         self.deleted.append((kind, name))
@@ -350,6 +354,7 @@ def test_no_cluster_is_a_plain_none(monkeypatch, tmp_path, capsys):
 def test_kubectl_command_is_valid_shell():
     cmd = tj.HFTokenSecret().kubectl_command()
     assert shlex.split(cmd)[0] == "printf" and "--from-file=token=/dev/stdin" in cmd
+    assert cmd.endswith("&& kubectl label secret hf-token -n default app.kubernetes.io/part-of=workshop")
 
 
 @pytest.mark.parametrize("trainer", ["2.1.0", "2.2.0"])

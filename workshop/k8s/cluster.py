@@ -11,7 +11,8 @@ Everything goes through the `kubernetes` client's own APIs, the ones kubectl-lik
 - an API error becomes one plain sentence: who cannot do what where (403), which component is missing when
   a CRD is not served (404 in discovery), which fields conflict (409).
 Without a kubeconfig or a reachable API server, `connect()` prints why and returns None, so a notebook keeps
-going offline and shows what it would have applied.
+going offline and shows what it would have applied (`required=True`: a NoCluster error instead, for
+`teardown`, which has nothing to do offline).
 
 The Kubeflow SDK (`kubeflow` 0.5.0, TrainerClient) was evaluated for submit/wait/logs and is not used: it pins
 `kubernetes>=27.2.0,<36.0.0` (this environment resolves kubernetes 37.0.1; this module also runs on 35, so
@@ -35,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from workshop.errors import WorkshopError, check_choice, check_positive, report
-from workshop.k8s.base import read_yaml_docs
+from workshop.k8s.base import check_dns_label, read_yaml_docs
 from workshop.k8s.validate import KIND_FAMILY, ensure_valid
 
 # The oldest `kubernetes` release tests/test_cluster.py was run against (it passes on 31.0.0, 35.0.0 and 37.0.1).
@@ -48,7 +49,9 @@ API_VERSIONS = {
     "NodePool": "karpenter.sh/v1", "NodeClaim": "karpenter.sh/v1", "EC2NodeClass": "karpenter.k8s.aws/v1",
     "TrainJob": "trainer.kubeflow.org/v1alpha1", "TrainingRuntime": "trainer.kubeflow.org/v1alpha1",
     "ClusterTrainingRuntime": "trainer.kubeflow.org/v1alpha1", "JobSet": "jobset.x-k8s.io/v1alpha2",
-    **{kind: "v1" for kind in ("Secret", "ConfigMap", "Pod", "Node", "Namespace", "Event", "Service")},
+    **{kind: "v1" for kind in ("Secret", "ConfigMap", "Pod", "Node", "Namespace", "Event", "Service",
+                               "PersistentVolumeClaim", "PersistentVolume")},
+    "StorageClass": "storage.k8s.io/v1",
 }
 # API group -> what installs it (named when its CRDs are missing)
 COMPONENTS = {"trainer.kubeflow.org": "Kubeflow Trainer", "karpenter.sh": "Karpenter",
@@ -62,6 +65,10 @@ class ClusterError(WorkshopError):
     def __init__(self, status: int, message: str):
         super().__init__(f"{message} (HTTP {status})" if status else message)
         self.status = status
+
+
+class NoCluster(WorkshopError):
+    """`connect(required=True)` found no usable kubeconfig or no API server answering; says which."""
 
 
 @dataclass(frozen=True)
@@ -237,12 +244,25 @@ class Cluster:
 
     # -- read
     def get(self, kind: str, name: str | None = None, namespace: str | None = None, *,
-            label_selector: str | None = None, api_version: str | None = None) -> dict:
-        """One object, or a list ({"items": [...], "metadata": {"resourceVersion": ...}}) without a name."""
+            label_selector: str | None = None, api_version: str | None = None,
+            all_namespaces: bool = False) -> dict:
+        """One object, or a list ({"items": [...], "metadata": {"resourceVersion": ...}}) without a name;
+        `all_namespaces` lists a namespaced kind across every namespace (`kubectl get -A`)."""
         res = self.resource(kind, api_version)
-        ns = (namespace or "default") if res.namespaced else None
+        ns = (namespace or "default") if res.namespaced and not (all_namespaces and name is None) else None
         out = self._call(lambda: res.get(name=name, namespace=ns, label_selector=label_selector),
                          "get" if name else "list", kind, name, ns)
+        return out.to_dict()
+
+    def patch(self, kind: str, name: str, namespace: str | None, patch: dict, *, field_manager: str = "workshop",
+              api_version: str | None = None) -> dict:
+        """A JSON merge patch (what `kubectl annotate` / `kubectl label` send): adds or changes the given keys
+        only, so fields other managers own, and fields this manager applied, stay as they are."""
+        res = self.resource(kind, api_version)
+        ns = (namespace or "default") if res.namespaced else None
+        out = self._call(lambda: self.dynamic.patch(res, body=patch, name=name, namespace=ns,
+                                                    content_type="application/merge-patch+json",
+                                                    field_manager=field_manager), "patch", kind, name, ns)
         return out.to_dict()
 
     def pods(self, namespace: str = "default", *, label_selector: str | None = None) -> list[str]:
@@ -360,14 +380,17 @@ def conditions(obj: dict) -> dict[str, str]:
 
 
 def connect(*, kubeconfig: str | None = None, context: str | None = None, timeout: float = 5.0,
-            quiet: bool = False) -> Cluster | None:
-    """A Cluster when an API server answers; None (with one plain printed reason) otherwise."""
+            quiet: bool = False, required: bool = False) -> Cluster | None:
+    """A Cluster when an API server answers; None (with one plain printed reason) otherwise, or, with
+    `required`, a NoCluster error carrying that reason (for commands that cannot go on offline)."""
     check_library()
     from kubernetes import client, config
     from kubernetes.client.exceptions import ApiException
     from urllib3.exceptions import HTTPError
 
     def say(text):
+        if required and text.startswith("no cluster: "):
+            raise NoCluster(text.removesuffix("; continuing offline"))
         if not quiet:
             print(text)
 
@@ -389,6 +412,8 @@ def connect(*, kubeconfig: str | None = None, context: str | None = None, timeou
             chosen = next((c for c in contexts if c.get("name") == context), active) if context else active
             user = ((chosen or {}).get("context") or {}).get("user", "")
             where = f"kubeconfig {path}" + (f" context {context}" if context else "")
+    except NoCluster:
+        raise
     except (config.ConfigException, WorkshopError) as exc:
         say(f"no cluster: the kubeconfig could not be used ({exc}); continuing offline")
         return None
@@ -437,6 +462,21 @@ def main(argv: list[str] | None = None) -> int:
     p_logs.add_argument("-f", "--follow", action="store_true")
     p_del = sub.add_parser("delete", help="delete the objects of YAML files")
     p_del.add_argument("files", nargs="+")
+    p_down = sub.add_parser("teardown", help="list what the workbook created and what it costs; --yes removes it",
+                            description="List every object the workbook created (label app.kubernetes.io/part-of="
+                                        "workshop or field manager workshop) with what it costs; --yes deletes them "
+                                        "in dependency order and waits until Karpenter has drained the nodes.",
+                            epilog="exit codes: 0 done, 1 something could not be listed or removed, 2 bad flags or "
+                                   "no cluster, 3 stopped (nothing deleted): a claim holds a trained model")
+    p_down.add_argument("--yes", action="store_true", help="delete (without it: a dry run that only lists)")
+    model = p_down.add_mutually_exclusive_group()
+    model.add_argument("--keep-model", action="store_true",
+                       help="keep claims that hold a trained model (and their FSx file system); delete the rest")
+    model.add_argument("--delete-model", action="store_true", help="delete claims that hold a trained model too")
+    p_down.add_argument("--timeout", type=float, default=900,
+                        help="seconds to wait for Karpenter to drain the deleted pools' nodes (default 900)")
+    p_down.add_argument("-n", "--namespace", default=None,
+                        help="only this namespace's TrainJobs, claims and Secrets (default: every namespace)")
     args = parser.parse_args(argv)
     try:
         # every input is judged before any connection: a bad file or value never reaches a cluster
@@ -453,8 +493,17 @@ def main(argv: list[str] | None = None) -> int:
             ensure_valid(docs)
             if not args.field_manager or len(args.field_manager) > 128:
                 raise WorkshopError(f"--field-manager {args.field_manager!r} must be 1-128 characters")
-        if args.action == "watch":
+        if args.action in ("watch", "teardown"):
             check_positive("--timeout", args.timeout)
+        if args.action == "teardown":
+            from workshop.k8s.teardown import teardown
+
+            if args.namespace is not None:
+                check_dns_label("--namespace", args.namespace)
+            # no cluster is an error here (exit 2), not an offline fallback: there is nothing to list
+            found = connect(kubeconfig=args.kubeconfig, context=args.context, required=True)
+            return teardown(found, yes=args.yes, keep_model=args.keep_model, delete_model=args.delete_model,
+                            timeout=args.timeout, namespace=args.namespace)
         cluster = connect(kubeconfig=args.kubeconfig, context=args.context)
         if cluster is None:
             return 1

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from workshop.errors import WorkshopError, check_choice, check_positive
 from workshop.k8s.cluster import ClusterError, connect
+from workshop.k8s.storage import MODEL_ANNOTATION, model_dir
 from workshop.k8s.trainjob import NODE_JOB, HFTokenSecret, TrainJobSpec, crd_release
 from workshop.k8s.validate import ensure_valid
 from workshop.train.logs import parse_metrics, parse_zero_stages
@@ -148,11 +149,34 @@ def delete(cluster, name: str, namespace: str = "default") -> bool:
     return cluster.delete("TrainJob", name, namespace)
 
 
+def saved_model(spec: TrainJobSpec) -> tuple[str, str] | None:
+    """(claim name, path of the final model on it) when the job saves its model onto an FSx claim, else None."""
+    storage = spec.storage
+    if storage is None or storage.kind != "fsx" or storage.claim is None:
+        return None
+    path = model_dir(list(spec.train_args), storage.mount_path)
+    return (storage.claim.name, path) if path else None
+
+
+def mark_saved_model(cluster, spec: TrainJobSpec) -> str | None:
+    """After a Complete job: annotate its claim `models.workshop.example.com/<job>: <path>` (a merge patch,
+    nothing else on the claim changes), so `workshop cluster teardown` knows the claim holds a trained model
+    once the job itself is gone. The path, or None when the job keeps no model on a claim."""
+    found = saved_model(spec)
+    if found is None:
+        return None
+    claim, path = found
+    cluster.patch("PersistentVolumeClaim", claim, spec.namespace,
+                  {"metadata": {"annotations": {MODEL_ANNOTATION + spec.name: path}}}, api_version="v1")
+    return path
+
+
 def run_on_cluster(spec: TrainJobSpec, *, trainer: str = "2.1.0", cluster=None, timeout: float = 3600,
                    keep: bool = False, echo: Callable[[str], None] | None = print) -> dict | None:
     """Submit, follow rank 0, wait, parse; delete only a job that ended Complete (its outputs are on the volume
-    or in S3 by then). A failed, timed-out or interrupted job is kept for `kubectl describe` and logs, and a
-    resubmission resumes from its last checkpoint. No cluster -> one plain line, None."""
+    or in S3 by then; a model on an FSx claim is first recorded on the claim, see `mark_saved_model`). A
+    failed, timed-out or interrupted job is kept for `kubectl describe` and logs, and a resubmission resumes
+    from its last checkpoint. No cluster -> one plain line, None."""
     if cluster is None:
 
         cluster = connect()
@@ -165,6 +189,13 @@ def run_on_cluster(spec: TrainJobSpec, *, trainer: str = "2.1.0", cluster=None, 
         if echo and (line.startswith("METRIC ") or "error" in line.lower()):
             echo(line)
     outcome = wait(cluster, spec.name, spec.namespace, timeout=max(60.0, timeout / 10))
+    if outcome == "Complete":
+        try:  # the claim says it holds the model before the job that says so is deleted
+            mark_saved_model(cluster, spec)
+        except ClusterError as exc:
+            keep = True
+            if echo:
+                echo(f"could not mark the claim as holding the model ({exc}); the TrainJob is kept as the record")
     if outcome == "Complete" and not keep:
         delete(cluster, spec.name, spec.namespace)
     elif echo:

@@ -17,7 +17,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from workshop.errors import WorkshopError, check_choice, check_positive
-from workshop.k8s.base import drop_none
+from workshop.k8s.base import drop_none, workbook_labels
 
 CLUSTER_NAME = "training-on-eks"
 NODE_ROLE = "eksctl-KarpenterNodeRole-training-on-eks"
@@ -102,6 +102,7 @@ class NodePoolSpec:
     expire_after: str = "720h"
     budget_nodes: str | None = None
     weight: int | None = None
+    object_labels: dict[str, str] = field(default_factory=workbook_labels)  # the NodePool's own (not its nodes')
 
     def __post_init__(self):
         check_choice("consolidation policy", self.consolidation_policy, CONSOLIDATION)
@@ -113,7 +114,7 @@ class NodePoolSpec:
         return drop_none({
             "apiVersion": "karpenter.sh/v1",
             "kind": "NodePool",
-            "metadata": {"name": self.name},
+            "metadata": {"name": self.name, "labels": dict(self.object_labels) or None},
             "spec": {
                 "template": {
                     "metadata": {"labels": dict(self.labels)} if self.labels else None,
@@ -150,6 +151,7 @@ class EC2NodeClassSpec:
     device_name: str = "/dev/xvda"
     user_data: str | None = None
     tags: dict[str, str] = field(default_factory=dict)
+    object_labels: dict[str, str] = field(default_factory=workbook_labels)
 
     def __post_init__(self):
         if bool(self.role) == bool(self.instance_profile):
@@ -163,7 +165,7 @@ class EC2NodeClassSpec:
         return drop_none({
             "apiVersion": "karpenter.k8s.aws/v1",
             "kind": "EC2NodeClass",
-            "metadata": {"name": self.name},
+            "metadata": {"name": self.name, "labels": dict(self.object_labels) or None},
             "spec": {
                 "role": self.role,
                 "instanceProfile": self.instance_profile,
@@ -325,8 +327,8 @@ def original_static_pool() -> list[dict]:
                       Requirement("karpenter.k8s.aws/instance-family", "In", ["c7i", "m7i", "r7i"]),
                       Requirement("karpenter.k8s.aws/instance-size", "In",
                                   ["8xlarge", "16xlarge", "24xlarge", "48xlarge"])],
-        taints=[Taint(*AMX_TAINT[:2], AMX_TAINT[2])], limits={"cpu": 1000})
-    node_class = EC2NodeClassSpec(name="cpu-amx").to_dict()
+        taints=[Taint(*AMX_TAINT[:2], AMX_TAINT[2])], limits={"cpu": 1000}, object_labels={})
+    node_class = EC2NodeClassSpec(name="cpu-amx", object_labels={}).to_dict()
     node_class["spec"]["blockDeviceMappings"][0]["ebs"] = {"volumeSize": "300Gi", "volumeType": "gp3"}
     node_class["spec"]["userData"] = ("#!/bin/bash\n# original workshop: host-side package installs, IPEX included\n"
                                       "pip install intel-extension-for-pytorch\n")

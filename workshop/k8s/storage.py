@@ -28,6 +28,11 @@ DEFAULT_MOUNT = "/fsx"
 _SUBNET = re.compile(r"^subnet-[0-9a-f]{8,17}$")
 _SG = re.compile(r"^sg-[0-9a-f]{8,17}$")
 _GI = re.compile(r"^(\d+)Gi$")
+# On a claim: `models.workshop.example.com/<job>: /fsx/<job>/final` says TrainJob <job> ended Complete with
+# --save-model and its trained model is on this claim. `jobs.run_on_cluster` sets it before it deletes the
+# finished job; `workshop cluster teardown` keeps such a claim unless told --keep-model or --delete-model.
+# For a job run another way: kubectl annotate pvc <claim> -n <ns> models.workshop.example.com/<job>=/fsx/<job>/final
+MODEL_ANNOTATION = "models.workshop.example.com/"
 
 
 def _labels() -> dict:
@@ -175,3 +180,26 @@ EXAMPLE_SG = "sg-0123456789abcdef0"
 
 def default_fsx() -> OutputStorage:
     return fsx_storage(subnet_id=EXAMPLE_SUBNET, security_group_ids=[EXAMPLE_SG])
+
+
+def flag_value(args: list[str], flag: str) -> str | None:
+    """The value of `flag` in an argv list (`--flag value` or `--flag=value`); the last one wins, as argparse."""
+    found = None
+    for i, arg in enumerate(args):
+        if arg == flag and i + 1 < len(args):
+            found = args[i + 1]
+        elif arg.startswith(flag + "="):
+            found = arg.split("=", 1)[1]
+    return found
+
+
+def model_dir(args: list[str], mount_path: str) -> str | None:
+    """Where a training run with these arguments writes its final model (`<output-dir>/final`) when that is on
+    a volume mounted at `mount_path`; None without --save-model or with the output elsewhere."""
+    out = flag_value(args, "--output-dir")
+    if "--save-model" not in args or not out or not mount_path.startswith("/"):
+        return None
+    out, mount = out.rstrip("/") or "/", mount_path.rstrip("/") or "/"
+    if out != mount and not out.startswith(mount.rstrip("/") + "/"):
+        return None
+    return f"{out.rstrip('/')}/final"

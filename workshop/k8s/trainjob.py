@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 from workshop import __version__
 from workshop.errors import WorkshopError, check_choice, check_positive
-from workshop.k8s.base import check_dns_label, diff_yaml
+from workshop.k8s.base import PART_OF, check_dns_label, diff_yaml
 from workshop.k8s.karpenter import AMX_TAINT
 from workshop.k8s.storage import OutputStorage, default_fsx
 from workshop.k8s.validate import available_versions, validate_documents
@@ -122,9 +122,11 @@ class HFTokenSecret:
                 "stringData": {self.key: self.value}}
 
     def kubectl_command(self, env_var: str = "HF_TOKEN") -> str:
-        """Create the Secret from the environment without the token touching argv, history or a file."""
+        """Create the Secret from the environment without the token touching argv, history or a file, then
+        label it as the workbook's (so `python -m workshop cluster teardown` finds and removes it)."""
         return (f'printf %s "${env_var}" | kubectl create secret generic {self.name} -n {self.namespace} '
-                f"--from-file={self.key}=/dev/stdin")
+                f"--from-file={self.key}=/dev/stdin && kubectl label secret {self.name} -n {self.namespace} "
+                f"{PART_OF[0]}={PART_OF[1]}")
 
 
 def secret_from_env(name: str = "hf-token", *, namespace: str = "default", env_var: str = "HF_TOKEN",
