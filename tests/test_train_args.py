@@ -9,6 +9,8 @@ import json
 import os
 import subprocess
 import sys
+import typing
+from dataclasses import fields, replace
 from datetime import timedelta
 from pathlib import Path
 
@@ -17,7 +19,8 @@ import yaml
 
 from workshop.errors import WorkshopError
 from workshop.train import TrainArgs, build_parser, parse_args
-from workshop.train.loop import DIST_TIMEOUT_MIN
+from workshop.train import args as train_args
+from workshop.train.args import DIST_TIMEOUT_MIN
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -62,6 +65,40 @@ def test_non_numbers_are_refused_naming_the_flag(value, capsys):
     text = "".join(capsys.readouterr())
     assert exit_.value.code == 2 and "Traceback" not in text
     assert f"argument --dist-timeout-min: invalid float value: '{value}'" in text
+
+
+# ------------------------------------------------------------------ one declaration: the fields are the flags
+def _other_value(hint, default):
+    """A value of the field's type that is not its default (no validation: the parser alone is under test)."""
+    kind = train_args._kind(hint)
+    if kind is bool:
+        return not default
+    if kind is dict:
+        return {"overlap_comm": True}
+    if kind is str:
+        return f"{default}-x"
+    return (default or 0) + (1 if kind is int else 0.5)
+
+
+def test_every_field_is_a_flag_that_survives_to_argv():
+    """The parser is derived from TrainArgs: a field added to it is a flag, in declaration order, and a value
+    other than its default travels through to_argv and back. A field the derivation cannot express fails here."""
+    parser, hints = build_parser(), typing.get_type_hints(TrainArgs)
+    assert [a.dest for a in parser._actions if a.dest != "help"] == [f.name for f in fields(TrainArgs)]
+    for f in fields(TrainArgs):
+        args = replace(TrainArgs(), **{f.name: _other_value(hints[f.name], getattr(TrainArgs(), f.name))})
+        assert TrainArgs(**vars(parser.parse_args(args.to_argv()))) == args, f.name
+    with pytest.raises(TypeError, match="no command-line form"):
+        train_args._kind(list[str])
+
+
+def test_switches_keep_their_spelling():
+    helps = {a.dest: a for a in build_parser()._actions}
+    assert helps["packing"].option_strings == ["--packing", "--no-packing"]
+    assert helps["resume"].option_strings == ["--resume"] and helps["resume"].nargs == 0
+    argv = TrainArgs(packing=False, resume=True).to_argv()
+    assert "--no-packing" in argv and "--resume" in argv and "--packing" not in argv
+    assert parse_args(["--extra-ds", '{"overlap_comm": true}']).extra_ds == {"overlap_comm": True}
 
 
 # ------------------------------------------------------------------ the EKS TrainJobs

@@ -6,6 +6,7 @@ optimizer, the shared-memory all-reduce, the guards, the outputs kept beyond the
 launcher reads back.
 """
 
-from workshop.train.loop import TrainArgs, build_parser, main, parse_args, train
+from workshop.train.args import TrainArgs, build_parser, parse_args
+from workshop.train.loop import main, train
 
 __all__ = ["TrainArgs", "build_parser", "main", "parse_args", "train"]

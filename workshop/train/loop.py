@@ -11,8 +11,6 @@ every rank) and writes `<output-dir>/metrics.json` at the end; the DeepSpeed con
 
 from __future__ import annotations
 
-import argparse
-import importlib.util
 import json
 import math
 import os
@@ -20,30 +18,25 @@ import resource
 import socket
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from datetime import timedelta
 from pathlib import Path
 
 from workshop.errors import (
     WorkshopError,
-    check_choice,
-    check_output,
-    check_positive,
-    read_json,
-    read_text,
     report,
 )
 from workshop.plan.hardware import resolve_precision
 from workshop.plan.models import PRESETS, build_config, check_hub_access, hub_token, resolve_source
 from workshop.train.affinity import pin_rank
+from workshop.train.args import TrainArgs, parse_args
 from workshop.train.data import load_text, load_tokenizer, local_kit, tokenize_dataset
 from workshop.train.dsprobe import probe_deepspeed_ops, use_versioned_extensions_dir
 from workshop.train.guard import NumericsGuard, check_deepspeed, versions
 from workshop.train.logs import METRIC_PREFIX
 from workshop.train.master_weights import with_master_weights
-from workshop.train.outputs import parse_s3_uri, restore_latest, sync_callback, upload_dir
+from workshop.train.outputs import restore_latest, sync_callback, upload_dir
 from workshop.train.shm import (
-    ALLREDUCES,
     register_shm_allreduce,
     release_shm_buffers,
     resolve_allreduce,
@@ -51,224 +44,7 @@ from workshop.train.shm import (
     start_shm_kernel,
 )
 
-PRECISIONS = ("auto", "bf16", "fp32")
 MAX_GRAD_NORM = 1.0  # gradient clipping, the HF Trainer's default
-ENGINES = ("deepspeed", "ddp")
-BACKENDS = ("auto", "gloo", "nccl")
-ATTENTIONS = ("sdpa", "eager")  # transformers' attn_implementation: fused scaled_dot_product_attention, or plain matmuls
-# How long a rank may wait in one collective before the process group gives up (gloo raises, NCCL's watchdog
-# aborts). 10 minutes is DeepSpeed's own default (deepspeed.constants.default_pg_timeout) and plenty for the
-# lessons, where every collective takes seconds. The EKS jobs render a larger value (workshop.k8s.trainjob
-# JOB_SETTINGS): ranks there wait in a collective for another rank's hub download, for rank 0 writing the
-# gathered 16-bit model, and for a ~100 GiB checkpoint to reach FSx.
-DIST_TIMEOUT_MIN = 10
-DIST_TIMEOUT_MAX_MIN = 7 * 24 * 60  # a week: beyond it a timeout only hides a hang (and overflows timedelta near 1e12)
-
-
-@dataclass
-class TrainArgs:
-    model: str = "tiny"
-    dataset: str = "local"
-    seq_len: int = 128
-    micro_batch: int = 4
-    grad_accum: int = 1
-    max_steps: int = 20
-    precision: str = "auto"  # bf16 where the hardware has native bf16 math, else fp32 (hardware.resolve_precision)
-    master_weights: bool = False          # DDP + bf16: bf16 weights, fp32 masters in the optimizer, no autocast
-    engine: str = "deepspeed"
-    allreduce: str = "auto"               # DDP's gradient all-reduce: shm on one host, else the backend's (workshop.train.shm)
-    ddp_bucket_mb: int | None = None      # DDP's gradient bucket size (torch's default: 25 MB)
-    zero_stage: int = 3
-    offload_optimizer: bool = False
-    offload_param: bool = False
-    backend: str = "auto"
-    threads: int | None = None
-    grad_ckpt: bool = False
-    packing: bool = True
-    min_chars: int = 1
-    output_dir: str = "out/train"
-    cache_dir: str = "~/.cache/workshop"
-    resume: bool = False
-    save_steps: int = 0
-    seed: int = 0
-    lr: float = 1e-3
-    warmup_steps: int = 2
-    optimizer: str = "adamw_torch"
-    compile: bool = False
-    attn_implementation: str = "sdpa"
-    pin_cores: bool = False               # pin each rank to its own `threads` cores (launch.rank_cores)
-    extra_ds: dict = field(default_factory=dict)
-    max_grad_jump: float = 1e3
-    save_model: bool = False              # gather the final weights (16-bit from ZeRO-3) into <output-dir>/final
-    save_total_limit: int | None = None   # keep only the newest N checkpoints
-    sync_to: str | None = None            # s3://bucket/prefix: upload every checkpoint and the final model there
-    dist_timeout_min: float = DIST_TIMEOUT_MIN  # the process group's collective timeout, minutes (see DIST_TIMEOUT_MIN)
-
-    def to_argv(self) -> list[str]:
-        """The command-line form of these arguments (what torchrun or a TrainJob passes to the entry point)."""
-        argv, defaults = [], TrainArgs()
-        for name, value in asdict(self).items():
-            flag = "--" + name.replace("_", "-")
-            if value == getattr(defaults, name) and name not in ("model", "output_dir", "max_steps"):
-                continue
-            if isinstance(value, bool):
-                argv.append(flag if value else ("--no-packing" if name == "packing" else ""))
-            elif isinstance(value, dict):
-                argv += [flag, json.dumps(value)]
-            elif value is not None:
-                argv += [flag, str(value)]
-        return [a for a in argv if a]
-
-    def validate(self) -> None:
-        """Every check that can fail runs here, before a process group or a model exists."""
-        for name in ("seq_len", "micro_batch", "grad_accum", "max_steps", "warmup_steps"):
-            check_positive(name.replace("_", "-"), getattr(self, name), allow_zero=name == "warmup_steps")
-        check_positive("lr", self.lr)
-        check_positive("max-grad-jump", self.max_grad_jump, allow_zero=True)
-        check_positive("dist-timeout-min", self.dist_timeout_min)
-        if not self.dist_timeout_min <= DIST_TIMEOUT_MAX_MIN:  # inf too
-            raise WorkshopError(f"dist-timeout-min {self.dist_timeout_min!r} is longer than a week; allowed: "
-                                f"minutes > 0 and <= {DIST_TIMEOUT_MAX_MIN}")
-        for name in ("min_chars", "save_steps", "seed"):
-            check_positive(name.replace("_", "-"), getattr(self, name), allow_zero=True)
-        if self.threads is not None:
-            check_positive("threads", self.threads)
-        if self.ddp_bucket_mb is not None:
-            check_positive("ddp-bucket-mb", self.ddp_bucket_mb)
-        check_choice("precision", self.precision, PRECISIONS)
-        check_choice("engine", self.engine, ENGINES)
-        check_choice("backend", self.backend, BACKENDS)
-        check_choice("allreduce", self.allreduce, ALLREDUCES)
-        check_choice("zero stage", self.zero_stage, (0, 1, 2, 3))
-        check_choice("attn-implementation", self.attn_implementation, ATTENTIONS)
-        if self.master_weights and self.precision == "fp32":
-            raise WorkshopError("--master-weights keeps the weights in bf16 (fp32 copies in the optimizer); it needs "
-                                "--precision bf16 or auto, got fp32")
-        if self.offload_param and self.zero_stage != 3:
-            raise WorkshopError(f"--offload-param needs --zero-stage 3, got {self.zero_stage}")
-        if self.engine == "ddp" and (self.offload_param or self.offload_optimizer):
-            raise WorkshopError("offload flags need --engine deepspeed (DDP keeps everything on each rank)")
-        if resolve_source(self.model).kind == "local":  # preset, local directory or hub id; else names all three
-            read_json(Path(self.model).expanduser() / "config.json", "--model", "a checkpoint folder's config.json")
-        context = PRESETS[self.model].config.get("max_position_embeddings") if self.model in PRESETS else None
-        if context and self.seq_len > context:
-            raise WorkshopError(f"seq-len {self.seq_len} is longer than {self.model}'s context of {context} tokens; "
-                                f"allowed: 1..{context}")
-        if not isinstance(self.extra_ds, dict):
-            raise WorkshopError(f"extra-ds must be a JSON object such as '{{\"overlap_comm\": true}}', "
-                                f"got {self.extra_ds!r}")
-        check_output(self.output_dir, "--output-dir", folder=True)
-        check_output(self.cache_dir, "--cache-dir", folder=True)
-        if self.resume:
-            _check_resumable(Path(self.output_dir))
-        if self.save_total_limit is not None:
-            check_positive("save-total-limit", self.save_total_limit)
-        if self.sync_to is not None:
-
-            parse_s3_uri(self.sync_to)
-        if self.dataset not in ("local", "wikitext"):  # its head: a folder, an empty or a binary file fail here
-            read_text(self.dataset, "--dataset", "'local', 'wikitext' or a UTF-8 text file, one sample a line",
-                      limit=1 << 16)
-        required = ["torch", "transformers", "datasets", "accelerate"] + (["deepspeed"] if self.engine == "deepspeed" else [])
-        missing = [m for m in required if importlib.util.find_spec(m) is None]
-        if missing:
-            raise WorkshopError(f"missing packages: {', '.join(missing)}; install the workbook with `pip install -e .`")
-        check_choice("--optimizer", self.optimizer, optimizer_names())
-
-
-def optimizer_names() -> list[str]:
-    """The `optim` names transformers' TrainingArguments accepts: an unknown one is refused here, before any
-    rank starts, instead of inside every rank once the process group is up."""
-    from transformers.training_args import OptimizerNames
-
-    return [o.value for o in OptimizerNames]
-
-
-def _check_resumable(out: Path) -> None:
-    """--resume continues from the newest checkpoint-N in --output-dir: refuse one that cannot be resumed
-    (a run killed while saving leaves a folder without trainer_state.json) before any rank starts."""
-    import re as _re
-
-    found = sorted((p for p in out.glob("checkpoint-*") if _re.fullmatch(r"checkpoint-\d+", p.name)),
-                   key=lambda p: int(p.name.split("-")[1])) if out.is_dir() else []
-    if found and not (found[-1] / "trainer_state.json").is_file():
-        raise WorkshopError(f"cannot resume from {found[-1]}: it has no trainer_state.json (a save that was cut "
-                            f"short?); delete that folder to resume from {found[-2].name if len(found) > 1 else 'scratch'}")
-
-
-def _json_object(text: str) -> dict:
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise argparse.ArgumentTypeError(f"malformed JSON {text!r}: {e.msg} at column {e.colno}") from None
-    if not isinstance(value, dict):
-        raise argparse.ArgumentTypeError(f"expected a JSON object such as '{{\"overlap_comm\": true}}', got {text!r}")
-    return value
-
-
-def build_parser() -> argparse.ArgumentParser:
-    d = TrainArgs()
-    p = argparse.ArgumentParser(prog="python -m workshop.train", description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument("--model", default=d.model, help=f"preset ({', '.join(PRESETS)}), local dir or hub id")
-    p.add_argument("--dataset", default=d.dataset, help="local | wikitext | path to a text file, one sample a line")
-    p.add_argument("--seq-len", type=int, default=d.seq_len)
-    p.add_argument("--micro-batch", type=int, default=d.micro_batch, help="sequences per rank per forward")
-    p.add_argument("--grad-accum", type=int, default=d.grad_accum)
-    p.add_argument("--max-steps", type=int, default=d.max_steps, help="optimizer steps")
-    p.add_argument("--precision", default=d.precision,
-                   help="auto (bf16 on GPUs and CPUs with AMX/AVX512_BF16, else fp32) | bf16 | fp32")
-    p.add_argument("--master-weights", action="store_true",
-                   help="bf16 only: keep the model in bf16 and fp32 master copies in the optimizer, no autocast "
-                        "(DDP then all-reduces bf16 gradients); DeepSpeed's bf16 mode always works this way")
-    p.add_argument("--engine", default=d.engine, help="deepspeed | ddp")
-    p.add_argument("--allreduce", default=d.allreduce,
-                   help="DDP's gradient all-reduce: auto (DeepSpeed's shared-memory kernel when every rank is on "
-                        "this host, else the backend's) | shm | backend")
-    p.add_argument("--ddp-bucket-mb", type=int, default=None, help="DDP's gradient bucket size (default 25)")
-    p.add_argument("--zero-stage", type=int, default=d.zero_stage)
-    p.add_argument("--offload-optimizer", action="store_true")
-    p.add_argument("--offload-param", action="store_true")
-    p.add_argument("--backend", default=d.backend, help="auto (gloo on CPU, nccl on GPU) | gloo | nccl")
-    p.add_argument("--threads", type=int, default=None, help="torch/OpenMP threads per rank")
-    p.add_argument("--grad-ckpt", action="store_true", help="gradient checkpointing")
-    p.add_argument("--packing", action=argparse.BooleanOptionalAction, default=d.packing,
-                   help="pack tokens into full blocks (else: one line per sample, padded)")
-    p.add_argument("--min-chars", type=int, default=d.min_chars, help="drop lines shorter than this")
-    p.add_argument("--output-dir", default=d.output_dir)
-    p.add_argument("--cache-dir", default=d.cache_dir, help="corpus + tokenizer cache")
-    p.add_argument("--resume", action="store_true", help="continue from the last checkpoint in --output-dir")
-    p.add_argument("--save-steps", type=int, default=d.save_steps, help="checkpoint every N steps (0: never)")
-    p.add_argument("--seed", type=int, default=d.seed)
-    p.add_argument("--lr", type=float, default=d.lr)
-    p.add_argument("--warmup-steps", type=int, default=d.warmup_steps)
-    p.add_argument("--optimizer", default=d.optimizer, help="transformers optim name, e.g. adamw_torch, adamw_torch_fused")
-    p.add_argument("--compile", action="store_true", help="torch.compile the model (Inductor)")
-    p.add_argument("--attn-implementation", default=d.attn_implementation, help=" | ".join(ATTENTIONS))
-    p.add_argument("--pin-cores", action="store_true",
-                   help="pin each rank to its own --threads cores (os.sched_setaffinity, before torch starts)")
-    p.add_argument("--extra-ds", type=_json_object, default={}, help="JSON merged into zero_optimization")
-    p.add_argument("--max-grad-jump", type=float, default=d.max_grad_jump,
-                   help="stop when a step's grad norm exceeds this many times the median so far (0: off); "
-                        "a non-finite loss or a loss of exactly 0 always stops the run")
-    p.add_argument("--save-model", action="store_true",
-                   help="save the final model (ZeRO-3: 16-bit weights gathered on rank 0) to <output-dir>/final")
-    p.add_argument("--save-total-limit", type=int, default=None, help="keep only the newest N checkpoints")
-    p.add_argument("--sync-to", default=None,
-                   help="s3://bucket/prefix: upload checkpoints and the final model (credentials: IRSA / AWS chain)")
-    p.add_argument("--dist-timeout-min", type=float, default=d.dist_timeout_min,
-                   help="minutes a rank may wait in one collective before the process group fails the run (gloo "
-                        "and NCCL; replaces DeepSpeed's DEEPSPEED_TIMEOUT). 10 = DeepSpeed's default, ample for "
-                        "the lessons; the EKS jobs use 60: ranks wait there for another rank's hub download, "
-                        "the 16-bit gather at save and a first checkpoint to FSx")
-    return p
-
-
-def parse_args(argv: list[str] | None = None) -> TrainArgs:
-    ns = build_parser().parse_args(argv)
-    args = TrainArgs(**vars(ns))
-    args.validate()
-    return args
 
 
 # ---------------------------------------------------------------- distributed set-up
