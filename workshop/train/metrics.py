@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import resource
+import statistics
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -82,9 +83,11 @@ class MetricsCallback(TrainerCallback):
             self.guard.check(rec["step"], float(logs["loss"]), grad_norm)
 
 
-def _median(xs):
-    xs = sorted(x for x in xs if x is not None)
-    return xs[len(xs) // 2] if xs else None
+def _steady_median(steps: list[dict], key: str) -> float | None:
+    """statistics.median of `key` over the steps, like the rest of the package (an even count: the mean of
+    the middle two)."""
+    xs = [s[key] for s in steps if s[key] is not None]
+    return statistics.median(xs) if xs else None
 
 
 def summarize(steps: list[dict], **extra) -> dict:
@@ -94,8 +97,8 @@ def summarize(steps: list[dict], **extra) -> dict:
         "steps": steps,
         "first_loss": steps[0]["loss"] if steps else None,
         "final_loss": steps[-1]["loss"] if steps else None,
-        "tokens_per_s_median": _median([s["tokens_per_s"] for s in steady]),
-        "step_time_s_median": _median([s["step_time_s"] for s in steady]),
+        "tokens_per_s_median": _steady_median(steady, "tokens_per_s"),
+        "step_time_s_median": _steady_median(steady, "step_time_s"),
         **extra,
     }
 
