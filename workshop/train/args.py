@@ -216,7 +216,8 @@ def _kind(hint) -> type:
     union = typing.get_origin(hint) in (typing.Union, types.UnionType)
     kinds = [k for k in typing.get_args(hint) if k is not type(None)] if union else [hint]
     if len(kinds) != 1 or kinds[0] not in (str, int, float, bool, dict):
-        raise TypeError(f"TrainArgs: no command-line form for the type {hint!r}; use str, int, float, bool or dict")
+        raise TypeError(f"TrainArgs: no command-line form for the type {hint!r}; "
+                        "use str, int, float, bool or dict")
     return kinds[0]
 
 

@@ -1,5 +1,5 @@
-"""The training loop, top to bottom: `run` is the order that makes ZeRO-3 work, and everything else it calls
-lives in a module named after what it does (args, distributed, deepspeed_config, model, trainer, metrics, faults).
+"""The training loop, top to bottom: `run` is the order that makes ZeRO-3 work; what it calls lives in modules
+named after what they do (args, distributed, deepspeed_config, model, trainer, metrics, faults).
 
 The same program runs in a notebook's torchrun, in the multi-node network-namespace simulation, and inside
 the Kubeflow TrainJob on EKS, under torchrun with any nproc/nnodes or as a plain process (one rank).
@@ -65,7 +65,7 @@ def run(args: TrainArgs, chosen: Chosen) -> dict:
     from workshop.train.metrics import RunState, record_run
     from workshop.train.trainer import build_trainer, training_arguments
 
-    init_distributed(args, chosen.backend)  # 1. else the Trainer's accelerate starts a group DeepSpeed never sees
+    init_distributed(args, chosen.backend)  # 1. else accelerate starts a group that DeepSpeed never sees
     args, chosen = start_allreduce(args, chosen)
     out, cache_dir = prepare_output(args)
     ds = ds_config(args) if args.engine == "deepspeed" else None
@@ -132,7 +132,8 @@ def training_data(args: TrainArgs, tok, targs, cache_dir: Path):
     """The dataset, tokenized once per node (the main process first, the others then read its cache)."""
     text = load_text(args.dataset, cache_dir)
     with targs.main_process_first(desc="tokenize"):
-        return tokenize_dataset(text, tok, seq_len=args.seq_len, packing=args.packing, min_chars=args.min_chars)
+        return tokenize_dataset(text, tok, seq_len=args.seq_len, packing=args.packing,
+                                min_chars=args.min_chars)
 
 
 def announce(args: TrainArgs, chosen: Chosen, samples: int, resume_from: str | None) -> None:

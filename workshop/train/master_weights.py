@@ -127,7 +127,8 @@ class MasterWeights:
         checkpoint loads into either path."""
         update = _compiled_update()
         for group in self.param_groups:
-            rows = [(self._model_of[id(m)], m) for m in group["params"] if self._model_of[id(m)].grad is not None]
+            rows = [(self._model_of[id(m)], m) for m in group["params"]
+                    if self._model_of[id(m)].grad is not None]
             if not rows:
                 continue
             for _, m in rows:

@@ -115,7 +115,8 @@ def record_run(args: TrainArgs, state: RunState, model, *, global_step: int, bac
     result = summarize(state.steps, world_size=world, backend=backend, peak_rss_gb_per_rank=peaks,
                        partition=partition, resumed_from=resumed_from, global_step=global_step,
                        final_model=str(final) if final else None, params=parameter_count(model),
-                       torch=torch.__version__, versions=versions(), precision_why=precision_why, args=asdict(args))
+                       torch=torch.__version__, versions=versions(), precision_why=precision_why,
+                       args=asdict(args))
     if dist.get_rank() == 0:
         (out / "metrics.json").write_text(json.dumps(result, indent=2))
         print(f"workshop.train: done, {len(state.steps)} steps, loss {result['first_loss']} -> "

@@ -40,7 +40,8 @@ def trainer_settings(args: TrainArgs, backend: str, ds: dict | None) -> dict:
         gradient_accumulation_steps=args.grad_accum, max_steps=args.max_steps, learning_rate=args.lr,
         warmup_steps=args.warmup_steps, lr_scheduler_type="constant_with_warmup", weight_decay=0.0,
         logging_steps=1, save_strategy="steps" if args.save_steps else "no", save_steps=args.save_steps or 500,
-        bf16=args.precision == "bf16" and not masters, use_cpu=backend == "gloo", ddp_backend=backend, deepspeed=ds,
+        bf16=args.precision == "bf16" and not masters, use_cpu=backend == "gloo", ddp_backend=backend,
+        deepspeed=ds,
         **{checkpointing_keyword(): args.grad_ckpt}, seed=args.seed, report_to="none", disable_tqdm=True,
         dataloader_drop_last=True, optim=args.optimizer, torch_compile=args.compile, save_only_model=False,
         save_total_limit=args.save_total_limit,
@@ -97,10 +98,12 @@ def master_weights_optimizer(args: TrainArgs, targs: TrainingArguments, model, w
     fused_step = args.compile and args.optimizer == "adamw_torch_fused"
     divisor = world if fused_step and args.allreduce == "shm" else 1
     state.average_in_allreduce = divisor == 1
-    return with_master_weights(cls, compiled_step=fused_step, max_grad_norm=MAX_GRAD_NORM, grad_divisor=divisor), kwargs
+    masters = with_master_weights(cls, compiled_step=fused_step, max_grad_norm=MAX_GRAD_NORM, grad_divisor=divisor)
+    return masters, kwargs
 
 
-def build_trainer(args: TrainArgs, targs: TrainingArguments, model, tok, data, state: RunState) -> CountingTrainer:
+def build_trainer(args: TrainArgs, targs: TrainingArguments, model, tok, data,
+                  state: RunState) -> CountingTrainer:
     """The Trainer for this run: its callbacks (metrics and the numerics guard, the S3 sync) and, for DDP with
     bf16 master weights, the optimizer that keeps them."""
     import torch.distributed as dist
@@ -108,8 +111,9 @@ def build_trainer(args: TrainArgs, targs: TrainingArguments, model, tok, data, s
     callbacks = [MetricsCallback(state, NumericsGuard(args.max_grad_jump))]
     if args.sync_to:
         callbacks.append(sync_callback(args.sync_to, args.save_total_limit))
-    masters = ddp_masters(args)
-    optimizer = master_weights_optimizer(args, targs, model, dist.get_world_size(), state) if masters else None
-    cls = MasterWeightsTrainer if masters else CountingTrainer
+    optimizer, cls = None, CountingTrainer
+    if ddp_masters(args):
+        optimizer = master_weights_optimizer(args, targs, model, dist.get_world_size(), state)
+        cls = MasterWeightsTrainer
     return cls(model=model, args=targs, train_dataset=data, processing_class=tok, callbacks=callbacks,
                optimizer_cls_and_kwargs=optimizer, run_state=state, shm_allreduce=args.allreduce == "shm")
