@@ -9,7 +9,7 @@ from workshop.cli import COMMANDS, main
 from workshop.errors import WorkshopError
 from workshop.launch.torchrun import check_fits, run_torchrun
 from workshop.train import TrainArgs, parse_args
-from workshop.train.loop import ds_config
+from workshop.train.deepspeed_config import ds_config
 
 
 def run(*args):

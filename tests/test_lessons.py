@@ -9,7 +9,7 @@ from workshop.book import widgets
 from workshop.experiments import debugging, precision
 from workshop.plan import topology, zero
 from workshop.train import TrainArgs
-from workshop.train.loop import ds_config
+from workshop.train.deepspeed_config import ds_config
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -26,3 +26,17 @@ def test_parse_seed_zero_stages():
 def test_parse_metrics_skips_noise_and_rank_prefixes():
     text = 'noise\n[default0]:METRIC {"step": 1, "loss": 9.0}\nMETRIC {"step": 2, "loss": 8.5}\nMETRIC {"step": 3,'
     assert [m["step"] for m in parse_metrics(text)] == [1, 2]
+
+
+def test_metrics_medians_skip_the_warm_up_step_and_are_statistics_median():
+    """An even number of steady steps gives the mean of the middle two (statistics.median, like the rest of the
+    package), not the upper one; a step without a rate is left out."""
+    from workshop.train.metrics import summarize
+
+    steps = [{"loss": 9.0, "tokens_per_s": 1.0, "step_time_s": 9.0}] + [
+        {"loss": 8.0, "tokens_per_s": t, "step_time_s": 1 / t} for t in (100.0, 400.0, 200.0, 300.0)]
+    m = summarize(steps, world_size=2)
+    assert m["tokens_per_s_median"] == 250.0 and m["step_time_s_median"] == (1 / 200 + 1 / 300) / 2
+    assert (m["first_loss"], m["final_loss"], m["world_size"]) == (9.0, 8.0, 2)
+    assert summarize([{"loss": 1.0, "tokens_per_s": None, "step_time_s": 0.5}])["tokens_per_s_median"] is None
+    assert summarize([])["tokens_per_s_median"] is None

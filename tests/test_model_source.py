@@ -77,7 +77,7 @@ def test_training_arguments_take_sources_and_refuse_bad_outputs(tmp_path):
 
 def test_zero3_saves_whole_16bit_weights():
     from workshop.train import TrainArgs
-    from workshop.train.loop import ds_config
+    from workshop.train.deepspeed_config import ds_config
 
     assert ds_config(TrainArgs())["zero_optimization"]["stage3_gather_16bit_weights_on_model_save"] is True
     assert "checkpoint" not in ds_config(TrainArgs())

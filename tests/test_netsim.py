@@ -76,15 +76,15 @@ def test_bad_config(kw, match):
         netsim.NetSimConfig(**kw)
 
 
-def test_torchrun_command_is_the_multi_node_launch(tmp_path):
+def test_node_command_is_the_multi_node_launch(tmp_path):
     cfg = netsim.NetSimConfig(nodes=2, procs_per_node=1, threads_per_rank=1)
-    cmd = netsim.torchrun_command(cfg, 1, "10.77.0.2", "10.77.0.1", tmp_path, "rid")
+    cmd = netsim.node_command(cfg, 1, "10.77.0.2", "10.77.0.1", tmp_path, "rid")
     assert cmd[1:3] == ["-m", "torch.distributed.run"]
     assert {"--nnodes=2", "--node-rank=1", "--rdzv-backend=c10d", "--rdzv-endpoint=10.77.0.1:29500",
             "--local-addr=10.77.0.2", "--rdzv-conf=is_host=0"} <= set(cmd)
     i = cmd.index("-m", 3)
     assert cmd[i + 1] == "workshop.train" and "--model" in cmd and cmd[-2:] == ["--output-dir", str(tmp_path)]
-    host = netsim.torchrun_command(cfg, 0, "10.77.0.1", "10.77.0.1", tmp_path, "rid")
+    host = netsim.node_command(cfg, 0, "10.77.0.1", "10.77.0.1", tmp_path, "rid")
     assert "--rdzv-conf=is_host=1" in host
 
 

@@ -9,6 +9,8 @@ import json
 import os
 import subprocess
 import sys
+import typing
+from dataclasses import fields, replace
 from datetime import timedelta
 from pathlib import Path
 
@@ -16,8 +18,9 @@ import pytest
 import yaml
 
 from workshop.errors import WorkshopError
-from workshop.train import TrainArgs, build_parser, parse_args
-from workshop.train.loop import DIST_TIMEOUT_MIN
+from workshop.train import TrainArgs, build_parser, ds_config, parse_args
+from workshop.train import args as train_args
+from workshop.train.args import DIST_TIMEOUT_MIN
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -64,6 +67,57 @@ def test_non_numbers_are_refused_naming_the_flag(value, capsys):
     assert f"argument --dist-timeout-min: invalid float value: '{value}'" in text
 
 
+# ------------------------------------------------------------------ one declaration: the fields are the flags
+def _other_value(hint, default):
+    """A value of the field's type that is not its default (no validation: the parser alone is under test)."""
+    kind = train_args._kind(hint)
+    if kind is bool:
+        return not default
+    if kind is dict:
+        return {"overlap_comm": True}
+    if kind is str:
+        return f"{default}-x"
+    return (default or 0) + (1 if kind is int else 0.5)
+
+
+def test_every_field_is_a_flag_that_survives_to_argv():
+    """The parser is derived from TrainArgs: a field added to it is a flag, in declaration order, and a value
+    other than its default travels through to_argv and back. A field the derivation cannot express fails here."""
+    parser, hints = build_parser(), typing.get_type_hints(TrainArgs)
+    assert [a.dest for a in parser._actions if a.dest != "help"] == [f.name for f in fields(TrainArgs)]
+    for f in fields(TrainArgs):
+        args = replace(TrainArgs(), **{f.name: _other_value(hints[f.name], getattr(TrainArgs(), f.name))})
+        assert TrainArgs(**vars(parser.parse_args(args.to_argv()))) == args, f.name
+    with pytest.raises(TypeError, match="no command-line form"):
+        train_args._kind(list[str])
+
+
+def test_switches_keep_their_spelling():
+    helps = {a.dest: a for a in build_parser()._actions}
+    assert helps["packing"].option_strings == ["--packing", "--no-packing"]
+    assert helps["resume"].option_strings == ["--resume"] and helps["resume"].nargs == 0
+    argv = TrainArgs(packing=False, resume=True).to_argv()
+    assert "--no-packing" in argv and "--resume" in argv and "--packing" not in argv
+    assert parse_args(["--extra-ds", '{"overlap_comm": true}']).extra_ds == {"overlap_comm": True}
+
+
+def test_trainer_settings_need_no_process_group():
+    """TrainingArguments' keywords come from one pure function; every key is one of its fields."""
+    from transformers import TrainingArguments
+
+    from workshop.train.trainer import MAX_GRAD_NORM, trainer_settings
+
+    args = TrainArgs(engine="ddp", precision="bf16", dist_timeout_min=2.5, save_steps=4)
+    s = trainer_settings(args, "gloo", None)
+    assert set(s) <= set(TrainingArguments.__dataclass_fields__)
+    assert s["use_cpu"] and s["ddp_backend"] == "gloo" and s["deepspeed"] is None and s["ddp_timeout"] == 150
+    assert s["bf16"] and s["max_grad_norm"] == MAX_GRAD_NORM and s["save_strategy"] == "steps"
+    masters = trainer_settings(replace(args, master_weights=True), "nccl", None)  # fp32 masters, no autocast
+    assert not masters["bf16"] and masters["max_grad_norm"] == 0.0 and not masters["use_cpu"]
+    ds = ds_config(TrainArgs())
+    assert trainer_settings(TrainArgs(), "gloo", ds)["deepspeed"] is ds
+
+
 # ------------------------------------------------------------------ the EKS TrainJobs
 @pytest.mark.parametrize("name", ["trainjob-cpu-v2.1.yaml", "trainjob-cpu-v2.2.yaml", "trainjob-gpu-v2.2.yaml"])
 def test_rendered_eks_trainjobs_carry_the_longer_timeout(name):
@@ -88,14 +142,13 @@ def test_deepspeed_init_gets_the_timeout(monkeypatch):
     """The DeepSpeed engine's group: init_distributed hands DeepSpeed a timedelta (its own default would be
     10 minutes or $DEEPSPEED_TIMEOUT). Recorded, not started: the real group is the slow test's."""
     deepspeed = pytest.importorskip("deepspeed")
-    from workshop.train import dsprobe
-    from workshop.train import loop as train
+    from workshop.train import distributed, dsprobe
 
     seen = {}
     monkeypatch.setattr(deepspeed, "init_distributed", lambda **kw: seen.update(kw))
     monkeypatch.setattr(dsprobe, "probe_deepspeed_ops", dict)
     monkeypatch.setattr(dsprobe, "use_versioned_extensions_dir", lambda: None)
-    train.init_distributed(TrainArgs(dist_timeout_min=45), "gloo")
+    distributed.init_distributed(TrainArgs(dist_timeout_min=45), "gloo")
     assert seen == {"dist_backend": "gloo", "timeout": timedelta(minutes=45)}
 
 
@@ -103,7 +156,7 @@ ONE_RANK = """
 import json, sys
 import torch.distributed as dist
 from workshop.train import TrainArgs
-from workshop.train.loop import ensure_process_env, init_distributed, pg_timeout
+from workshop.train.distributed import ensure_process_env, init_distributed, pg_timeout
 ensure_process_env()
 init_distributed(TrainArgs(engine="ddp", dist_timeout_min=float(sys.argv[1])), "gloo")
 print(json.dumps(pg_timeout().total_seconds()))

@@ -32,8 +32,7 @@ from pathlib import Path
 from workshop.errors import WorkshopError, check_choice, check_output, check_positive
 from workshop.errors import report as report_error
 from workshop.launch.procs import stop_tree
-from workshop.launch.torchrun import build_ops, rank_env
-from workshop.launch.torchrun import torchrun_command as build
+from workshop.launch.torchrun import build_ops, rank_env, torchrun_command
 from workshop.plan.hardware import resolve_precision
 from workshop.plan.memory import architecture
 from workshop.plan.models import PRESETS
@@ -263,20 +262,21 @@ class CapResult:
     note: str = ""
 
 
-def torchrun_command(cfg: NetSimConfig, node_rank: int, local_addr: str, rdzv_host: str,
-                     output_dir: Path, run_id: str) -> list[str]:
-    """The per-node launcher: what a TrainJob's node container runs, with the rendezvous spelled out."""
+def node_command(cfg: NetSimConfig, node_rank: int, local_addr: str, rdzv_host: str,
+                 output_dir: Path, run_id: str) -> list[str]:
+    """What one simulated node runs, as a TrainJob's node container does: launch.torchrun_command with the
+    rendezvous spelled out, the node's own address, and the module's arguments with this run's threads and
+    output folder."""
     from dataclasses import replace
-
 
     if isinstance(cfg.train_args, TrainArgs):  # rendered to a command line only here, at the last moment
         argv = replace(cfg.train_args, threads=cfg.threads_per_rank, output_dir=str(output_dir)).to_argv()
     else:
         argv = [*cfg.train_args, "--threads", str(cfg.threads_per_rank), "--output-dir", str(output_dir)]
     # the first node hosts the c10d store (is_host): the hostname does not resolve inside a namespace
-    return build(argv, module=cfg.module, nproc_per_node=cfg.procs_per_node, nnodes=cfg.nodes, node_rank=node_rank,
-                 rdzv_endpoint=f"{rdzv_host}:{cfg.port}", rdzv_id=run_id, rdzv_conf=f"is_host={int(node_rank == 0)}",
-                 local_addr=local_addr)
+    return torchrun_command(argv, module=cfg.module, nproc_per_node=cfg.procs_per_node, nnodes=cfg.nodes,
+                            node_rank=node_rank, rdzv_endpoint=f"{rdzv_host}:{cfg.port}", rdzv_id=run_id,
+                            rdzv_conf=f"is_host={int(node_rank == 0)}", local_addr=local_addr)
 
 
 def _node_env(ifname: str, threads: int) -> dict[str, str]:
@@ -304,69 +304,102 @@ def _summarise(steps: list[dict], skip: int = 1) -> dict:
             "step_time_s_median": statistics.median(times) if times else None}
 
 
-def run_cap(cfg: NetSimConfig, rate: str, topo: Topology | None, progress=print) -> CapResult:
-    """Launch one torchrun per node (inside its namespace, or on loopback), wait, collect logs and counters."""
+@dataclass
+class _Wire:
+    """Where one cap's nodes live: their addresses, the rendezvous host, the interface gloo binds, and the
+    namespaces (None on loopback)."""
 
-    label = re.sub(r"[^a-z0-9]+", "-", rate.lower())
-    run_dir = cfg.out_dir / label
-    run_dir.mkdir(parents=True, exist_ok=True)
-    if topo is not None:
-        topo.set_rate(rate)
-        before = topo.counters()
-        addresses, rdzv_host, ifname = topo.addresses, topo.addresses[0], "eth0"
-    else:
-        before = None
-        addresses, rdzv_host, ifname = ["127.0.0.1"] * cfg.nodes, "127.0.0.1", "lo"
-    run_id = f"netsim-{label}-{os.getpid()}"
-    procs, logs = [], []
-    start = time.monotonic()
-    try:
-        for i in range(cfg.nodes):
-            # one output dir for all nodes, like a shared volume (FSx/EFS) mounted into every pod
-            cmd = torchrun_command(cfg, i, addresses[i], rdzv_host, run_dir / "output", run_id)
-            if topo is not None:
-                cmd = ["ip", "netns", "exec", topo.namespaces[i], *cmd]
-            log_path = run_dir / f"node{i}.log"
-            logs.append(log_path)
-            with open(log_path, "w") as fh:
-                procs.append(subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, cwd=str(run_dir),
-                                              env=_node_env(ifname, cfg.threads_per_rank), start_new_session=True))
-        deadline = start + cfg.timeout_s
-        note = ""
-        at_first_step = None
-        while any(p.poll() is None for p in procs):
-            if topo is not None and at_first_step is None and METRIC_PREFIX in logs[0].read_text(errors="replace"):
-                at_first_step = topo.counters()  # what start-up cost, apart from the steady steps after it
-            if time.monotonic() > deadline:
-                note = f"timed out after {cfg.timeout_s:.0f} s"
-                break
-            if any(p.returncode not in (None, 0) for p in procs):
-                note = "a node failed; stopping the others"
-                break
-            time.sleep(0.5)
-    finally:
-        _kill(procs)  # no-op for processes that already exited
-    wall = time.monotonic() - start
-    after = topo.counters() if topo is not None else None
-    text = "\n".join(p.read_text(errors="replace") for p in logs)
-    steps = parse_metrics(text)
+    addresses: list[str]
+    rdzv_host: str
+    ifname: str
+    topo: Topology | None = None
+
+    @classmethod
+    def of(cls, cfg: NetSimConfig, topo: Topology | None) -> _Wire:
+        if topo is not None:
+            return cls(topo.addresses, topo.addresses[0], "eth0", topo)
+        return cls(["127.0.0.1"] * cfg.nodes, "127.0.0.1", "lo")
+
+    def counters(self) -> list[dict] | None:
+        return self.topo.counters() if self.topo is not None else None
+
+
+def _start_nodes(cfg: NetSimConfig, wire: _Wire, run_dir: Path, run_id: str,
+                 procs: list[subprocess.Popen]) -> list[Path]:
+    """One torchrun per node (inside its namespace, or on loopback), appended to `procs` as it starts so the
+    caller can stop every one that did; returns their log files."""
+    logs = []
+    for i in range(cfg.nodes):
+        # one output dir for all nodes, like a shared volume (FSx/EFS) mounted into every pod
+        cmd = node_command(cfg, i, wire.addresses[i], wire.rdzv_host, run_dir / "output", run_id)
+        if wire.topo is not None:
+            cmd = ["ip", "netns", "exec", wire.topo.namespaces[i], *cmd]
+        logs.append(run_dir / f"node{i}.log")
+        with open(logs[-1], "w") as fh:
+            procs.append(subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, cwd=str(run_dir),
+                                          env=_node_env(wire.ifname, cfg.threads_per_rank), start_new_session=True))
+    return logs
+
+
+def _wait(cfg: NetSimConfig, wire: _Wire, procs: list[subprocess.Popen], first_log: Path,
+          deadline: float) -> tuple[str, list[dict] | None]:
+    """Until every node exits, one fails, or the deadline passes: (why it stopped early or "", the wire's
+    counters when the first step ended)."""
+    at_first_step = None
+    while any(p.poll() is None for p in procs):
+        if wire.topo is not None and at_first_step is None and METRIC_PREFIX in first_log.read_text(errors="replace"):
+            at_first_step = wire.counters()  # what start-up cost, apart from the steady steps after it
+        if time.monotonic() > deadline:
+            return f"timed out after {cfg.timeout_s:.0f} s", at_first_step
+        if any(p.returncode not in (None, 0) for p in procs):
+            return "a node failed; stopping the others", at_first_step
+        time.sleep(0.5)
+    return "", at_first_step
+
+
+def _node_results(wire: _Wire, procs: list[subprocess.Popen], logs: list[Path], before, after,
+                  at_first_step) -> list[NodeResult]:
     nodes = []
     for i, p in enumerate(procs):
-        nr = NodeResult(node=i, address=addresses[i], returncode=p.returncode, log_path=str(logs[i]))
+        nr = NodeResult(node=i, address=wire.addresses[i], returncode=p.returncode, log_path=str(logs[i]))
         if before is not None and after is not None:
             nr.tx_bytes = after[i]["tx_bytes"] - before[i]["tx_bytes"]
             nr.rx_bytes = after[i]["rx_bytes"] - before[i]["rx_bytes"]
             if at_first_step is not None:
                 nr.startup_tx_bytes = at_first_step[i]["tx_bytes"] - before[i]["tx_bytes"]
         nodes.append(nr)
+    return nodes
+
+
+def run_cap(cfg: NetSimConfig, rate: str, topo: Topology | None, progress=print) -> CapResult:
+    """Launch one torchrun per node (inside its namespace, or on loopback), wait, collect logs and counters."""
+    label = re.sub(r"[^a-z0-9]+", "-", rate.lower())
+    run_dir = cfg.out_dir / label
+    run_dir.mkdir(parents=True, exist_ok=True)
+    if topo is not None:
+        topo.set_rate(rate)
+    wire = _Wire.of(cfg, topo)
+    before = wire.counters()
+    procs: list[subprocess.Popen] = []
+    logs: list[Path] = []
+    note, at_first_step = "", None
+    start = time.monotonic()
+    try:
+        logs = _start_nodes(cfg, wire, run_dir, f"netsim-{label}-{os.getpid()}", procs)
+        note, at_first_step = _wait(cfg, wire, procs, logs[0], start + cfg.timeout_s)
+    finally:
+        _kill(procs)  # no-op for processes that already exited
+    wall = time.monotonic() - start
+    after = wire.counters()
+    steps = parse_metrics("\n".join(p.read_text(errors="replace") for p in logs))
     mfile = run_dir / "output" / "metrics.json"
     world = json.loads(mfile.read_text()).get("world_size") if mfile.exists() else None
     ok = all(p.returncode == 0 for p in procs) and bool(steps)
     if not ok and not note:
         note = "no METRIC lines in the logs" if not steps else "a node exited with an error"
     result = CapResult(rate=rate, rate_bps=parse_rate(rate), mode="netns" if topo else "loopback", ok=ok,
-                       wall_s=round(wall, 2), nodes=nodes, steps=steps, world_size=world, note=note,
-                       **_summarise(steps))
+                       wall_s=round(wall, 2), nodes=_node_results(wire, procs, logs, before, after, at_first_step),
+                       steps=steps, world_size=world, note=note, **_summarise(steps))
     progress(f"  {rate:>9}: {'ok' if ok else 'FAILED'} in {wall:.0f} s, median step "
              f"{result.step_time_s_median if result.step_time_s_median is not None else '-'} s"
              + (f", {note}" if note else ""))

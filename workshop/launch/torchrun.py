@@ -244,9 +244,116 @@ def allocator_env(name: str) -> tuple[dict, str]:
     return env, name
 
 
-def _progress(total: int | None, enabled: bool):
+@dataclass
+class _Job:
+    """What run_torchrun starts, read from its arguments: the module's argv, where the run writes, how many
+    steps to expect, and the TrainArgs when it is the training entry point."""
 
-    return bar(total, "training", unit="step") if enabled else None
+    argv: list[str]
+    out_dir: Path
+    log_path: Path
+    max_steps: int | None = None
+    train_args: TrainArgs | None = None
+
+    @property
+    def cpu_only(self) -> bool:  # a CPU recipe sees no GPU; a GPU recipe says so with backend "nccl"
+        return self.train_args is not None and self.train_args.backend != "nccl"
+
+
+def _job(train_args, module: str, log_path: str | Path | None, node_rank: int) -> _Job:
+    """The training entry point's arguments are validated here, before any process starts, and rendered to a
+    command line; any other module's argv is passed on as it is."""
+    targs = None
+    if module == "workshop.train":
+        targs = train_args if isinstance(train_args, TrainArgs) else parse_args(list(train_args))
+        targs.validate()
+        out_dir = Path(targs.output_dir)
+    else:
+        out_dir = Path(log_path).parent if log_path else Path("out")
+    log = Path(log_path) if log_path else out_dir / f"torchrun-node{node_rank}.log"
+    if targs is None:
+        return _Job(list(train_args), out_dir, log)
+    return _Job(targs.to_argv(), out_dir, log, targs.max_steps, targs)
+
+
+def _sweep_orphaned_buffers(say) -> None:
+    swept = release_orphaned_buffers()
+    if swept:
+        say(f"note: removed {len(swept)} DeepSpeed shared-memory buffer(s) in {SHM_DIR} that no process held "
+            f"(left by a run that was killed with its launcher)")
+
+
+def _lines(proc: subprocess.Popen) -> queue.Queue:
+    """proc's output, line by line, then None: a thread reads, so the timeout is enforced even when no line
+    ever arrives."""
+    inbox: queue.Queue = queue.Queue()
+
+    def pump():
+        for text in proc.stdout:
+            inbox.put(text)
+        inbox.put(None)
+
+    threading.Thread(target=pump, daemon=True).start()
+    return inbox
+
+
+def _follow(proc: subprocess.Popen, job: _Job, *, bar, echo: bool, timeout: float | None,
+            t0: float) -> tuple[list[str], list[dict]]:
+    """Copy the merged log to job.log_path, collect the METRIC records and move the bar, until the output ends;
+    raise RunHung, naming each rank's last line, when the run outlives `timeout`."""
+    lines: list[str] = []
+    steps: list[dict] = []
+    inbox = _lines(proc)
+    with open(job.log_path, "w") as log:
+        while (line := _next_line(inbox)) is not None:
+            if line:
+                log.write(line)
+                lines.append(line)
+                if echo:
+                    print(line, end="")
+                for rec in parse_metrics(line):
+                    steps.append(rec)
+                    if bar is not None:
+                        bar.update(rec["step"] - bar.n)
+                        bar.set_postfix(loss=rec["loss"], tok_s=rec["tokens_per_s"])
+            if timeout and time.time() - t0 > timeout:
+                last = last_lines_per_rank(lines)
+                silent = "; ".join(f"{r}: {t[:160]}" for r, t in sorted(last.items())) or "no rank printed"
+                raise RunHung(f"run stopped after {timeout:g} s without finishing (hung?); "
+                              f"last line of each rank: {silent}; log: {job.log_path}")
+    return lines, steps
+
+
+def _next_line(inbox: queue.Queue) -> str | None:
+    """The next line, "" when none came within a second (time to check the timeout), None at the end."""
+    try:
+        return inbox.get(timeout=1.0)
+    except queue.Empty:
+        return ""
+
+
+def _start_and_follow(cmd: list[str], env: dict, job: _Job, *, bar, echo: bool,
+                      timeout: float | None) -> tuple[int, list[str], list[dict], float]:
+    """Run cmd to its end: (exit code, lines, METRIC records, seconds). Whatever way it ends, nothing is left
+    behind: an exception or a hang stops torchrun and every rank, and the /dev/shm buffers of ranks that died
+    are released."""
+    shm_before = set(SHM_DIR.glob(SHM_GLOB))
+    t0 = time.time()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1,
+                            env=env, start_new_session=True)
+    try:
+        lines, steps = _follow(proc, job, bar=bar, echo=echo, timeout=timeout, t0=t0)
+        proc.wait()
+    except BaseException:
+        stop_tree(proc.pid)  # torchrun and every rank: nothing half-running is left behind
+        proc.wait()
+        raise
+    finally:
+        if bar is not None:
+            bar.close()  # in a notebook the widget becomes its final line as text (workshop.launch.progress)
+        if proc.returncode != 0:  # ranks that died never released DeepSpeed's /dev/shm buffers: do it for them
+            release_orphaned_buffers(set(SHM_DIR.glob(SHM_GLOB)) - shm_before)  # a concurrent run's stay
+    return proc.returncode, lines, steps, round(time.time() - t0, 2)
 
 
 def run_torchrun(train_args, *, nproc_per_node: int = 2, nnodes: int = 1, node_rank: int = 0,
@@ -261,78 +368,20 @@ def run_torchrun(train_args, *, nproc_per_node: int = 2, nnodes: int = 1, node_r
     no visible GPU; a GPU recipe says so with backend "nccl".
     """
     check_fits(nproc_per_node, threads_per_rank, allow_oversubscribe=allow_oversubscribe)
-    if module == "workshop.train":
-
-        targs = train_args if isinstance(train_args, TrainArgs) else parse_args(list(train_args))
-        targs.validate()
-        argv, out_dir, max_steps = targs.to_argv(), Path(targs.output_dir), targs.max_steps
-        cpu_only, pending = targs.backend != "nccl", ops_to_build(targs)
-    else:
-        argv, out_dir, max_steps = list(train_args), Path(log_path).parent if log_path else Path("out"), None
-        cpu_only, pending = False, []
-    cmd = torchrun_command(argv, nproc_per_node=nproc_per_node, nnodes=nnodes, node_rank=node_rank,
+    job = _job(train_args, module, log_path, node_rank)
+    cmd = torchrun_command(job.argv, nproc_per_node=nproc_per_node, nnodes=nnodes, node_rank=node_rank,
                            rdzv_endpoint=rdzv_endpoint, max_restarts=max_restarts, module=module, prefix=prefix)
-    log_path = Path(log_path) if log_path else out_dir / f"torchrun-node{node_rank}.log"
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    if pending:
-        build_ops(targs, progress=(lambda m: print(m, flush=True)) if progress else (lambda m: None))
-    bar = _progress(max_steps, progress)
-
-
-    swept = release_orphaned_buffers()
-    if swept and progress:
-        print(f"note: removed {len(swept)} DeepSpeed shared-memory buffer(s) in {SHM_DIR} that no process held "
-              f"(left by a run that was killed with its launcher)", flush=True)
-    shm_before = set(SHM_DIR.glob(SHM_GLOB))
-    t0, lines, steps = time.time(), [], []
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1,
-                            env=rank_env(threads_per_rank, env, nproc_per_node=nproc_per_node, cpu_only=cpu_only),
-                            start_new_session=True)
-    inbox: queue.Queue = queue.Queue()
-
-    def pump():  # a thread reads, so the timeout is enforced even when no line ever arrives
-        for text in proc.stdout:
-            inbox.put(text)
-        inbox.put(None)
-
-    threading.Thread(target=pump, daemon=True).start()
-    try:
-        with open(log_path, "w") as log:
-            while True:
-                try:
-                    line = inbox.get(timeout=1.0)
-                except queue.Empty:
-                    line = ""
-                if line is None:
-                    break
-                if line:
-                    log.write(line)
-                    lines.append(line)
-                    if echo:
-                        print(line, end="")
-                    for rec in parse_metrics(line):
-                        steps.append(rec)
-                        if bar is not None:
-                            bar.update(rec["step"] - bar.n)
-                            bar.set_postfix(loss=rec["loss"], tok_s=rec["tokens_per_s"])
-                if timeout and time.time() - t0 > timeout:
-                    last = last_lines_per_rank(lines)
-                    silent = "; ".join(f"{r}: {t[:160]}" for r, t in sorted(last.items())) or "no rank printed"
-                    raise RunHung(f"run stopped after {timeout:g} s without finishing (hung?); "
-                                  f"last line of each rank: {silent}; log: {log_path}")
-        proc.wait()
-    except BaseException:
-        stop_tree(proc.pid)  # torchrun and every rank: nothing half-running is left behind
-        proc.wait()
-        raise
-    finally:
-        if bar is not None:
-            bar.close()  # in a notebook the widget becomes its final line as text (workshop.launch.progress)
-        if proc.returncode != 0:  # ranks that died never released DeepSpeed's /dev/shm buffers: do it for them
-            release_orphaned_buffers(set(SHM_DIR.glob(SHM_GLOB)) - shm_before)  # a concurrent run's stay
-    metrics_file = out_dir / "metrics.json"
-    metrics = json.loads(metrics_file.read_text()) if proc.returncode == 0 and metrics_file.exists() else None
-    return RunResult(proc.returncode, "".join(lines), steps, metrics, str(log_path), round(time.time() - t0, 2))
+    job.log_path.parent.mkdir(parents=True, exist_ok=True)
+    say = (lambda m: print(m, flush=True)) if progress else (lambda m: None)
+    if job.train_args is not None and ops_to_build(job.train_args):
+        build_ops(job.train_args, progress=say)
+    steps_bar = bar(job.max_steps, "training", unit="step") if progress else None
+    _sweep_orphaned_buffers(say)
+    env = rank_env(threads_per_rank, env, nproc_per_node=nproc_per_node, cpu_only=job.cpu_only)
+    code, lines, steps, seconds = _start_and_follow(cmd, env, job, bar=steps_bar, echo=echo, timeout=timeout)
+    metrics_file = job.out_dir / "metrics.json"
+    metrics = json.loads(metrics_file.read_text()) if code == 0 and metrics_file.exists() else None
+    return RunResult(code, "".join(lines), steps, metrics, str(job.log_path), seconds)
 
 
 def sweep_threads(train_args, settings: list[int], *, nproc_per_node: int = 2, steps: int = 8) -> list[dict]:
