@@ -9,7 +9,7 @@ import pytest
 from fake_apiserver import FakeAPIServer, managed_fields, status
 
 from workshop.k8s import cluster as cl
-from workshop.k8s import karpenter, storage, teardown, trainjob
+from workshop.k8s import cluster_cli, karpenter, storage, teardown, trainjob
 
 FSX_ID = "fs-0123456789abcdef0"
 PV = "pvc-3f1c2b7a"
@@ -154,7 +154,7 @@ def api(tmp_path, monkeypatch):
 
 
 def _run(api, *flags, capsys=None):
-    code = cl.main(["--kubeconfig", api.kubeconfig_path, "teardown", *flags])
+    code = cluster_cli.main(["--kubeconfig", api.kubeconfig_path, "teardown", *flags])
     out = capsys.readouterr() if capsys else None
     return code, out
 
@@ -386,7 +386,7 @@ def test_a_cluster_without_karpenter_or_the_trainer_is_listed_as_far_as_it_goes(
 
 # ---------------------------------------------------------------------------------- no cluster, bad flags
 def test_no_cluster_is_one_line_and_exit_2(capsys):
-    assert cl.main(["teardown"]) == 2  # tests/conftest.py: the kubeconfig points at a closed port
+    assert cluster_cli.main(["teardown"]) == 2  # tests/conftest.py: the kubeconfig points at a closed port
     out = capsys.readouterr()
     assert out.out == "" and out.err.count("\n") == 1
     assert out.err.startswith("error: no cluster: the API server at https://127.0.0.1:1 did not answer")
@@ -394,7 +394,7 @@ def test_no_cluster_is_one_line_and_exit_2(capsys):
 
 def test_no_kubeconfig_is_one_line_and_exit_2(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("KUBECONFIG", str(tmp_path / "nope"))
-    assert cl.main(["teardown", "--yes"]) == 2
+    assert cluster_cli.main(["teardown", "--yes"]) == 2
     out = capsys.readouterr()
     assert out.err == f"error: no cluster: no kubeconfig at {tmp_path / 'nope'} (and not running inside a pod)\n"
 
@@ -408,7 +408,7 @@ def test_no_kubeconfig_is_one_line_and_exit_2(tmp_path, monkeypatch, capsys):
 ])
 def test_bad_flags_are_one_error_line_and_exit_2_before_any_request(api, flags, said, capsys):
     try:
-        code = cl.main(["--kubeconfig", api.kubeconfig_path, "teardown", *flags])
+        code = cluster_cli.main(["--kubeconfig", api.kubeconfig_path, "teardown", *flags])
     except SystemExit as exc:  # argparse's own errors
         code = exc.code
     err = capsys.readouterr().err

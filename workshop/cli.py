@@ -24,7 +24,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "render": ("workshop.k8s.render", "render the workbook's Kubernetes manifests into manifests/"),
     "crds": ("workshop.k8s.crds", "the CRD releases known here (shipped with the package) and adding another"),
     "validate": ("workshop.k8s.validate", "validate manifests against the real CRDs (schema + CEL)"),
-    "cluster": ("workshop.k8s.cluster", "apply / watch / logs / teardown on a cluster (when a kubeconfig is present)"),
+    "cluster": ("workshop.k8s.cluster_cli", "apply / watch / logs / teardown on a cluster (when a kubeconfig is present)"),
     "netsim": ("workshop.launch.netsim", "multi-node torchrun across network namespaces with rate caps"),
     "comms": ("workshop.experiments.comms", "ZeRO communication model and collective benchmark"),
     "bench": ("workshop.experiments.bench", "side-by-side benchmarks that write JSON results"),

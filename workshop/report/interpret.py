@@ -14,7 +14,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from workshop.plan import hardware
+from workshop.plan import hardware, topology
 
 
 def machine(d: hardware.Detection | None = None) -> str:
@@ -192,8 +192,7 @@ def bandwidth(rows: Sequence[Mapping[str, Any]], *, parse_rate=None,
               model_mb: float | None = None) -> list[str]:
     """Bytes each node sent per steady step / the cap, against the step time: network-bound or compute-bound;
     and what start-up sent apart from the steps (node 0 more than the others, and why)."""
-    if parse_rate is None:
-        from workshop.plan.topology import parse_rate
+    parse_rate = parse_rate or topology.parse_rate
     ok = [r for r in rows if r.get("ok") and r.get("step_time_s_median")]
     if len(ok) < 2:
         return ["fewer than two caps ran; nothing to compare"]

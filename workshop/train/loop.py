@@ -60,6 +60,7 @@ def run(args: TrainArgs, chosen: Chosen) -> dict:
     """The core, in the order ZeRO-3 needs: the process group, TrainingArguments holding the DeepSpeed dict,
     and only then the model, which transformers builds inside deepspeed.zero.Init, so each rank only ever
     holds its 1/N of it. Then the Trainer trains, and the model and the metrics are saved."""
+    # lazy: these import transformers (seconds), and `import workshop.train` must stay cheap for the launchers
     from transformers.trainer_utils import get_last_checkpoint
 
     from workshop.train.metrics import RunState, record_run
