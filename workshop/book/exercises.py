@@ -15,7 +15,6 @@ from pathlib import Path
 
 from workshop.errors import check_choice
 from workshop.experiments import loading
-from workshop.experiments.measure import finished_metrics
 from workshop.k8s import karpenter
 from workshop.k8s import trainjob as tj
 from workshop.k8s.validate import validate_documents
@@ -82,7 +81,7 @@ def _ch04_precision(p: dict, work: Path) -> tuple[bool, str]:
             args = TrainArgs(model="tiny", max_steps=p["max_steps"], precision=prec,
                              output_dir=str(work / f"{prec}-{round_}"))
             run = run_torchrun(args, nproc_per_node=2, threads_per_rank=1).check()
-            tps = finished_metrics(run)["tokens_per_s_median"]
+            tps = run.finished_metrics()["tokens_per_s_median"]
             speed[prec] = max(speed.get(prec, 0.0), tps)
     ratio = speed["bf16"] / speed["fp32"]
     native, why = native_bf16()

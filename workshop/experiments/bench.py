@@ -34,7 +34,6 @@ from workshop.experiments.measure import (
     PeaksSummary,
     Stats,
     StatsRecord,
-    finished_metrics,
     flops_per_token,
     interleave,
     mfu,
@@ -171,7 +170,7 @@ def run_variant(v: Variant, cfg: BenchConfig, round_: int) -> VariantRun:
     env, allocator = allocator_env(v.allocator)
     res = run_torchrun(variant_argv(v, cfg, run_dir), nproc_per_node=cfg.nproc, threads_per_rank=v.threads_per_rank,
                        env=env, progress=False, timeout=cfg.timeout_s).check()
-    return {**run_record(v, round_, finished_metrics(res), res.seconds), "allocator": allocator}
+    return {**run_record(v, round_, res.finished_metrics(), res.seconds), "allocator": allocator}
 
 
 def run_record(v: Variant, round_: int, m: dict, wall_s: float) -> RunRecord:

@@ -34,7 +34,6 @@ from workshop.errors import (
 from workshop.experiments.measure import (
     Stats,
     StatsRecord,
-    finished_metrics,
     flops_per_token,
     interleave,
     mfu,
@@ -613,7 +612,7 @@ def train_once(args: TrainArgs, env: dict, cfg: CeilingConfig, round_: int) -> d
     args = replace(args, output_dir=f"{args.output_dir}-r{round_}")
     res = run_torchrun(args, nproc_per_node=cfg.nproc, threads_per_rank=cfg.threads if cfg.device == "cpu" else None,
                        env=env, progress=False, timeout=cfg.timeout_s).check()
-    return finished_metrics(res)
+    return res.finished_metrics()
 
 
 def run(cfg: CeilingConfig, *, trainer: Callable = train_once, prober: Callable = gemm_ceiling,

@@ -12,15 +12,12 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import Any, TypedDict
 
 from workshop.errors import WorkshopError, check_positive
 from workshop.plan import hardware
 from workshop.plan.hardware import detect, machine_peaks
 from workshop.train.guard import versions
-
-if TYPE_CHECKING:
-    from workshop.launch.torchrun import RunResult
 
 
 class StatsRecord(TypedDict):
@@ -90,14 +87,6 @@ def mfu(tokens_per_s: float, flops_token: float, peak_tflops: float) -> float:
     """Model FLOPs utilization in percent: useful model FLOPs per second over the theoretical peak."""
     check_positive("peak_tflops", peak_tflops)
     return 100.0 * tokens_per_s * flops_token / (peak_tflops * 1e12)
-
-
-def finished_metrics(res: RunResult) -> dict:
-    """The metrics.json of a run that `check()` passed. RunResult.metrics is None when a run exits 0 without
-    writing one; every reader here would then fail later on None, far from the cause: say so here instead."""
-    if res.metrics is None:
-        raise RuntimeError(f"the run exited 0 but wrote no metrics.json (whole log: {res.log_path})")
-    return res.metrics
 
 
 class PeaksSummary(TypedDict):

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from typing import TypedDict
 
-from workshop.experiments.measure import finished_metrics
 from workshop.launch.torchrun import run_torchrun
 
 
@@ -27,8 +26,7 @@ def measure(train_args, stages=(1, 2, 3), *, nproc: int = 2, steps: int = 6) -> 
     for s in stages:
         print(f"ZeRO-{s}, {steps} steps ...", end=" ", flush=True)
         args = replace(train_args, zero_stage=s, max_steps=steps, output_dir=f"{train_args.output_dir}-zero{s}")
-        m = finished_metrics(run_torchrun(args, nproc_per_node=nproc, threads_per_rank=1,
-                                          progress=False).check())
+        m = run_torchrun(args, nproc_per_node=nproc, threads_per_rank=1, progress=False).finished_metrics()
         rows.append({"stage": s, "tokens_per_s": round(m["tokens_per_s_median"], 1),
                      "step_time_s": round(m["step_time_s_median"], 3),
                      "peak_rss_gb_per_rank": m["peak_rss_gb_per_rank"], "final_loss": m["final_loss"]})

@@ -44,7 +44,7 @@ from workshop.train.guard import versions
 from workshop.train.logs import METRIC_PREFIX, parse_metrics
 
 
-def _default_train_args():
+def _default_train_args() -> TrainArgs:
 
     return TrainArgs(model="tiny", seq_len=128, micro_batch=4, max_steps=8, zero_stage=3, backend="gloo")
 MODES = ("auto", "netns", "loopback")
@@ -58,7 +58,7 @@ class NetSimConfig:
     procs_per_node: int = 1
     threads_per_rank: int = 1
     rates: list[str] = field(default_factory=lambda: ["10gbit", "1gbit"])
-    train_args: object = field(default_factory=_default_train_args)  # a TrainArgs (argv list accepted)
+    train_args: TrainArgs | list[str] = field(default_factory=_default_train_args)  # argv accepted too
     out_dir: Path = Path("out/netsim")
     mode: str = "auto"
     subnet: str = "10.77.0.0/24"
@@ -89,7 +89,7 @@ class NetSimConfig:
         check_output(self.out_dir, "--out-dir", folder=True)
         if self.module == "workshop.train":  # judged like the launcher does, before any namespace or rank exists
 
-            if hasattr(self.train_args, "validate"):
+            if isinstance(self.train_args, TrainArgs):
                 self.train_args.validate()
             else:
                 parse_args(list(self.train_args))
@@ -462,7 +462,7 @@ def _prepare(cfg: NetSimConfig, progress=print) -> None:
     DeepSpeed ops the ranks would compile, and the local corpus + tokenizer the preset trains on."""
 
     args = cfg.train_args
-    if not hasattr(args, "to_argv"):
+    if not isinstance(args, TrainArgs):
         return  # raw argv: the ranks prepare whatever it needs
     build_ops(args, progress)
     if args.model in PRESETS and args.dataset == "local":
@@ -488,12 +488,12 @@ def run(cfg: NetSimConfig, progress=print) -> NetSimReport:
                 progress(f"  note: rate cap {rate} cannot be applied on loopback; running uncapped")
             results.append(run_cap(cfg, rate, None, progress))
     return NetSimReport(mode=mode, reason=reason, nodes=cfg.nodes, procs_per_node=cfg.procs_per_node,
-                        train_args=(cfg.train_args.to_argv() if hasattr(cfg.train_args, "to_argv")
+                        train_args=(cfg.train_args.to_argv() if isinstance(cfg.train_args, TrainArgs)
                                     else list(cfg.train_args)), results=results, weights_mb=_weights_mb(cfg.train_args))
 
 
-def _weights_mb(args) -> float | None:
-    if not hasattr(args, "model") or args.model not in PRESETS:
+def _weights_mb(args: TrainArgs | list[str]) -> float | None:
+    if not isinstance(args, TrainArgs) or args.model not in PRESETS:
         return None
 
     precision = resolve_precision(args.precision)[0]
@@ -524,7 +524,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    train_args = None
+    train_args: list[str] = []
     if "--" in argv:
         cut = argv.index("--")
         argv, train_args = argv[:cut], argv[cut + 1:]
@@ -539,7 +539,7 @@ def main(argv: list[str] | None = None) -> int:
         cfg = NetSimConfig(nodes=args.nodes, procs_per_node=args.procs_per_node, threads_per_rank=args.threads,
                            rates=args.rates or ["10gbit", "1gbit"], mode=args.mode, subnet=args.subnet,
                            out_dir=Path(args.out_dir), timeout_s=args.timeout,
-                           **({"train_args": train_args} if train_args else {}))
+                           train_args=train_args or _default_train_args())
         report = run(cfg)
     except WorkshopError as exc:
         return report_error(exc)

@@ -53,6 +53,14 @@ class RunResult:
             raise RuntimeError(f"{self.failure}\n(whole log: {self.log_path})")
         return self
 
+    def finished_metrics(self) -> dict:
+        """The metrics.json of a run that succeeded. A run can exit 0 without writing one; every reader would then
+        fail later on None, far from the cause: say so here instead."""
+        self.check()
+        if self.metrics is None:
+            raise RuntimeError(f"the run exited 0 but wrote no metrics.json (whole log: {self.log_path})")
+        return self.metrics
+
 
 class RunHung(TimeoutError):
     """The run made no progress within its timeout and was stopped."""
@@ -289,6 +297,7 @@ def _lines(proc: subprocess.Popen) -> queue.Queue:
     inbox: queue.Queue = queue.Queue()
 
     def pump():
+        assert proc.stdout is not None  # Popen(stdout=PIPE)
         for text in proc.stdout:
             inbox.put(text)
         inbox.put(None)
@@ -398,9 +407,10 @@ def sweep_threads(train_args, settings: list[int], *, nproc_per_node: int = 2, s
         print(f"[{i}/{len(settings)}] {label}, {steps} steps ...", end=" ", flush=True)  # a long cell shows progress
         args = replace(train_args, max_steps=steps, output_dir=f"{train_args.output_dir}-threads{t}")
         run = run_torchrun(args, nproc_per_node=nproc_per_node, threads_per_rank=t,
-                           allow_oversubscribe=True, progress=False).check()
+                           allow_oversubscribe=True, progress=False)
+        metrics = run.finished_metrics()
         rows.append({"label": label, "threads": t,
-                     "tokens_per_s": run.metrics["tokens_per_s_median"],
-                     "step_time_s": run.metrics["step_time_s_median"]})
+                     "tokens_per_s": metrics["tokens_per_s_median"],
+                     "step_time_s": metrics["step_time_s_median"]})
         print(f"{rows[-1]['tokens_per_s']:.0f} tokens/s in {run.seconds:.0f} s", flush=True)
     return rows

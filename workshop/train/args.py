@@ -208,7 +208,9 @@ def _flag(name: str) -> str:
 
 
 def _default(f: dataclasses.Field):
-    return f.default_factory() if f.default is dataclasses.MISSING else f.default
+    if f.default is dataclasses.MISSING and f.default_factory is not dataclasses.MISSING:
+        return f.default_factory()
+    return f.default
 
 
 def _kind(hint) -> type:

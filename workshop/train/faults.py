@@ -15,7 +15,8 @@ def inject_faults() -> None:
     STEP steps (the fault tests use them: a killed rank, a rank whose exception must be shown, a hang)."""
     for var, action in FAULT_VARIABLES:
         if os.environ.get(var):
-            _fault_at(*os.environ[var].split(":"), action)
+            rank, _, step = os.environ[var].partition(":")
+            _fault_at(rank, step, action)
 
 
 def _fault_at(rank_s: str, step_s: str, action: str) -> None:

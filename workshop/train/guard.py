@@ -43,7 +43,7 @@ def check_deepspeed(backend: str, zero_stage: int, version: str | None = None) -
 
 def versions() -> dict[str, str | None]:
     """The resolved versions of the libraries a result depends on, for every metrics and benchmark JSON."""
-    out = {}
+    out: dict[str, str | None] = {}
     for name in TRACKED:
         try:
             out[name] = metadata.version(name)

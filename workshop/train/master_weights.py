@@ -20,6 +20,8 @@ clipping, the cast, AdamW and the rounding into one pass per tensor with torch.c
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
 
 MASTER_KEY = "fp32_master_weights"
@@ -71,7 +73,15 @@ def with_master_weights(optimizer_cls: type, *, compiled_step: bool = False, max
         "_grad_divisor": grad_divisor})
 
 
-class MasterWeights:
+# The mixin calls the torch optimizer it is always combined with (super().step, self.state, ...); for the type
+# checker it derives from that optimizer, at run time from object (`with_master_weights` adds the real one).
+if TYPE_CHECKING:
+    from torch.optim import Optimizer as _OptimizerBase
+else:
+    _OptimizerBase = object
+
+
+class MasterWeights(_OptimizerBase):
     """The methods `with_master_weights` puts in front of a torch optimizer class; its settings are class
     attributes of the class it makes."""
 

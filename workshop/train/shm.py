@@ -6,6 +6,7 @@ killed with their launcher."""
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
 
 from workshop.errors import WorkshopError, check_choice
@@ -42,7 +43,7 @@ def release_shm_buffers() -> int:
 def held_shm_paths() -> set[str]:
     """Paths under SHM_DIR that a live process holds open or mapped, read from /proc (a process this user may
     not read is skipped: the buffers are mode 0600, so only this user's processes can hold them)."""
-    prefix, held = f"{SHM_DIR}/", set()
+    prefix, held = f"{SHM_DIR}/", set[str]()
 
     def read(path: Path, how):
         try:
@@ -82,7 +83,7 @@ def release_orphaned_buffers(paths=None) -> list[str]:
 ALLREDUCES = ("auto", "shm", "backend")
 
 
-def resolve_allreduce(choice: str, *, engine: str, backend: str, env: dict | None = None) -> tuple[str, str]:
+def resolve_allreduce(choice: str, *, engine: str, backend: str, env: Mapping[str, str] | None = None) -> tuple[str, str]:
     """How DDP's gradient all-reduce travels: 'shm' or 'backend' (the process group's), and why.
 
     gloo moves a CPU all-reduce through loopback TCP, copying every byte through the kernel's socket buffers
@@ -93,8 +94,9 @@ def resolve_allreduce(choice: str, *, engine: str, backend: str, env: dict | Non
     check_choice("allreduce", choice, ALLREDUCES)
     if choice == "backend":
         return "backend", "as asked"
-    env = os.environ if env is None else env
-    world, local = int(env.get("WORLD_SIZE", "1")), int(env.get("LOCAL_WORLD_SIZE", env.get("WORLD_SIZE", "1")))
+    ranks: Mapping[str, str] = os.environ if env is None else env
+    world = int(ranks.get("WORLD_SIZE", "1"))
+    local = int(ranks.get("LOCAL_WORLD_SIZE", ranks.get("WORLD_SIZE", "1")))
     why_not = ("DeepSpeed's engine runs its own collectives" if engine != "ddp" else
                f"backend {backend}: the shared-memory kernel reduces CPU tensors (gloo's)" if backend != "gloo" else
                "one rank: nothing to reduce" if world == 1 else
