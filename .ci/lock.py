@@ -32,12 +32,38 @@ def resolve() -> str:
         override = Path(tmp) / "override.txt"
         override.write_text(f"torch=={torch}\n")
         out = Path(tmp) / "lock.txt"
-        subprocess.run([sys.executable, "-m", "uv", "pip", "compile", str(REPO / "pyproject.toml"), "--extra", "test",
-                        "--extra", "lab", "--python-version", "3.11", "--python-platform", "x86_64-unknown-linux-gnu",
-                        "--override", str(override), "--no-header", "--no-annotate", "-q", "-o", str(out)],
-                       check=True, cwd=REPO)
-        return "\n".join(line.split("+")[0] if line.startswith("torch==") else line
-                         for line in out.read_text().splitlines() if not line.startswith(("-e", "workshop")))
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "uv",
+                "pip",
+                "compile",
+                str(REPO / "pyproject.toml"),
+                "--extra",
+                "test",
+                "--extra",
+                "lab",
+                "--python-version",
+                "3.11",
+                "--python-platform",
+                "x86_64-unknown-linux-gnu",
+                "--override",
+                str(override),
+                "--no-header",
+                "--no-annotate",
+                "-q",
+                "-o",
+                str(out),
+            ],
+            check=True,
+            cwd=REPO,
+        )
+        return "\n".join(
+            line.split("+")[0] if line.startswith("torch==") else line
+            for line in out.read_text().splitlines()
+            if not line.startswith(("-e", "workshop"))
+        )
 
 
 def main() -> int:
@@ -48,8 +74,11 @@ def main() -> int:
     if a.check:
         old, fresh = pins(LOCK.read_text()), pins(new)
         behind = sorted(f"{n} {old[n]} -> {v}" for n, v in fresh.items() if n in old and old[n] != v)
-        print(f"constraints.txt: {len(behind)} package(s) have newer releases"
-              + (": " + ", ".join(behind) if behind else "") + " (refresh on purpose: python .ci/lock.py)")
+        print(
+            f"constraints.txt: {len(behind)} package(s) have newer releases"
+            + (": " + ", ".join(behind) if behind else "")
+            + " (refresh on purpose: python .ci/lock.py)"
+        )
         return 0
     LOCK.write_text("\n".join(HEADER + [new]) + "\n")
     print(f"wrote {LOCK} ({len(pins(new))} pins)")

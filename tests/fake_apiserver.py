@@ -19,14 +19,22 @@ from urllib.parse import parse_qs, urlsplit
 
 # group/version -> [(plural, kind, namespaced)]
 GROUPS = {
-    "v1": [("pods", "Pod", True), ("pods/log", "Pod", True), ("secrets", "Secret", True), ("nodes", "Node", False),
-           ("namespaces", "Namespace", False), ("persistentvolumeclaims", "PersistentVolumeClaim", True),
-           ("persistentvolumes", "PersistentVolume", False)],
+    "v1": [
+        ("pods", "Pod", True),
+        ("pods/log", "Pod", True),
+        ("secrets", "Secret", True),
+        ("nodes", "Node", False),
+        ("namespaces", "Namespace", False),
+        ("persistentvolumeclaims", "PersistentVolumeClaim", True),
+        ("persistentvolumes", "PersistentVolume", False),
+    ],
     "storage.k8s.io/v1": [("storageclasses", "StorageClass", False)],
     "karpenter.sh/v1": [("nodepools", "NodePool", False), ("nodeclaims", "NodeClaim", False)],
     "karpenter.k8s.aws/v1": [("ec2nodeclasses", "EC2NodeClass", False)],
-    "trainer.kubeflow.org/v1alpha1": [("trainjobs", "TrainJob", True),
-                                      ("clustertrainingruntimes", "ClusterTrainingRuntime", False)],
+    "trainer.kubeflow.org/v1alpha1": [
+        ("trainjobs", "TrainJob", True),
+        ("clustertrainingruntimes", "ClusterTrainingRuntime", False),
+    ],
 }
 
 
@@ -59,25 +67,42 @@ def matches(selector: str | None, labels: dict) -> bool:
 
 def managed_fields(manager: str, operation: str = "Apply", api_version: str = "v1") -> list[dict]:
     """A metadata.managedFields list naming one manager, as a real server records it."""
-    return [{"manager": manager, "operation": operation, "apiVersion": api_version,
-             "time": "2025-01-01T00:00:00Z", "fieldsType": "FieldsV1", "fieldsV1": {"f:metadata": {}}}]
+    return [
+        {
+            "manager": manager,
+            "operation": operation,
+            "apiVersion": api_version,
+            "time": "2025-01-01T00:00:00Z",
+            "fieldsType": "FieldsV1",
+            "fieldsV1": {"f:metadata": {}},
+        }
+    ]
 
 
 def status(code: int, message: str, reason: str = "", **details) -> dict:
-    return {"kind": "Status", "apiVersion": "v1", "status": "Failure", "message": message, "reason": reason,
-            "code": code, **({"details": details} if details else {})}
+    return {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "status": "Failure",
+        "message": message,
+        "reason": reason,
+        "code": code,
+        **({"details": details} if details else {}),
+    }
 
 
 class FakeAPIServer:
     def __init__(self, groups: dict | None = None):
         self.groups = dict(GROUPS if groups is None else groups)
-        self.objects: dict[tuple, dict] = {}   # (group/version, plural, namespace, name) -> object
+        self.objects: dict[tuple, dict] = {}  # (group/version, plural, namespace, name) -> object
         self.requests: list[dict] = []
-        self.faults: list[tuple] = []          # (method, path prefix, code, body, headers): answered once each
-        self.watch_scripts: list[list] = []    # per watch request: events (dicts) and "cut" / "gone" / "close"
-        self.conflicts: dict[str, list] = {}   # object name -> [(field, manager)] owned by another manager
-        self.logs: dict[str, list[str]] = {}   # pod name -> lines
-        self.on_delete: list[Callable[[tuple, dict], None]] = []  # called with (key, object) after each DELETE
+        self.faults: list[tuple] = []  # (method, path prefix, code, body, headers): answered once each
+        self.watch_scripts: list[list] = []  # per watch request: events (dicts) and "cut" / "gone" / "close"
+        self.conflicts: dict[str, list] = {}  # object name -> [(field, manager)] owned by another manager
+        self.logs: dict[str, list[str]] = {}  # pod name -> lines
+        self.on_delete: list[
+            Callable[[tuple, dict], None]
+        ] = []  # called with (key, object) after each DELETE
         self._rv = itertools.count(100)
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.httpd.daemon_threads = True
@@ -88,16 +113,29 @@ class FakeAPIServer:
         return f"http://127.0.0.1:{self.httpd.server_port}"
 
     def kubeconfig(self, path, token: str = "secret-token", user: str = "alice") -> str:
-        path.write_text(json.dumps({
-            "apiVersion": "v1", "kind": "Config", "current-context": "fake",
-            "clusters": [{"name": "fake", "cluster": {"server": self.url}}],
-            "users": [{"name": user, "user": {"token": token}}],
-            "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": user}}]}))
+        path.write_text(
+            json.dumps(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Config",
+                    "current-context": "fake",
+                    "clusters": [{"name": "fake", "cluster": {"server": self.url}}],
+                    "users": [{"name": user, "user": {"token": token}}],
+                    "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": user}}],
+                }
+            )
+        )
         return str(path)
 
     def put(self, gv: str, plural: str, obj: dict, namespace: str | None = None) -> dict:
-        obj = {**obj, "metadata": {**obj.get("metadata", {}), "resourceVersion": str(next(self._rv)),
-                                   "uid": "uid-" + obj["metadata"]["name"]}}
+        obj = {
+            **obj,
+            "metadata": {
+                **obj.get("metadata", {}),
+                "resourceVersion": str(next(self._rv)),
+                "uid": "uid-" + obj["metadata"]["name"],
+            },
+        }
         self.objects[(gv, plural, namespace, obj["metadata"]["name"])] = obj
         return obj
 
@@ -148,8 +186,15 @@ class FakeAPIServer:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length) if length else b""
                 query = {k: v[0] for k, v in parse_qs(parts.query).items()}
-                server.requests.append({"method": self.command, "path": parts.path, "query": query,
-                                        "headers": {k.lower(): v for k, v in self.headers.items()}, "body": body})
+                server.requests.append(
+                    {
+                        "method": self.command,
+                        "path": parts.path,
+                        "query": query,
+                        "headers": {k.lower(): v for k, v in self.headers.items()},
+                        "body": body,
+                    }
+                )
                 for i, (method, prefix, code, obj, headers) in enumerate(server.faults):
                     if method == self.command and parts.path.startswith(prefix):
                         del server.faults[i]
@@ -161,31 +206,61 @@ class FakeAPIServer:
             def route(self, path, query, body):
                 segs = path.strip("/").split("/")
                 if path == "/version":
-                    return self.send_json(200, {
-                        "major": "1", "minor": "33", "gitVersion": "v1.33.0-fake", "gitCommit": "0", "gitTreeState": "clean",
-                        "buildDate": "2025-01-01T00:00:00Z", "goVersion": "go1.24", "compiler": "gc",
-                        "platform": "linux/amd64"})
+                    return self.send_json(
+                        200,
+                        {
+                            "major": "1",
+                            "minor": "33",
+                            "gitVersion": "v1.33.0-fake",
+                            "gitCommit": "0",
+                            "gitTreeState": "clean",
+                            "buildDate": "2025-01-01T00:00:00Z",
+                            "goVersion": "go1.24",
+                            "compiler": "gc",
+                            "platform": "linux/amd64",
+                        },
+                    )
                 if path == "/api":
                     return self.send_json(200, {"kind": "APIVersions", "versions": ["v1"]})
                 if path == "/apis":
-                    groups = [{"name": gv.split("/")[0], "versions": [{"groupVersion": gv, "version": gv.split("/")[1]}],
-                               "preferredVersion": {"groupVersion": gv, "version": gv.split("/")[1]}}
-                              for gv in server.groups if "/" in gv]
+                    groups = [
+                        {
+                            "name": gv.split("/")[0],
+                            "versions": [{"groupVersion": gv, "version": gv.split("/")[1]}],
+                            "preferredVersion": {"groupVersion": gv, "version": gv.split("/")[1]},
+                        }
+                        for gv in server.groups
+                        if "/" in gv
+                    ]
                     return self.send_json(200, {"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})
                 gv = "v1" if segs[0] == "api" else "/".join(segs[1:3])
                 rest = segs[2:] if segs[0] == "api" else segs[3:]
                 if gv not in server.groups:
-                    return self.send_json(404, status(404, "the server could not find the requested resource",
-                                                      "NotFound"))
+                    return self.send_json(
+                        404, status(404, "the server could not find the requested resource", "NotFound")
+                    )
                 if not rest:
-                    resources = [{"name": p, "singularName": "", "namespaced": ns, "kind": k,
-                                  "verbs": ["get", "list", "watch", "patch", "delete", "create"]}
-                                 for p, k, ns in server.groups[gv]]
-                    return self.send_json(200, {"kind": "APIResourceList", "groupVersion": gv, "resources": resources})
+                    resources = [
+                        {
+                            "name": p,
+                            "singularName": "",
+                            "namespaced": ns,
+                            "kind": k,
+                            "verbs": ["get", "list", "watch", "patch", "delete", "create"],
+                        }
+                        for p, k, ns in server.groups[gv]
+                    ]
+                    return self.send_json(
+                        200, {"kind": "APIResourceList", "groupVersion": gv, "resources": resources}
+                    )
                 namespace = None
                 if rest[0] == "namespaces" and len(rest) >= 3:
                     namespace, rest = rest[1], rest[2:]
-                plural, name, sub = rest[0], (rest[1] if len(rest) > 1 else None), (rest[2] if len(rest) > 2 else None)
+                plural, name, sub = (
+                    rest[0],
+                    (rest[1] if len(rest) > 1 else None),
+                    (rest[2] if len(rest) > 2 else None),
+                )
                 if sub == "log":
                     return self.pod_log(name, query)
                 key = (gv, plural, namespace, name)
@@ -207,32 +282,59 @@ class FakeAPIServer:
                     return self.send_json(200, server.objects[key])
                 if query.get("watch") in ("true", "True", "1"):
                     return self.watch()
-                items = [o for (g, p, ns, _), o in list(server.objects.items())
-                         if g == gv and p == plural and (namespace is None or ns == namespace)
-                         and matches(query.get("labelSelector"), (o.get("metadata") or {}).get("labels") or {})]
+                items = [
+                    o
+                    for (g, p, ns, _), o in list(server.objects.items())
+                    if g == gv
+                    and p == plural
+                    and (namespace is None or ns == namespace)
+                    and matches(query.get("labelSelector"), (o.get("metadata") or {}).get("labels") or {})
+                ]
                 version = str(next(server._rv))
                 server.requests[-1]["rv_answered"] = version
-                return self.send_json(200, {"kind": "List", "apiVersion": gv, "items": items,
-                                            "metadata": {"resourceVersion": version}})
+                return self.send_json(
+                    200,
+                    {
+                        "kind": "List",
+                        "apiVersion": gv,
+                        "items": items,
+                        "metadata": {"resourceVersion": version},
+                    },
+                )
 
             def apply(self, key, query, body):
                 doc = json.loads(body)
                 owned = server.conflicts.get(key[3])
                 if owned and query.get("force") not in ("true", "True"):
-                    causes = [{"type": "FieldManagerConflict", "field": f, "message": f'conflict with "{m}"'}
-                              for f, m in owned]
-                    return self.send_json(409, status(409, f"Apply failed with {len(causes)} conflict(s)", "Conflict",
-                                                      causes=causes))
+                    causes = [
+                        {"type": "FieldManagerConflict", "field": f, "message": f'conflict with "{m}"'}
+                        for f, m in owned
+                    ]
+                    return self.send_json(
+                        409,
+                        status(
+                            409, f"Apply failed with {len(causes)} conflict(s)", "Conflict", causes=causes
+                        ),
+                    )
                 manager = query.get("fieldManager") or ""
                 old = server.objects.get(key) or {}
                 old_meta = old.get("metadata") or {}
-                kept = [e for e in old_meta.get("managedFields") or []
-                        if (e.get("manager"), e.get("operation")) != (manager, "Apply")]
+                kept = [
+                    e
+                    for e in old_meta.get("managedFields") or []
+                    if (e.get("manager"), e.get("operation")) != (manager, "Apply")
+                ]
                 # what other managers set (labels, annotations, status) stays, as server-side apply keeps it
-                meta = {**old_meta, **doc["metadata"],
-                        **{k: {**(old_meta.get(k) or {}), **(doc["metadata"].get(k) or {})}
-                           for k in ("labels", "annotations") if old_meta.get(k) or doc["metadata"].get(k)},
-                        "managedFields": kept + managed_fields(manager, "Apply", key[0])}
+                meta = {
+                    **old_meta,
+                    **doc["metadata"],
+                    **{
+                        k: {**(old_meta.get(k) or {}), **(doc["metadata"].get(k) or {})}
+                        for k in ("labels", "annotations")
+                        if old_meta.get(k) or doc["metadata"].get(k)
+                    },
+                    "managedFields": kept + managed_fields(manager, "Apply", key[0]),
+                }
                 doc = {**doc, "metadata": meta}
                 obj = {**doc, "metadata": {**doc["metadata"], "uid": "uid-" + key[3]}}
                 if query.get("dryRun") != "All":
@@ -257,8 +359,11 @@ class FakeAPIServer:
 
                 obj = merge(server.objects[key], json.loads(body))
                 manager = query.get("fieldManager") or "unknown"
-                entries = [e for e in obj["metadata"].get("managedFields") or []
-                           if (e.get("manager"), e.get("operation")) != (manager, "Update")]
+                entries = [
+                    e
+                    for e in obj["metadata"].get("managedFields") or []
+                    if (e.get("manager"), e.get("operation")) != (manager, "Update")
+                ]
                 obj["metadata"]["managedFields"] = entries + managed_fields(manager, "Update", key[0])
                 if query.get("dryRun") != "All":
                     obj = server.put(key[0], key[1], obj, key[2])
@@ -273,13 +378,20 @@ class FakeAPIServer:
                     if isinstance(step, dict):
                         self.chunk(json.dumps(step).encode() + b"\n")
                     elif step == "cut":  # the connection drops in the middle of a chunk
-                        self.wfile.write(b"40\r\n{\"type\": \"MODIFIED\"")
+                        self.wfile.write(b'40\r\n{"type": "MODIFIED"')
                         self.wfile.flush()
                         self.close_connection = True
                         return
                     elif step == "gone":
-                        self.chunk(json.dumps({"type": "ERROR", "object": status(
-                            410, "too old resource version: 1 (100)", "Expired")}).encode() + b"\n")
+                        self.chunk(
+                            json.dumps(
+                                {
+                                    "type": "ERROR",
+                                    "object": status(410, "too old resource version: 1 (100)", "Expired"),
+                                }
+                            ).encode()
+                            + b"\n"
+                        )
                     elif step == "hold":
                         time.sleep(0.5)
                 self.end_stream()

@@ -43,8 +43,10 @@ def test_flops_per_token_and_mfu():
     # 6N without the input embedding (a lookup) + 12 * L * d * T for attention
     fpt = bench.flops_per_token(1_000_000, layers=2, hidden=64, seq_len=128, vocab=1000)
     assert fpt == 6 * (1_000_000 - 64_000) + 12 * 2 * 64 * 128
-    assert bench.flops_per_token(1_000_000, layers=2, hidden=64, seq_len=128, vocab=1000, tied=True) == \
-        6 * 1_000_000 + 12 * 2 * 64 * 128
+    assert (
+        bench.flops_per_token(1_000_000, layers=2, hidden=64, seq_len=128, vocab=1000, tied=True)
+        == 6 * 1_000_000 + 12 * 2 * 64 * 128
+    )
     # 1e12 FLOP/s of a 2 TFLOPS peak is 50%
     assert bench.mfu(1e6, 1e6, 2.0) == pytest.approx(50.0)
     with pytest.raises(WorkshopError):
@@ -79,15 +81,23 @@ def test_original_variant_matches_the_original_recipe():
     assert (args.zero_stage, args.offload_param, args.offload_optimizer) == (3, True, True)
     assert (args.micro_batch, args.grad_accum, args.seq_len, args.packing) == (1, 4, 512, False)
     assert args.min_chars == 11 and args.precision == "bf16" and args.extra_ds["overlap_comm"] is True
-    w = parse_args(bench.variant_argv(bench.VARIANTS["workbook"], BenchConfig(dataset=__file__), paths.REPO / "x"))
+    w = parse_args(
+        bench.variant_argv(bench.VARIANTS["workbook"], BenchConfig(dataset=__file__), paths.REPO / "x")
+    )
     assert w.packing and w.precision == "bf16" and not w.offload_param
     assert w.engine == "ddp" and w.master_weights  # bf16 weights with fp32 masters, not autocast
-    f = parse_args(bench.variant_argv(bench.VARIANTS["workbook_fp32"], BenchConfig(dataset=__file__), paths.REPO / "x"))
+    f = parse_args(
+        bench.variant_argv(bench.VARIANTS["workbook_fp32"], BenchConfig(dataset=__file__), paths.REPO / "x")
+    )
     assert f.precision == "fp32" and not f.master_weights
     assert bench.VARIANTS["workbook_fp32"].precision == "fp32"
     assert w.compile and w.attn_implementation == "eager" and w.optimizer == "adamw_torch_fused"
-    assert w.allreduce == "auto" and {bench.VARIANTS[n].allocator for n in ("workbook", "workbook_fp32")} == {"auto"}
-    assert bench.VARIANTS["original"].allocator == "system" and not args.compile  # the seed's recipe as it was
+    assert w.allreduce == "auto" and {bench.VARIANTS[n].allocator for n in ("workbook", "workbook_fp32")} == {
+        "auto"
+    }
+    assert (
+        bench.VARIANTS["original"].allocator == "system" and not args.compile
+    )  # the seed's recipe as it was
 
 
 def test_without_a_compiler_the_workbook_recipe_runs_eager(monkeypatch):
@@ -97,7 +107,9 @@ def test_without_a_compiler_the_workbook_recipe_runs_eager(monkeypatch):
     from workshop.train import parse_args
 
     monkeypatch.setattr(hardware, "has_cxx_compiler", lambda: False)
-    w = parse_args(bench.variant_argv(bench.VARIANTS["workbook"], BenchConfig(dataset=__file__), paths.REPO / "x"))
+    w = parse_args(
+        bench.variant_argv(bench.VARIANTS["workbook"], BenchConfig(dataset=__file__), paths.REPO / "x")
+    )
     assert not w.compile and w.attn_implementation == "sdpa" and w.master_weights
     assert "--compile" in bench.VARIANTS["workbook"].argv  # the definition itself is untouched
 
@@ -109,33 +121,50 @@ def fake_runner(speed: dict[str, float]):
         calls.append((round_, v.name))
         drift = 1.0 - 0.1 * round_
         tps = speed[v.name] * drift
-        m = {"steps": [{"tokens": 1}] * cfg.steps, "tokens_per_s_median": tps, "step_time_s_median": 1000 / tps,
-             "world_size": 2, "params": 60_000_000, "args": {"micro_batch": 1, "grad_accum": 4, "seq_len": 512}}
+        m = {
+            "steps": [{"tokens": 1}] * cfg.steps,
+            "tokens_per_s_median": tps,
+            "step_time_s_median": 1000 / tps,
+            "world_size": 2,
+            "params": 60_000_000,
+            "args": {"micro_batch": 1, "grad_accum": 4, "seq_len": 512},
+        }
         return bench.run_record(v, round_, m, 1.0)
 
     return run, calls
 
 
 def test_training_benchmarks_interleave_once_and_split(tmp_path, kit_cache):
-    run, calls = fake_runner({"original": 40.0, "original_engine_packed": 300.0, "workbook": 1000.0, "workbook_fp32": 400.0})
+    run, calls = fake_runner(
+        {"original": 40.0, "original_engine_packed": 300.0, "workbook": 1000.0, "workbook_fp32": 400.0}
+    )
     cfg = BenchConfig(steps=4, rounds=2, cache_dir=str(kit_cache), out_dir=str(tmp_path / "runs"))
     out = bench.training_benchmarks(["recipes", "engine"], cfg, runner=run, echo=lambda *_: None)
     # the shared "workbook" variant ran once per round, not once per benchmark
-    assert calls == [(0, "workbook"), (0, "original"), (0, "original_engine_packed"),
-                     (1, "workbook"), (1, "original"), (1, "original_engine_packed")]
+    assert calls == [
+        (0, "workbook"),
+        (0, "original"),
+        (0, "original_engine_packed"),
+        (1, "workbook"),
+        (1, "original"),
+        (1, "original_engine_packed"),
+    ]
     rec = out["recipes"]
     assert rec["tokens_per_s_ratio"]["median"] == pytest.approx(25.0)
     assert rec["tokens_per_s_ratio"]["spread_pct"] == pytest.approx(0.0)  # drift cancels within a round
     assert out["engine"]["tokens_per_s_ratio"]["median"] == pytest.approx(1000 / 300)
     w = rec["variants"]["workbook"]
     assert w["tokens_per_s"]["values"] == [1000.0, 900.0]
-    assert w["mfu_pct_of_amx_peak"] == pytest.approx(100 * 950 * w["flops_per_token"] / (rec["peaks"]["amx_bf16_tflops"] * 1e12),
-                                                     rel=1e-3)
+    assert w["mfu_pct_of_amx_peak"] == pytest.approx(
+        100 * 950 * w["flops_per_token"] / (rec["peaks"]["amx_bf16_tflops"] * 1e12), rel=1e-3
+    )
     assert rec["corpus"]["mean_tokens_per_line"] > 10  # paragraph-level lines, not one short line each
 
 
 def test_summary_rows_verdicts(tmp_path, kit_cache):
-    run, _ = fake_runner({"original": 100.0, "original_engine_packed": 300.0, "workbook": 1000.0, "workbook_fp32": 400.0})
+    run, _ = fake_runner(
+        {"original": 100.0, "original_engine_packed": 300.0, "workbook": 1000.0, "workbook_fp32": 400.0}
+    )
     cfg = BenchConfig(steps=4, rounds=1, cache_dir=str(kit_cache), out_dir=str(tmp_path / "runs"))
     res = bench.training_benchmarks(["recipes", "engine", "precision"], cfg, runner=run, echo=lambda *_: None)
     res["workbook"] = {"total_s": 720.0, "notebooks": [{"notebook": "01_x.ipynb"}]}
@@ -172,7 +201,9 @@ def test_ipex_skips_plainly_without_its_environment(monkeypatch, tmp_path):
 @pytest.mark.slow
 def test_ipex_child_plumbing_with_stock_arms(tmp_path, kit_cache):
     """The child script end to end in THIS environment, both arms stock: the JSON contract holds."""
-    cfg = BenchConfig(model="tiny", steps=3, rounds=2, seq_len=64, cache_dir=str(kit_cache), out_dir=str(tmp_path))
+    cfg = BenchConfig(
+        model="tiny", steps=3, rounds=2, seq_len=64, cache_dir=str(kit_cache), out_dir=str(tmp_path)
+    )
     r = bench.ipex(cfg, sys.executable, stock_only=True)
     assert r["status"] == "ok", r
     assert len(r["stock_tokens_per_s"]) == 2 and all(x > 0 for x in r["ipex_tokens_per_s"])
@@ -182,8 +213,15 @@ def test_ipex_child_plumbing_with_stock_arms(tmp_path, kit_cache):
 @pytest.mark.slow
 def test_real_interleaved_recipes_tiny(tmp_path, kit_cache):
     """Two real 2-rank runs per variant (tiny model, few steps): the JSON has every run, in ABAB order."""
-    cfg = BenchConfig(model="tiny", steps=3, rounds=1, seq_len=128, cache_dir=str(kit_cache),
-                      out_dir=str(tmp_path / "runs"), results_dir=str(tmp_path / "res"))
+    cfg = BenchConfig(
+        model="tiny",
+        steps=3,
+        rounds=1,
+        seq_len=128,
+        cache_dir=str(kit_cache),
+        out_dir=str(tmp_path / "runs"),
+        results_dir=str(tmp_path / "res"),
+    )
     out = bench.training_benchmarks(["recipes"], cfg, echo=lambda *_: None)
     r = out["recipes"]
     assert r["order"] == ["workbook#0", "seed#0"]
@@ -191,6 +229,9 @@ def test_real_interleaved_recipes_tiny(tmp_path, kit_cache):
         v = r["variants"][name]
         assert v["tokens_per_s"]["median"] > 0 and v["runs"][0]["steps"] == 3
     # padding wastes most of the seed's compute; packing wastes none
-    assert r["variants"]["original"]["computed_tokens_per_s"] > 2 * r["variants"]["original"]["tokens_per_s"]["median"]
+    assert (
+        r["variants"]["original"]["computed_tokens_per_s"]
+        > 2 * r["variants"]["original"]["tokens_per_s"]["median"]
+    )
     path = bench.save("recipes", r, cfg.results_dir)
     assert json.loads(path.read_text())["variants"]["original"]["argv"][:2] == ["--zero-stage", "3"]

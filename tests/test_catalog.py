@@ -13,9 +13,22 @@ def test_seed_query_returns_the_seeds_instances():
     assert source.startswith("moto")
     names = {r.instance_type for r in rows}
     # every row the seed printed is still in the catalog (newer catalogs add u7i/u7in sizes)
-    seed = {"u7i-6tb.112xlarge", "r7iz.32xlarge", "r7i.metal-48xl", "i7ie.metal-48xl", "m7i.48xlarge",
-            "i7ie.48xlarge", "c7i.metal-48xl", "i7i.metal-48xl", "r7iz.metal-32xl", "r7i.48xlarge",
-            "i7i.48xlarge", "i7i.24xlarge", "c7i.48xlarge", "m7i.metal-48xl"}
+    seed = {
+        "u7i-6tb.112xlarge",
+        "r7iz.32xlarge",
+        "r7i.metal-48xl",
+        "i7ie.metal-48xl",
+        "m7i.48xlarge",
+        "i7ie.48xlarge",
+        "c7i.metal-48xl",
+        "i7i.metal-48xl",
+        "r7iz.metal-32xl",
+        "r7i.48xlarge",
+        "i7i.48xlarge",
+        "i7i.24xlarge",
+        "c7i.48xlarge",
+        "m7i.metal-48xl",
+    }
     assert seed <= names
     assert all(r.efa and "7i" in r.instance_type for r in rows)
     r7i = next(r for r in rows if r.instance_type == "r7i.48xlarge")
@@ -29,7 +42,9 @@ def test_broad_families_gpu_and_amx_marks():
     p5 = by["p5.48xlarge"]
     assert (p5.gpus, p5.gpu_name, p5.gpu_memory_gib) == (8, "H100", 80) and p5.efa and not p5.amx
     p4d = by["p4d.24xlarge"]
-    assert (p4d.gpus, p4d.gpu_memory_gib) == (8, 40) and not p4d.amx and p4d.hourly_usd == pytest.approx(32.7726)
+    assert (
+        (p4d.gpus, p4d.gpu_memory_gib) == (8, 40) and not p4d.amx and p4d.hourly_usd == pytest.approx(32.7726)
+    )
     assert by["g6e.8xlarge"].network_performance == "25 Gigabit" and by["g6e.8xlarge"].efa  # the seed's spec
     assert all(r.amx for r in rows if r.family in ("c7i", "m8i"))
     assert not any(r.amx for r in rows if r.family in ("m7g", "m7a"))
@@ -38,7 +53,9 @@ def test_broad_families_gpu_and_amx_marks():
 
 
 def test_sizes_and_efa_filters():
-    rows, _ = catalog.list_instances(["c7i", "m7i", "r7i"], sizes=["8xlarge", "48xlarge"], efa=True, source="moto")
+    rows, _ = catalog.list_instances(
+        ["c7i", "m7i", "r7i"], sizes=["8xlarge", "48xlarge"], efa=True, source="moto"
+    )
     assert {r.instance_type for r in rows} == {"c7i.48xlarge", "m7i.48xlarge", "r7i.48xlarge"}
 
 

@@ -12,9 +12,18 @@ from workshop.plan.models import architecture, build_config
 from workshop.train import TrainArgs, parse_args
 from workshop.train.affinity import rank_cores
 
-FAKE_CPU = {"cpu_model": "Test CPU", "vendor": "AuthenticAMD", "arch": "x86_64", "cores": 2, "isa_class": "avx2",
-            "isa_flags": {"amx": False, "avx512f": False, "avx512_bf16": False, "avx2": True},
-            "native_bf16": False, "native_bf16_why": "no native bf16", "versions": {"torch": "x"}, "date": "d"}
+FAKE_CPU = {
+    "cpu_model": "Test CPU",
+    "vendor": "AuthenticAMD",
+    "arch": "x86_64",
+    "cores": 2,
+    "isa_class": "avx2",
+    "isa_flags": {"amx": False, "avx512f": False, "avx512_bf16": False, "avx2": True},
+    "native_bf16": False,
+    "native_bf16_why": "no native bf16",
+    "versions": {"torch": "x"},
+    "date": "d",
+}
 
 
 def test_linear_shapes_of_tiny_are_every_matmul_weight():
@@ -41,19 +50,34 @@ def test_linear_shapes_follow_head_dim_and_gqa_of_llama_32_1b():
 
 def test_flop_accounting_for_a_known_config():
     g = Linear("gate_proj", 256, 688, 4)
-    assert g.train_flops(1024) == 6 * 1024 * 256 * 688 * 4  # forward, input grad, weight grad: 2*T*in*out each
+    assert (
+        g.train_flops(1024) == 6 * 1024 * 256 * 688 * 4
+    )  # forward, input grad, weight grad: 2*T*in*out each
     arch = architecture("tiny")
-    assert (arch.params, arch.layers, arch.hidden, arch.vocab, arch.tied_embeddings) == (7_096_576, 4, 256, 8192, False)
-    rec = ceiling.record({"tokens_per_s_median": 1000.0, "step_time_s_median": 1.0, "params": 7_096_576},
-                         TrainArgs(seq_len=256), arch)
+    assert (arch.params, arch.layers, arch.hidden, arch.vocab, arch.tied_embeddings) == (
+        7_096_576,
+        4,
+        256,
+        8192,
+        False,
+    )
+    rec = ceiling.record(
+        {"tokens_per_s_median": 1000.0, "step_time_s_median": 1.0, "params": 7_096_576},
+        TrainArgs(seq_len=256),
+        arch,
+    )
     assert rec["flops_per_token"] == 6 * (7_096_576 - 8192 * 256) + 12 * 4 * 256 * 256
     assert rec["model_tflops"] == pytest.approx(1000 * rec["flops_per_token"] / 1e12)
 
 
 def test_ceiling_adds_the_ranks_that_run_at_once():
     shapes = [Linear("a", 10, 20, 2), Linear("b", 20, 10, 1)]
-    one = {"shapes": [{"inp": 10, "out": 20, "fwd_s": 1e-3, "dx_s": 1e-3, "dw_s": 2e-3},
-                      {"inp": 20, "out": 10, "fwd_s": 1e-3, "dx_s": 1e-3, "dw_s": 1e-3}]}
+    one = {
+        "shapes": [
+            {"inp": 10, "out": 20, "fwd_s": 1e-3, "dx_s": 1e-3, "dw_s": 2e-3},
+            {"inp": 20, "out": 10, "fwd_s": 1e-3, "dx_s": 1e-3, "dw_s": 1e-3},
+        ]
+    }
     c = ceiling.ceiling_from_children([one, one], shapes, tokens=100)
     flops = 6 * 100 * 200 * 3  # 3 weights of 200 elements
     per_rank = flops / (2 * 4e-3 + 1 * 3e-3)
@@ -72,8 +96,18 @@ def test_levers_map_to_train_args_and_env(kit_cache, tmp_path, monkeypatch):
     monkeypatch.setattr(launch, "allocator_path", lambda name: f"/usr/lib/lib{name}.so")
     monkeypatch.setattr(hardware, "has_cxx_compiler", lambda: True)
     recipe = ceiling.recipe_args(recipe_cfg(kit_cache, tmp_path))
-    assert (recipe.engine, recipe.optimizer, recipe.micro_batch, recipe.threads) == ("ddp", "adamw_torch_fused", 4, 1)
-    assert recipe.precision == "auto" and recipe.backend == "gloo" and recipe.packing and recipe.allreduce == "auto"
+    assert (recipe.engine, recipe.optimizer, recipe.micro_batch, recipe.threads) == (
+        "ddp",
+        "adamw_torch_fused",
+        4,
+        1,
+    )
+    assert (
+        recipe.precision == "auto"
+        and recipe.backend == "gloo"
+        and recipe.packing
+        and recipe.allreduce == "auto"
+    )
     assert recipe.compile and recipe.attn_implementation == "eager" and recipe.master_weights
 
     def args(name):
@@ -87,9 +121,14 @@ def test_levers_map_to_train_args_and_env(kit_cache, tmp_path, monkeypatch):
     assert args("gloo_allreduce").allreduce == "backend" and "--allreduce" in args("gloo_allreduce").to_argv()
     z = args("ds_cpu_adam")
     assert (z.engine, z.zero_stage, z.offload_optimizer, z.compile) == ("deepspeed", 3, True, False)
-    assert LEVERS["ds_cpu_adam"].base == "zero3" and LEVERS["zero3"].base == "no_compile"  # uncompiled vs uncompiled
+    assert (
+        LEVERS["ds_cpu_adam"].base == "zero3" and LEVERS["zero3"].base == "no_compile"
+    )  # uncompiled vs uncompiled
     p = args("zero3_persist")
-    assert p.extra_ds == {"stage3_param_persistence_threshold": 10_000_000, "stage3_prefetch_bucket_size": 50_000_000}
+    assert p.extra_ds == {
+        "stage3_param_persistence_threshold": 10_000_000,
+        "stage3_prefetch_bucket_size": 50_000_000,
+    }
     assert "--extra-ds" in p.to_argv()
     assert args("affinity").pin_cores and "--pin-cores" in args("affinity").to_argv()
     env, allocator = ceiling.lever_env(LEVERS["affinity"])
@@ -97,15 +136,25 @@ def test_levers_map_to_train_args_and_env(kit_cache, tmp_path, monkeypatch):
     assert "OMP_PROC_BIND" not in env  # set in the rank, not in torchrun
     assert args("micro_batch_x2").micro_batch == 8
     assert (args("grad_accum_x2").micro_batch, args("grad_accum_x2").grad_accum) == (2, 2)
-    assert (args("seq_len_x2").seq_len, args("seq_len_x2").micro_batch) == (512, 2)  # the same tokens per forward
+    assert (args("seq_len_x2").seq_len, args("seq_len_x2").micro_batch) == (
+        512,
+        2,
+    )  # the same tokens per forward
     assert args("ddp_bucket_x4").ddp_bucket_mb == 100 and "--ddp-bucket-mb" in args("ddp_bucket_x4").to_argv()
     ac = args("autocast")
-    assert not ac.master_weights and "--master-weights" not in ac.to_argv() and LEVERS["autocast"].needs == ("recipe_bf16",)
+    assert (
+        not ac.master_weights
+        and "--master-weights" not in ac.to_argv()
+        and LEVERS["autocast"].needs == ("recipe_bf16",)
+    )
     assert args("fp32").master_weights is False  # fp32 weights and bf16 master weights exclude each other
     assert ceiling.lever_env(LEVERS["system_malloc"]) == ({}, "system")
     env, allocator = ceiling.lever_env(LEVERS["jemalloc"])
     assert allocator == "jemalloc" and "background_thread:true" in env["MALLOC_CONF"]
-    assert ceiling.lever_env(LEVERS["recipe"], "cuda") == ({}, None)  # GPU ranks: the host's malloc is not the limit
+    assert ceiling.lever_env(LEVERS["recipe"], "cuda") == (
+        {},
+        None,
+    )  # GPU ranks: the host's malloc is not the limit
 
 
 def test_bases_are_added_and_requirements_skip_with_a_reason(kit_cache, tmp_path, monkeypatch):
@@ -113,7 +162,9 @@ def test_bases_are_added_and_requirements_skip_with_a_reason(kit_cache, tmp_path
 
     assert ceiling.parse_levers("ds_cpu_adam") == ["recipe", "no_compile", "zero3", "ds_cpu_adam"]
     monkeypatch.setattr(launch, "allocator_path", lambda name: None)
-    pl = ceiling.plan(recipe_cfg(kit_cache, tmp_path, levers=("jemalloc", "system_malloc", "fp32", "no_compile")))
+    pl = ceiling.plan(
+        recipe_cfg(kit_cache, tmp_path, levers=("jemalloc", "system_malloc", "fp32", "no_compile"))
+    )
     assert "apt-get install libjemalloc2" in pl.skipped["jemalloc"]
     assert "already runs glibc malloc here: tcmalloc is not installed" in pl.skipped["system_malloc"]
     assert pl.runs["recipe"][2] == "system"  # the recipe runs on, with what there is
@@ -141,13 +192,18 @@ def test_autocast_lever_runs_only_where_the_recipe_is_bf16(kit_cache, tmp_path, 
 
 
 def test_unknown_lever_names_it_and_the_allowed_ones(kit_cache, tmp_path, capsys):
-    with pytest.raises(WorkshopError, match=r"unknown lever 'warp_drive'; allowed: recipe, no_compile, sdpa_attention"):
+    with pytest.raises(
+        WorkshopError, match=r"unknown lever 'warp_drive'; allowed: recipe, no_compile, sdpa_attention"
+    ):
         ceiling.parse_levers("no_compile,warp_drive")
     with pytest.raises(WorkshopError, match="unknown device 'tpu'; allowed: cpu, cuda"):
         recipe_cfg(kit_cache, tmp_path, device="tpu").validate()
     with pytest.raises(SystemExit, match="2"):  # argparse checks the list: a usage line, then the error
         bench.main(["ceiling", "--levers", "turbo"])
-    assert "argument --levers: unknown 'turbo' in 'turbo'; allowed: recipe, no_compile" in capsys.readouterr().err
+    assert (
+        "argument --levers: unknown 'turbo' in 'turbo'; allowed: recipe, no_compile"
+        in capsys.readouterr().err
+    )
     assert bench.main(["ceiling", "--steps", "2"]) == 2
     assert "steps must be >= 3" in capsys.readouterr().err
     assert bench.main(["recipes", "ceiling"]) == 2
@@ -165,8 +221,16 @@ def test_rank_cores_give_each_rank_its_own_block():
 
 def fake_prober(rate_gflops: dict):
     def probe(shapes, *, tokens, dtype, nproc, threads, device="cpu", min_seconds=0.25):
-        return {"tflops": rate_gflops[dtype] / 1e3, "tokens": tokens, "dtype": dtype, "device": device,
-                "threads": threads, "nproc": nproc, "per_shape": []}
+        return {
+            "tflops": rate_gflops[dtype] / 1e3,
+            "tokens": tokens,
+            "dtype": dtype,
+            "device": device,
+            "threads": threads,
+            "nproc": nproc,
+            "per_shape": [],
+        }
+
     return probe
 
 
@@ -176,6 +240,7 @@ def fake_trainer(speed: dict, calls: list):
         calls.append((round_, name, env))
         tps = speed.get(name, 1000.0) * (1 - 0.1 * round_)  # the machine drifts; paired ratios must not
         return {"tokens_per_s_median": tps, "step_time_s_median": 1.0, "params": 7_096_576, "steps": [{}] * 4}
+
     return train
 
 
@@ -192,11 +257,21 @@ def test_json_schema_rows_and_summary(kit_cache, tmp_path, monkeypatch, native):
     monkeypatch.setattr(launch, "allocator_path", lambda name: f"/usr/lib/lib{name}.so")
     calls: list = []
     cfg = recipe_cfg(kit_cache, tmp_path, levers=("sdpa_attention", "affinity", "bf16"), rounds=2)
-    res = ceiling.run(cfg, trainer=fake_trainer({"recipe": 1000.0, "sdpa_attention": 800.0}, calls),
-                      prober=fake_prober({"fp32": 100.0, "bf16": 2.0}), echo=lambda *_: None)
+    res = ceiling.run(
+        cfg,
+        trainer=fake_trainer({"recipe": 1000.0, "sdpa_attention": 800.0}, calls),
+        prober=fake_prober({"fp32": 100.0, "bf16": 2.0}),
+        echo=lambda *_: None,
+    )
     # interleaved: every lever once per round, the ceiling measured in the same round
-    assert [(r, n) for r, n, _ in calls] == [(0, "recipe"), (0, "sdpa_attention"), (0, "affinity"),
-                                              (1, "recipe"), (1, "sdpa_attention"), (1, "affinity")]
+    assert [(r, n) for r, n, _ in calls] == [
+        (0, "recipe"),
+        (0, "sdpa_attention"),
+        (0, "affinity"),
+        (1, "recipe"),
+        (1, "sdpa_attention"),
+        (1, "affinity"),
+    ]
     assert all(env["LD_PRELOAD"].startswith("/usr/lib/libtcmalloc.so") for _, _, env in calls)
     assert res["precision"] == "bf16" or res["order"][0] == "ceiling:1024xfp32:start#0"
     assert res["precision"] == "bf16" or res["order"][4] == "ceiling:1024xfp32:end#0"
@@ -219,13 +294,18 @@ def test_json_schema_rows_and_summary(kit_cache, tmp_path, monkeypatch, native):
     ceil = 100.0 if res["precision"] == "fp32" else 2.0
     assert lv["recipe"]["pct_of_ceiling"]["values"][0] == pytest.approx(100 * 1000 * fpt / (ceil * 1e9))
     t = res["targets"]
-    assert t["step_pct_of_ceiling"]["best_lever"] in ("recipe", "affinity") and t["step_pct_of_ceiling"]["target"] == 60
+    assert (
+        t["step_pct_of_ceiling"]["best_lever"] in ("recipe", "affinity")
+        and t["step_pct_of_ceiling"]["target"] == 60
+    )
     path = bench.save("ceiling", res, tmp_path)
     saved = json.loads(path.read_text())
     assert saved["versions"]["torch"] and saved["machine"]["cpu_model"] == "Test CPU"
     rows = {r["lever"]: r for r in ceiling.rows(saved)}
     assert rows["sdpa_attention"]["effect"] == pytest.approx(0.8) and rows["recipe"]["verdict"] == "baseline"
-    assert rows["recipe"]["pct_range"][0] <= rows["recipe"]["pct_of_ceiling"] <= rows["recipe"]["pct_range"][1]
+    assert (
+        rows["recipe"]["pct_range"][0] <= rows["recipe"]["pct_of_ceiling"] <= rows["recipe"]["pct_range"][1]
+    )
     table = ceiling.format_table(list(rows.values()))
     assert "| SDPA attention |" in table and "skipped" in table
     summary = {r["benchmark"]: r for r in bench.summary_rows(results_dir=tmp_path)}
@@ -237,7 +317,9 @@ def test_json_schema_rows_and_summary(kit_cache, tmp_path, monkeypatch, native):
     pct = saved["levers"]["recipe"]["pct_of_ceiling"]["median"]
     assert said[0].startswith("Test CPU") and f"{pct:.0f}% of the" in said[0] and "1024 rows" in said[0]
     assert "  SDPA attention: " in said[1] and "x0.80 the tokens/s of recipe" in said[1]
-    assert any(line.startswith("  bf16: skipped") for line in said) and f"The other {100 - pct:.0f}%" in said[-1]
+    assert (
+        any(line.startswith("  bf16: skipped") for line in said) and f"The other {100 - pct:.0f}%" in said[-1]
+    )
 
 
 def test_gpu_path_builds_nccl_ranks_and_the_gpu_peak(kit_cache, tmp_path, monkeypatch):
@@ -260,11 +342,17 @@ def test_gpu_path_builds_nccl_ranks_and_the_gpu_peak(kit_cache, tmp_path, monkey
     assert ceiling.gpu_peak("NVIDIA H100 PCIe")["bf16_tflops"] == 756.0
     with pytest.raises(WorkshopError, match="no bf16 peak known for GPU 'Tesla T4'.*--peak-tflops"):
         ceiling.gpu_peak("Tesla T4")
-    monkeypatch.setattr(ceiling, "machine", lambda device: {**FAKE_CPU, "gpu": "NVIDIA H100 80GB HBM3", "gpus": 4})
+    monkeypatch.setattr(
+        ceiling, "machine", lambda device: {**FAKE_CPU, "gpu": "NVIDIA H100 80GB HBM3", "gpus": 4}
+    )
     calls: list = []
     cfg = recipe_cfg(kit_cache, tmp_path, device="cuda", nproc=4, threads=None, rounds=1, levers=("fp32",))
-    res = ceiling.run(cfg, trainer=fake_trainer({"recipe": 2000.0, "fp32": 1000.0}, calls),
-                      prober=fake_prober({"bf16": 400_000.0, "fp32": 50_000.0}), echo=lambda *_: None)
+    res = ceiling.run(
+        cfg,
+        trainer=fake_trainer({"recipe": 2000.0, "fp32": 1000.0}, calls),
+        prober=fake_prober({"bf16": 400_000.0, "fp32": 50_000.0}),
+        echo=lambda *_: None,
+    )
     assert res["peaks"]["bf16_tflops"] == pytest.approx(4 * 989.4)
     assert res["levers"]["recipe"]["mfu_pct_of_peak"]["median"] > 0
     assert res["targets"]["bf16_over_fp32"]["value"] == pytest.approx(2.0)
@@ -274,9 +362,31 @@ def test_gpu_path_builds_nccl_ranks_and_the_gpu_peak(kit_cache, tmp_path, monkey
 def test_real_ceiling_run_tiny(kit_cache, tmp_path):
     """One real `bench ceiling`: GEMM ranks and 2-rank training runs; every measured lever has a sane ratio."""
     out = tmp_path / "ceiling.json"
-    rc = bench.main(["ceiling", "--model", "tiny", "--seq-len", "64", "--steps", "3", "--rounds", "1",
-                     "--levers", "no_compile", "--gemm-seconds", "0.1", "--cache-dir", str(kit_cache),
-                     "--out-dir", str(tmp_path / "runs"), "--json-out", str(out), "--images-dir", str(tmp_path)])
+    rc = bench.main(
+        [
+            "ceiling",
+            "--model",
+            "tiny",
+            "--seq-len",
+            "64",
+            "--steps",
+            "3",
+            "--rounds",
+            "1",
+            "--levers",
+            "no_compile",
+            "--gemm-seconds",
+            "0.1",
+            "--cache-dir",
+            str(kit_cache),
+            "--out-dir",
+            str(tmp_path / "runs"),
+            "--json-out",
+            str(out),
+            "--images-dir",
+            str(tmp_path),
+        ]
+    )
     assert rc == 0
     res = json.loads(out.read_text())
     measured = {n: lv for n, lv in res["levers"].items() if lv["status"] == "measured"}
@@ -288,14 +398,31 @@ def test_real_ceiling_run_tiny(kit_cache, tmp_path):
 
 def test_a_lever_in_another_precision_is_not_the_best_step():
     """fp32 on an AMX CPU fills more of fp32's far lower ceiling at half the speed: no step closer to the machine's."""
+
     def lever(pct, precision, effect=1.0):
-        return {"status": "measured", "precision": precision, "pct_of_ceiling": {"median": pct},
-                "effect_vs_base": {"median": effect}}
-    res = {"precision": "bf16", "levers": {"recipe": lever(23.0, "bf16"), "micro_batch_x2": lever(33.0, "bf16", 1.18),
-                                           "fp32": lever(67.0, "fp32", 0.53)}}
+        return {
+            "status": "measured",
+            "precision": precision,
+            "pct_of_ceiling": {"median": pct},
+            "effect_vs_base": {"median": effect},
+        }
+
+    res = {
+        "precision": "bf16",
+        "levers": {
+            "recipe": lever(23.0, "bf16"),
+            "micro_batch_x2": lever(33.0, "bf16", 1.18),
+            "fp32": lever(67.0, "fp32", 0.53),
+        },
+    }
     t = ceiling.targets(res)
-    assert t["step_pct_of_ceiling"]["best_lever"] == "micro_batch_x2" and t["step_pct_of_ceiling"]["verdict"] == "missed by 45%"
-    assert t["bf16_over_fp32"]["value"] == pytest.approx(1 / 0.53) and t["bf16_over_fp32"]["verdict"] == "missed"
+    assert (
+        t["step_pct_of_ceiling"]["best_lever"] == "micro_batch_x2"
+        and t["step_pct_of_ceiling"]["verdict"] == "missed by 45%"
+    )
+    assert (
+        t["bf16_over_fp32"]["value"] == pytest.approx(1 / 0.53) and t["bf16_over_fp32"]["verdict"] == "missed"
+    )
 
 
 def test_the_stored_amx_result_names_the_other_ceiling_and_its_figure_no_target(tmp_path, monkeypatch):

@@ -29,18 +29,27 @@ def test_unknown_command_names_the_allowed_ones(capsys):
     assert "'trian'" in err and "train" in err
 
 
-@pytest.mark.parametrize("argv, needle", [
-    (["--model", "gpt5"], "unknown model 'gpt5'"),
-    (["--micro-batch", "0"], "micro-batch must be"),
-    (["--seq-len", "-4"], "seq-len must be"),
-    (["--precision", "fp8"], "unknown precision 'fp8'; allowed: auto, bf16, fp32"),
-    (["--zero-stage", "4"], "unknown zero stage 4"),
-    (["--offload-param", "--zero-stage", "2"], "--offload-param needs --zero-stage 3"),
-    (["--engine", "ddp", "--offload-optimizer"], "offload flags need --engine deepspeed"),
-    (["--dataset", "/nonexistent/file.txt"], "'/nonexistent/file.txt': no such file; expected 'local', 'wikitext'"),
-    (["--optimizer", "adamw_nope"], "unknown --optimizer 'adamw_nope'; allowed: adamw_torch, adamw_torch_fused"),
-    (["--master-weights", "--precision", "fp32"], "--master-weights keeps the weights in bf16"),
-])
+@pytest.mark.parametrize(
+    "argv, needle",
+    [
+        (["--model", "gpt5"], "unknown model 'gpt5'"),
+        (["--micro-batch", "0"], "micro-batch must be"),
+        (["--seq-len", "-4"], "seq-len must be"),
+        (["--precision", "fp8"], "unknown precision 'fp8'; allowed: auto, bf16, fp32"),
+        (["--zero-stage", "4"], "unknown zero stage 4"),
+        (["--offload-param", "--zero-stage", "2"], "--offload-param needs --zero-stage 3"),
+        (["--engine", "ddp", "--offload-optimizer"], "offload flags need --engine deepspeed"),
+        (
+            ["--dataset", "/nonexistent/file.txt"],
+            "'/nonexistent/file.txt': no such file; expected 'local', 'wikitext'",
+        ),
+        (
+            ["--optimizer", "adamw_nope"],
+            "unknown --optimizer 'adamw_nope'; allowed: adamw_torch, adamw_torch_fused",
+        ),
+        (["--master-weights", "--precision", "fp32"], "--master-weights keeps the weights in bf16"),
+    ],
+)
 def test_bad_training_arguments_are_rejected_before_launch(argv, needle):
     with pytest.raises(WorkshopError, match=needle.replace("(", r"\(").replace(")", r"\)")):
         parse_args(argv)
@@ -48,7 +57,11 @@ def test_bad_training_arguments_are_rejected_before_launch(argv, needle):
 
 def test_train_cli_reports_error_without_traceback():
     r = run("-m", "workshop.train", "--model", "nope")
-    assert r.returncode == 2 and r.stderr.startswith("error: unknown model 'nope'") and "Traceback" not in r.stderr
+    assert (
+        r.returncode == 2
+        and r.stderr.startswith("error: unknown model 'nope'")
+        and "Traceback" not in r.stderr
+    )
 
 
 def test_more_ranks_than_cores_is_refused(monkeypatch):
@@ -67,9 +80,13 @@ def test_run_torchrun_validates_before_starting_anything(tmp_path):
 
 
 def test_argv_round_trip_and_ds_config():
-    a = TrainArgs(model="small", zero_stage=3, offload_optimizer=True, offload_param=True, packing=False, threads=2)
+    a = TrainArgs(
+        model="small", zero_stage=3, offload_optimizer=True, offload_param=True, packing=False, threads=2
+    )
     assert parse_args(a.to_argv()) == a
     cfg = ds_config(a)
     assert cfg["zero_optimization"]["offload_param"] == {"device": "cpu"}
     assert cfg["optimizer"]["type"] == "AdamW"  # ZeRO-Offload needs DeepSpeed's CPU Adam
-    assert "optimizer" not in ds_config(TrainArgs()) and ds_config(TrainArgs())["zero_allow_untested_optimizer"]
+    assert (
+        "optimizer" not in ds_config(TrainArgs()) and ds_config(TrainArgs())["zero_allow_untested_optimizer"]
+    )

@@ -15,9 +15,12 @@ from workshop.k8s import cluster as cl
 from workshop.k8s import cluster_cli
 from workshop.k8s.karpenter import cpu_amx_pool
 
-JOB = {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
-       "metadata": {"name": "llama", "namespace": "default"},
-       "spec": {"runtimeRef": {"name": "torch-distributed"}}}
+JOB = {
+    "apiVersion": "trainer.kubeflow.org/v1alpha1",
+    "kind": "TrainJob",
+    "metadata": {"name": "llama", "namespace": "default"},
+    "spec": {"runtimeRef": {"name": "torch-distributed"}},
+}
 
 
 @pytest.fixture()
@@ -32,11 +35,19 @@ def _connect(api):
 
 
 def _claim(name, rv, event="ADDED"):
-    return {"type": event, "object": {"apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
-                                      "metadata": {"name": name, "resourceVersion": str(rv),
-                                                   "labels": {"node.kubernetes.io/instance-type": "r7i.8xlarge"}},
-                                      "status": {"nodeName": "ip-10-0-0-1",
-                                                 "conditions": [{"type": "Launched", "status": "True"}]}}}
+    return {
+        "type": event,
+        "object": {
+            "apiVersion": "karpenter.sh/v1",
+            "kind": "NodeClaim",
+            "metadata": {
+                "name": name,
+                "resourceVersion": str(rv),
+                "labels": {"node.kubernetes.io/instance-type": "r7i.8xlarge"},
+            },
+            "status": {"nodeName": "ip-10-0-0-1", "conditions": [{"type": "Launched", "status": "True"}]},
+        },
+    }
 
 
 # ------------------------------------------------------------------------------- no cluster, plainly
@@ -47,13 +58,18 @@ def test_no_kubeconfig_says_so_and_returns_none(tmp_path, monkeypatch, capsys):
     assert "no cluster: no kubeconfig at" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("content", [b"a: [1, 2\n  b: }\n", bytes(range(256)), b"- 1\n"], ids=["yaml", "binary", "list"])
+@pytest.mark.parametrize(
+    "content", [b"a: [1, 2\n  b: }\n", bytes(range(256)), b"- 1\n"], ids=["yaml", "binary", "list"]
+)
 def test_malformed_default_kubeconfig_says_so_and_returns_none(content, tmp_path, monkeypatch, capsys):
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
     (tmp_path / "kc").write_bytes(content)
     monkeypatch.setenv("KUBECONFIG", str(tmp_path / "kc"))
     assert cl.connect() is None
-    assert f"no cluster: the kubeconfig could not be used (kubeconfig '{tmp_path / 'kc'}'" in capsys.readouterr().out
+    assert (
+        f"no cluster: the kubeconfig could not be used (kubeconfig '{tmp_path / 'kc'}'"
+        in capsys.readouterr().out
+    )
 
 
 def test_unreachable_server_says_so_and_returns_none(tmp_path, capsys):
@@ -61,11 +77,18 @@ def test_unreachable_server_says_so_and_returns_none(tmp_path, capsys):
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     kubeconfig = tmp_path / "kc"
-    kubeconfig.write_text(json.dumps({
-        "apiVersion": "v1", "kind": "Config", "current-context": "x",
-        "clusters": [{"name": "x", "cluster": {"server": f"http://127.0.0.1:{port}"}}],
-        "users": [{"name": "u", "user": {"token": "t"}}],
-        "contexts": [{"name": "x", "context": {"cluster": "x", "user": "u"}}]}))
+    kubeconfig.write_text(
+        json.dumps(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "current-context": "x",
+                "clusters": [{"name": "x", "cluster": {"server": f"http://127.0.0.1:{port}"}}],
+                "users": [{"name": "u", "user": {"token": "t"}}],
+                "contexts": [{"name": "x", "context": {"cluster": "x", "user": "u"}}],
+            }
+        )
+    )
     assert cl.connect(kubeconfig=str(kubeconfig), timeout=2) is None
     assert "did not answer" in capsys.readouterr().out
 
@@ -92,8 +115,10 @@ def test_server_side_apply_creates_through_discovery(api, capsys):
     docs = cpu_amx_pool().to_dicts()
     results = cluster.apply(docs, dry_run=True, field_manager="workbook-ch02")
     patches = [r for r in api.requests if r["method"] == "PATCH"]
-    assert [p["path"] for p in patches] == ["/apis/karpenter.sh/v1/nodepools/cpu-amx",
-                                            "/apis/karpenter.k8s.aws/v1/ec2nodeclasses/cpu-amx"]
+    assert [p["path"] for p in patches] == [
+        "/apis/karpenter.sh/v1/nodepools/cpu-amx",
+        "/apis/karpenter.k8s.aws/v1/ec2nodeclasses/cpu-amx",
+    ]
     for patch, doc in zip(patches, docs):
         assert patch["query"] == {"fieldManager": "workbook-ch02", "dryRun": "All"}  # no force unless asked
         assert patch["headers"]["content-type"] == "application/apply-patch+yaml"
@@ -102,8 +127,10 @@ def test_server_side_apply_creates_through_discovery(api, capsys):
     assert str(results[0]) == "NodePool/cpu-amx applied (server dry run, nothing stored)"
     assert results[1].uid == "uid-cpu-amx" and api.objects == {}  # dry run: nothing stored
     real = cluster.apply([JOB])
-    assert real[0].namespace == "default" and ("trainer.kubeflow.org/v1alpha1", "trainjobs", "default",
-                                               "llama") in api.objects
+    assert (
+        real[0].namespace == "default"
+        and ("trainer.kubeflow.org/v1alpha1", "trainjobs", "default", "llama") in api.objects
+    )
     assert cluster.get("TrainJob", "llama")["spec"]["runtimeRef"]["name"] == "torch-distributed"
 
 
@@ -122,7 +149,7 @@ def test_apply_conflict_names_the_fields_and_the_other_manager(api):
 def test_apply_validates_offline_before_any_request(api):
     cluster = _connect(api)
     bad = cpu_amx_pool().to_dicts()
-    bad[1]["spec"]["instanceProfile"] = "also-a-profile"   # role XOR instanceProfile (a CEL rule)
+    bad[1]["spec"]["instanceProfile"] = "also-a-profile"  # role XOR instanceProfile (a CEL rule)
     with pytest.raises(WorkshopError, match="exactly one of"):
         cluster.apply(bad)
     assert not [r for r in api.requests if r["method"] == "PATCH"]
@@ -130,13 +157,25 @@ def test_apply_validates_offline_before_any_request(api):
 
 def test_forbidden_says_who_cannot_do_what_where(api):
     cluster = _connect(api)
-    api.faults.append(("PATCH", "/apis/trainer.kubeflow.org", 403, status(
-        403, 'trainjobs.trainer.kubeflow.org "llama" is forbidden: User "alice" cannot patch resource', "Forbidden"),
-        None))
+    api.faults.append(
+        (
+            "PATCH",
+            "/apis/trainer.kubeflow.org",
+            403,
+            status(
+                403,
+                'trainjobs.trainer.kubeflow.org "llama" is forbidden: User "alice" cannot patch resource',
+                "Forbidden",
+            ),
+            None,
+        )
+    )
     with pytest.raises(cl.ClusterError) as err:
         cluster.apply([JOB])
     assert err.value.status == 403
-    assert "the kubeconfig user 'alice' cannot create or change trainjobs in namespace default" in str(err.value)
+    assert "the kubeconfig user 'alice' cannot create or change trainjobs in namespace default" in str(
+        err.value
+    )
     assert "kubectl auth can-i patch trainjobs -n default" in str(err.value)
 
 
@@ -144,8 +183,10 @@ def test_missing_crd_names_the_component(tmp_path):
     groups = {gv: r for gv, r in FakeAPIServer().groups.items() if not gv.startswith("trainer.")}
     with FakeAPIServer(groups) as server:
         cluster = cl.connect(kubeconfig=server.kubeconfig(tmp_path / "kc"), quiet=True)
-        with pytest.raises(cl.ClusterError, match="Kubeflow Trainer is not installed on this cluster: "
-                                                  "no trainjobs.trainer.kubeflow.org") as err:
+        with pytest.raises(
+            cl.ClusterError,
+            match="Kubeflow Trainer is not installed on this cluster: no trainjobs.trainer.kubeflow.org",
+        ) as err:
             cluster.apply([JOB])
         assert err.value.status == 404
         assert not [r for r in server.requests if r["method"] == "PATCH"]
@@ -154,17 +195,35 @@ def test_missing_crd_names_the_component(tmp_path):
 def test_429_then_success_is_retried_with_backoff(api):
     cluster = _connect(api)
     api.put("trainer.kubeflow.org/v1alpha1", "trainjobs", JOB, "default")
-    api.faults.append(("GET", "/apis/trainer.kubeflow.org/v1alpha1/namespaces/default/trainjobs/llama", 429,
-                       status(429, "too many requests", "TooManyRequests"), {"Retry-After": "0"}))
+    api.faults.append(
+        (
+            "GET",
+            "/apis/trainer.kubeflow.org/v1alpha1/namespaces/default/trainjobs/llama",
+            429,
+            status(429, "too many requests", "TooManyRequests"),
+            {"Retry-After": "0"},
+        )
+    )
     assert cluster.get("TrainJob", "llama")["metadata"]["name"] == "llama"
     gets = [r for r in api.requests if r["path"].endswith("/trainjobs/llama")]
     assert len(gets) == 2 and not api.faults
 
 
 def test_503_that_never_ends_is_reported_after_the_retries(api, monkeypatch):
-    monkeypatch.setattr(cl, "retries", lambda: __import__("urllib3").util.retry.Retry(
-        total=2, connect=0, read=0, status=2, backoff_factor=0, status_forcelist=cl.RETRY_STATUSES,
-        allowed_methods=None, raise_on_status=False))
+    monkeypatch.setattr(
+        cl,
+        "retries",
+        lambda: __import__("urllib3").util.retry.Retry(
+            total=2,
+            connect=0,
+            read=0,
+            status=2,
+            backoff_factor=0,
+            status_forcelist=cl.RETRY_STATUSES,
+            allowed_methods=None,
+            raise_on_status=False,
+        ),
+    )
     cluster = _connect(api)
     path = "/apis/karpenter.sh/v1/nodepools/cpu-amx"
     api.faults += [("GET", path, 503, status(503, "etcd is sad", "ServiceUnavailable"), None)] * 3
@@ -180,12 +239,19 @@ def test_watch_resumes_from_the_last_version_when_the_stream_is_cut(api):
     api.watch_scripts = [[_claim("cpu-amx-b", 201), "cut"], [_claim("cpu-amx-b", 202, "MODIFIED")]]
     events = list(itertools.islice(cluster.watch("NodeClaim", timeout=20), 3))
     assert [(t, o["metadata"]["name"]) for t, o in events] == [
-        ("ADDED", "cpu-amx-a"), ("ADDED", "cpu-amx-b"), ("MODIFIED", "cpu-amx-b")]
+        ("ADDED", "cpu-amx-a"),
+        ("ADDED", "cpu-amx-b"),
+        ("MODIFIED", "cpu-amx-b"),
+    ]
     watches = [r["query"] for r in api.requests if r["query"].get("watch")]
-    lists = [r for r in api.requests if r["path"] == "/apis/karpenter.sh/v1/nodeclaims" and not r["query"].get("watch")]
+    lists = [
+        r
+        for r in api.requests
+        if r["path"] == "/apis/karpenter.sh/v1/nodeclaims" and not r["query"].get("watch")
+    ]
     assert len(lists) == 1  # a cut is resumed, not re-listed
     assert watches[0]["resourceVersion"] == lists[0]["rv_answered"]  # the watch starts where the list ended
-    assert watches[1]["resourceVersion"] == "201"                       # and resumes from the last event seen
+    assert watches[1]["resourceVersion"] == "201"  # and resumes from the last event seen
 
 
 def test_watch_lists_again_after_410_gone(api):
@@ -193,8 +259,11 @@ def test_watch_lists_again_after_410_gone(api):
     api.watch_scripts = [["gone"], ["status410"], [_claim("cpu-amx-c", 300)]]
     lines = list(itertools.islice(cluster.watch_nodeclaims(timeout=20), 1))
     assert lines == ["ADDED    nodeclaim/cpu-amx-c type=r7i.8xlarge node=ip-10-0-0-1 true=Launched"]
-    kinds = ["watch" if r["query"].get("watch") else "list" for r in api.requests
-             if r["path"] == "/apis/karpenter.sh/v1/nodeclaims"]
+    kinds = [
+        "watch" if r["query"].get("watch") else "list"
+        for r in api.requests
+        if r["path"] == "/apis/karpenter.sh/v1/nodeclaims"
+    ]
     assert kinds == ["list", "watch", "list", "watch", "list", "watch"]
 
 
@@ -214,16 +283,27 @@ def test_logs_whole_and_followed_as_written(api):
 
 def test_wait_pods_and_delete(api):
     cluster = _connect(api)
-    api.put("karpenter.sh/v1", "nodepools", {"apiVersion": "karpenter.sh/v1", "kind": "NodePool",
-                                             "metadata": {"name": "cpu-amx"},
-                                             "status": {"conditions": [{"type": "Ready", "status": "True"}]}})
-    api.put("v1", "pods", {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "llama-node-0-0-x"}}, "default")
+    api.put(
+        "karpenter.sh/v1",
+        "nodepools",
+        {
+            "apiVersion": "karpenter.sh/v1",
+            "kind": "NodePool",
+            "metadata": {"name": "cpu-amx"},
+            "status": {"conditions": [{"type": "Ready", "status": "True"}]},
+        },
+    )
+    api.put(
+        "v1", "pods", {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "llama-node-0-0-x"}}, "default"
+    )
     assert cluster.wait_for("NodePool", "cpu-amx", "Ready", timeout=5, interval=0.1)
     assert not cluster.wait_for("NodePool", "other", "Ready", timeout=0.3, interval=0.1)
     assert cluster.pods("default") == ["llama-node-0-0-x"]
     api.put("trainer.kubeflow.org/v1alpha1", "trainjobs", JOB, "default")
     assert cluster.delete("TrainJob", "llama", "default") is True
     assert cluster.delete("TrainJob", "llama", "default") is False
-    assert api.requests[-1]["path"] == "/apis/trainer.kubeflow.org/v1alpha1/namespaces/default/trainjobs/llama"
+    assert (
+        api.requests[-1]["path"] == "/apis/trainer.kubeflow.org/v1alpha1/namespaces/default/trainjobs/llama"
+    )
     with pytest.raises(cl.ClusterError, match="404"):
         cluster.delete("TrainJob", "missing", "default", missing_ok=False)

@@ -116,7 +116,10 @@ def test_placement_trainjobs_validate_for_their_trainer(pods, gpus, efa, trainer
     assert validate_documents(docs, trainer=trainer) == []
     job = docs[0]["spec"]["trainer"]
     assert (job["numNodes"], job["numProcPerNode"]) == (pods, gpus)
-    assert job["resourcesPerNode"]["limits"] == {"nvidia.com/gpu": str(gpus), "vpc.amazonaws.com/efa": str(efa)}
+    assert job["resourcesPerNode"]["limits"] == {
+        "nvidia.com/gpu": str(gpus),
+        "vpc.amazonaws.com/efa": str(efa),
+    }
     assert "--offload-param" in job["args"] and "--grad-ckpt" in job["args"]
     assert {"name": "NCCL_DEBUG", "value": "INFO"} in job["env"]
     other = "2.1.0" if trainer == "2.3.0" else "2.3.0"
@@ -137,8 +140,12 @@ def test_placement_trainjob_eni_and_bad_input():
 
 
 def test_per_step_calls_diffs_snapshots():
-    snaps = [{"all_gather": [3, 30]}, {"all_gather": [13, 130]}, {"all_gather": [23, 230], "barrier": [1, 0]},
-             {"all_gather": [33, 330], "barrier": [2, 0]}]
+    snaps = [
+        {"all_gather": [3, 30]},
+        {"all_gather": [13, 130]},
+        {"all_gather": [23, 230], "barrier": [1, 0]},
+        {"all_gather": [33, 330], "barrier": [2, 0]},
+    ]
     calls = comms.per_step_calls(snaps)
     assert calls["all_gather"] == {"calls": 10, "bytes": 100}
     assert calls["barrier"]["calls"] == 1
@@ -157,23 +164,42 @@ def test_zero3_calls_from_architecture():
 
 
 def test_predict_from_single_rank_splits_the_optimizer():
-    base = comms.LocalRun("tiny", 1, False, False, step_time_s=1.0, optimizer_step_s=0.4, calls={},
-                          loopback_bytes_per_step_per_rank=None)
+    base = comms.LocalRun(
+        "tiny",
+        1,
+        False,
+        False,
+        step_time_s=1.0,
+        optimizer_step_s=0.4,
+        calls={},
+        loopback_bytes_per_step_per_rank=None,
+    )
     calls = zero3.zero3_calls("tiny")
     fit = {op: {"alpha_s": 1e-3, "gbytes_per_s": 1.0} for op in comms.OPS}
     p = comms.predict_from_single_rank(base, calls, fit, 2)
     assert p["compute_s"] == pytest.approx(0.8)
     assert p["latency_s"] == pytest.approx(3 * 1e-3)  # fetch wave + persistent wave + one reduce-scatter
     assert p["predicted_if_every_call_waits_s"] - p["predicted_s"] == pytest.approx(24 * 1e-3)
-    assert p["bandwidth_s"] == pytest.approx(0.5 * (calls.all_gather_bytes + calls.reduce_scatter_bytes) / 1e9)
+    assert p["bandwidth_s"] == pytest.approx(
+        0.5 * (calls.all_gather_bytes + calls.reduce_scatter_bytes) / 1e9
+    )
 
 
 def test_netsim_check_swaps_only_the_collective_time():
     fit = lambda a, b: {op: {"alpha_s": a, "gbytes_per_s": b} for op in comms.OPS}
-    bench = {"mode": "netns", "rates": {"10gbit": {"world": 2, "fit": fit(1e-3, 1.0)},
-                                        "1gbit": {"world": 2, "fit": fit(5e-3, 0.1)}}}
-    netsim = {"table": [{"rate": "10gbit", "ok": True, "step_time_s_median": 0.3},
-                        {"rate": "1gbit", "ok": True, "step_time_s_median": 0.6}]}
+    bench = {
+        "mode": "netns",
+        "rates": {
+            "10gbit": {"world": 2, "fit": fit(1e-3, 1.0)},
+            "1gbit": {"world": 2, "fit": fit(5e-3, 0.1)},
+        },
+    }
+    netsim = {
+        "table": [
+            {"rate": "10gbit", "ok": True, "step_time_s_median": 0.3},
+            {"rate": "1gbit", "ok": True, "step_time_s_median": 0.6},
+        ]
+    }
     out = comms.netsim_check(bench, netsim)
     slow = next(r for r in out["rows"] if r["rate"] == "1gbit")
     calls = zero3.zero3_calls("tiny")
@@ -190,6 +216,9 @@ def test_counted_calls_match_the_architecture(tmp_path):
 
     assert run.precision == resolve_precision("auto")[0]  # the default: bf16 only where it is native
     model = zero3.zero3_calls("tiny", bytes_per_param=run.bytes_per_param)
-    assert run.calls["all_gather_into_tensor"] == {"calls": model.all_gather_calls, "bytes": model.all_gather_bytes}
+    assert run.calls["all_gather_into_tensor"] == {
+        "calls": model.all_gather_calls,
+        "bytes": model.all_gather_bytes,
+    }
     assert run.calls["reduce_scatter_tensor"]["calls"] == model.reduce_scatter_calls
     assert run.step_time_s > 0 and 0 < run.optimizer_step_s < run.step_time_s

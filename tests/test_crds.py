@@ -77,7 +77,9 @@ def test_the_package_data_declaration_covers_every_shipped_file():
     import fnmatch
     import tomllib
 
-    globs = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]["workshop.k8s"]
+    globs = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"][
+        "workshop.k8s"
+    ]
     base = crds.SHIPPED.parent
     for path in crds.SHIPPED.rglob("*"):
         if path.is_file():
@@ -89,10 +91,27 @@ def test_an_empty_cache_offline_validates_from_the_package_and_writes_nothing(em
     assert [crds.source(r) for r in crds.releases()] == ["package"] * 4
     assert crds.folder("karpenter", "1.8.8") == crds.SHIPPED / "karpenter-aws-v1.8.8"
     assert v.validate_files([POOL_FILE]) == []
-    bad = v.validate_documents([{"apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": "x"},
-                                 "spec": {"template": {"spec": {"nodeClassRef": {"group": "karpenter.k8s.aws",
-                                          "kind": "EC2NodeClass", "name": "x"}, "requirements": [
-                                     {"key": "kubernetes.io/arch", "operator": "In", "values": []}]}}}}])
+    bad = v.validate_documents(
+        [
+            {
+                "apiVersion": "karpenter.sh/v1",
+                "kind": "NodePool",
+                "metadata": {"name": "x"},
+                "spec": {
+                    "template": {
+                        "spec": {
+                            "nodeClassRef": {
+                                "group": "karpenter.k8s.aws",
+                                "kind": "EC2NodeClass",
+                                "name": "x",
+                            },
+                            "requirements": [{"key": "kubernetes.io/arch", "operator": "In", "values": []}],
+                        }
+                    }
+                },
+            }
+        ]
+    )
     assert bad and any(p.path == "spec.template.spec.requirements" for p in bad), bad  # the field is named
     assert not empty_cache.exists()
 
@@ -103,8 +122,11 @@ def test_an_altered_shipped_file_is_an_error_not_a_silent_fallback(tmp_path, mon
     target = copy / "karpenter-aws-v1.8.8" / "karpenter.sh_nodepools.yaml"
     target.write_text(target.read_text().replace("maxLength: 63", "maxLength: 64", 1))
     monkeypatch.setattr(crds, "SHIPPED", copy)
-    with pytest.raises(crds.CRDsMissing, match=r"karpenter.sh_nodepools.yaml does not match the sha256 recorded "
-                                               r"for Karpenter 1.8.8.*altered"):
+    with pytest.raises(
+        crds.CRDsMissing,
+        match=r"karpenter.sh_nodepools.yaml does not match the sha256 recorded "
+        r"for Karpenter 1.8.8.*altered",
+    ):
         crds.folder("karpenter", "1.8.8")
 
 
@@ -153,12 +175,18 @@ def test_import_checks_pinned_digests_and_records_added_releases(tmp_path, empty
     bad = tmp_path / "bad" / "kubeflow-trainer-v2.3.0"
     shutil.copytree(crds.SHIPPED / "kubeflow-trainer-v2.3.0", bad)
     (bad / "trainer.kubeflow.org_trainjobs.yaml").write_text("kind: Nope\n")
-    with pytest.raises(WorkshopError, match=r"refused 1 file.*kubeflow-trainer-v2.3.0/trainer.kubeflow.org_trainjobs"):
+    with pytest.raises(
+        WorkshopError, match=r"refused 1 file.*kubeflow-trainer-v2.3.0/trainer.kubeflow.org_trainjobs"
+    ):
         crds.import_dir(tmp_path / "bad")
-    junk = tmp_path / "junk" / "karpenter-aws-v1.11.0"  # an added release has no digest: it must at least be CRDs
+    junk = (
+        tmp_path / "junk" / "karpenter-aws-v1.11.0"
+    )  # an added release has no digest: it must at least be CRDs
     shutil.copytree(crds.SHIPPED / "karpenter-aws-v1.14.1", junk)
     (junk / "karpenter.sh_nodepools.yaml").write_bytes(b"\x00\xff binary")
-    with pytest.raises(WorkshopError, match=r"refused 1 file.*karpenter-aws-v1.11.0/karpenter.sh_nodepools.yaml"):
+    with pytest.raises(
+        WorkshopError, match=r"refused 1 file.*karpenter-aws-v1.11.0/karpenter.sh_nodepools.yaml"
+    ):
         crds.import_dir(tmp_path / "junk")
     assert "1.11.0" not in crds.versions("karpenter")
     (tmp_path / "nothing").mkdir()
@@ -169,24 +197,38 @@ def test_import_checks_pinned_digests_and_records_added_releases(tmp_path, empty
 def _cli(tmp_path, *args) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k != "WORKSHOP_CRDS_DIR"}
     env.update(XDG_CACHE_HOME=str(tmp_path / "empty"), WORKSHOP_CRDS_BASE_URL="http://127.0.0.1:9")
-    return subprocess.run([sys.executable, "-m", "workshop", *args], cwd=REPO, capture_output=True, text=True,
-                          env=env, timeout=300, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "workshop", *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        check=False,
+    )
 
 
 def test_offline_with_an_empty_cache_the_commands_validate(tmp_path):
     r = _cli(tmp_path, "validate", "manifests/karpenter-cpu-amx.yaml")
     assert r.returncode == 0 and "accepted by Karpenter 1.8.8, 1.14.1" in r.stdout, (r.stdout, r.stderr)
     r = _cli(tmp_path, "crds", "status")
-    assert r.returncode == 0 and len([ln for ln in r.stdout.splitlines()[1:] if " package " in ln]) == 4, r.stdout
+    assert r.returncode == 0 and len([ln for ln in r.stdout.splitlines()[1:] if " package " in ln]) == 4, (
+        r.stdout
+    )
     assert not (tmp_path / "empty").exists()
 
 
-@pytest.mark.parametrize("args, words", [
-    (["validate", "--trainer", "9.9.9", "manifests/trainjob-cpu-v2.1.yaml"],
-     ["Kubeflow Trainer release '9.9.9' is unknown here", "known: 2.1.0, 2.3.0"]),
-    (["crds", "fetch"], ["--karpenter VERSION", "Karpenter 1.8.8, 1.14.1"]),
-    (["crds", "fetch", "--trainer", "2.2.0"], ["could not download", "127.0.0.1:9"]),
-])
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (
+            ["validate", "--trainer", "9.9.9", "manifests/trainjob-cpu-v2.1.yaml"],
+            ["Kubeflow Trainer release '9.9.9' is unknown here", "known: 2.1.0, 2.3.0"],
+        ),
+        (["crds", "fetch"], ["--karpenter VERSION", "Karpenter 1.8.8, 1.14.1"]),
+        (["crds", "fetch", "--trainer", "2.2.0"], ["could not download", "127.0.0.1:9"]),
+    ],
+)
 def test_bad_crd_requests_get_one_line(tmp_path, args, words):
     r = _cli(tmp_path, *args)
     assert r.returncode == 2 and "Traceback" not in r.stderr, (r.stdout, r.stderr)

@@ -18,11 +18,14 @@ def _cell_output(tmp_path, code):
 
 @pytest.mark.slow
 def test_the_probe_prints_nothing_in_a_kernel(tmp_path):
-    out = _cell_output(tmp_path, "from workshop.train.dsprobe import probe_deepspeed_ops\n"
-                                 "ops = probe_deepspeed_ops()\n"
-                                 "import deepspeed.ops\n"
-                                 "assert deepspeed.ops.__compatible_ops__ is ops\n"
-                                 "print('shm', ops['deepspeed_shm_comm'])")
+    out = _cell_output(
+        tmp_path,
+        "from workshop.train.dsprobe import probe_deepspeed_ops\n"
+        "ops = probe_deepspeed_ops()\n"
+        "import deepspeed.ops\n"
+        "assert deepspeed.ops.__compatible_ops__ is ops\n"
+        "print('shm', ops['deepspeed_shm_comm'])",
+    )
     assert "shm True" in out
     assert "collect2" not in out and "/usr/bin/ld" not in out, out
 
@@ -34,6 +37,9 @@ def test_compiled_ops_are_cached_per_deepspeed_version(monkeypatch, tmp_path):
 
     monkeypatch.delenv("TORCH_EXTENSIONS_DIR", raising=False)
     monkeypatch.setenv("HOME", str(tmp_path))
-    assert extensions_dir() == tmp_path / ".cache" / "torch_extensions" / f"deepspeed-{metadata.version('deepspeed')}"
+    assert (
+        extensions_dir()
+        == tmp_path / ".cache" / "torch_extensions" / f"deepspeed-{metadata.version('deepspeed')}"
+    )
     monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path / "mine"))
     assert extensions_dir() == tmp_path / "mine"  # a user's own choice wins

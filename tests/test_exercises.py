@@ -19,7 +19,9 @@ def _notebook(chapter: str) -> dict:
 def _parameters(chapter: str) -> set[str]:
     cell = next(c for c in _notebook(chapter)["cells"] if "parameters" in c["metadata"].get("tags", []))
     src = "".join(cell["source"])
-    return {line.split("=")[0].strip() for line in src.splitlines() if "=" in line and not line.startswith("#")}
+    return {
+        line.split("=")[0].strip() for line in src.splitlines() if "=" in line and not line.startswith("#")
+    }
 
 
 @pytest.mark.parametrize("chapter", sorted(exercises.EXERCISES))
@@ -33,8 +35,10 @@ def test_exercises_use_declared_parameters_and_the_chapter_shows_them(chapter):
     assert f'exercises.show("{chapter}")' in sources
 
 
-@pytest.mark.parametrize("chapter", [pytest.param(c, marks=pytest.mark.slow) if c in SLOW else c
-                                     for c in sorted(exercises.EXERCISES)])
+@pytest.mark.parametrize(
+    "chapter",
+    [pytest.param(c, marks=pytest.mark.slow) if c in SLOW else c for c in sorted(exercises.EXERCISES)],
+)
 def test_checked_exercise_shows_its_outcome(chapter, tmp_path):
     ok, observed = exercises.run_check(chapter, tmp_path)
     assert ok, f"chapter {chapter}: {exercises.EXERCISES[chapter][0].expect} -- observed: {observed}"

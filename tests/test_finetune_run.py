@@ -31,8 +31,13 @@ def hub_cache(tmp_path_factory, kit_cache):
     snap = repo / "snapshots" / REVISION
     _, tok = local_kit(kit_cache)
     torch.manual_seed(1)
-    cfg = build_config("tiny", vocab_size=len(tok), bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id,
-                       pad_token_id=tok.pad_token_id)
+    cfg = build_config(
+        "tiny",
+        vocab_size=len(tok),
+        bos_token_id=tok.bos_token_id,
+        eos_token_id=tok.eos_token_id,
+        pad_token_id=tok.pad_token_id,
+    )
     AutoModelForCausalLM.from_config(cfg).save_pretrained(snap)
     tok.save_pretrained(snap)
     (repo / "refs").mkdir()
@@ -49,11 +54,37 @@ def test_hub_model_fine_tunes_offline_saves_reloads_and_resumes(tmp_path, hub_ca
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     out = tmp_path / "run"
-    argv = ["--model", HUB_ID, "--precision", "fp32", "--seq-len", "64", "--micro-batch", "2", "--lr", "2e-5",
-            "--grad-accum", "2", "--output-dir", str(out), "--cache-dir", str(kit_cache), "--save-steps", "2",
-            "--save-total-limit", "2", "--save-model", "--resume"]
-    first = run_torchrun(argv + ["--max-steps", "4"], nproc_per_node=2, threads_per_rank=1, progress=False,
-                         env=offline_env(hub_cache)).check()
+    argv = [
+        "--model",
+        HUB_ID,
+        "--precision",
+        "fp32",
+        "--seq-len",
+        "64",
+        "--micro-batch",
+        "2",
+        "--lr",
+        "2e-5",
+        "--grad-accum",
+        "2",
+        "--output-dir",
+        str(out),
+        "--cache-dir",
+        str(kit_cache),
+        "--save-steps",
+        "2",
+        "--save-total-limit",
+        "2",
+        "--save-model",
+        "--resume",
+    ]
+    first = run_torchrun(
+        argv + ["--max-steps", "4"],
+        nproc_per_node=2,
+        threads_per_rank=1,
+        progress=False,
+        env=offline_env(hub_cache),
+    ).check()
     m = first.metrics
     assert m["world_size"] == 2 and m["global_step"] == 4 and m["resumed_from"] is None
     assert m["args"]["model"] == HUB_ID and m["partition"]["world_size"] == 2  # ZeRO-3 really sharded it
@@ -77,8 +108,13 @@ def test_hub_model_fine_tunes_offline_saves_reloads_and_resumes(tmp_path, hub_ca
     assert sorted(p.name for p in out.glob("checkpoint-*")) == ["checkpoint-2", "checkpoint-4"]
 
     # a restarted job (same arguments, longer run) continues from the newest checkpoint on the volume
-    again = run_torchrun(argv + ["--max-steps", "6"], nproc_per_node=2, threads_per_rank=1, progress=False,
-                         env=offline_env(hub_cache)).check()
+    again = run_torchrun(
+        argv + ["--max-steps", "6"],
+        nproc_per_node=2,
+        threads_per_rank=1,
+        progress=False,
+        env=offline_env(hub_cache),
+    ).check()
     assert again.metrics["resumed_from"].endswith("checkpoint-4") and again.metrics["global_step"] == 6
     assert [s["step"] for s in again.metrics["steps"]] == [5, 6]
     assert sorted(p.name for p in out.glob("checkpoint-*")) == ["checkpoint-4", "checkpoint-6"]  # limit 2
@@ -86,9 +122,26 @@ def test_hub_model_fine_tunes_offline_saves_reloads_and_resumes(tmp_path, hub_ca
 
 def test_uncached_hub_model_offline_fails_in_plain_words(tmp_path, hub_cache):
     env = {**os.environ, **offline_env(hub_cache)}
-    r = subprocess.run([sys.executable, "-m", "workshop.train", "--model", "meta-llama/Meta-Llama-3-8B",
-                        "--precision", "fp32", "--max-steps", "1", "--output-dir", str(tmp_path / "x")],
-                       capture_output=True, text=True, env=env, timeout=300, check=False)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "workshop.train",
+            "--model",
+            "meta-llama/Meta-Llama-3-8B",
+            "--precision",
+            "fp32",
+            "--max-steps",
+            "1",
+            "--output-dir",
+            str(tmp_path / "x"),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        check=False,
+    )
     assert r.returncode == 2, r.stderr[-2000:]
     assert "meta-llama/Meta-Llama-3-8B is not in the hub cache" in r.stderr and "HF_HUB_OFFLINE" in r.stderr
     assert "Traceback" not in r.stderr

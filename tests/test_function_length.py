@@ -29,6 +29,8 @@ def test_no_function_of_the_layer_is_longer_than_60_lines(layer):
 
 def test_the_count_includes_methods_nested_functions_and_docstrings(tmp_path):
     body = "".join(f"            x{i} = {i}\n" for i in range(58))
-    (tmp_path / "m.py").write_text(f'def outer():\n    class C:\n        def m(self):\n            """doc"""\n{body}')
+    (tmp_path / "m.py").write_text(
+        f'def outer():\n    class C:\n        def m(self):\n            """doc"""\n{body}'
+    )
     assert long_functions(tmp_path) == ["m.py:1 outer: 62 lines"]
     assert long_functions(tmp_path, limit=59) == ["m.py:1 outer: 62 lines", "m.py:3 m: 60 lines"]

@@ -7,12 +7,15 @@ import pytest
 from workshop.train.guard import NumericsGuard, TrainingDiverged, _release, versions
 
 
-@pytest.mark.parametrize("loss, grad, pattern", [
-    (math.nan, 1.0, r"step 4: loss is nan"),
-    (math.inf, 1.0, r"step 4: loss is inf"),
-    (0.0, 1.0, r"step 4: loss is exactly 0\.0"),
-    (5.0, math.nan, r"step 4: grad norm is nan"),
-])
+@pytest.mark.parametrize(
+    "loss, grad, pattern",
+    [
+        (math.nan, 1.0, r"step 4: loss is nan"),
+        (math.inf, 1.0, r"step 4: loss is inf"),
+        (0.0, 1.0, r"step 4: loss is exactly 0\.0"),
+        (5.0, math.nan, r"step 4: grad norm is nan"),
+    ],
+)
 def test_bad_numbers_stop_at_once(loss, grad, pattern):
     guard = NumericsGuard()
     for step, g in enumerate([2.7, 3.1, 2.9], start=1):
@@ -26,8 +29,11 @@ def test_a_grad_norm_jump_stops_the_run_naming_the_threshold():
     for step, g in enumerate([2.7, 3.4, 3.1], start=1):
         guard.check(step, 9.0, g)
     guard.check(4, 8.9, 40.0)  # 13x: a rough step, not corruption
-    with pytest.raises(TrainingDiverged, match=r"step 5: grad norm 6\.07e\+07 is 1\.79e\+07x the median 3\.4 .*"
-                                               r"--max-grad-jump 1000"):
+    with pytest.raises(
+        TrainingDiverged,
+        match=r"step 5: grad norm 6\.07e\+07 is 1\.79e\+07x the median 3\.4 .*"
+        r"--max-grad-jump 1000",
+    ):
         guard.check(5, 8.8, 6.07e7)
 
 

@@ -62,8 +62,15 @@ def test_isa_class_for_known_cpus():
     assert hardware.isa_class({**base, "vendor": "AuthenticAMD", "cpu_family": 26}) == "zen5"
     assert hardware.isa_class({**base, "amx": True, "vendor": "GenuineIntel"}) == "intel_amx"
     assert hardware.isa_class({**base, "avx512f": False, "vendor": "ARM"}) == "avx2"
-    graviton = {**base, "avx512f": False, "avx2": False, "avx512_bf16": False, "arch": "aarch64", "vendor": "ARM",
-                "onednn_bf16_impl": None}
+    graviton = {
+        **base,
+        "avx512f": False,
+        "avx2": False,
+        "avx512_bf16": False,
+        "arch": "aarch64",
+        "vendor": "ARM",
+        "onednn_bf16_impl": None,
+    }
     assert "Arm" in hardware.explain(graviton)
 
 
@@ -71,9 +78,13 @@ def test_explain_claims_about_onednn_only_what_was_probed():
     amx = {"amx": True, "arch": "x86_64", "vendor": "GenuineIntel"}
     unprobed = hardware.explain({**amx, "onednn_uses_amx": None, "onednn_bf16_impl": None})
     assert "AMX present" in unprobed and "did not pick" not in unprobed and "workshop hw" in unprobed
-    used = hardware.explain({**amx, "onednn_uses_amx": True, "onednn_bf16_impl": "brg_matmul:avx10_1_512_amx"})
+    used = hardware.explain(
+        {**amx, "onednn_uses_amx": True, "onednn_bf16_impl": "brg_matmul:avx10_1_512_amx"}
+    )
     assert "dispatches bf16 matmuls to it: brg_matmul:avx10_1_512_amx" in used
-    assert "did not pick" in hardware.explain({**amx, "onednn_uses_amx": False, "onednn_bf16_impl": "gemm:jit"})
+    assert "did not pick" in hardware.explain(
+        {**amx, "onednn_uses_amx": False, "onednn_bf16_impl": "gemm:jit"}
+    )
     assert hardware.detect(probe_onednn=False)["onednn_uses_amx"] is None
 
 
@@ -96,6 +107,7 @@ def test_gemm_benchmark_measures_real_throughput():
 def test_summary_compares_bf16_and_fp32_at_the_same_thread_count():
     """The Zen 4 run of issue #28: bf16 best at 1 thread (0.219), fp32 best at 2 (0.189). Quoting those two gave
     x1.16; at equal threads the ratios are x2.24 (1 thread) and x1.11 (2 threads)."""
+
     def cell(dtype, threads, tflops):
         return hardware.GemmResult(1024, dtype, threads, [tflops])
 
@@ -129,4 +141,7 @@ def test_cli_bad_input_is_an_error_not_a_traceback(capsys):
     with pytest.raises(SystemExit) as exit_:  # argparse: a usage line, then one error line naming the flag
         hardware.main(["--sizes", "12x", "--no-bench"])
     assert exit_.value.code == 2
-    assert "error: argument --sizes: expected comma-separated integers >= 1, got '12x'" in capsys.readouterr().err
+    assert (
+        "error: argument --sizes: expected comma-separated integers >= 1, got '12x'"
+        in capsys.readouterr().err
+    )

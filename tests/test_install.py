@@ -29,8 +29,10 @@ class Fake:
 def fake_kustomize(cmd, **kw):
     assert cmd[:2] == ["kubectl", "kustomize"] and cmd[2].endswith("?ref=v2.3.0")
     if cmd[2].split("/overlays/")[1].startswith("manager"):
-        text = ("kind: Deployment\napiVersion: apps/v1\nmetadata: {name: kubeflow-trainer-controller-manager}\n---\n"
-                "kind: CustomResourceDefinition\napiVersion: apiextensions.k8s.io/v1\nmetadata: {name: trainjobs.trainer.kubeflow.org}\n")
+        text = (
+            "kind: Deployment\napiVersion: apps/v1\nmetadata: {name: kubeflow-trainer-controller-manager}\n---\n"
+            "kind: CustomResourceDefinition\napiVersion: apiextensions.k8s.io/v1\nmetadata: {name: trainjobs.trainer.kubeflow.org}\n"
+        )
     else:
         text = "kind: ClusterTrainingRuntime\napiVersion: trainer.kubeflow.org/v1alpha1\nmetadata: {name: torch-distributed}\n"
     return subprocess.CompletedProcess(cmd, 0, text, "")
@@ -40,8 +42,10 @@ def test_install_is_pinned_crds_first_then_waits():
     fake = Fake(runtimes_after=2)
     install.install_trainer(fake, "v2.3", run=fake_kustomize, wait_s=60)
     assert fake.applied == [["CustomResourceDefinition"], ["Deployment"], ["ClusterTrainingRuntime"]]
-    assert install.install_commands("2.3.0")[0] == ('kubectl apply --server-side -k "https://github.com/kubeflow/'
-                                                    'trainer.git/manifests/overlays/manager?ref=v2.3.0"')
+    assert install.install_commands("2.3.0")[0] == (
+        'kubectl apply --server-side -k "https://github.com/kubeflow/'
+        'trainer.git/manifests/overlays/manager?ref=v2.3.0"'
+    )
     with pytest.raises(WorkshopError, match="unknown Kubeflow Trainer version"):
         install.install_commands("9.9.9")
 
@@ -49,13 +53,19 @@ def test_install_is_pinned_crds_first_then_waits():
 def test_missing_runtimes_time_out_with_a_hint():
     now = [0.0]
     with pytest.raises(WorkshopError, match=r"\['torch-distributed'\] missing.*kubeflow-system"):
-        install.wait_for_runtimes(Fake(runtimes_after=10**6), timeout=20, interval=5, clock=lambda: now[0],
-                                  sleep=lambda s: now.__setitem__(0, now[0] + s))
+        install.wait_for_runtimes(
+            Fake(runtimes_after=10**6),
+            timeout=20,
+            interval=5,
+            clock=lambda: now[0],
+            sleep=lambda s: now.__setitem__(0, now[0] + s),
+        )
     assert now[0] <= 20
 
 
 def test_failed_kustomize_is_named():
     def broken(cmd, **kw):
         return subprocess.CompletedProcess(cmd, 1, "", "error: accumulating resources: no such ref")
+
     with pytest.raises(WorkshopError, match="kubectl kustomize manager at v2.1.0 failed.*no such ref"):
         install.overlay_documents("2.1.0", "manager", run=broken)

@@ -13,17 +13,21 @@ def test_gemm_sentence_follows_the_measured_ratio():
     d = {"cpu_model": "Test CPU", "cores": 2, "isa_class": "avx2", "amx": False, "onednn_bf16_impl": None}
     slow = interpret.gemm({"bf16_over_fp32": 0.02}, d)
     assert "SLOWER" in slow and "fp32" in slow and "Test CPU" in slow
-    fast = interpret.gemm({"bf16_over_fp32": 2.1}, {**d, "amx": True, "onednn_bf16_impl": "brg_matmul:avx512_core_amx"})
+    fast = interpret.gemm(
+        {"bf16_over_fp32": 2.1}, {**d, "amx": True, "onednn_bf16_impl": "brg_matmul:avx512_core_amx"}
+    )
     assert "x2.10 as fast" in fast and "AMX" in fast and "SLOWER" not in fast
     assert "about the same" in interpret.gemm({"bf16_over_fp32": 1.0}, d)
 
 
 def _table(naive, stream0, stream1, base=0.4, model_bytes=7e8):
     row = {"world_size": 2, "baseline_rss_gb": base, "model_bytes": model_bytes, "used_rss_gb": None}
-    return [{**row, "method": "naive", "rank": 0, "peak_rss_gb": naive},
-            {**row, "method": "naive", "rank": 1, "peak_rss_gb": naive},
-            {**row, "method": "zero3-stream", "rank": 0, "peak_rss_gb": stream0},
-            {**row, "method": "zero3-stream", "rank": 1, "peak_rss_gb": stream1}]
+    return [
+        {**row, "method": "naive", "rank": 0, "peak_rss_gb": naive},
+        {**row, "method": "naive", "rank": 1, "peak_rss_gb": naive},
+        {**row, "method": "zero3-stream", "rank": 0, "peak_rss_gb": stream0},
+        {**row, "method": "zero3-stream", "rank": 1, "peak_rss_gb": stream1},
+    ]
 
 
 def test_loading_names_the_winner_and_warns_when_the_model_is_too_small():
@@ -35,8 +39,10 @@ def test_loading_names_the_winner_and_warns_when_the_model_is_too_small():
 
 
 def test_threads_sentence_says_when_oversubscription_won_and_when_nothing_mattered():
-    rows = [{"label": "2 ranks x 1 threads", "threads": 1, "tokens_per_s": 152.6},
-            {"label": "2 ranks x 2 threads", "threads": 2, "tokens_per_s": 166.6}]
+    rows = [
+        {"label": "2 ranks x 1 threads", "threads": 1, "tokens_per_s": 152.6},
+        {"label": "2 ranks x 2 threads", "threads": 2, "tokens_per_s": 166.6},
+    ]
     line = interpret.threads(rows, cores=2, nproc=2)
     assert "2 ranks x 2 threads" in line.split("fastest here:")[1][:25] and "over-subscribed" in line
     flat = [{**rows[0], "tokens_per_s": 100.0}, {**rows[1], "tokens_per_s": 102.0}]
@@ -45,8 +51,16 @@ def test_threads_sentence_says_when_oversubscription_won_and_when_nothing_matter
 
 def test_bandwidth_sentence_calls_a_compute_bound_step_compute_bound():
     rate = {"10gbit": 10**10, "1gbit": 10**9, "100mbit": 10**8}.get
-    flat = [{"rate": "10gbit", "ok": True, "step_time_s_median": 6.52, "mb_sent_per_node": [300, 300], "steps": 6},
-            {"rate": "1gbit", "ok": True, "step_time_s_median": 6.61, "mb_sent_per_node": [300, 300], "steps": 6}]
+    flat = [
+        {
+            "rate": "10gbit",
+            "ok": True,
+            "step_time_s_median": 6.52,
+            "mb_sent_per_node": [300, 300],
+            "steps": 6,
+        },
+        {"rate": "1gbit", "ok": True, "step_time_s_median": 6.61, "mb_sent_per_node": [300, 300], "steps": 6},
+    ]
     out = interpret.bandwidth(flat, parse_rate=rate)
     assert "compute-bound" in out[-1] and "+1%" in out[-1]
     assert "0.40 s on the wire" in out[1]  # 50 MB per step at 1 Gbit
@@ -57,9 +71,19 @@ def test_bandwidth_sentence_calls_a_compute_bound_step_compute_bound():
 def test_bandwidth_separates_start_up_from_the_steady_steps():
     """Issue #28: node 0 sent 28% more than node 1 over a whole run; all of it before the first step ended."""
     rate = {"10gbit": 10**10, "1gbit": 10**9}.get
-    rows = [{"rate": r, "ok": True, "step_time_s_median": t, "mb_sent_per_node": [243.5, 201.1], "steps": 8,
-             "mb_startup_per_node": [68.5, 26.1], "mb_per_step_per_node": [25.0, 25.0], "wall_s": w}
-            for r, t, w in (("10gbit", 0.31, 21.0), ("1gbit", 0.67, 25.5))]
+    rows = [
+        {
+            "rate": r,
+            "ok": True,
+            "step_time_s_median": t,
+            "mb_sent_per_node": [243.5, 201.1],
+            "steps": 8,
+            "mb_startup_per_node": [68.5, 26.1],
+            "mb_per_step_per_node": [25.0, 25.0],
+            "wall_s": w,
+        }
+        for r, t, w in (("10gbit", 0.31, 21.0), ("1gbit", 0.67, 25.5))
+    ]
     out = interpret.bandwidth(rows, parse_rate=rate, model_mb=14.2)
     assert out[0].startswith("10gbit: 25 MB sent per node per step")  # steady bytes, not total / steps
     start = next(line for line in out if line.startswith("start-up"))
@@ -70,10 +94,44 @@ def test_bandwidth_separates_start_up_from_the_steady_steps():
 
 def test_seed_model_sentences_follow_the_rows():
     R = SimpleNamespace
-    rows = [R(label="p4d 1 pod", instance="p4d", pods=1, network=None, error=0.0, measured_s=19.0, predicted_s=19.0),
-            R(label="p4d 4 pods EFA", instance="p4d", pods=4, network="efa", error=-0.2, measured_s=47.4, predicted_s=37.9),
-            R(label="g6e 4 pods EFA?", instance="g6e", pods=4, network="efa", error=-0.5, measured_s=155.6, predicted_s=80.0),
-            R(label="g6e 4 pods ENI?", instance="g6e", pods=4, network="eni", error=-0.26, measured_s=155.6, predicted_s=115.7)]
+    rows = [
+        R(
+            label="p4d 1 pod",
+            instance="p4d",
+            pods=1,
+            network=None,
+            error=0.0,
+            measured_s=19.0,
+            predicted_s=19.0,
+        ),
+        R(
+            label="p4d 4 pods EFA",
+            instance="p4d",
+            pods=4,
+            network="efa",
+            error=-0.2,
+            measured_s=47.4,
+            predicted_s=37.9,
+        ),
+        R(
+            label="g6e 4 pods EFA?",
+            instance="g6e",
+            pods=4,
+            network="efa",
+            error=-0.5,
+            measured_s=155.6,
+            predicted_s=80.0,
+        ),
+        R(
+            label="g6e 4 pods ENI?",
+            instance="g6e",
+            pods=4,
+            network="eni",
+            error=-0.26,
+            measured_s=155.6,
+            predicted_s=115.7,
+        ),
+    ]
     out = interpret.original_model(rows)
     assert "p4d 4 pods EFA" in out[0] and "none" in out[1]
     assert "above both predictions" in out[2]
@@ -97,8 +155,9 @@ def test_planner_states_the_efa_rule_and_its_price():
 
 @pytest.mark.parametrize("offload,bpp", [(True, 20), (False, 16)])
 def test_one_memory_story_adds_up(offload, bpp):
-    plan = memory.plan_memory("llama-3-8b", world_size=4, zero_stage=3, offload_optimizer=offload,
-                              offload_param=offload)
+    plan = memory.plan_memory(
+        "llama-3-8b", world_size=4, zero_stage=3, offload_optimizer=offload, offload_param=offload
+    )
     r = memory.reconcile(plan)
     assert r["model_states_bytes_per_param"] == bpp
     assert sum(x["planner_gib"] for x in r["rows"]) == pytest.approx(r["planner_model_states_gib"], abs=0.05)
@@ -110,13 +169,21 @@ def test_one_memory_story_adds_up(offload, bpp):
 
 @pytest.mark.parametrize("key", ["peaks", "machine", "env"])
 def test_measured_on_reads_every_key_a_result_stores_its_machine_under(key):
-    stored = {key: {"cpu_model": "Test CPU", "isa_class": "zen4", "cores": 2}, "measured_at": "2026-11-22 01:59:06"}
+    stored = {
+        key: {"cpu_model": "Test CPU", "isa_class": "zen4", "cores": 2},
+        "measured_at": "2026-11-22 01:59:06",
+    }
     assert interpret.measured_on(stored) == "Test CPU zen4, 2 CPUs, 2026-11-22"
-    assert "not recorded" in interpret.measured_on({"measured_at": "2026-11-22"}) and interpret.measured_on(None) == "-"
+    assert (
+        "not recorded" in interpret.measured_on({"measured_at": "2026-11-22"})
+        and interpret.measured_on(None) == "-"
+    )
 
 
 def test_a_saved_benchmark_names_its_machine(tmp_path):
     from workshop.experiments import bench
 
-    saved = json.loads(bench.save("workbook", {"benchmark": "workbook", "total_s": 1.0}, tmp_path).read_text())
+    saved = json.loads(
+        bench.save("workbook", {"benchmark": "workbook", "total_s": 1.0}, tmp_path).read_text()
+    )
     assert saved["machine"]["cpu_model"] and "not recorded" not in interpret.measured_on(saved)

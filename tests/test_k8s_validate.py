@@ -14,7 +14,7 @@ from workshop.k8s import validate as v
 from workshop.k8s.base import to_yaml
 from workshop.k8s.karpenter import cpu_amx_pool, gpu_pool
 
-POOL = cpu_amx_pool().to_dicts()   # [NodePool, EC2NodeClass]
+POOL = cpu_amx_pool().to_dicts()  # [NodePool, EC2NodeClass]
 
 
 def _set(path, value):
@@ -24,6 +24,7 @@ def _set(path, value):
         for key in head:
             target = target[key]
         target[last] = value
+
     return mutate
 
 
@@ -34,68 +35,186 @@ def _pop(path):
         for key in head:
             target = target[key]
         del target[last]
+
     return mutate
 
 
 REQ = ["spec", "template", "spec", "requirements"]
 # (case, document index in POOL, mutation, field path expected in the problem, rule text expected)
 NEGATIVE = [
-    ("wrong type: limits.cpu list", 0, _set(["spec", "limits", "cpu"], [1]), "spec.limits.cpu",
-     "x-kubernetes-int-or-string"),
+    (
+        "wrong type: limits.cpu list",
+        0,
+        _set(["spec", "limits", "cpu"], [1]),
+        "spec.limits.cpu",
+        "x-kubernetes-int-or-string",
+    ),
     ("wrong type: weight string", 0, _set(["spec", "weight"], "high"), "spec.weight", "type"),
     ("weight above maximum", 0, _set(["spec", "weight"], 101), "spec.weight", "maximum"),
-    ("bad enum: consolidationPolicy", 0, _set(["spec", "disruption", "consolidationPolicy"], "Sometimes"),
-     "spec.disruption.consolidationPolicy", "enum"),
-    ("bad enum: taint effect", 0, _set(["spec", "template", "spec", "taints", 0, "effect"], "NoRun"),
-     "spec.template.spec.taints[0].effect", "enum"),
-    ("bad pattern: expireAfter 30d", 0, _set(["spec", "template", "spec", "expireAfter"], "30d"),
-     "spec.template.spec.expireAfter", "pattern"),
-    ("bad quantity in limits", 0, _set(["spec", "limits", "memory"], "64 GiB"), 'spec.limits.memory', "pattern"),
+    (
+        "bad enum: consolidationPolicy",
+        0,
+        _set(["spec", "disruption", "consolidationPolicy"], "Sometimes"),
+        "spec.disruption.consolidationPolicy",
+        "enum",
+    ),
+    (
+        "bad enum: taint effect",
+        0,
+        _set(["spec", "template", "spec", "taints", 0, "effect"], "NoRun"),
+        "spec.template.spec.taints[0].effect",
+        "enum",
+    ),
+    (
+        "bad pattern: expireAfter 30d",
+        0,
+        _set(["spec", "template", "spec", "expireAfter"], "30d"),
+        "spec.template.spec.expireAfter",
+        "pattern",
+    ),
+    (
+        "bad quantity in limits",
+        0,
+        _set(["spec", "limits", "memory"], "64 GiB"),
+        "spec.limits.memory",
+        "pattern",
+    ),
     ("unknown field (strict)", 0, _set(["spec", "limit"], {"cpu": 1}), "spec.limit", "unknown field"),
-    ("missing required nodeClassRef", 0, _pop(["spec", "template", "spec", "nodeClassRef"]),
-     "spec.template.spec.nodeClassRef", "required"),
+    (
+        "missing required nodeClassRef",
+        0,
+        _pop(["spec", "template", "spec", "nodeClassRef"]),
+        "spec.template.spec.nodeClassRef",
+        "required",
+    ),
     ("null on non-nullable", 0, _set(["spec", "weight"], None), "spec.weight", "nullable"),
-    ("CEL: In requirement without values", 0, _set(REQ + [4, "values"], []), "spec.template.spec.requirements",
-     "x.operator == 'In' ? x.values.size() != 0"),
-    ("CEL: In requirement with values omitted", 0, _pop(REQ + [4, "values"]), "spec.template.spec.requirements",
-     "x.operator == 'In' ? x.values.size() != 0"),
-    ("CEL: Gt with a non-integer", 0, _set(REQ + [0], {"key": "karpenter.k8s.aws/instance-cpu",
-                                                          "operator": "Gt", "values": ["many"]}),
-     "spec.template.spec.requirements", "int(x.values[0]) >= 0"),
-    ("CEL: minValues above the number of values", 0, _set(REQ + [4, "minValues"], 5),
-     "spec.template.spec.requirements", "x.values.size() >= x.minValues"),
-    ("CEL: restricted requirement key", 0, _set(REQ + [0, "key"], "karpenter.sh/nodepool"),
-     "spec.template.spec.requirements[0].key", 'self != "karpenter.sh/nodepool"'),
-    ("CEL: restricted label", 0, _set(["spec", "template", "metadata", "labels", "kubernetes.io/hostname"], "a"),
-     "spec.template.metadata.labels", 'x != "kubernetes.io/hostname"'),
-    ("CEL: restricted label domain", 0,
-     _set(["spec", "template", "metadata", "labels", "karpenter.k8s.aws/whatever"], "a"),
-     "spec.template.metadata.labels", 'endsWith("karpenter.k8s.aws")'),
-    ("CEL: budget schedule without duration", 0,
-     _set(["spec", "disruption", "budgets"], [{"nodes": "1", "schedule": "@daily"}]),
-     "spec.disruption.budgets", "has(x.schedule) == has(x.duration)"),
-    ("CEL: both role and instanceProfile", 1, _set(["spec", "instanceProfile"], "KarpenterProfile"), "spec",
-     "has(self.role) && !has(self.instanceProfile)"),
-    ("CEL: neither role nor instanceProfile", 1, _pop(["spec", "role"]), "spec",
-     "has(self.role) && !has(self.instanceProfile)"),
-    ("CEL: unsupported AMI family alias", 1, _set(["spec", "amiSelectorTerms", 0, "alias"], "ubuntu@latest"),
-     "spec.amiSelectorTerms[0].alias", "self.split('@')[0] in"),
-    ("CEL: alias mixed with id", 1, _set(["spec", "amiSelectorTerms"], [{"alias": "al2023@latest"},
-                                                                        {"id": "ami-0123"}]),
-     "spec.amiSelectorTerms", "self.size() != 1"),
-    ("CEL: restricted tag", 1, _set(["spec", "tags"], {"karpenter.sh/nodepool": "x"}), "spec.tags",
-     "k != 'karpenter.sh/nodepool'"),
-    ("CEL: empty subnet selector term", 1, _set(["spec", "subnetSelectorTerms"], [{}]), "spec.subnetSelectorTerms",
-     "has(x.tags) || has(x.id)"),
-    ("bad pattern: volume size 300GB", 1, _set(["spec", "blockDeviceMappings", 0, "ebs", "volumeSize"], "300GB"),
-     "spec.blockDeviceMappings[0].ebs.volumeSize", "pattern"),
-    ("bad enum: volume type", 1, _set(["spec", "blockDeviceMappings", 0, "ebs", "volumeType"], "gp9"),
-     "spec.blockDeviceMappings[0].ebs.volumeType", "enum"),
-    ("wrong type: encrypted as string", 1, _set(["spec", "blockDeviceMappings", 0, "ebs", "encrypted"], "yes"),
-     "spec.blockDeviceMappings[0].ebs.encrypted", "type"),
+    (
+        "CEL: In requirement without values",
+        0,
+        _set(REQ + [4, "values"], []),
+        "spec.template.spec.requirements",
+        "x.operator == 'In' ? x.values.size() != 0",
+    ),
+    (
+        "CEL: In requirement with values omitted",
+        0,
+        _pop(REQ + [4, "values"]),
+        "spec.template.spec.requirements",
+        "x.operator == 'In' ? x.values.size() != 0",
+    ),
+    (
+        "CEL: Gt with a non-integer",
+        0,
+        _set(REQ + [0], {"key": "karpenter.k8s.aws/instance-cpu", "operator": "Gt", "values": ["many"]}),
+        "spec.template.spec.requirements",
+        "int(x.values[0]) >= 0",
+    ),
+    (
+        "CEL: minValues above the number of values",
+        0,
+        _set(REQ + [4, "minValues"], 5),
+        "spec.template.spec.requirements",
+        "x.values.size() >= x.minValues",
+    ),
+    (
+        "CEL: restricted requirement key",
+        0,
+        _set(REQ + [0, "key"], "karpenter.sh/nodepool"),
+        "spec.template.spec.requirements[0].key",
+        'self != "karpenter.sh/nodepool"',
+    ),
+    (
+        "CEL: restricted label",
+        0,
+        _set(["spec", "template", "metadata", "labels", "kubernetes.io/hostname"], "a"),
+        "spec.template.metadata.labels",
+        'x != "kubernetes.io/hostname"',
+    ),
+    (
+        "CEL: restricted label domain",
+        0,
+        _set(["spec", "template", "metadata", "labels", "karpenter.k8s.aws/whatever"], "a"),
+        "spec.template.metadata.labels",
+        'endsWith("karpenter.k8s.aws")',
+    ),
+    (
+        "CEL: budget schedule without duration",
+        0,
+        _set(["spec", "disruption", "budgets"], [{"nodes": "1", "schedule": "@daily"}]),
+        "spec.disruption.budgets",
+        "has(x.schedule) == has(x.duration)",
+    ),
+    (
+        "CEL: both role and instanceProfile",
+        1,
+        _set(["spec", "instanceProfile"], "KarpenterProfile"),
+        "spec",
+        "has(self.role) && !has(self.instanceProfile)",
+    ),
+    (
+        "CEL: neither role nor instanceProfile",
+        1,
+        _pop(["spec", "role"]),
+        "spec",
+        "has(self.role) && !has(self.instanceProfile)",
+    ),
+    (
+        "CEL: unsupported AMI family alias",
+        1,
+        _set(["spec", "amiSelectorTerms", 0, "alias"], "ubuntu@latest"),
+        "spec.amiSelectorTerms[0].alias",
+        "self.split('@')[0] in",
+    ),
+    (
+        "CEL: alias mixed with id",
+        1,
+        _set(["spec", "amiSelectorTerms"], [{"alias": "al2023@latest"}, {"id": "ami-0123"}]),
+        "spec.amiSelectorTerms",
+        "self.size() != 1",
+    ),
+    (
+        "CEL: restricted tag",
+        1,
+        _set(["spec", "tags"], {"karpenter.sh/nodepool": "x"}),
+        "spec.tags",
+        "k != 'karpenter.sh/nodepool'",
+    ),
+    (
+        "CEL: empty subnet selector term",
+        1,
+        _set(["spec", "subnetSelectorTerms"], [{}]),
+        "spec.subnetSelectorTerms",
+        "has(x.tags) || has(x.id)",
+    ),
+    (
+        "bad pattern: volume size 300GB",
+        1,
+        _set(["spec", "blockDeviceMappings", 0, "ebs", "volumeSize"], "300GB"),
+        "spec.blockDeviceMappings[0].ebs.volumeSize",
+        "pattern",
+    ),
+    (
+        "bad enum: volume type",
+        1,
+        _set(["spec", "blockDeviceMappings", 0, "ebs", "volumeType"], "gp9"),
+        "spec.blockDeviceMappings[0].ebs.volumeType",
+        "enum",
+    ),
+    (
+        "wrong type: encrypted as string",
+        1,
+        _set(["spec", "blockDeviceMappings", 0, "ebs", "encrypted"], "yes"),
+        "spec.blockDeviceMappings[0].ebs.encrypted",
+        "type",
+    ),
     ("metadata: bad name", 0, _set(["metadata", "name"], "CPU_AMX"), "metadata.name", "DNS-1123 subdomain"),
-    ("metadata: label value not a string", 0, _set(["metadata", "labels"], {"team": 7}),
-     'metadata.labels.team', "type"),
+    (
+        "metadata: label value not a string",
+        0,
+        _set(["metadata", "labels"], {"team": 7}),
+        "metadata.labels.team",
+        "type",
+    ),
 ]
 
 
@@ -125,8 +244,10 @@ def test_seed_static_yaml_passes_schema_but_is_not_our_output():
 
 
 def test_unknown_kind_and_wrong_api_version_are_problems():
-    docs = [{"apiVersion": "v1", "kind": "Widget", "metadata": {"name": "x"}},
-            {**POOL[0], "apiVersion": "karpenter.sh/v1beta1"}]
+    docs = [
+        {"apiVersion": "v1", "kind": "Widget", "metadata": {"name": "x"}},
+        {**POOL[0], "apiVersion": "karpenter.sh/v1beta1"},
+    ]
     problems = v.validate_documents(docs)
     assert [p.rule for p in problems] == ["kind", "served versions"]
     assert "unknown kind" in problems[0].message and "karpenter.sh/v1" in problems[1].message
@@ -143,46 +264,72 @@ def test_multi_document_yaml_names_each_document():
 
 
 def test_trainjob_root_cel_rule_and_secret_checks():
-    job = {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
-           "metadata": {"name": "llama.run", "namespace": "default"},
-           "spec": {"runtimeRef": {"name": "deepspeed-distributed"}}}
+    job = {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "TrainJob",
+        "metadata": {"name": "llama.run", "namespace": "default"},
+        "spec": {"runtimeRef": {"name": "deepspeed-distributed"}},
+    }
     problems = v.validate_documents([job])
     assert any(p.path == "" and "matches('^[a-z]" in p.rule for p in problems), problems
     job["metadata"]["name"] = "llama-run"
     assert v.validate_documents([job], trainer="2.1.0") == []
     assert v.validate_documents([job], trainer="2.3.0") == []
-    secret = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "hf"},
-              "data": {"HF_TOKEN": "not base64!"}, "stringData": {"x": 1}, "extra": True}
+    secret = {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": "hf"},
+        "data": {"HF_TOKEN": "not base64!"},
+        "stringData": {"x": 1},
+        "extra": True,
+    }
     rules = {(p.path, p.rule) for p in v.validate_documents([secret])}
     assert {("data.HF_TOKEN", "format: byte"), ("stringData.x", "type"), ("extra", "unknown field")} <= rules
 
 
 def test_unknown_version_is_rejected_early():
-    with pytest.raises(WorkshopError, match=r"Karpenter release '0.37' is unknown here; known: 1.8.8, 1.14.1 "
-                                            r"\(to add one: .*crds fetch --karpenter VERSION"):
+    with pytest.raises(
+        WorkshopError,
+        match=r"Karpenter release '0.37' is unknown here; known: 1.8.8, 1.14.1 "
+        r"\(to add one: .*crds fetch --karpenter VERSION",
+    ):
         v.validate_documents(POOL, karpenter="0.37")
     # the Trainer's unknown release is named as such, not a Karpenter one whose files happen to load first
-    with pytest.raises(WorkshopError, match=r"Kubeflow Trainer release '9.9.9' is unknown here; known: 2.1.0, 2.3.0"):
+    with pytest.raises(
+        WorkshopError, match=r"Kubeflow Trainer release '9.9.9' is unknown here; known: 2.1.0, 2.3.0"
+    ):
         v.validate_documents(POOL, trainer="9.9.9")
 
 
 def test_crds_folder_override(tmp_path, monkeypatch):
     """A WORKSHOP_CRDS_DIR without the schemas is reported with the folder and the fix, never fetched over."""
     monkeypatch.setenv("WORKSHOP_CRDS_DIR", str(tmp_path))
-    with pytest.raises(WorkshopError, match=r"no CRD schemas for Karpenter 1\.8\.8 in WORKSHOP_CRDS_DIR=.*"
-                                            r"unset it to use the ones that ship with the workbook"):
+    with pytest.raises(
+        WorkshopError,
+        match=r"no CRD schemas for Karpenter 1\.8\.8 in WORKSHOP_CRDS_DIR=.*"
+        r"unset it to use the ones that ship with the workbook",
+    ):
         v.validate_documents(POOL, karpenter="1.8.8")
 
 
-@pytest.mark.parametrize("content, said", [
-    (bytes(range(256)), "is a binary file"),
-    (b"kind: CustomResourceDefinition\nspec: {group: x}\n", "not a valid CustomResourceDefinition manifest (KeyError"),
-    (b"kind: [\n", "not a valid CustomResourceDefinition manifest"),
-], ids=["binary", "no-names", "not-yaml"])
+@pytest.mark.parametrize(
+    "content, said",
+    [
+        (bytes(range(256)), "is a binary file"),
+        (
+            b"kind: CustomResourceDefinition\nspec: {group: x}\n",
+            "not a valid CustomResourceDefinition manifest (KeyError",
+        ),
+        (b"kind: [\n", "not a valid CustomResourceDefinition manifest"),
+    ],
+    ids=["binary", "no-names", "not-yaml"],
+)
 def test_a_broken_crd_file_is_named_not_a_traceback(content, said, tmp_path):
     """An added release's files are whatever was imported: a broken one is a WorkshopError naming it."""
     (tmp_path / "broken.yaml").write_bytes(content)
-    with pytest.raises(WorkshopError, match=f"CRD file '{tmp_path / 'broken.yaml'}'.*{said}".replace("(", r"\(")):
+    with pytest.raises(
+        WorkshopError, match=f"CRD file '{tmp_path / 'broken.yaml'}'.*{said}".replace("(", r"\(")
+    ):
         v._load_folder(str(tmp_path))
 
 
@@ -209,11 +356,15 @@ def test_cel_extensions_behave_like_kubernetes():
     assert cel_ext.find("karpenter.sh/nodepool", "^([^/]+)") == "karpenter.sh"
     assert cel_ext.find("abc", "z") == ""
     assert list(cel_ext.split("al2023@latest", "@")) == ["al2023", "latest"]
-    assert cel_ext.parse_quantity("64Gi") == 64 * 2**30 and cel_ext.parse_quantity("500m") == cel_ext.Decimal("0.5")
+    assert cel_ext.parse_quantity("64Gi") == 64 * 2**30 and cel_ext.parse_quantity("500m") == cel_ext.Decimal(
+        "0.5"
+    )
     with pytest.raises(ValueError):
         cel_ext.parse_quantity("64 GiB")
-    ok, _ = v._run_rule("quantity(self.a).isGreaterThan(quantity('1Gi')) && self.b.lowerAscii() == 'x'",
-                        {"a": "2Gi", "b": "X"})
+    ok, _ = v._run_rule(
+        "quantity(self.a).isGreaterThan(quantity('1Gi')) && self.b.lowerAscii() == 'x'",
+        {"a": "2Gi", "b": "X"},
+    )
     assert ok
     ok, _ = v._run_rule("self.all(x, x.indexOf('a') == 0) && 'a,b'.split(',').size() == 2", ["ab", "ac"])
     assert ok
@@ -245,11 +396,16 @@ def test_upstream_trainer_runtimes_pass_their_release_and_fail_the_next():
 
 
 def test_list_map_keys_and_int_or_string_in_trainjob():
-    job = {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
-           "metadata": {"name": "llama", "namespace": "default"},
-           "spec": {"runtimeRef": {"name": "deepspeed-distributed"},
-                    "initializer": {"dataset": {"env": [{"name": "A", "value": "1"}, {"name": "A", "value": "2"}]}},
-                    "trainer": {"numNodes": "four", "resourcesPerNode": {"limits": {"cpu": "31.5"}}}}}
+    job = {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "TrainJob",
+        "metadata": {"name": "llama", "namespace": "default"},
+        "spec": {
+            "runtimeRef": {"name": "deepspeed-distributed"},
+            "initializer": {"dataset": {"env": [{"name": "A", "value": "1"}, {"name": "A", "value": "2"}]}},
+            "trainer": {"numNodes": "four", "resourcesPerNode": {"limits": {"cpu": "31.5"}}},
+        },
+    }
     rules = {(p.path, p.rule) for p in v.validate_documents([job], trainer="2.1.0")}
     assert ("spec.initializer.dataset.env[1]", "x-kubernetes-list-map-keys") in rules
     assert ("spec.trainer.numNodes", "type") in rules
@@ -263,9 +419,14 @@ MANIFESTS = sorted((Path(__file__).resolve().parents[1] / "manifests").glob("*.y
 def test_checked_in_manifests_pass_with_no_flags(capsys):
     assert MANIFESTS and v.main([str(p) for p in MANIFESTS]) == 0
     out = capsys.readouterr().out
-    assert "trainjob-cpu-v2.2.yaml): accepted by Trainer 2.3.0 (its shape targets 2.3.0: spec.runtimePatches" in out
-    assert "trainjob-cpu-v2.1.yaml): accepted by Trainer 2.1.0 (its shape targets 2.1.0: spec.podTemplateOverrides" \
+    assert (
+        "trainjob-cpu-v2.2.yaml): accepted by Trainer 2.3.0 (its shape targets 2.3.0: spec.runtimePatches"
         in out
+    )
+    assert (
+        "trainjob-cpu-v2.1.yaml): accepted by Trainer 2.1.0 (its shape targets 2.1.0: spec.podTemplateOverrides"
+        in out
+    )
     assert "accepted by Karpenter 1.8.8, 1.14.1" in out  # no clue: every known release, each accepts
     v22 = [str(p) for p in MANIFESTS if p.name == "trainjob-cpu-v2.2.yaml"]
     assert v.main([*v22, "--trainer", "2.1.0"]) == 1  # forcing a release still judges against that one only
@@ -299,9 +460,12 @@ def test_a_newer_karpenter_field_targets_the_newer_release():
 
 
 def test_unknown_field_suggests_the_near_name_and_metadata_is_checked():
-    job = {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
-           "metadata": {"name": "llama", "namespace": "Default", "labelz": {}},
-           "spec": {"runtimeRef": {"name": "torch-distributed"}, "trainr": {}}}
+    job = {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "TrainJob",
+        "metadata": {"name": "llama", "namespace": "Default", "labelz": {}},
+        "spec": {"runtimeRef": {"name": "torch-distributed"}, "trainr": {}},
+    }
     problems = {(p.path, p.rule): p.message for p in v.validate_documents([job], trainer="2.3.0")}
     assert 'did you mean "trainer"' in problems[("spec.trainr", "unknown field")]
     assert ("metadata.namespace", "DNS-1123 label") in problems
@@ -312,7 +476,13 @@ def test_storage_manifests_are_checked_not_waved_through():
     """The FSx StorageClass and claim have no CRD: typed schemas of the built-in kinds judge them."""
     import yaml
 
-    docs = [d for d in yaml.safe_load_all((Path(__file__).resolve().parents[1] / "manifests" / "storage-fsx.yaml").read_text()) if d]
+    docs = [
+        d
+        for d in yaml.safe_load_all(
+            (Path(__file__).resolve().parents[1] / "manifests" / "storage-fsx.yaml").read_text()
+        )
+        if d
+    ]
     assert [d["kind"] for d in docs] == ["StorageClass", "PersistentVolumeClaim"]
     assert v.validate_documents(docs) == []
     bad = copy.deepcopy(docs)
@@ -320,6 +490,6 @@ def test_storage_manifests_are_checked_not_waved_through():
     bad[1]["spec"]["accessModes"] = ["ReadWriteSometimes"]
     del bad[1]["spec"]["resources"]["requests"]["storage"]
     text = "\n".join(map(str, v.validate_documents(bad)))
-    assert "reclaimPolicy: unsupported value \"Keep\"" in text
-    assert "spec.accessModes[0]: unsupported value \"ReadWriteSometimes\"" in text
+    assert 'reclaimPolicy: unsupported value "Keep"' in text
+    assert 'spec.accessModes[0]: unsupported value "ReadWriteSometimes"' in text
     assert "spec.resources.requests.storage" in text

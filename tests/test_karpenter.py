@@ -18,11 +18,16 @@ def test_cpu_amx_pool_defaults_match_the_seed_facts():
     nodepool, nodeclass = kp.cpu_amx_pool().to_dicts()
     assert nodepool["kind"] == "NodePool" and nodeclass["kind"] == "EC2NodeClass"
     assert _req(nodepool, "karpenter.k8s.aws/instance-family")["values"] == ["c7i", "m7i", "r7i"]
-    assert _req(nodepool, "karpenter.k8s.aws/instance-size")["values"] == ["8xlarge", "16xlarge", "24xlarge",
-                                                                          "48xlarge"]
+    assert _req(nodepool, "karpenter.k8s.aws/instance-size")["values"] == [
+        "8xlarge",
+        "16xlarge",
+        "24xlarge",
+        "48xlarge",
+    ]
     assert _req(nodepool, "karpenter.k8s.aws/instance-cpu-manufacturer")["values"] == ["intel"]
     assert nodepool["spec"]["template"]["spec"]["taints"] == [
-        {"key": "intel.com/amx", "value": "present", "effect": "NoSchedule"}]
+        {"key": "intel.com/amx", "value": "present", "effect": "NoSchedule"}
+    ]
     assert nodepool["spec"]["template"]["spec"]["expireAfter"] == "720h"
     assert nodepool["spec"]["limits"] == {"cpu": 1000}
     assert nodepool["spec"]["disruption"] == {"consolidationPolicy": "WhenEmpty", "consolidateAfter": "20m"}
@@ -39,19 +44,28 @@ def test_gpu_pool_is_one_zone_efa_types_and_tainted():
     nodepool, nodeclass = kp.gpu_pool(["p5.48xlarge", "g6e.12xlarge"], zone="us-east-1c").to_dicts()
     assert _req(nodepool, "topology.kubernetes.io/zone")["values"] == ["us-east-1c"]
     assert _req(nodepool, "node.kubernetes.io/instance-type")["values"] == ["p5.48xlarge", "g6e.12xlarge"]
-    assert nodepool["spec"]["template"]["spec"]["taints"] == [{"key": "nvidia.com/gpu", "effect": "NoSchedule"}]
+    assert nodepool["spec"]["template"]["spec"]["taints"] == [
+        {"key": "nvidia.com/gpu", "effect": "NoSchedule"}
+    ]
     assert nodepool["spec"]["limits"] == {"nvidia.com/gpu": 32}
     assert nodeclass["metadata"]["name"] == "gpu" and "userData" not in nodeclass["spec"]
 
 
-@pytest.mark.parametrize("rec,families,sizes,cpu", [
-    ("r7i.8xlarge", ["r7i"], ["8xlarge"], 1000),
-    ({"instance_type": "m7i.16xlarge", "nodes": 4}, ["m7i"], ["16xlarge"], 256),
-    (SimpleNamespace(instance_type="r7i.8xlarge", nodes=4), ["r7i"], ["8xlarge"], 128),
-    (SimpleNamespace(instance_types=["c7i.48xlarge", "r7i.metal-48xl"]), ["c7i", "r7i"],
-     ["48xlarge", "metal-48xl"], 1000),
-    (["m7i.24xlarge"], ["m7i"], ["24xlarge"], 1000),
-])
+@pytest.mark.parametrize(
+    "rec,families,sizes,cpu",
+    [
+        ("r7i.8xlarge", ["r7i"], ["8xlarge"], 1000),
+        ({"instance_type": "m7i.16xlarge", "nodes": 4}, ["m7i"], ["16xlarge"], 256),
+        (SimpleNamespace(instance_type="r7i.8xlarge", nodes=4), ["r7i"], ["8xlarge"], 128),
+        (
+            SimpleNamespace(instance_types=["c7i.48xlarge", "r7i.metal-48xl"]),
+            ["c7i", "r7i"],
+            ["48xlarge", "metal-48xl"],
+            1000,
+        ),
+        (["m7i.24xlarge"], ["m7i"], ["24xlarge"], 1000),
+    ],
+)
 def test_pool_from_recommendation(rec, families, sizes, cpu):
     nodepool, _ = kp.pool_from_recommendation(rec).to_dicts()
     assert _req(nodepool, "karpenter.k8s.aws/instance-family")["values"] == families
@@ -59,31 +73,40 @@ def test_pool_from_recommendation(rec, families, sizes, cpu):
     assert nodepool["spec"]["limits"]["cpu"] == cpu
 
 
-@pytest.mark.parametrize("call,match", [
-    (lambda: kp.cpu_amx_pool(families=["m7a"]), "unknown AMX instance family 'm7a'"),
-    (lambda: kp.cpu_amx_pool(families=["m7g"]), "allowed: c7i"),
-    (lambda: kp.cpu_amx_pool(sizes=["huge"]), "instance size 'huge'"),
-    (lambda: kp.cpu_amx_pool(capacity_types=["cheap"]), "unknown capacity type 'cheap'"),
-    (lambda: kp.cpu_amx_pool(arch="arm64"), "unknown arch 'arm64'"),
-    (lambda: kp.cpu_amx_pool(cpu_limit=0), "cpu_limit must be a number > 0"),
-    (lambda: kp.cpu_amx_pool(expire_after="30d"), "expireAfter '30d'"),
-    (lambda: kp.cpu_amx_pool(role=None), "exactly one of role and instance_profile"),
-    (lambda: kp.cpu_amx_pool(instance_profile="p"), "exactly one of role and instance_profile"),
-    (lambda: kp.cpu_amx_pool(user_data="#!/bin/bash\npip install intel-extension-for-pytorch"), "host"),
-    (lambda: kp.gpu_pool(["g5.xlarge"]), "EFA-capable GPU instance type 'g5.xlarge'"),
-    (lambda: kp.gpu_pool(zone="west"), "zone 'west'"),
-    (lambda: kp.pool_from_recommendation({"nodes": 2}), "names no instance_type"),
-    (lambda: kp.pool_from_recommendation("r7i"), "family.size"),
-    (lambda: kp.NodePoolSpec("x", "x", [kp.Requirement("a", "Maybe")]), "requirement operator 'Maybe'"),
-    (lambda: kp.Taint("k", effect="Never"), "taint effect 'Never'"),
-])
+@pytest.mark.parametrize(
+    "call,match",
+    [
+        (lambda: kp.cpu_amx_pool(families=["m7a"]), "unknown AMX instance family 'm7a'"),
+        (lambda: kp.cpu_amx_pool(families=["m7g"]), "allowed: c7i"),
+        (lambda: kp.cpu_amx_pool(sizes=["huge"]), "instance size 'huge'"),
+        (lambda: kp.cpu_amx_pool(capacity_types=["cheap"]), "unknown capacity type 'cheap'"),
+        (lambda: kp.cpu_amx_pool(arch="arm64"), "unknown arch 'arm64'"),
+        (lambda: kp.cpu_amx_pool(cpu_limit=0), "cpu_limit must be a number > 0"),
+        (lambda: kp.cpu_amx_pool(expire_after="30d"), "expireAfter '30d'"),
+        (lambda: kp.cpu_amx_pool(role=None), "exactly one of role and instance_profile"),
+        (lambda: kp.cpu_amx_pool(instance_profile="p"), "exactly one of role and instance_profile"),
+        (lambda: kp.cpu_amx_pool(user_data="#!/bin/bash\npip install intel-extension-for-pytorch"), "host"),
+        (lambda: kp.gpu_pool(["g5.xlarge"]), "EFA-capable GPU instance type 'g5.xlarge'"),
+        (lambda: kp.gpu_pool(zone="west"), "zone 'west'"),
+        (lambda: kp.pool_from_recommendation({"nodes": 2}), "names no instance_type"),
+        (lambda: kp.pool_from_recommendation("r7i"), "family.size"),
+        (lambda: kp.NodePoolSpec("x", "x", [kp.Requirement("a", "Maybe")]), "requirement operator 'Maybe'"),
+        (lambda: kp.Taint("k", effect="Never"), "taint effect 'Never'"),
+    ],
+)
 def test_bad_input_is_refused_early(call, match):
     with pytest.raises(WorkshopError, match=match):
         call()
 
 
 def test_vcpus_of_sizes():
-    assert [kp.vcpus_of(s) for s in ("large", "xlarge", "8xlarge", "48xlarge", "metal-48xl")] == [2, 4, 32, 192, 192]
+    assert [kp.vcpus_of(s) for s in ("large", "xlarge", "8xlarge", "48xlarge", "metal-48xl")] == [
+        2,
+        4,
+        32,
+        192,
+        192,
+    ]
 
 
 def test_admission_follows_the_requirements():
@@ -97,8 +120,19 @@ def test_admission_follows_the_requirements():
     ours = k.cpu_amx_pool(["r7i"], ["48xlarge"]).to_dicts()[0]
     assert k.admits(seed, by_name["c7i.8xlarge"]) and not k.admits(seed, by_name["c7i.4xlarge"])
     assert k.admits(ours, by_name["r7i.48xlarge"]) and not k.admits(ours, by_name["m7i.48xlarge"])
-    gt = {"spec": {"template": {"spec": {"requirements": [
-        {"key": "karpenter.k8s.aws/instance-cpu", "operator": "Gt", "values": ["64"]}]}}}}
+    gt = {
+        "spec": {
+            "template": {
+                "spec": {
+                    "requirements": [
+                        {"key": "karpenter.k8s.aws/instance-cpu", "operator": "Gt", "values": ["64"]}
+                    ]
+                }
+            }
+        }
+    }
     assert k.admits(gt, by_name["r7i.48xlarge"]) and not k.admits(gt, by_name["r7i.16xlarge"])
     table = k.admission_table(rows, {"seed": seed, "ours": ours})
-    assert sum(r["seed"] for r in table) == 12 and [r["instance_type"] for r in table if r["ours"]] == ["r7i.48xlarge"]
+    assert sum(r["seed"] for r in table) == 12 and [r["instance_type"] for r in table if r["ours"]] == [
+        "r7i.48xlarge"
+    ]

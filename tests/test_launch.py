@@ -32,13 +32,18 @@ TB = """Traceback (most recent call last):
 def test_a_raised_exception_names_rank_type_message_and_project_frames():
     text = rank_failure(ROOT.format(code=1, error_file="/tmp/e.json", traceback=TB), 1)
     assert text.splitlines()[0] == "rank 1 failed (exit 1): KeyError: 'lm_head.weight'"
-    assert text.splitlines()[1:] == ['  at File "/repo/workshop/train.py", line 649, in main',
-                                     '  at File "/repo/workshop/loading/worker.py", line 10, in run']
+    assert text.splitlines()[1:] == [
+        '  at File "/repo/workshop/train.py", line 649, in main',
+        '  at File "/repo/workshop/loading/worker.py", line 10, in run',
+    ]
 
 
 def test_bad_input_shows_the_ranks_error_line():
     log = "[default1]:error: seq-len must be a number > 0, got -1\n" + ROOT.format(
-        code=2, error_file="<N/A>", traceback="To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html")
+        code=2,
+        error_file="<N/A>",
+        traceback="To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html",
+    )
     assert rank_failure(log, 1) == "rank 1 failed (exit 2): error: seq-len must be a number > 0, got -1"
 
 
@@ -63,12 +68,16 @@ def test_a_timed_out_launcher_takes_its_ranks_with_it(tmp_path):
 
     marker = tmp_path / "rank-alive"
     rank = f"import time, pathlib; pathlib.Path({str(marker)!r}).touch(); time.sleep(600)"
-    launcher = (f"import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', {rank!r}], "
-                "start_new_session=True); time.sleep(600)")
+    launcher = (
+        f"import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', {rank!r}], "
+        "start_new_session=True); time.sleep(600)"
+    )
     with pytest.raises(subprocess.TimeoutExpired):
         run_captured([sys.executable, "-c", launcher], timeout=3)
     assert marker.exists()  # the rank did start
-    left = [p.pid for p in psutil.process_iter(["cmdline"]) if str(marker) in " ".join(p.info["cmdline"] or [])]
+    left = [
+        p.pid for p in psutil.process_iter(["cmdline"]) if str(marker) in " ".join(p.info["cmdline"] or [])
+    ]
     assert not left, f"rank processes left running: {left}"
 
 
@@ -79,14 +88,22 @@ def test_allocator_env_preloads_the_named_allocator_or_says_how_to_install_it(mo
     assert launch.allocator_env("system") == ({}, "system")
     monkeypatch.setattr(launch, "allocator_path", lambda name: None)
     assert launch.allocator_env("auto") == ({}, "system")  # nothing installed: glibc, and the run goes on
-    with pytest.raises(WorkshopError, match=r"allocator tcmalloc is not installed \(apt-get install "
-                                            r"libtcmalloc-minimal4\); allowed here: system, auto"):
+    with pytest.raises(
+        WorkshopError,
+        match=r"allocator tcmalloc is not installed \(apt-get install "
+        r"libtcmalloc-minimal4\); allowed here: system, auto",
+    ):
         launch.allocator_env("tcmalloc")
-    with pytest.raises(WorkshopError, match="unknown allocator 'hoard'; allowed: system, auto, tcmalloc, jemalloc"):
+    with pytest.raises(
+        WorkshopError, match="unknown allocator 'hoard'; allowed: system, auto, tcmalloc, jemalloc"
+    ):
         launch.allocator_env("hoard")
     monkeypatch.setattr(launch, "allocator_path", lambda name: f"/usr/lib/lib{name}.so")
     monkeypatch.setenv("LD_PRELOAD", "/opt/other.so")
     env, chosen = launch.allocator_env("auto")
     assert chosen == "tcmalloc" and env == {"LD_PRELOAD": "/usr/lib/libtcmalloc.so:/opt/other.so"}
     env, chosen = launch.allocator_env("jemalloc")
-    assert env["LD_PRELOAD"].startswith("/usr/lib/libjemalloc.so") and "background_thread:true" in env["MALLOC_CONF"]
+    assert (
+        env["LD_PRELOAD"].startswith("/usr/lib/libjemalloc.so")
+        and "background_thread:true" in env["MALLOC_CONF"]
+    )

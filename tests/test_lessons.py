@@ -15,7 +15,10 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 def test_fp16_overflows_where_bf16_does_not_and_the_scaler_recovers():
-    rows = {r["case"].split(" in ")[-1] if "scores" in r["case"] else r["case"]: r for r in precision.overflow_examples()}
+    rows = {
+        r["case"].split(" in ")[-1] if "scores" in r["case"] else r["case"]: r
+        for r in precision.overflow_examples()
+    }
     big = rows["an activation of 70,000"]
     assert big["fp16"] == float("inf") and abs(big["bf16"] - 70_000) < 500
     assert rows["a gradient of 1e-8"]["fp16"] == 0.0 and rows["a gradient of 1e-8"]["bf16"] > 0
@@ -36,10 +39,22 @@ def test_each_zero_stage_keeps_less_and_stage3_sends_more():
     assert "parameters" in rows[3]["shards"] and "parameters" not in rows[2]["shards"]
 
 
-@pytest.mark.parametrize("kw", [{}, {"offload_optimizer": True, "offload_param": True}, {"zero_stage": 2},
-                                {"sync_to": "s3://b/p"},
-                                {"extra_ds": {"stage3_param_persistence_threshold": 10, "stage3_prefetch_bucket_size": 5,
-                                              "stage3_max_live_parameters": 7}}])
+@pytest.mark.parametrize(
+    "kw",
+    [
+        {},
+        {"offload_optimizer": True, "offload_param": True},
+        {"zero_stage": 2},
+        {"sync_to": "s3://b/p"},
+        {
+            "extra_ds": {
+                "stage3_param_persistence_threshold": 10,
+                "stage3_prefetch_bucket_size": 5,
+                "stage3_max_live_parameters": 7,
+            }
+        },
+    ],
+)
 def test_every_deepspeed_config_key_is_explained(kw):
     text = zero.explain_config(ds_config(TrainArgs(**kw)))
     assert "not explained" not in text, text
@@ -47,10 +62,16 @@ def test_every_deepspeed_config_key_is_explained(kw):
 
 def test_debug_summary_reads_fingerprints_and_spots_a_rank_behind():
     log = "\n".join(
-        [f"[default{r}]:[rank{r}]:[I1124 ProcessGroupWrapper.cpp:710] [Rank {r}] Running collective: "
-         f"CollectiveFingerPrint(SequenceNumber={n}, OpType=_ALLGATHER_BASE, TensorShape=[8])"
-         for r in (0, 1) for n in range(1, 4 if r == 0 else 3)]
-        + ["[I1124 TCPStoreLibUvBackend.cpp:1005] [c10d - trace] wait key_count:1 keys[0]:/torch.rendezvous.x"])
+        [
+            f"[default{r}]:[rank{r}]:[I1124 ProcessGroupWrapper.cpp:710] [Rank {r}] Running collective: "
+            f"CollectiveFingerPrint(SequenceNumber={n}, OpType=_ALLGATHER_BASE, TensorShape=[8])"
+            for r in (0, 1)
+            for n in range(1, 4 if r == 0 else 3)
+        ]
+        + [
+            "[I1124 TCPStoreLibUvBackend.cpp:1005] [c10d - trace] wait key_count:1 keys[0]:/torch.rendezvous.x"
+        ]
+    )
     s = debugging.summarize(log)
     assert s.fingerprints["_ALLGATHER_BASE"] == 3 and s.last_sequence == {0: 3, 1: 2}
     assert "DIFFERENT" in debugging.report(s) and s.rendezvous_lines == 1
@@ -66,13 +87,19 @@ def test_the_planner_widget_says_its_answer_without_a_frontend():
 def test_every_seed_row_names_its_source():
     for r in topology.ORIGINAL_RUNS:
         assert r.source
-        assert (r.source == topology.ORIGINAL_003) == (r.instance == "p4d.24xlarge" and r.network != "eni"), r.label
+        assert (r.source == topology.ORIGINAL_003) == (r.instance == "p4d.24xlarge" and r.network != "eni"), (
+            r.label
+        )
 
 
 def test_rendered_multi_node_trainjobs_keep_pods_on_separate_nodes():
     """Chapter 06 says so; the rendered manifests must keep saying it."""
-    jobs = [d for f in sorted((REPO / "manifests").glob("*.yaml")) for d in yaml.safe_load_all(f.read_text())
-            if d and d.get("kind") == "TrainJob" and d["spec"]["trainer"].get("numNodes", 1) > 1]
+    jobs = [
+        d
+        for f in sorted((REPO / "manifests").glob("*.yaml"))
+        for d in yaml.safe_load_all(f.read_text())
+        if d and d.get("kind") == "TrainJob" and d["spec"]["trainer"].get("numNodes", 1) > 1
+    ]
     assert jobs
     for d in jobs:
         text = yaml.safe_dump(d)

@@ -86,8 +86,10 @@ def test_cli_bad_input_exits_2_with_one_line(ckpt, tmp_path, capsys):
     assert capsys.readouterr().err.startswith("error: checkpoint directory")
     with pytest.raises(SystemExit, match="2"):  # argparse checks the lists: a usage line, then the error
         loading.main(["run", "--checkpoint", str(ckpt), "--methods", "naive,bogus"])
-    assert ("argument --methods: unknown 'bogus' in 'naive,bogus'; allowed: naive, meta, zero3, zero3-stream"
-            in capsys.readouterr().err)
+    assert (
+        "argument --methods: unknown 'bogus' in 'naive,bogus'; allowed: naive, meta, zero3, zero3-stream"
+        in capsys.readouterr().err
+    )
     assert loading.main(["run", "--checkpoint", str(ckpt), "--ranks", "1,99"]) == 2
     assert "larger than this machine allows" in capsys.readouterr().err
     with pytest.raises(SystemExit, match="2"):
@@ -99,7 +101,10 @@ def test_cli_bad_input_exits_2_with_one_line(ckpt, tmp_path, capsys):
 
 def test_worker_outside_torchrun_is_a_clear_error(ckpt, tmp_path, monkeypatch, capsys):
     monkeypatch.delenv("LOCAL_RANK", raising=False)
-    assert loading.main(["worker", "--method", "naive", "--checkpoint", str(ckpt), "--out-dir", str(tmp_path)]) == 2
+    assert (
+        loading.main(["worker", "--method", "naive", "--checkpoint", str(ckpt), "--out-dir", str(tmp_path)])
+        == 2
+    )
     assert "torchrun" in capsys.readouterr().err
 
 
@@ -119,22 +124,43 @@ def test_planner_prediction_orders_the_methods():
     n1 = {m: loading.planner_prediction("medium", 1, m, shard_bytes=200_000_000) for m in loading.METHODS}
     n2 = {m: loading.planner_prediction("medium", 2, m, shard_bytes=200_000_000) for m in loading.METHODS}
     # naive = meta + a second full copy + the shard it is reading through
-    assert n2["naive"]["peak_rank0_gb"] - n2["meta"]["peak_rank0_gb"] == pytest.approx(n2["meta"]["keep_gb"] + 0.2)
+    assert n2["naive"]["peak_rank0_gb"] - n2["meta"]["peak_rank0_gb"] == pytest.approx(
+        n2["meta"]["keep_gb"] + 0.2
+    )
     assert n2["zero3"]["keep_gb"] == pytest.approx(n1["zero3"]["keep_gb"] / 2, rel=1e-6)
     assert n2["zero3-stream"]["peak_rank0_gb"] < n2["zero3"]["peak_rank0_gb"]
     assert n2["zero3"]["peak_other_gb"] < n2["meta"]["peak_other_gb"] < n2["naive"]["peak_other_gb"]
 
 
 def _row(method, n, rank, peak, **kw):
-    base = {"method": method, "world_size": n, "rank": rank, "dtype": "bf16", "peak_rss_gb": peak,
-            "peak_anon_gb": peak, "peak_file_gb": 0.0, "ru_maxrss_gb": peak, "end_rss_gb": peak,
-            "used_rss_gb": peak, "load_s": 1.0, "local_numel": 10 // n, "full_numel": 10, "model_bytes": 20,
-            "weights_match": True, "baseline_rss_gb": 0.3}
+    base = {
+        "method": method,
+        "world_size": n,
+        "rank": rank,
+        "dtype": "bf16",
+        "peak_rss_gb": peak,
+        "peak_anon_gb": peak,
+        "peak_file_gb": 0.0,
+        "ru_maxrss_gb": peak,
+        "end_rss_gb": peak,
+        "used_rss_gb": peak,
+        "load_s": 1.0,
+        "local_numel": 10 // n,
+        "full_numel": 10,
+        "model_bytes": 20,
+        "weights_match": True,
+        "baseline_rss_gb": 0.3,
+    }
     return {**base, **kw}
 
 
 def test_summary_ratios_and_table():
-    rows = [_row("naive", 2, 0, 2.0), _row("naive", 2, 1, 1.8), _row("zero3", 2, 0, 1.0), _row("zero3", 2, 1, 0.9)]
+    rows = [
+        _row("naive", 2, 0, 2.0),
+        _row("naive", 2, 1, 1.8),
+        _row("zero3", 2, 0, 1.0),
+        _row("zero3", 2, 1, 0.9),
+    ]
     summary = loading.summarize(rows, model="tiny")
     assert [r["share"] for r in summary] == [0.5] * 4
     assert all("plan_peak_gb" in r and "plan_load_gb" in r for r in summary)
@@ -217,7 +243,9 @@ def test_preflight_refuses_before_a_checkpoint_is_written(tmp_path, monkeypatch)
 
     monkeypatch.setattr(psutil, "virtual_memory", lambda: Mem())
     monkeypatch.setattr("os.cpu_count", lambda: 16)
-    with pytest.raises(WorkshopError, match=r"naive loading with 2 ranks needs about 6\d\.\d GB but only 40\.0 GB"):
+    with pytest.raises(
+        WorkshopError, match=r"naive loading with 2 ranks needs about 6\d\.\d GB but only 40\.0 GB"
+    ):
         bench(tmp_path / "x.json", model="llama-3-8b", world_sizes=(2,), work_dir=tmp_path / "work")
     Mem.available = 10 * 10**9
     with pytest.raises(WorkshopError, match=r"builds the model in memory: about 1\d\.\d GB needed, 10\.0 GB"):

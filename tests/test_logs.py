@@ -17,8 +17,11 @@ CPU Virtual Memory:  used = 104.54 GB, percent = 14.1%
 
 def test_parse_seed_zero_stages():
     stages = parse_zero_stages(SEED_LOG)
-    assert [s["stage"] for s in stages] == ["Stage 3 initialize beginning", "Before creating fp32 partitions",
-                                            "After initializing ZeRO optimizer"]
+    assert [s["stage"] for s in stages] == [
+        "Stage 3 initialize beginning",
+        "Before creating fp32 partitions",
+        "After initializing ZeRO optimizer",
+    ]
     assert stages[-1]["ma_gb"] == 24.47 and stages[-1]["host_used_gb"] == 104.54
     assert "24.47" in table(stages)
 
@@ -34,7 +37,8 @@ def test_metrics_medians_skip_the_warm_up_step_and_are_statistics_median():
     from workshop.train.metrics import summarize
 
     steps = [{"loss": 9.0, "tokens_per_s": 1.0, "step_time_s": 9.0}] + [
-        {"loss": 8.0, "tokens_per_s": t, "step_time_s": 1 / t} for t in (100.0, 400.0, 200.0, 300.0)]
+        {"loss": 8.0, "tokens_per_s": t, "step_time_s": 1 / t} for t in (100.0, 400.0, 200.0, 300.0)
+    ]
     m = summarize(steps, world_size=2)
     assert m["tokens_per_s_median"] == 250.0 and m["step_time_s_median"] == (1 / 200 + 1 / 300) / 2
     assert (m["first_loss"], m["final_loss"], m["world_size"]) == (9.0, 8.0, 2)

@@ -10,7 +10,9 @@ from workshop.train.master_weights import MASTER_KEY, with_master_weights
 
 def bf16_model(seed=0):
     torch.manual_seed(seed)
-    return torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.Tanh(), torch.nn.Linear(32, 4)).to(torch.bfloat16)
+    return torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.Tanh(), torch.nn.Linear(32, 4)).to(
+        torch.bfloat16
+    )
 
 
 def train(model, opt, steps, seed=1):
@@ -35,11 +37,11 @@ def test_small_updates_accumulate_in_the_masters_and_reach_the_bf16_weights():
     moved = sum(int((p != s).sum()) for p, s in zip(masters.parameters(), start))
     total = sum(p.numel() for p in start)
     assert frozen > 0.5 * total  # most plain-bf16 weights never changed
-    assert moved > 0.5 * total   # most weights moved through their masters
+    assert moved > 0.5 * total  # most weights moved through their masters
     for m, p in zip(opt.master_params, masters.parameters()):
         assert m.dtype == torch.float32 and p.dtype == torch.bfloat16
         assert torch.equal(m.to(torch.bfloat16), p)  # the model holds exactly the rounded masters
-        assert m.grad is None and p.grad is None     # no gradient kept between steps
+        assert m.grad is None and p.grad is None  # no gradient kept between steps
 
 
 def test_matches_fp32_training_to_bf16_precision():
@@ -51,15 +53,21 @@ def test_matches_fp32_training_to_bf16_precision():
     train(masters, opt, 30)
     train(plain, torch.optim.AdamW(plain.parameters(), lr=1e-3), 30)
     err_m = max(float((m - r.detach()).abs().max()) for m, r in zip(opt.master_params, ref.parameters()))
-    err_p = max(float((p.detach().float() - r.detach()).abs().max()) for p, r in zip(plain.parameters(), ref.parameters()))
+    err_p = max(
+        float((p.detach().float() - r.detach()).abs().max())
+        for p, r in zip(plain.parameters(), ref.parameters())
+    )
     assert err_m < 0.5 * err_p, (err_m, err_p)
 
 
 def test_param_groups_and_fused_kernel_are_kept():
     model = bf16_model()
     decay, no_decay = list(model[0].parameters()), list(model[2].parameters())
-    opt = with_master_weights(torch.optim.AdamW)([{"params": decay, "weight_decay": 0.1},
-                                                  {"params": no_decay, "weight_decay": 0.0}], lr=1e-3, fused=True)
+    opt = with_master_weights(torch.optim.AdamW)(
+        [{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}],
+        lr=1e-3,
+        fused=True,
+    )
     assert [g["weight_decay"] for g in opt.param_groups] == [0.1, 0.0] and opt.defaults["fused"]
     assert all(p.dtype == torch.float32 for g in opt.param_groups for p in g["params"])
     assert isinstance(opt, torch.optim.AdamW) and type(opt).__name__ == "AdamWWithMasterWeights"
@@ -108,7 +116,9 @@ def test_clipping_inside_the_step_matches_torch_and_reports_the_norm():
     opt_b.step()
     assert opt_b.last_grad_norm == pytest.approx(float(norm), rel=1e-5) and float(norm) > 0.05
     for ma, mb in zip(opt_a.master_params, opt_b.master_params):
-        torch.testing.assert_close(ma, mb, rtol=1e-2, atol=1e-5)  # a's clipped grads were rounded to bf16 once more
+        torch.testing.assert_close(
+            ma, mb, rtol=1e-2, atol=1e-5
+        )  # a's clipped grads were rounded to bf16 once more
 
 
 def test_grad_divisor_turns_a_summed_all_reduce_into_the_average():
@@ -135,12 +145,16 @@ def test_compiled_step_is_torch_adamw_in_one_pass_and_checkpoints_alike():
     from torch._dynamo.utils import counters
 
     def groups(model):
-        return [{"params": list(model[0].parameters()), "weight_decay": 0.1},
-                {"params": list(model[2].parameters()), "weight_decay": 0.0}]
+        return [
+            {"params": list(model[0].parameters()), "weight_decay": 0.1},
+            {"params": list(model[2].parameters()), "weight_decay": 0.0},
+        ]
 
     eager, fused = bf16_model(), bf16_model()
     opt_e = with_master_weights(torch.optim.AdamW, max_grad_norm=1.0)(groups(eager), lr=1e-3)
-    opt_f = with_master_weights(torch.optim.AdamW, compiled_step=True, max_grad_norm=1.0)(groups(fused), lr=1e-3)
+    opt_f = with_master_weights(torch.optim.AdamW, compiled_step=True, max_grad_norm=1.0)(
+        groups(fused), lr=1e-3
+    )
     assert opt_f.compiled_step and not opt_e.compiled_step
     counters.clear()
     for step in range(6):

@@ -19,13 +19,19 @@ def test_plan_matches_seed_log_after_calibration_stage():
     """Only the first line calibrates the runtime term; the later stages are predictions."""
     rows = {r["stage"]: r for r in memory.original_comparison()}
     assert rows["Stage 3 initialize beginning"]["plan_gib"] == pytest.approx(4.81, abs=0.01)
-    for stage in ("After creating fp32 partitions", "After initializing optimizer states",
-                  "After initializing ZeRO optimizer"):
+    for stage in (
+        "After creating fp32 partitions",
+        "After initializing optimizer states",
+        "After initializing ZeRO optimizer",
+    ):
         assert abs(rows[stage]["diff_pct"]) < 6, rows[stage]
     plan = memory.plan_memory(**memory.ORIGINAL_RUN)
     assert plan.at_zero_init / GiB == pytest.approx(24.47, rel=0.06)
     # host total: 4 ranks + the seed host's own idle baseline (used at start minus 4 x 4.81 GiB)
-    baseline = memory.ORIGINAL_HOST_USED_GIB["start"] - 4 * memory.ORIGINAL_STAGES_GIB["Stage 3 initialize beginning"]
+    baseline = (
+        memory.ORIGINAL_HOST_USED_GIB["start"]
+        - 4 * memory.ORIGINAL_STAGES_GIB["Stage 3 initialize beginning"]
+    )
     assert 4 * plan.at_zero_init / GiB + baseline == pytest.approx(104.54, rel=0.06)
     # the seed's line is before the first step: Adam's moments come on top of it
     assert plan.total > plan.at_zero_init + 14 * GiB
@@ -34,12 +40,14 @@ def test_plan_matches_seed_log_after_calibration_stage():
 def test_model_states_agree_with_deepspeed_estimator():
     ds = memory.deepspeed_estimate("llama-3-8b", nodes=1, procs_per_node=4)
     plan = memory.plan_memory(**memory.ORIGINAL_RUN)
-    states = sum(plan.components[k] for k in ("params", "grads", "master_fp32", "adam_moments",
-                                              "optimizer_grads_fp32"))
+    states = sum(
+        plan.components[k] for k in ("params", "grads", "master_fp32", "adam_moments", "optimizer_grads_fp32")
+    )
     # DeepSpeed counts 18 bytes/param with offload; we count a bf16 gradient partition too (20)
     assert states / ds["host_per_rank"] == pytest.approx(20 / 18, rel=0.02)
-    gpu_ds = memory.deepspeed_estimate("llama-3-8b", nodes=2, procs_per_node=8, offload_optimizer=False,
-                                       offload_param=False)
+    gpu_ds = memory.deepspeed_estimate(
+        "llama-3-8b", nodes=2, procs_per_node=8, offload_optimizer=False, offload_param=False
+    )
     gpu = memory.plan_memory("llama-3-8b", world_size=16, procs_per_node=8, device="gpu")
     dev_states = gpu.device_bytes - gpu.components["activations"] - gpu.components["cuda_context"]
     assert dev_states / gpu_ds["device_per_rank"] == pytest.approx(1.0, abs=0.15)
@@ -54,10 +62,14 @@ def test_activation_formula_matches_saved_tensors_of_a_real_forward():
     arch = memory.architecture("tiny")
     for ckpt in (False, True):
         torch.manual_seed(0)
-        net = AutoModelForCausalLM.from_config(build_config("tiny"), attn_implementation="sdpa").to(torch.bfloat16)
+        net = AutoModelForCausalLM.from_config(build_config("tiny"), attn_implementation="sdpa").to(
+            torch.bfloat16
+        )
         net.train()
         if ckpt:
-            enable = getattr(net, "activation_checkpointing_enable", None) or net.gradient_checkpointing_enable
+            enable = (
+                getattr(net, "activation_checkpointing_enable", None) or net.gradient_checkpointing_enable
+            )
             enable()
         params = {p.untyped_storage().data_ptr() for p in net.parameters()}
         saved = {}
@@ -80,14 +92,19 @@ def test_zero_stages_partition_in_order():
     plans = [memory.plan_memory("llama-3.2-1b", zero_stage=s, **kw) for s in range(4)]
     assert [p.components["adam_moments"] for p in plans][1:] == [plans[1].components["adam_moments"]] * 3
     assert plans[0].components["adam_moments"] == 8 * plans[0].params
-    assert plans[1].components["grads"] == 2 * plans[1].params and plans[2].components["grads"] < plans[1].components["grads"]
+    assert (
+        plans[1].components["grads"] == 2 * plans[1].params
+        and plans[2].components["grads"] < plans[1].components["grads"]
+    )
     assert plans[3].components["params"] == pytest.approx(2 * plans[3].params / 8, abs=1)
     ck = memory.plan_memory("llama-3-8b", world_size=4, grad_ckpt=True).components["activations"]
     assert ck < memory.plan_memory("llama-3-8b", world_size=4).components["activations"] / 2
 
 
 def test_gpu_placement_follows_offload_flags():
-    on = memory.plan_memory("llama-3-8b", world_size=8, device="gpu", offload_optimizer=True, offload_param=True)
+    on = memory.plan_memory(
+        "llama-3-8b", world_size=8, device="gpu", offload_optimizer=True, offload_param=True
+    )
     off = memory.plan_memory("llama-3-8b", world_size=8, device="gpu")
     assert on.placement["adam_moments"] == "host" and off.placement["adam_moments"] == "device"
     assert on.device_bytes < off.device_bytes and on.host_bytes > off.host_bytes
@@ -105,8 +122,9 @@ def test_bad_plan_input():
 
 
 def test_recommend_seed_run_and_multinode():
-    rec = memory.recommend("llama-3-8b", nodes=1, procs_per_node=4, offload_optimizer=True, offload_param=True,
-                           source="moto")
+    rec = memory.recommend(
+        "llama-3-8b", nodes=1, procs_per_node=4, offload_optimizer=True, offload_param=True, source="moto"
+    )
     assert rec.instance_type in rec.instance_types and rec.nodes == 1 and rec.procs_per_node == 4
     need = 4 * rec.plan.total / GiB * 1.2
     assert int(rec.memory_request.removesuffix("Gi")) >= need and rec.allocatable_gib >= need
@@ -136,8 +154,24 @@ def memory_gpu_gib(instance_type):
 
 
 def test_cli_json(capsys):
-    assert memory.main(["--model", "llama-3-8b", "--nodes", "1", "--procs-per-node", "4", "--offload-optimizer",
-                        "--offload-param", "--source", "moto", "--json"]) == 0
+    assert (
+        memory.main(
+            [
+                "--model",
+                "llama-3-8b",
+                "--nodes",
+                "1",
+                "--procs-per-node",
+                "4",
+                "--offload-optimizer",
+                "--offload-param",
+                "--source",
+                "moto",
+                "--json",
+            ]
+        )
+        == 0
+    )
     out = json.loads(capsys.readouterr().out)
     assert out["params"] == 8_030_261_248
     assert out["per_rank_bytes"] == sum(out["components"].values())

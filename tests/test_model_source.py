@@ -21,7 +21,13 @@ def test_sources_are_told_apart(tmp_path):
 
 def test_recipe_follows_the_weights():
     ft = models.recipe("meta-llama/Meta-Llama-3-8B")
-    assert (ft["lr"], ft["grad_accum"], ft["precision"], ft["dataset"], ft["packing"]) == (2e-5, 4, "bf16", "wikitext", True)
+    assert (ft["lr"], ft["grad_accum"], ft["precision"], ft["dataset"], ft["packing"]) == (
+        2e-5,
+        4,
+        "bf16",
+        "wikitext",
+        True,
+    )
     assert models.recipe("tiny")["lr"] == 1e-3 and models.recipe("tiny")["dataset"] == "local"
 
 
@@ -29,7 +35,10 @@ def test_planner_takes_hub_ids():
     from workshop.plan.memory import architecture, plan_memory
 
     assert architecture("meta-llama/Meta-Llama-3-8B").params == architecture("llama-3-8b").params
-    hub, preset = plan_memory("meta-llama/Meta-Llama-3-8B", world_size=4), plan_memory("llama-3-8b", world_size=4)
+    hub, preset = (
+        plan_memory("meta-llama/Meta-Llama-3-8B", world_size=4),
+        plan_memory("llama-3-8b", world_size=4),
+    )
     assert hub.model == "meta-llama/Meta-Llama-3-8B" and {**vars(hub), "model": "llama-3-8b"} == vars(preset)
     with pytest.raises(WorkshopError, match="allowed: .*meta-llama/Meta-Llama-3-8B"):
         architecture("someone/else")
@@ -43,11 +52,15 @@ def test_gated_model_error_says_what_to_do(monkeypatch):
     from huggingface_hub.errors import GatedRepoError
 
     def gated(*a, **kw):
-        req = httpx.Request("GET", "https://huggingface.co/meta-llama/Meta-Llama-3-8B/resolve/main/config.json")
+        req = httpx.Request(
+            "GET", "https://huggingface.co/meta-llama/Meta-Llama-3-8B/resolve/main/config.json"
+        )
         raise GatedRepoError("403 gated", response=httpx.Response(403, request=req))
 
     monkeypatch.setattr("huggingface_hub.hf_hub_download", gated)
-    with pytest.raises(WorkshopError, match="gated model.*Accept the licence at https://huggingface.co/meta-llama"):
+    with pytest.raises(
+        WorkshopError, match="gated model.*Accept the licence at https://huggingface.co/meta-llama"
+    ):
         models.check_hub_access("meta-llama/Meta-Llama-3-8B", token="hf_x")
     with pytest.raises(WorkshopError, match="no token: set HF_TOKEN"):
         models.check_hub_access("meta-llama/Meta-Llama-3-8B", token=None)
@@ -67,8 +80,11 @@ def test_training_arguments_take_sources_and_refuse_bad_outputs(tmp_path):
 
     assert parse_args(["--model", "meta-llama/Meta-Llama-3-8B"]).model == "meta-llama/Meta-Llama-3-8B"
     a = parse_args(["--save-model", "--save-total-limit", "2", "--sync-to", "s3://my-bucket/run"])
-    assert a.save_model and a.save_total_limit == 2 and a.to_argv()[-5:] == [
-        "--save-model", "--save-total-limit", "2", "--sync-to", "s3://my-bucket/run"]
+    assert (
+        a.save_model
+        and a.save_total_limit == 2
+        and a.to_argv()[-5:] == ["--save-model", "--save-total-limit", "2", "--sync-to", "s3://my-bucket/run"]
+    )
     with pytest.raises(WorkshopError, match="not an S3 URI"):
         parse_args(["--sync-to", "/fsx/out"])
     with pytest.raises(WorkshopError, match="save-total-limit"):

@@ -19,7 +19,7 @@ needs_root = pytest.mark.skipif(not HAS_NETNS, reason="needs root and iproute2 f
 
 # A stand-in for the training entry point: a real gloo process group over the (simulated) network,
 # 4 all-reduces of 4 MB per "step", METRIC lines with a falling loss. Seconds instead of minutes.
-FAKE_TRAIN = textwrap.dedent('''
+FAKE_TRAIN = textwrap.dedent("""
     import argparse, json, os, time
     import torch, torch.distributed as dist
     p = argparse.ArgumentParser(); p.add_argument("--threads"); p.add_argument("--output-dir")
@@ -38,7 +38,7 @@ FAKE_TRAIN = textwrap.dedent('''
         os.makedirs(a.output_dir, exist_ok=True)
         json.dump({"world_size": dist.get_world_size()}, open(os.path.join(a.output_dir, "metrics.json"), "w"))
     dist.destroy_process_group()
-''')
+""")
 
 
 def _netns_list() -> str:
@@ -62,15 +62,18 @@ def test_parse_rate():
             netsim.parse_rate(bad)
 
 
-@pytest.mark.parametrize("kw, match", [
-    ({"nodes": 0}, "nodes must be"),
-    ({"rates": []}, "at least one rate"),
-    ({"rates": ["10gbps"]}, "bad rate"),
-    ({"subnet": "8.8.8.0/24"}, "not private"),
-    ({"subnet": "10.77.0.0/31", "nodes": 2}, "no room"),
-    ({"mode": "docker"}, "unknown netsim mode"),
-    ({"prefix": "Bad-Prefix"}, "bad prefix"),
-])
+@pytest.mark.parametrize(
+    "kw, match",
+    [
+        ({"nodes": 0}, "nodes must be"),
+        ({"rates": []}, "at least one rate"),
+        ({"rates": ["10gbps"]}, "bad rate"),
+        ({"subnet": "8.8.8.0/24"}, "not private"),
+        ({"subnet": "10.77.0.0/31", "nodes": 2}, "no room"),
+        ({"mode": "docker"}, "unknown netsim mode"),
+        ({"prefix": "Bad-Prefix"}, "bad prefix"),
+    ],
+)
 def test_bad_config(kw, match):
     with pytest.raises(WorkshopError, match=match):
         netsim.NetSimConfig(**kw)
@@ -80,8 +83,14 @@ def test_node_command_is_the_multi_node_launch(tmp_path):
     cfg = netsim.NetSimConfig(nodes=2, procs_per_node=1, threads_per_rank=1)
     cmd = netsim.node_command(cfg, 1, "10.77.0.2", "10.77.0.1", tmp_path, "rid")
     assert cmd[1:3] == ["-m", "torch.distributed.run"]
-    assert {"--nnodes=2", "--node-rank=1", "--rdzv-backend=c10d", "--rdzv-endpoint=10.77.0.1:29500",
-            "--local-addr=10.77.0.2", "--rdzv-conf=is_host=0"} <= set(cmd)
+    assert {
+        "--nnodes=2",
+        "--node-rank=1",
+        "--rdzv-backend=c10d",
+        "--rdzv-endpoint=10.77.0.1:29500",
+        "--local-addr=10.77.0.2",
+        "--rdzv-conf=is_host=0",
+    } <= set(cmd)
     i = cmd.index("-m", 3)
     assert cmd[i + 1] == "workshop.train" and "--model" in cmd and cmd[-2:] == ["--output-dir", str(tmp_path)]
     host = netsim.node_command(cfg, 0, "10.77.0.1", "10.77.0.1", tmp_path, "rid")
@@ -102,8 +111,15 @@ def test_cli_bad_input_is_an_error_line(capsys):
 
 
 def test_loopback_two_node_groups(tmp_path, fake_module):
-    cfg = netsim.NetSimConfig(mode="loopback", rates=["none"], out_dir=tmp_path, module=fake_module,
-                              train_args=["--steps", "3"], port=29611, timeout_s=120)
+    cfg = netsim.NetSimConfig(
+        mode="loopback",
+        rates=["none"],
+        out_dir=tmp_path,
+        module=fake_module,
+        train_args=["--steps", "3"],
+        port=29611,
+        timeout_s=120,
+    )
     report = netsim.run(cfg, progress=lambda s: None)
     (res,) = report.results
     assert report.mode == "loopback" and res.ok, res.note
@@ -123,8 +139,12 @@ def test_topology_is_wired_capped_and_always_torn_down():
         assert topo.addresses == ["10.77.9.1", "10.77.9.2"]
         assert topo.reachable()
         topo.set_rate("1gbit")
-        qd = subprocess.run(["ip", "netns", "exec", topo.namespaces[0], "tc", "qdisc", "show", "dev", "eth0"],
-                            check=True, capture_output=True, text=True).stdout
+        qd = subprocess.run(
+            ["ip", "netns", "exec", topo.namespaces[0], "tc", "qdisc", "show", "dev", "eth0"],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout
         assert "tbf" in qd and "1Gbit" in qd
         assert all(c["tx_bytes"] >= 0 for c in topo.counters())
         raise RuntimeError("boom")
@@ -155,8 +175,16 @@ def _dead_pid() -> int:
 @needs_root
 @pytest.mark.root
 def test_namespace_run_counts_bytes_and_slows_down_under_a_tight_cap(tmp_path, fake_module):
-    cfg = netsim.NetSimConfig(rates=["10gbit", "50mbit"], out_dir=tmp_path, module=fake_module, mode="netns",
-                              train_args=["--steps", "3"], subnet="10.77.8.0/24", prefix="wsf", timeout_s=120)
+    cfg = netsim.NetSimConfig(
+        rates=["10gbit", "50mbit"],
+        out_dir=tmp_path,
+        module=fake_module,
+        mode="netns",
+        train_args=["--steps", "3"],
+        subnet="10.77.8.0/24",
+        prefix="wsf",
+        timeout_s=120,
+    )
     report = netsim.run(cfg, progress=lambda s: None)
     fast, slow = report.results
     assert fast.ok and slow.ok, (fast.note, slow.note)
@@ -174,11 +202,34 @@ def test_namespace_run_counts_bytes_and_slows_down_under_a_tight_cap(tmp_path, f
 @pytest.mark.slow
 def test_real_training_two_nodes_across_namespaces(tmp_path):
     """The workbook's entry point, ZeRO-3 over gloo, 2 nodes in 2 namespaces: completes, loss falls."""
-    cfg = netsim.NetSimConfig(rates=["1gbit"], out_dir=tmp_path, mode="netns", subnet="10.77.7.0/24",
-                              prefix="wsr", timeout_s=400,
-                              train_args=["--model", "tiny", "--dataset", "local", "--seq-len", "128",
-                                          "--micro-batch", "4", "--max-steps", "5", "--engine", "deepspeed",
-                                          "--zero-stage", "3", "--precision", "auto", "--backend", "gloo"])
+    cfg = netsim.NetSimConfig(
+        rates=["1gbit"],
+        out_dir=tmp_path,
+        mode="netns",
+        subnet="10.77.7.0/24",
+        prefix="wsr",
+        timeout_s=400,
+        train_args=[
+            "--model",
+            "tiny",
+            "--dataset",
+            "local",
+            "--seq-len",
+            "128",
+            "--micro-batch",
+            "4",
+            "--max-steps",
+            "5",
+            "--engine",
+            "deepspeed",
+            "--zero-stage",
+            "3",
+            "--precision",
+            "auto",
+            "--backend",
+            "gloo",
+        ],
+    )
     (res,) = netsim.run(cfg, progress=lambda s: None).results
     assert res.ok, res.note + Path(res.nodes[0].log_path).read_text()[-3000:]
     assert res.world_size == 2 and len(res.steps) == 5

@@ -17,6 +17,11 @@ def test_session_kubeconfig_points_at_a_closed_loopback_port(capsys):
 
 
 def test_subprocesses_inherit_it():
-    r = subprocess.run([sys.executable, "-m", "workshop", "cluster", "status"], capture_output=True, text=True,
-                       timeout=120, check=False)
+    r = subprocess.run(
+        [sys.executable, "-m", "workshop", "cluster", "status"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert r.returncode == 1 and "127.0.0.1:1 did not answer" in r.stdout

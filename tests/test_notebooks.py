@@ -26,15 +26,21 @@ def test_the_six_chapters_are_there():
 def test_notebook_is_clean_and_parameterized(path):
     nb = json.loads(path.read_text())
     code = [c for c in nb["cells"] if c["cell_type"] == "code"]
-    assert "parameters" in code[0].get("metadata", {}).get("tags", []), "first code cell must be tagged parameters"
+    assert "parameters" in code[0].get("metadata", {}).get("tags", []), (
+        "first code cell must be tagged parameters"
+    )
     assert nbcheck.unexpected_outputs(nb) == [], "only # NBVAL_CHECK_OUTPUT cells keep outputs in git"
     checked = [c for c in code if nbcheck.is_checked(c)]
     assert checked, "every chapter checks at least one deterministic fact"
-    assert all(c["outputs"] for c in checked), "a checked cell without outputs: run `python -m workshop nbval refresh`"
+    assert all(c["outputs"] for c in checked), (
+        "a checked cell without outputs: run `python -m workshop nbval refresh`"
+    )
     source = "\n".join("".join(c["source"]) for c in nb["cells"])
     assert not re.search(r"/(root|home|tmp|work)/[\w.-]+", source), "no machine-specific absolute paths"
     outputs = json.dumps([c["outputs"] for c in checked])
-    assert not re.search(r"/(root|home|tmp|work)/[\w.-]+", outputs), "no machine-specific paths in checked outputs"
+    assert not re.search(r"/(root|home|tmp|work)/[\w.-]+", outputs), (
+        "no machine-specific paths in checked outputs"
+    )
     params = "".join(code[0]["source"])
     assert "images_dir" in params and "out_dir" in params
     # running the notebook (JupyterLab, nbval) writes figures into the untracked out/, never into images/
@@ -44,7 +50,11 @@ def test_notebook_is_clean_and_parameterized(path):
 def _nb(folder, name, *cells, checked=()):
     nb = nbformat.v4.new_notebook()
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    nb.cells = [nbformat.v4.new_code_cell("images_dir = 'x'\nout_dir = 'y'\nsteps = 1", metadata={"tags": ["parameters"]})]
+    nb.cells = [
+        nbformat.v4.new_code_cell(
+            "images_dir = 'x'\nout_dir = 'y'\nsteps = 1", metadata={"tags": ["parameters"]}
+        )
+    ]
     nb.cells += [nbformat.v4.new_code_cell(c) for c in cells]
     nb.cells += [nbformat.v4.new_code_cell(f"# {nbcheck.MARKER}\n{c}") for c in checked]
     nbformat.write(nb, folder / name)
@@ -62,7 +72,9 @@ def _three(tmp_path):
 
 @pytest.mark.slow
 def test_runner_runs_every_notebook_and_names_the_failing_cell(tmp_path):
-    runs = run_workbook(tmp_path / "out", overrides={"steps": 3}, echo=lambda *a: None, folder=_three(tmp_path))
+    runs = run_workbook(
+        tmp_path / "out", overrides={"steps": 3}, echo=lambda *a: None, folder=_three(tmp_path)
+    )
     assert [r.status for r in runs] == ["ok", "failed", "ok"]
     assert "02_bad.ipynb" in runs[1].error and "cell 2" in runs[1].error and "boom at 3" in runs[1].error
     index = (tmp_path / "out" / "index.md").read_text()
@@ -72,8 +84,13 @@ def test_runner_runs_every_notebook_and_names_the_failing_cell(tmp_path):
 
 @pytest.mark.slow
 def test_runner_stop_on_failure_skips_the_rest(tmp_path):
-    runs = run_workbook(tmp_path / "out", overrides={"steps": 3}, echo=lambda *a: None, folder=_three(tmp_path),
-                        stop_on_failure=True)
+    runs = run_workbook(
+        tmp_path / "out",
+        overrides={"steps": 3},
+        echo=lambda *a: None,
+        folder=_three(tmp_path),
+        stop_on_failure=True,
+    )
     assert [r.status for r in runs] == ["ok", "failed", "skipped"]
 
 
@@ -81,7 +98,9 @@ def test_runner_refuses_a_parameter_no_notebook_declares(tmp_path):
     from workshop.errors import WorkshopError
 
     with pytest.raises(WorkshopError, match=r"'no_such_param' is declared by none.*steps \(01, 02, 03\)"):
-        run_workbook(tmp_path / "out", overrides={"no_such_param": 5}, echo=lambda *a: None, folder=_three(tmp_path))
+        run_workbook(
+            tmp_path / "out", overrides={"no_such_param": 5}, echo=lambda *a: None, folder=_three(tmp_path)
+        )
     assert not (tmp_path / "out").exists()  # refused before anything ran or was written
 
 
@@ -89,7 +108,9 @@ def test_runner_refuses_a_parameter_no_notebook_declares(tmp_path):
 def test_workshop_run_passes_a_parameter_override_into_a_real_notebook(tmp_path, capsys):
     """Papermill stays the batch runner: `workshop run --only 02 -p cluster_name ...` reaches the notebook's
     cells (chapter 02 is the cheapest chapter; the override shows in the rendered NodeClass's discovery tags)."""
-    assert run_main(["--out", str(tmp_path), "--only", "02", "-p", "cluster_name", "override-took-effect"]) == 0
+    assert (
+        run_main(["--out", str(tmp_path), "--only", "02", "-p", "cluster_name", "override-took-effect"]) == 0
+    )
     executed = nbformat.read(tmp_path / "notebooks" / "02_karpenter_setup.ipynb", as_version=4)
     injected = [c for c in executed.cells if "injected-parameters" in c.metadata.get("tags", [])]
     assert injected and 'cluster_name = "override-took-effect"' in injected[0].source
@@ -114,15 +135,21 @@ def test_refresh_copies_only_checked_outputs(tmp_path):
     assert committed.cells[2].outputs == [stream] and committed.cells[2].execution_count == 3
     assert committed.cells[1].outputs == [] and nbcheck.unexpected_outputs(committed) == []
     assert nbcheck.merge_checked(committed, executed) == []  # a second refresh changes nothing
-    executed.cells[2].outputs = [nbformat.v4.new_output("error", ename="KeyError", evalue="'x'", traceback=[])]
+    executed.cells[2].outputs = [
+        nbformat.v4.new_output("error", ename="KeyError", evalue="'x'", traceback=[])
+    ]
     with pytest.raises(WorkshopError, match="failed: KeyError"):
         nbcheck.merge_checked(committed, executed)
 
 
 @pytest.mark.slow
 def test_refresh_executes_like_nbval_and_records_the_fact(tmp_path):
-    path = _nb(tmp_path, "01_x.ipynb", "import os\nhere = os.getcwd()", checked=[
-        "import pathlib; print(pathlib.Path(here) == pathlib.Path('.').resolve(), steps * 6)"])
+    path = _nb(
+        tmp_path,
+        "01_x.ipynb",
+        "import os\nhere = os.getcwd()",
+        checked=["import pathlib; print(pathlib.Path(here) == pathlib.Path('.').resolve(), steps * 6)"],
+    )
     assert nbcheck.refresh(path, echo=lambda *a: None)
     cells = nbformat.read(path, as_version=4).cells
     assert cells[-1].outputs[0]["text"] == "True 6\n"  # cwd is the notebook's folder; default parameters
@@ -138,18 +165,24 @@ def _png(path, w, h):
 
 def test_image_drift_names_both_ways_and_pixel_sizes(tmp_path):
     made, tracked = tmp_path / "made", tmp_path / "tracked"
-    for folder, files in ((made, {"01_a": (10, 5), "02_new": (4, 4), "03_c": (8, 8)}),
-                          (tracked, {"01_a": (10, 5), "02_old": (4, 4), "03_c": (9, 8)})):
+    for folder, files in (
+        (made, {"01_a": (10, 5), "02_new": (4, 4), "03_c": (8, 8)}),
+        (tracked, {"01_a": (10, 5), "02_old": (4, 4), "03_c": (9, 8)}),
+    ):
         folder.mkdir()
         for name, (w, h) in files.items():
             _png(folder / f"{name}.png", w, h)
     problems = images.drift(images.pixel_sizes(made.glob("*.png")), images.pixel_sizes(tracked.glob("*.png")))
-    assert problems == ["02_new.png: made by a notebook, missing from images/",
-                        "02_old.png: in images/, made by no notebook",
-                        "03_c.png: 8x8 px made, 9x8 px in images/"]
+    assert problems == [
+        "02_new.png: made by a notebook, missing from images/",
+        "02_old.png: in images/, made by no notebook",
+        "03_c.png: 8x8 px made, 9x8 px in images/",
+    ]
     written, removed = images.replace_tracked(sorted(made.glob("*.png")), tracked)
     assert removed == ["02_old.png"] and written == ["01_a.png", "02_new.png", "03_c.png"]
-    assert images.drift(images.pixel_sizes(made.glob("*.png")), images.pixel_sizes(tracked.glob("*.png"))) == []
+    assert (
+        images.drift(images.pixel_sizes(made.glob("*.png")), images.pixel_sizes(tracked.glob("*.png"))) == []
+    )
 
 
 def test_images_check_from_a_folder(tmp_path, capsys):
@@ -172,7 +205,9 @@ def test_figures_made_by_this_sessions_notebooks_match_images(request):
     made = [f for d in folders for f in d.glob("*.png") if f.stat().st_mtime >= start]
     assert made, f"the notebooks wrote no figures into {folders} during this session"
     problems = images.drift(images.pixel_sizes(made), images.pixel_sizes(images.TRACKED.glob("*.png")))
-    assert problems == [], "images/ drifted; run `python -m workshop images` and commit:\n" + "\n".join(problems)
+    assert problems == [], "images/ drifted; run `python -m workshop images` and commit:\n" + "\n".join(
+        problems
+    )
 
 
 def test_sanitizer_masks_noise_and_keeps_computed_numbers():
@@ -182,11 +217,17 @@ def test_sanitizer_masks_noise_and_keeps_computed_numbers():
 
     text = (REPO / "notebooks" / "nbval-sanitize.cfg").read_text()
     patterns = get_sanitize_patterns(text)
-    assert len(patterns) == text.count("\nregex: "), "a regex without its `replace: ` line is silently ignored"
-    noisy = ("[2026-01-02 03:04:05,266] [WARNING] [real_accelerator.py:213:get_accelerator] Setting accelerator\n"
-             "per rank: plan 23.51 GiB, model 6.1 s/step, at 0x7f3a2b1c9d00 in /tmp/x/y.json, took 12.5 s\n"
-             "source: moto 5.2.5 offline EC2 catalog")
+    assert len(patterns) == text.count("\nregex: "), (
+        "a regex without its `replace: ` line is silently ignored"
+    )
+    noisy = (
+        "[2026-01-02 03:04:05,266] [WARNING] [real_accelerator.py:213:get_accelerator] Setting accelerator\n"
+        "per rank: plan 23.51 GiB, model 6.1 s/step, at 0x7f3a2b1c9d00 in /tmp/x/y.json, took 12.5 s\n"
+        "source: moto 5.2.5 offline EC2 catalog"
+    )
     for regex, replace in patterns:
         noisy = re.sub(regex, replace, noisy)
-    assert noisy == ("per rank: plan 23.51 GiB, model 6.1 s/step, at 0xADDRESS in <PATH>, took <DURATION>\n"
-                     "source: moto <VERSION> offline EC2 catalog")
+    assert noisy == (
+        "per rank: plan 23.51 GiB, model 6.1 s/step, at 0xADDRESS in <PATH>, took <DURATION>\n"
+        "source: moto <VERSION> offline EC2 catalog"
+    )

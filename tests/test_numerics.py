@@ -31,9 +31,28 @@ REPEATS = 5
 
 
 def _argv(out, kit_cache, *, micro_batch=4, model=None, **extra):
-    argv = ["--model", model or str(kit_cache / "numerics-start"), "--precision", "fp32", "--max-steps", str(STEPS), "--seq-len", "64",
-            "--micro-batch", str(micro_batch), "--output-dir", str(out), "--cache-dir", str(kit_cache),
-            "--seed", "7", "--warmup-steps", "0", "--max-grad-jump", "0"]
+    argv = [
+        "--model",
+        model or str(kit_cache / "numerics-start"),
+        "--precision",
+        "fp32",
+        "--max-steps",
+        str(STEPS),
+        "--seq-len",
+        "64",
+        "--micro-batch",
+        str(micro_batch),
+        "--output-dir",
+        str(out),
+        "--cache-dir",
+        str(kit_cache),
+        "--seed",
+        "7",
+        "--warmup-steps",
+        "0",
+        "--max-grad-jump",
+        "0",
+    ]
     for k, v in extra.items():
         argv += [f"--{k.replace('_', '-')}", str(v)]
     return argv
@@ -57,8 +76,13 @@ def _save_start(kit_cache):
     start = kit_cache / "numerics-start"
     if not (start / "config.json").exists():
         _, tok = local_kit(kit_cache)
-        config = build_config("tiny", vocab_size=len(tok), bos_token_id=tok.bos_token_id,
-                              eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id)
+        config = build_config(
+            "tiny",
+            vocab_size=len(tok),
+            bos_token_id=tok.bos_token_id,
+            eos_token_id=tok.eos_token_id,
+            pad_token_id=tok.pad_token_id,
+        )
         torch.manual_seed(7)
         AutoModelForCausalLM.from_config(config, dtype=torch.float32).save_pretrained(start)
         tok.save_pretrained(start)
@@ -144,5 +168,8 @@ def test_metrics_record_the_versions_that_produced_them(runs):
     import transformers
 
     assert versions["torch"] == torch.__version__.split("+")[0] or versions["torch"] == torch.__version__
-    assert versions["deepspeed"] == deepspeed.__version__ and versions["transformers"] == transformers.__version__
+    assert (
+        versions["deepspeed"] == deepspeed.__version__
+        and versions["transformers"] == transformers.__version__
+    )
     assert json.dumps(versions)

@@ -75,9 +75,17 @@ def test_efa_self_rule_is_found_added_once(monkeypatch):
     with mock_aws():
         ec2 = boto3.client("ec2", region_name="us-west-2")
         vpc = ec2.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
-        sg = ec2.create_security_group(GroupName="nodes", Description="n", VpcId=vpc,
-                                       TagSpecifications=[{"ResourceType": "security-group", "Tags": [
-                                           {"Key": "karpenter.sh/discovery", "Value": "training-on-eks"}]}])["GroupId"]
+        sg = ec2.create_security_group(
+            GroupName="nodes",
+            Description="n",
+            VpcId=vpc,
+            TagSpecifications=[
+                {
+                    "ResourceType": "security-group",
+                    "Tags": [{"Key": "karpenter.sh/discovery", "Value": "training-on-eks"}],
+                }
+            ],
+        )["GroupId"]
         assert efa.node_security_groups("training-on-eks", ec2=ec2) == [sg]
         assert efa.self_rule_status(sg, ec2=ec2) == {"ingress": False, "egress": False}
         assert efa.ensure_self_rule(sg, ec2=ec2, dry_run=True) == ["ingress", "egress"]
@@ -91,6 +99,12 @@ def test_efa_self_rule_is_found_added_once(monkeypatch):
 
 def test_fi_info_command_and_parse():
     cmd = efa.fi_info_command("gpu-llama3-node-0-0-abc")
-    assert cmd[:2] == ["kubectl", "exec"] and cmd[cmd.index("--") + 1:] == ["fi_info", "-p", "efa", "-t", "FI_EP_RDM"]
+    assert cmd[:2] == ["kubectl", "exec"] and cmd[cmd.index("--") + 1 :] == [
+        "fi_info",
+        "-p",
+        "efa",
+        "-t",
+        "FI_EP_RDM",
+    ]
     out = "provider: efa\n    fabric: efa\n    domain: rdmap16s27-rdm\nprovider: efa\n    domain: rdmap32s27-rdm\n"
     assert efa.count_efa_devices(out) == 2

@@ -31,7 +31,9 @@ def named(text: str) -> set[str]:
     """`-p name value`, and `name=...` or `name` in backticks when it is followed by a value or called a parameter."""
     names = set(re.findall(r"-p (\w+) ", text))
     names |= set(re.findall(r"`(\w+)=", text))
-    names |= {n for n in re.findall(r"`(\w+)`", text) if "_" in n or n in ("model", "nodes", "dataset", "registry")}
+    names |= {
+        n for n in re.findall(r"`(\w+)`", text) if "_" in n or n in ("model", "nodes", "dataset", "registry")
+    }
     return names
 
 
@@ -44,7 +46,9 @@ def test_full_size_steps_name_only_declared_parameters():
         missing = named(text) - declared(chapter)
         # module functions named in the text (workshop.k8s.efa.ensure_self_rule) are not parameters
         missing = {m for m in missing if not re.search(rf"\.{m}\b", text)}
-        assert not missing, f"README names {sorted(missing)} for chapter {chapter}; declared: {sorted(declared(chapter))}"
+        assert not missing, (
+            f"README names {sorted(missing)} for chapter {chapter}; declared: {sorted(declared(chapter))}"
+        )
 
 
 def test_every_run_command_in_the_readme_uses_declared_parameters():
@@ -59,16 +63,24 @@ def test_versions_are_parameters_that_every_cell_uses():
     """No cell of 02 or 05 may pin a Karpenter/Trainer release of its own except to demonstrate both forms."""
     import json
 
-    for chapter, var, pattern in (("02", "karpenter_version", r"karpenter\s*=\s*\"\d"),
-                                  ("05", "trainer_version", r"trainer\s*=\s*\"\d")):
+    for chapter, var, pattern in (
+        ("02", "karpenter_version", r"karpenter\s*=\s*\"\d"),
+        ("05", "trainer_version", r"trainer\s*=\s*\"\d"),
+    ):
         assert var in declared(chapter)
         path = next(p for p in notebooks() if p.name.startswith(chapter))
-        code = ["".join(c["source"]) for c in json.loads(path.read_text())["cells"] if c["cell_type"] == "code"][1:]
-        assert not [c for c in code if re.search(pattern, c)], f"a cell of {chapter} pins a release instead of {var}"
+        code = [
+            "".join(c["source"]) for c in json.loads(path.read_text())["cells"] if c["cell_type"] == "code"
+        ][1:]
+        assert not [c for c in code if re.search(pattern, c)], (
+            f"a cell of {chapter} pins a release instead of {var}"
+        )
         assert any(var in c for c in code)
 
 
-@pytest.mark.parametrize("chapter,flag", [("02", "apply_to_cluster"), ("05", "submit"), ("05", "install_trainer")])
+@pytest.mark.parametrize(
+    "chapter,flag", [("02", "apply_to_cluster"), ("05", "submit"), ("05", "install_trainer")]
+)
 def test_nothing_reaches_a_cluster_by_default(chapter, flag):
     params = papermill.inspect_notebook(str(next(p for p in notebooks() if p.name.startswith(chapter))))
     assert params[flag]["default"] == "False"

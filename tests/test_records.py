@@ -18,7 +18,9 @@ def test_gemm_cell_is_asdict_plus_the_summaries():
 
 def test_stats_record_is_asdict():
     s = Stats.of([3.0, None, 1.0, 2.0])
-    assert s.as_dict() == asdict(s) and list(s.as_dict()) == list(asdict(s)) == list(StatsRecord.__annotations__)
+    assert s.as_dict() == asdict(s) and list(s.as_dict()) == list(asdict(s)) == list(
+        StatsRecord.__annotations__
+    )
 
 
 def test_instance_record_is_asdict_plus_the_amx_peak():

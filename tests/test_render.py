@@ -17,9 +17,13 @@ def test_checked_in_manifests_have_no_drift():
 
 def test_checked_in_manifests_validate_on_listed_releases():
     for name, entry in render.DEFAULT_MANIFESTS.items():
-        if not entry.crd_checked:  # core kinds (StorageClass, PVC): checked by their typed spec (test_storage.py)
+        if (
+            not entry.crd_checked
+        ):  # core kinds (StorageClass, PVC): checked by their typed spec (test_storage.py)
             assert {d["kind"] for d in load_yaml_docs((REPO_MANIFESTS / name).read_text())} <= {
-                "StorageClass", "PersistentVolumeClaim"}
+                "StorageClass",
+                "PersistentVolumeClaim",
+            }
             continue
         for kv in entry.karpenter:
             for tv in entry.trainer:
@@ -43,12 +47,15 @@ def test_yaml_is_stable_and_round_trips():
     assert text.startswith(HEADER) and text == to_yaml(docs)
     assert text.index("apiVersion") < text.index("kind") < text.index("spec")
     assert "\n  a:" not in text and "userData: |" in text
-    assert load_yaml_docs(text) == [{"apiVersion": "v1", "kind": "X", "spec": {"b": 1, "userData": "line1\nline2\n"}}]
+    assert load_yaml_docs(text) == [
+        {"apiVersion": "v1", "kind": "X", "spec": {"b": 1, "userData": "line1\nline2\n"}}
+    ]
 
 
 def test_unknown_manifest_name_is_an_error():
     import pytest
 
     from workshop.errors import WorkshopError
+
     with pytest.raises(WorkshopError, match="known: karpenter-cpu-amx.yaml"):
         render.render("nope.yaml")

@@ -46,13 +46,16 @@ def test_flag_round_trips_through_to_argv(minutes):
     assert parse_args(argv) == args
 
 
-@pytest.mark.parametrize("value, needle", [
-    ("0", "dist-timeout-min must be a number > 0, got 0.0"),
-    ("-5", "dist-timeout-min must be a number > 0, got -5.0"),
-    ("nan", "dist-timeout-min must be a number > 0, got nan"),
-    ("inf", "dist-timeout-min inf is longer than a week"),
-    ("20000", "dist-timeout-min 20000.0 is longer than a week; allowed: minutes > 0 and <= 10080"),
-])
+@pytest.mark.parametrize(
+    "value, needle",
+    [
+        ("0", "dist-timeout-min must be a number > 0, got 0.0"),
+        ("-5", "dist-timeout-min must be a number > 0, got -5.0"),
+        ("nan", "dist-timeout-min must be a number > 0, got nan"),
+        ("inf", "dist-timeout-min inf is longer than a week"),
+        ("20000", "dist-timeout-min 20000.0 is longer than a week; allowed: minutes > 0 and <= 10080"),
+    ],
+)
 def test_bad_values_are_refused_naming_the_flag(value, needle):
     with pytest.raises(WorkshopError, match=needle.replace("(", r"\(").replace(")", r"\)")):
         parse_args([f"--dist-timeout-min={value}"])
@@ -119,7 +122,9 @@ def test_trainer_settings_need_no_process_group():
 
 
 # ------------------------------------------------------------------ the EKS TrainJobs
-@pytest.mark.parametrize("name", ["trainjob-cpu-v2.1.yaml", "trainjob-cpu-v2.2.yaml", "trainjob-gpu-v2.2.yaml"])
+@pytest.mark.parametrize(
+    "name", ["trainjob-cpu-v2.1.yaml", "trainjob-cpu-v2.2.yaml", "trainjob-gpu-v2.2.yaml"]
+)
 def test_rendered_eks_trainjobs_carry_the_longer_timeout(name):
     docs = yaml.safe_load_all((REPO / "manifests" / name).read_text())
     argv = next(d for d in docs if d and d["kind"] == "TrainJob")["spec"]["trainer"]["args"]
@@ -167,10 +172,19 @@ dist.destroy_process_group()
 def test_ddp_group_really_has_the_timeout():
     """A one-rank gloo group in a fresh process (a plain run, as a notebook starts one): the group's backend
     options report the timeout asked for, not torch's 30-minute gloo default."""
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")}
-    r = subprocess.run([sys.executable, "-c", ONE_RANK, "2.5"], capture_output=True, text=True, env=env,
-                       timeout=300, check=False)
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
+    }
+    r = subprocess.run(
+        [sys.executable, "-c", ONE_RANK, "2.5"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        check=False,
+    )
     assert r.returncode == 0, r.stderr[-2000:]
     assert json.loads(r.stdout.strip().splitlines()[-1]) == 150.0
 
@@ -182,8 +196,24 @@ def test_a_real_run_reports_the_groups_timeout_and_transformers_agrees(tmp_path,
     from workshop.launch.torchrun import run_torchrun
 
     out = tmp_path / "run"
-    argv = ["--model", "tiny", "--max-steps", "2", "--save-steps", "2", "--output-dir", str(out),
-            "--cache-dir", str(kit_cache), "--seq-len", "64", "--micro-batch", "2", "--dist-timeout-min", "45"]
+    argv = [
+        "--model",
+        "tiny",
+        "--max-steps",
+        "2",
+        "--save-steps",
+        "2",
+        "--output-dir",
+        str(out),
+        "--cache-dir",
+        str(kit_cache),
+        "--seq-len",
+        "64",
+        "--micro-batch",
+        "2",
+        "--dist-timeout-min",
+        "45",
+    ]
     r = run_torchrun(argv, nproc_per_node=2, threads_per_rank=1, progress=False).check()
     assert "engine=deepspeed" in r.log and " dist_timeout=45min " in r.log
     import torch

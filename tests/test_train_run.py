@@ -14,15 +14,29 @@ pytestmark = pytest.mark.slow
 
 
 def common(tmp_path, kit_cache, steps=20, **extra):
-    argv = ["--model", "tiny", "--max-steps", str(steps), "--output-dir", str(tmp_path / "run"),
-            "--cache-dir", str(kit_cache), "--seq-len", "64", "--micro-batch", "4"]
+    argv = [
+        "--model",
+        "tiny",
+        "--max-steps",
+        str(steps),
+        "--output-dir",
+        str(tmp_path / "run"),
+        "--cache-dir",
+        str(kit_cache),
+        "--seq-len",
+        "64",
+        "--micro-batch",
+        "4",
+    ]
     for k, v in extra.items():
         argv += [f"--{k.replace('_', '-')}"] + ([] if v is True else [str(v)])
     return argv
 
 
 def test_two_rank_zero3_trains_and_partitions(tmp_path, kit_cache):
-    r = run_torchrun(common(tmp_path, kit_cache), nproc_per_node=2, threads_per_rank=1, progress=False).check()
+    r = run_torchrun(
+        common(tmp_path, kit_cache), nproc_per_node=2, threads_per_rank=1, progress=False
+    ).check()
     m = json.loads((tmp_path / "run" / "metrics.json").read_text())
     # precision "auto" (the default) resolved for THIS machine, and the run says why
     from workshop.plan.hardware import resolve_precision
@@ -49,10 +63,19 @@ def test_two_rank_zero3_trains_and_partitions(tmp_path, kit_cache):
 
 def test_plain_process_needs_no_launcher(tmp_path, kit_cache):
     """The seed crashed with KeyError: 'LOCAL_RANK' when run without torchrun; the entry point must not."""
-    env_clean = {k: v for k, v in __import__("os").environ.items()
-                 if k not in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")}
-    r = subprocess.run([sys.executable, "-m", "workshop.train", *common(tmp_path, kit_cache, steps=3)],
-                       capture_output=True, text=True, env=env_clean, timeout=600, check=False)
+    env_clean = {
+        k: v
+        for k, v in __import__("os").environ.items()
+        if k not in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
+    }
+    r = subprocess.run(
+        [sys.executable, "-m", "workshop.train", *common(tmp_path, kit_cache, steps=3)],
+        capture_output=True,
+        text=True,
+        env=env_clean,
+        timeout=600,
+        check=False,
+    )
     assert r.returncode == 0, r.stderr[-2000:]
     m = json.loads((tmp_path / "run" / "metrics.json").read_text())
     assert m["world_size"] == 1 and len(m["steps"]) == 3 and "KeyError" not in r.stderr
@@ -60,8 +83,9 @@ def test_plain_process_needs_no_launcher(tmp_path, kit_cache):
 
 def test_killed_rank_fails_loudly_and_resume_loses_no_step(tmp_path, kit_cache):
     argv = common(tmp_path, kit_cache, steps=12, save_steps=4)
-    crashed = run_torchrun(argv, nproc_per_node=2, threads_per_rank=1, progress=False,
-                           env={"WORKSHOP_KILL_AT": "1:6"})
+    crashed = run_torchrun(
+        argv, nproc_per_node=2, threads_per_rank=1, progress=False, env={"WORKSHOP_KILL_AT": "1:6"}
+    )
     assert crashed.returncode != 0 and crashed.metrics is None
     assert "kills itself at step 6" in crashed.log
     assert max(s["step"] for s in crashed.steps) <= 6
@@ -86,10 +110,28 @@ def test_two_nodes_without_a_shared_filesystem(tmp_path, kit_cache):
         port = s.getsockname()[1]
 
     def node(i):
-        argv = ["--model", "tiny", "--max-steps", "4", "--seq-len", "64", "--output-dir", str(tmp_path / f"node{i}"),
-                "--cache-dir", str(kit_cache if i == 0 else tmp_path / "cache1")]
-        return run_torchrun(argv, nproc_per_node=1, nnodes=2, node_rank=i, rdzv_endpoint=f"127.0.0.1:{port}",
-                            threads_per_rank=1, progress=False, timeout=600)
+        argv = [
+            "--model",
+            "tiny",
+            "--max-steps",
+            "4",
+            "--seq-len",
+            "64",
+            "--output-dir",
+            str(tmp_path / f"node{i}"),
+            "--cache-dir",
+            str(kit_cache if i == 0 else tmp_path / "cache1"),
+        ]
+        return run_torchrun(
+            argv,
+            nproc_per_node=1,
+            nnodes=2,
+            node_rank=i,
+            rdzv_endpoint=f"127.0.0.1:{port}",
+            threads_per_rank=1,
+            progress=False,
+            timeout=600,
+        )
 
     with ThreadPoolExecutor(2) as pool:
         r0, r1 = pool.map(node, [0, 1])
@@ -111,22 +153,36 @@ def test_runs_leave_no_deepspeed_shm_buffers(tmp_path, kit_cache):
     orphan = Path("/dev/shm") / f"deepspeed_allreduce_buffer_{os.getuid()}_localhost_1_0"
     orphan.write_bytes(b"\0" * 4096)
     before = set(Path("/dev/shm").glob("deepspeed_allreduce_buffer_*"))
-    run_torchrun(common(tmp_path, kit_cache, steps=2), nproc_per_node=2, threads_per_rank=1, progress=False).check()
-    crashed = run_torchrun(common(tmp_path / "crash", kit_cache, steps=6), nproc_per_node=2, threads_per_rank=1,
-                           progress=False, env={"WORKSHOP_KILL_AT": "1:2"})
+    run_torchrun(
+        common(tmp_path, kit_cache, steps=2), nproc_per_node=2, threads_per_rank=1, progress=False
+    ).check()
+    crashed = run_torchrun(
+        common(tmp_path / "crash", kit_cache, steps=6),
+        nproc_per_node=2,
+        threads_per_rank=1,
+        progress=False,
+        env={"WORKSHOP_KILL_AT": "1:2"},
+    )
     assert crashed.returncode != 0
     assert set(Path("/dev/shm").glob("deepspeed_allreduce_buffer_*")) - before == set()
     assert not orphan.exists()  # the next launch swept it
 
 
 def test_a_rank_that_raises_shows_its_own_exception(tmp_path, kit_cache):
-    run = run_torchrun(common(tmp_path, kit_cache, steps=6), nproc_per_node=2, threads_per_rank=1, progress=False,
-                       env={"WORKSHOP_RAISE_AT": "1:2"})
+    run = run_torchrun(
+        common(tmp_path, kit_cache, steps=6),
+        nproc_per_node=2,
+        threads_per_rank=1,
+        progress=False,
+        env={"WORKSHOP_RAISE_AT": "1:2"},
+    )
     assert not run.ok
     with pytest.raises(RuntimeError) as err:
         run.check()
     text = str(err.value)
-    assert text.startswith("rank 1 failed (exit 1): RuntimeError: fault injection: rank 1 raised at step 2"), text
+    assert text.startswith(
+        "rank 1 failed (exit 1): RuntimeError: fault injection: rank 1 raised at step 2"
+    ), text
     assert "workshop/train/faults.py" in text and "whole log:" in text  # the rank's own frames
 
 
@@ -137,14 +193,24 @@ def test_a_silent_hang_is_stopped_and_names_each_ranks_last_line(tmp_path, kit_c
 
     t0 = time.time()
     with pytest.raises(RunHung) as err:
-        run_torchrun(common(tmp_path, kit_cache, steps=50), nproc_per_node=2, threads_per_rank=1, progress=False,
-                     timeout=90, env={"WORKSHOP_HANG_AT": "1:2"})
+        run_torchrun(
+            common(tmp_path, kit_cache, steps=50),
+            nproc_per_node=2,
+            threads_per_rank=1,
+            progress=False,
+            timeout=90,
+            env={"WORKSHOP_HANG_AT": "1:2"},
+        )
     assert time.time() - t0 < 150  # stopped by the watchdog, not by the run ending
     assert "rank 1: workshop.train: fault injection, rank 1 hangs at step 2" in str(err.value)
     assert "rank 0:" in str(err.value)
     import psutil  # torchrun starts ranks in sessions of their own: stopping torchrun alone orphaned them
 
-    left = [p.info for p in psutil.process_iter(["pid", "cmdline"]) if str(tmp_path) in " ".join(p.info["cmdline"] or [])]
+    left = [
+        p.info
+        for p in psutil.process_iter(["pid", "cmdline"])
+        if str(tmp_path) in " ".join(p.info["cmdline"] or [])
+    ]
     assert not left, f"processes of the stopped run still alive: {left}"
 
 
@@ -160,7 +226,10 @@ def test_bf16_master_weights_track_autocast_and_checkpoint_the_masters(tmp_path,
     for name, extra in (("autocast", {}), ("masters", {"master_weights": True, "save_steps": 8})):
         argv = common(tmp_path / name, kit_cache, steps=8, engine="ddp", precision="bf16", **extra)
         runs[name] = run_torchrun(argv, nproc_per_node=2, threads_per_rank=1, progress=False).check()
-    assert "weights=fp32+bf16-autocast" in runs["autocast"].log and "weights=bf16+fp32-master" in runs["masters"].log
+    assert (
+        "weights=fp32+bf16-autocast" in runs["autocast"].log
+        and "weights=bf16+fp32-master" in runs["masters"].log
+    )
     la = [s["loss"] for s in runs["autocast"].metrics["steps"]]
     lm = [s["loss"] for s in runs["masters"].metrics["steps"]]
     assert lm == pytest.approx(la, rel=1e-2), (la, lm)

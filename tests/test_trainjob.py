@@ -41,8 +41,11 @@ def gpu_job(**kw):
 @pytest.mark.parametrize("make", [cpu_job, gpu_job], ids=["cpu", "gpu"])
 def test_each_form_validates_against_its_own_release_and_fails_against_the_other(make):
     spec = make()
-    for version, own, other in (("2.1.0", "2.1.0", "2.3.0"), ("2.2.0", "2.3.0", "2.1.0"),
-                                ("2.3.0", "2.3.0", "2.1.0")):
+    for version, own, other in (
+        ("2.1.0", "2.1.0", "2.3.0"),
+        ("2.2.0", "2.3.0", "2.1.0"),
+        ("2.3.0", "2.3.0", "2.1.0"),
+    ):
         if make is gpu_job and version == "2.1.0":
             spec = make(ipc_lock=False)  # v2.1 cannot add capabilities (tested below)
         docs = spec.documents(version)
@@ -73,7 +76,10 @@ def test_cpu_job_contents():
     d = spec.to_dict("2.1.0")
     trainer = d["spec"]["trainer"]
     assert trainer["numNodes"] == 4 and trainer["numProcPerNode"] == 2  # an int, never "auto"
-    assert trainer["resourcesPerNode"] == {"requests": {"cpu": "30", "memory": "120Gi"}, "limits": {"memory": "120Gi"}}
+    assert trainer["resourcesPerNode"] == {
+        "requests": {"cpu": "30", "memory": "120Gi"},
+        "limits": {"memory": "120Gi"},
+    }
     assert trainer["command"] == ["torchrun", "-m", "workshop.train"]
     args = trainer["args"]
     assert args[args.index("--threads") + 1] == "16" and args[args.index("--backend") + 1] == "gloo"
@@ -81,10 +87,13 @@ def test_cpu_job_contents():
     assert d["spec"]["runtimeRef"]["name"] == "torch-distributed"
     pod = d["spec"]["podTemplateOverrides"][0]["spec"]
     assert pod["nodeSelector"] == {"karpenter.sh/nodepool": "cpu-amx"}
-    assert pod["tolerations"] == [{"key": "intel.com/amx", "operator": "Equal", "value": "present",
-                                   "effect": "NoSchedule"}]
+    assert pod["tolerations"] == [
+        {"key": "intel.com/amx", "operator": "Equal", "value": "present", "effect": "NoSchedule"}
+    ]
     assert pod["volumes"] == [{"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "8Gi"}}]
-    assert pod["containers"] == [{"name": "node", "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}]}]
+    assert pod["containers"] == [
+        {"name": "node", "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}]}
+    ]
     env = {e["name"]: e for e in trainer["env"]}
     assert env["OMP_NUM_THREADS"]["value"] == "16"
     assert not set(env) & set(tj.RESERVED_ENV)
@@ -108,7 +117,8 @@ def test_gpu_job_requests_gpus_and_efa_and_ipc_lock_only_where_expressible():
     assert trainer["resourcesPerNode"]["limits"] == {"nvidia.com/gpu": "8", "vpc.amazonaws.com/efa": "4"}
     assert trainer["args"][trainer["args"].index("--backend") + 1] == "nccl"
     pod = d["spec"]["runtimePatches"][0]["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"][0][
-        "template"]["spec"]["template"]["spec"]
+        "template"
+    ]["spec"]["template"]["spec"]
     assert pod["containers"][0]["securityContext"] == {"capabilities": {"add": ["IPC_LOCK"]}}
     assert {t["key"] for t in pod["tolerations"]} == {"nvidia.com/gpu", "vpc.amazonaws.com/efa"}
     with pytest.raises(WorkshopError, match="capabilities"):
@@ -123,14 +133,17 @@ def test_gpu_counts_from_the_catalog():
 
 
 # ------------------------------------------------------------------ bad input, before anything is sent
-@pytest.mark.parametrize("kw, match", [
-    ({"nodes": 0}, "nodes must be an integer >= 1"),
-    ({"nodes": -2}, "nodes must be an integer >= 1"),
-    ({"name": "Cpu_Llama3"}, "not a DNS label"),
-    ({"name": "3-llama"}, "not a DNS label"),
-    ({"name": "a" * 64}, "not a DNS label"),
-    ({"node_pool": "CPU AMX"}, "not a DNS label"),
-])
+@pytest.mark.parametrize(
+    "kw, match",
+    [
+        ({"nodes": 0}, "nodes must be an integer >= 1"),
+        ({"nodes": -2}, "nodes must be an integer >= 1"),
+        ({"name": "Cpu_Llama3"}, "not a DNS label"),
+        ({"name": "3-llama"}, "not a DNS label"),
+        ({"name": "a" * 64}, "not a DNS label"),
+        ({"node_pool": "CPU AMX"}, "not a DNS label"),
+    ],
+)
 def test_bad_cpu_job_input(kw, match):
     with pytest.raises(WorkshopError, match=match):
         cpu_job(**kw)
@@ -155,8 +168,9 @@ def test_version_spellings():
 
 def test_reserved_env_and_cross_namespace_secret_refused():
     with pytest.raises(WorkshopError, match="PET_MASTER_ADDR"):
-        tj.TrainJobSpec(name="x", image="i:1", train_args=[], nodes=1, procs_per_node=1,
-                        env={"PET_MASTER_ADDR": "a"})
+        tj.TrainJobSpec(
+            name="x", image="i:1", train_args=[], nodes=1, procs_per_node=1, env={"PET_MASTER_ADDR": "a"}
+        )
     with pytest.raises(WorkshopError, match="namespace"):
         cpu_job(hf_secret=tj.HFTokenSecret(namespace="other"))
 
@@ -171,7 +185,10 @@ def test_token_never_in_manifest_repr_or_output(monkeypatch, capsys):
     assert TOKEN not in text and TOKEN not in repr(spec) and TOKEN not in repr(secret)
     assert TOKEN not in secret.kubectl_command()
     env = {e["name"]: e for e in spec.to_dict()["spec"]["trainer"]["env"]}
-    assert env["HF_TOKEN"] == {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "hf-token", "key": "token"}}}
+    assert env["HF_TOKEN"] == {
+        "name": "HF_TOKEN",
+        "valueFrom": {"secretKeyRef": {"name": "hf-token", "key": "token"}},
+    }
     assert "value" not in env["HF_TOKEN"]
     rendered = (REPO / "manifests").glob("trainjob-*.yaml")
     for path in rendered:
@@ -198,7 +215,10 @@ def test_manifest_images_and_commands_match_the_build_files(kind):
     labels, text = _dockerfile(kind)
     assert labels["title"] == tj.IMAGES[kind] and labels["version"] == tj.IMAGE_TAG
     readme = (REPO / "docker" / "README.md").read_text()
-    assert f"docker build -f docker/{kind}/Dockerfile -t $REGISTRY/{labels['title']}:{labels['version']} ." in readme
+    assert (
+        f"docker build -f docker/{kind}/Dockerfile -t $REGISTRY/{labels['title']}:{labels['version']} ."
+        in readme
+    )
     manifest = yaml.safe_load_all((REPO / "manifests" / f"trainjob-{kind}-v2.2.yaml").read_text())
     job = next(d for d in manifest if d and d["kind"] == "TrainJob")["spec"]["trainer"]
     assert job["image"] == f"{tj.DEFAULT_REGISTRY}/{labels['title']}:{labels['version']}"
@@ -265,8 +285,18 @@ class FakeCluster:
             return {"items": [{"metadata": {"name": "cpu-llama3-node-0-0-abcde"}}]}
         raise AssertionError(kind)
 
-    def apply(self, docs, dry_run=False, field_manager="workshop", *, namespace="default", force=True,
-              validate=True, karpenter="1.8.8", trainer="2.1.0"):
+    def apply(
+        self,
+        docs,
+        dry_run=False,
+        field_manager="workshop",
+        *,
+        namespace="default",
+        force=True,
+        validate=True,
+        karpenter="1.8.8",
+        trainer="2.1.0",
+    ):
         self.validated_against = trainer if validate else None
         for d in docs:
             self.applied.append(d)
@@ -288,8 +318,13 @@ class FakeCluster:
 
     def logs(self, pod, namespace="default", *, container=None, follow=False, tail=None, timeout=3600):
         assert pod.startswith("cpu-llama3-node-0-0") and container == "node"
-        return iter(['METRIC {"step": 1, "loss": 9.0, "step_time_s": 1.0}',
-                     'METRIC {"step": 2, "loss": 8.5, "step_time_s": 0.9}', "done"])
+        return iter(
+            [
+                'METRIC {"step": 1, "loss": 9.0, "step_time_s": 1.0}',
+                'METRIC {"step": 2, "loss": 8.5, "step_time_s": 0.9}',
+                "done",
+            ]
+        )
 
 
 def test_missing_secret_fails_before_anything_is_submitted(monkeypatch):
@@ -337,8 +372,14 @@ def test_wait_times_out_without_hanging():
     fake = FakeCluster(conditions=(("Created", "True"),))
     fake.jobs.add("j")
     now = [0.0]
-    got = jobs.wait(fake, "j", timeout=30, interval=10, clock=lambda: now[0],
-                    sleep=lambda s: now.__setitem__(0, now[0] + s))
+    got = jobs.wait(
+        fake,
+        "j",
+        timeout=30,
+        interval=10,
+        clock=lambda: now[0],
+        sleep=lambda s: now.__setitem__(0, now[0] + s),
+    )
     assert got is None and now[0] <= 30
     with pytest.raises(WorkshopError, match="unknown TrainJob condition"):
         jobs.wait(fake, "j", until=("Done",))
@@ -360,12 +401,24 @@ def test_kubectl_command_is_valid_shell():
 @pytest.mark.parametrize("trainer", ["2.1.0", "2.2.0"])
 def test_multi_node_jobs_keep_one_node_pod_per_machine(trainer):
     """4 pods x 1 GPU must not be packed onto one 8-GPU machine: required pod anti-affinity on hostname."""
-    spec = tj.gpu_trainjob("gpu-4x1", nodes=4, gpus_per_node=1, efa_per_node=1, catalog_source="moto",
-                           ipc_lock=False, env={"NCCL_DEBUG": "INFO"}, offload_param=True)
+    spec = tj.gpu_trainjob(
+        "gpu-4x1",
+        nodes=4,
+        gpus_per_node=1,
+        efa_per_node=1,
+        catalog_source="moto",
+        ipc_lock=False,
+        env={"NCCL_DEBUG": "INFO"},
+        offload_param=True,
+    )
     doc = spec.to_dict(trainer)
-    pod = (doc["spec"]["podTemplateOverrides"][0]["spec"] if trainer == "2.1.0" else
-           doc["spec"]["runtimePatches"][0]["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"][0]
-           ["template"]["spec"]["template"]["spec"])
+    pod = (
+        doc["spec"]["podTemplateOverrides"][0]["spec"]
+        if trainer == "2.1.0"
+        else doc["spec"]["runtimePatches"][0]["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"][0][
+            "template"
+        ]["spec"]["template"]["spec"]
+    )
     term = pod["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][0]
     assert term["topologyKey"] == "kubernetes.io/hostname"
     assert term["labelSelector"]["matchLabels"] == {"jobset.sigs.k8s.io/jobset-name": "gpu-4x1"}

@@ -15,16 +15,25 @@ from workshop.errors import WorkshopError, report
 COMMANDS: dict[str, tuple[str, str]] = {
     "train": ("workshop.train", "the training entry point (same as python -m workshop.train)"),
     "run": ("workshop.launch.notebooks", "execute the notebooks in order with papermill"),
-    "images": ("workshop.book.images", "refresh the tracked figures in images/ from a workbook run (--check: drift)"),
+    "images": (
+        "workshop.book.images",
+        "refresh the tracked figures in images/ from a workbook run (--check: drift)",
+    ),
     "nbval": ("workshop.book.nbcheck", "re-record the notebook outputs that nbval checks (nbval refresh)"),
     "hw": ("workshop.plan.hardware", "what this CPU can do: AMX/bf16 detection, oneDNN ISA, GEMM TFLOPS"),
     "instances": ("workshop.plan.catalog", "EC2 instance types (boto3, or moto's offline catalog)"),
     "plan": ("workshop.plan.memory", "ZeRO memory per rank and the instances that fit"),
     "load": ("workshop.experiments.loading", "sharded-loading experiment: naive vs meta device vs zero.Init"),
     "render": ("workshop.k8s.render", "render the workbook's Kubernetes manifests into manifests/"),
-    "crds": ("workshop.k8s.crds", "the CRD releases known here (shipped with the package) and adding another"),
+    "crds": (
+        "workshop.k8s.crds",
+        "the CRD releases known here (shipped with the package) and adding another",
+    ),
     "validate": ("workshop.k8s.validate", "validate manifests against the real CRDs (schema + CEL)"),
-    "cluster": ("workshop.k8s.cluster_cli", "apply / watch / logs / teardown on a cluster (when a kubeconfig is present)"),
+    "cluster": (
+        "workshop.k8s.cluster_cli",
+        "apply / watch / logs / teardown on a cluster (when a kubeconfig is present)",
+    ),
     "netsim": ("workshop.launch.netsim", "multi-node torchrun across network namespaces with rate caps"),
     "comms": ("workshop.experiments.comms", "ZeRO communication model and collective benchmark"),
     "bench": ("workshop.experiments.bench", "side-by-side benchmarks that write JSON results"),
@@ -44,7 +53,6 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     name, rest = argv[0], argv[1:]
     if name not in COMMANDS:
-
         return report(WorkshopError(f"unknown command {name!r}; allowed: {', '.join(COMMANDS)}"))
     module = importlib.import_module(COMMANDS[name][0])
     return int(module.main(rest) or 0)

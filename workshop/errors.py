@@ -25,7 +25,11 @@ def check_choice(what: str, value, allowed: Iterable) -> None:
 
 
 def check_positive(what: str, value, *, allow_zero: bool = False) -> None:
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and (value >= 0 if allow_zero else value > 0)
+    ok = (
+        isinstance(value, (int, float))
+        and not isinstance(value, bool)
+        and (value >= 0 if allow_zero else value > 0)
+    )
     if not ok:
         bound = ">= 0" if allow_zero else "> 0"
         raise WorkshopError(f"{what} must be a number {bound}, got {value!r}")
@@ -59,7 +63,9 @@ def read_text(path, what: str, expected: str = "a text file", *, limit: int | No
     try:
         if b"\0" in data:
             raise UnicodeError
-        text = codecs.getincrementaldecoder("utf-8")().decode(data, final=limit is None)  # a cut-off last char is fine
+        text = codecs.getincrementaldecoder("utf-8")().decode(
+            data, final=limit is None
+        )  # a cut-off last char is fine
     except UnicodeError:
         raise WorkshopError(f"{where} is a binary file, not UTF-8 text; expected {expected}") from None
     return text
@@ -71,8 +77,10 @@ def read_json(path, what: str, expected: str = "a JSON object", *, kind: type = 
     try:
         value = json.loads(text)
     except json.JSONDecodeError as e:
-        raise WorkshopError(f"{what} {str(path)!r} is not JSON ({e.msg} at line {e.lineno} column {e.colno}); "
-                            f"expected {expected}") from None
+        raise WorkshopError(
+            f"{what} {str(path)!r} is not JSON ({e.msg} at line {e.lineno} column {e.colno}); "
+            f"expected {expected}"
+        ) from None
     if not isinstance(value, kind):
         raise WorkshopError(f"{what} {str(path)!r} holds a JSON {type(value).__name__}; expected {expected}")
     return value
@@ -84,21 +92,30 @@ def check_output(path, what: str, *, folder: bool = False) -> Path:
     TrainJob's paths are the container's, not this machine's)."""
     p = Path(path).expanduser()
     if p.exists() and p.is_dir() != folder:
-        raise WorkshopError(f"{what} {str(path)!r} is {'a file' if folder else 'a folder'}; "
-                            f"expected {'a folder' if folder else 'a file'} path")
+        raise WorkshopError(
+            f"{what} {str(path)!r} is {'a file' if folder else 'a folder'}; "
+            f"expected {'a folder' if folder else 'a file'} path"
+        )
     parent = p.parent
     while not parent.exists() and parent != parent.parent:
         parent = parent.parent
     if not parent.is_dir():
-        raise WorkshopError(f"{what} {str(path)!r} cannot be created: {str(parent)!r} is a file, not a folder")
+        raise WorkshopError(
+            f"{what} {str(path)!r} cannot be created: {str(parent)!r} is a file, not a folder"
+        )
     return p
 
 
 # ------------------------------------------------------------------------------------------ argparse types
 
 
-def comma_list(item: Callable = str, *, choices: Iterable | None = None, minimum: float | None = None,
-               noun: str = "values") -> Callable[[str], list]:
+def comma_list(
+    item: Callable = str,
+    *,
+    choices: Iterable | None = None,
+    minimum: float | None = None,
+    noun: str = "values",
+) -> Callable[[str], list]:
     """An argparse `type=` for 'a,b,c': at least one item, each converted by `item` and checked, so a bad
     value fails while parsing, with the flag's name (argparse adds it) and the allowed values."""
     allowed = list(choices) if choices is not None else None
@@ -113,10 +130,11 @@ def comma_list(item: Callable = str, *, choices: Iterable | None = None, minimum
             raise argparse.ArgumentTypeError(f"expected comma-separated {noun}, got {text!r}") from None
         for v in values:
             if allowed is not None and v not in allowed:
-                raise argparse.ArgumentTypeError(f"unknown {v!r} in {text!r}; allowed: {', '.join(map(str, allowed))}")
+                raise argparse.ArgumentTypeError(
+                    f"unknown {v!r} in {text!r}; allowed: {', '.join(map(str, allowed))}"
+                )
             if minimum is not None and v < minimum:
                 raise argparse.ArgumentTypeError(f"{v} in {text!r} is below {minimum}")
         return values
 
     return parse
-

@@ -4,6 +4,6 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 NOTEBOOKS_DIR = REPO / "notebooks"
-IMAGES_DIR = REPO / "images"            # the tracked figures (`python -m workshop images`)
-MANIFESTS_DIR = REPO / "manifests"      # the rendered YAML (`python -m workshop render`)
+IMAGES_DIR = REPO / "images"  # the tracked figures (`python -m workshop images`)
+MANIFESTS_DIR = REPO / "manifests"  # the rendered YAML (`python -m workshop render`)
 RESULTS_DIR = REPO / "benchmarks" / "results"

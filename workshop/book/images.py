@@ -52,10 +52,16 @@ def pixel_sizes(paths) -> dict[str, tuple[int, int]]:
 
 def drift(made: dict[str, tuple[int, int]], tracked: dict[str, tuple[int, int]]) -> list[str]:
     """What differs between the figures the notebooks made and images/: names both ways, then pixel sizes."""
-    problems = [f"{name}: made by a notebook, missing from images/" for name in sorted(set(made) - set(tracked))]
+    problems = [
+        f"{name}: made by a notebook, missing from images/" for name in sorted(set(made) - set(tracked))
+    ]
     problems += [f"{name}: in images/, made by no notebook" for name in sorted(set(tracked) - set(made))]
-    problems += [f"{name}: {made[name][0]}x{made[name][1]} px made, {tracked[name][0]}x{tracked[name][1]} px "
-                 f"in images/" for name in sorted(set(made) & set(tracked)) if made[name] != tracked[name]]
+    problems += [
+        f"{name}: {made[name][0]}x{made[name][1]} px made, {tracked[name][0]}x{tracked[name][1]} px "
+        f"in images/"
+        for name in sorted(set(made) & set(tracked))
+        if made[name] != tracked[name]
+    ]
     return problems
 
 
@@ -65,8 +71,10 @@ def make(out: Path, echo=print) -> list[Path]:
     runs = run_workbook(out, echo=echo)
     failed = [r for r in runs if r.status != "ok"]
     if failed:
-        raise WorkshopError("images/ left as it is: " + "; ".join(f"{r.notebook} {r.status}" +
-                                                              (f" ({r.error})" if r.error else "") for r in failed))
+        raise WorkshopError(
+            "images/ left as it is: "
+            + "; ".join(f"{r.notebook} {r.status}" + (f" ({r.error})" if r.error else "") for r in failed)
+        )
     return sorted((out / "images").glob("*.png"))
 
 
@@ -84,9 +92,15 @@ def replace_tracked(made: list[Path], tracked: Path = TRACKED) -> tuple[list[str
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="workshop images", description=__doc__.split("\n\n")[0])
-    p.add_argument("--check", action="store_true", help="fail on drift (names both ways, pixel sizes); write nothing")
-    p.add_argument("--from", dest="source", metavar="DIR",
-                   help="use the figures already in DIR (e.g. out/images) instead of executing the notebooks")
+    p.add_argument(
+        "--check", action="store_true", help="fail on drift (names both ways, pixel sizes); write nothing"
+    )
+    p.add_argument(
+        "--from",
+        dest="source",
+        metavar="DIR",
+        help="use the figures already in DIR (e.g. out/images) instead of executing the notebooks",
+    )
     a = p.parse_args(argv)
     try:
         with tempfile.TemporaryDirectory(prefix="workshop-images-") as tmp:
@@ -100,11 +114,16 @@ def main(argv: list[str] | None = None) -> int:
                 problems = drift(pixel_sizes(made), pixel_sizes(TRACKED.glob("*.png")))
                 for line in problems:
                     print(line)
-                print(f"images/: {len(made)} figures made, " + (f"{len(problems)} differences" if problems
-                                                                  else "no drift (names and pixel sizes)"))
+                print(
+                    f"images/: {len(made)} figures made, "
+                    + (f"{len(problems)} differences" if problems else "no drift (names and pixel sizes)")
+                )
                 return 1 if problems else 0
             written, removed = replace_tracked(made)
-            print(f"images/: wrote {len(written)} figures" + (f", removed {', '.join(removed)}" if removed else ""))
+            print(
+                f"images/: wrote {len(written)} figures"
+                + (f", removed {', '.join(removed)}" if removed else "")
+            )
     except WorkshopError as e:
         return report(e)
     return 0

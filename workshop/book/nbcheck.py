@@ -25,14 +25,18 @@ def is_checked(cell) -> bool:
     """nbval's own rule: a comment line `# NBVAL_CHECK_OUTPUT` anywhere in a code cell's source."""
     return cell.get("cell_type") == "code" and any(
         line.strip().startswith("#") and line.strip().lstrip("#").strip() == MARKER
-        for line in "".join(cell.get("source", "")).splitlines())
+        for line in "".join(cell.get("source", "")).splitlines()
+    )
 
 
 def unexpected_outputs(nb) -> list[str]:
     """Code cells that hold outputs or an execution count in git although nbval does not check them."""
     code = [c for c in nb["cells"] if c["cell_type"] == "code"]
-    return [f"code cell {i} ({c.get('id') or '?'})" for i, c in enumerate(code)
-            if not is_checked(c) and (c.get("outputs") or c.get("execution_count") is not None)]
+    return [
+        f"code cell {i} ({c.get('id') or '?'})"
+        for i, c in enumerate(code)
+        if not is_checked(c) and (c.get("outputs") or c.get("execution_count") is not None)
+    ]
 
 
 def stamp(nb) -> None:
@@ -65,7 +69,9 @@ def merge_checked(committed, executed) -> list[str]:
             raise WorkshopError(f"checked cell {cell.get('id')} is missing from the executed notebook")
         errors = [o for o in run.outputs if o.get("output_type") == "error"]
         if errors:
-            raise WorkshopError(f"checked cell {cell.get('id')} failed: {errors[0].get('ename')}: {errors[0].get('evalue')}")
+            raise WorkshopError(
+                f"checked cell {cell.get('id')} failed: {errors[0].get('ename')}: {errors[0].get('evalue')}"
+            )
         before = json.dumps(cell.outputs, sort_keys=True)
         cell.outputs = copy.deepcopy(run.outputs)
         stamp(committed)
@@ -83,13 +89,18 @@ def execute(path: Path, timeout: int = 1800):
     from nbclient import NotebookClient
     from nbclient.exceptions import CellExecutionError
 
-
     nb = nbformat.read(path, as_version=4)
     try:
         with tempfile.TemporaryDirectory(prefix="workshop-kernel-") as sockets:
-            NotebookClient(nb, timeout=timeout, kernel_name="python3", allow_errors=False, coalesce_streams=True,
-                           resources={"metadata": {"path": str(path.parent)}},
-                           kernel_manager_class=ipc_kernel_manager(sockets)).execute()
+            NotebookClient(
+                nb,
+                timeout=timeout,
+                kernel_name="python3",
+                allow_errors=False,
+                coalesce_streams=True,
+                resources={"metadata": {"path": str(path.parent)}},
+                kernel_manager_class=ipc_kernel_manager(sockets),
+            ).execute()
     except CellExecutionError as e:
         raise WorkshopError(f"{path.name} failed, nothing recorded: {e.ename}: {e.evalue}") from e
     return nb
@@ -104,8 +115,14 @@ def refresh(path: Path, echo=print) -> list[str]:
         return []
     changed = merge_checked(committed, execute(path))
     nbformat.write(committed, path)
-    echo(f"{path.name}: " + (f"{len(changed)} checked output(s) changed: " + "; ".join(changed) if changed
-                             else "checked outputs unchanged"))
+    echo(
+        f"{path.name}: "
+        + (
+            f"{len(changed)} checked output(s) changed: " + "; ".join(changed)
+            if changed
+            else "checked outputs unchanged"
+        )
+    )
     return changed
 
 

@@ -10,27 +10,40 @@ from __future__ import annotations
 from workshop.plan.memory import WorkshopError, recommend
 from workshop.plan.models import PRESETS
 
-GROUPS = {"Xeon 4th gen (c7i/m7i/r7i)": ["c7i", "m7i", "r7i"], "Xeon 6 (c8i/m8i/r8i)": ["c8i", "m8i", "r8i"],
-          "GPU (p4d/p5/g6e)": ["p4d", "p5", "g6e"]}
+GROUPS = {
+    "Xeon 4th gen (c7i/m7i/r7i)": ["c7i", "m7i", "r7i"],
+    "Xeon 6 (c8i/m8i/r8i)": ["c8i", "m8i", "r8i"],
+    "GPU (p4d/p5/g6e)": ["p4d", "p5", "g6e"],
+}
 
 
 def recommendation_text(model: str, nodes: int, group: str, offload: bool, source: str | None = None) -> str:
     """Chapter 01's planner answer as the widget prints it (or its explanation when nothing fits)."""
 
     try:
-        r = recommend(model, nodes=nodes, families=GROUPS[group], offload_optimizer=offload, offload_param=offload,
-                      source=source)
+        r = recommend(
+            model,
+            nodes=nodes,
+            families=GROUPS[group],
+            offload_optimizer=offload,
+            offload_param=offload,
+            source=source,
+        )
     except WorkshopError as exc:
         return str(exc)
     price = f"${r.hourly_cost_usd:.2f}/h" if r.hourly_cost_usd is not None else "price unknown"
     note = ""
     if offload and r.device == "cpu":
-        note = ("\nOffload moves optimizer state (and parameters) from GPU memory to host memory. On a CPU node "
-                "everything is host memory already, so it saves nothing and adds CPU Adam's fp32 copy of the "
-                "gradient partition (4 bytes per parameter / ranks) in place of one sub-group's step buffer: "
-                "per-rank memory goes up, not down.")
-    return (f"{r.nodes} x {r.instance_type}: cpu {r.cpu_request}, memory {r.memory_request}, shm {r.shm_size}, "
-            f"{price}\n{r.reason}{note}")
+        note = (
+            "\nOffload moves optimizer state (and parameters) from GPU memory to host memory. On a CPU node "
+            "everything is host memory already, so it saves nothing and adds CPU Adam's fp32 copy of the "
+            "gradient partition (4 bytes per parameter / ranks) in place of one sub-group's step buffer: "
+            "per-rank memory goes up, not down."
+        )
+    return (
+        f"{r.nodes} x {r.instance_type}: cpu {r.cpu_request}, memory {r.memory_request}, shm {r.shm_size}, "
+        f"{price}\n{r.reason}{note}"
+    )
 
 
 class _TextFallback:
@@ -49,12 +62,19 @@ def planner_picker(model: str = "llama-3-8b", nodes: int = 4, source: str | None
     """Model, node count, family group and offload -> the recommendation, live; text when headless."""
     import ipywidgets as w
 
-
     def show(model, nodes, group, offload):
         print(recommendation_text(model, nodes, group, offload, source))
 
-    picker = w.interactive(show, model=w.Dropdown(options=list(PRESETS), value=model),
-                           nodes=w.IntSlider(value=nodes, min=1, max=16), group=list(GROUPS), offload=False)
+    picker = w.interactive(
+        show,
+        model=w.Dropdown(options=list(PRESETS), value=model),
+        nodes=w.IntSlider(value=nodes, min=1, max=16),
+        group=list(GROUPS),
+        offload=False,
+    )
     first = next(iter(GROUPS))
-    return _TextFallback(picker, f"[interactive in JupyterLab] {model}, {nodes} node(s), {first}, no offload:\n"
-                                 + recommendation_text(model, nodes, first, False, source))
+    return _TextFallback(
+        picker,
+        f"[interactive in JupyterLab] {model}, {nodes} node(s), {first}, no offload:\n"
+        + recommendation_text(model, nodes, first, False, source),
+    )

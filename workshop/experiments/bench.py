@@ -59,8 +59,10 @@ from workshop.train.data import build_corpus, local_kit
 
 # ---------------------------------------------------------------- the corpus
 
+
 class CorpusStats(TypedDict):
     """`corpus_stats()`: what padding costs on the corpus (the training benchmarks' "corpus")."""
+
     path: str
     lines: int
     kept_lines: int
@@ -72,8 +74,9 @@ class CorpusStats(TypedDict):
     packed_blocks: int
 
 
-def corpus_stats(path: str | Path, tokenizer, *, min_chars: int = ORIGINAL_MIN_CHARS,
-                 max_length: int = 512) -> CorpusStats:
+def corpus_stats(
+    path: str | Path, tokenizer, *, min_chars: int = ORIGINAL_MIN_CHARS, max_length: int = 512
+) -> CorpusStats:
     """What padding costs on this corpus: mean useful tokens per line against the padded length.
 
     Counted like the original workshop: lines of fewer than min_chars characters dropped, each kept line truncated at
@@ -85,11 +88,17 @@ def corpus_stats(path: str | Path, tokenizer, *, min_chars: int = ORIGINAL_MIN_C
         raise WorkshopError(f"no line of {path} has >= {min_chars} characters")
     lengths = [min(len(ids), max_length) for ids in tokenizer(kept)["input_ids"]]
     mean_tokens = statistics.fmean(lengths)
-    return {"path": str(path), "lines": len(lines), "kept_lines": len(kept),
-            "mean_chars_per_line": round(statistics.fmean(len(x) for x in kept), 1),
-            "mean_tokens_per_line": round(mean_tokens, 1), "max_length": max_length,
-            "padding_efficiency": round(mean_tokens / max_length, 4),
-            "total_tokens": sum(lengths), "packed_blocks": sum(lengths) // max_length}
+    return {
+        "path": str(path),
+        "lines": len(lines),
+        "kept_lines": len(kept),
+        "mean_chars_per_line": round(statistics.fmean(len(x) for x in kept), 1),
+        "mean_tokens_per_line": round(mean_tokens, 1),
+        "max_length": max_length,
+        "padding_efficiency": round(mean_tokens / max_length, 4),
+        "total_tokens": sum(lengths),
+        "packed_blocks": sum(lengths) // max_length,
+    }
 
 
 # ---------------------------------------------------------------- the variants
@@ -109,6 +118,7 @@ OWN_COMMAND = ("ceiling",)
 @dataclass
 class BenchConfig:
     """What every variant shares: same model, data file, step count and rank count."""
+
     model: str = "small"
     dataset: str | None = None  # a text file, one sample a line; None = the local paragraph corpus
     steps: int = 8
@@ -125,7 +135,9 @@ class BenchConfig:
         for name in ("steps", "rounds", "nproc", "seq_len"):
             check_positive(name, getattr(self, name))
         if self.steps < 3:
-            raise WorkshopError(f"steps must be >= 3 (the first, warm-up step is left out of medians), got {self.steps}")
+            raise WorkshopError(
+                f"steps must be >= 3 (the first, warm-up step is left out of medians), got {self.steps}"
+            )
         if self.dataset is not None:  # its head: a folder, an empty or a binary file fail here
             read_text(self.dataset, "--dataset", "a UTF-8 text file, one sample per line", limit=1 << 16)
 
@@ -138,13 +150,28 @@ class BenchConfig:
 
 def variant_argv(v: Variant, cfg: BenchConfig, run_dir: Path) -> list[str]:
     """The entry point's arguments for one variant, as this host runs them (runnable_here)."""
-    return ["--model", cfg.model, "--dataset", str(cfg.dataset_path()), "--seq-len", str(cfg.seq_len),
-            "--max-steps", str(cfg.steps), "--cache-dir", cfg.cache_dir, "--output-dir", str(run_dir),
-            "--warmup-steps", "0", *runnable_here(v.argv)]
+    return [
+        "--model",
+        cfg.model,
+        "--dataset",
+        str(cfg.dataset_path()),
+        "--seq-len",
+        str(cfg.seq_len),
+        "--max-steps",
+        str(cfg.steps),
+        "--cache-dir",
+        cfg.cache_dir,
+        "--output-dir",
+        str(run_dir),
+        "--warmup-steps",
+        "0",
+        *runnable_here(v.argv),
+    ]
 
 
 class RunRecord(TypedDict):
     """`run_record()`: one run of one variant, as the training benchmarks' JSON keeps it under "runs"."""
+
     variant: str
     round: int
     steps: int
@@ -168,8 +195,14 @@ def run_variant(v: Variant, cfg: BenchConfig, round_: int) -> VariantRun:
 
     run_dir = Path(cfg.out_dir) / f"{v.name}-r{round_}"
     env, allocator = allocator_env(v.allocator)
-    res = run_torchrun(variant_argv(v, cfg, run_dir), nproc_per_node=cfg.nproc, threads_per_rank=v.threads_per_rank,
-                       env=env, progress=False, timeout=cfg.timeout_s).check()
+    res = run_torchrun(
+        variant_argv(v, cfg, run_dir),
+        nproc_per_node=cfg.nproc,
+        threads_per_rank=v.threads_per_rank,
+        env=env,
+        progress=False,
+        timeout=cfg.timeout_s,
+    ).check()
     return {**run_record(v, round_, res.finished_metrics(), res.seconds), "allocator": allocator}
 
 
@@ -178,17 +211,28 @@ def run_record(v: Variant, round_: int, m: dict, wall_s: float) -> RunRecord:
     args = m.get("args", {})
     samples_per_step = args.get("micro_batch", 1) * args.get("grad_accum", 1) * m.get("world_size", 1)
     step_s = m["step_time_s_median"]
-    return {"variant": v.name, "round": round_, "steps": len(m["steps"]), "wall_s": wall_s,
-            "tokens_per_s": m["tokens_per_s_median"], "step_time_s": step_s,
-            "useful_tokens_per_step": statistics.median(s["tokens"] for s in steady),
-            "computed_tokens_per_s": samples_per_step * args.get("seq_len", 0) / step_s if step_s else None,
-            "params": m.get("params"), "first_loss": m.get("first_loss"), "final_loss": m.get("final_loss"),
-            "peak_rss_gb_per_rank": m.get("peak_rss_gb_per_rank")}
+    return {
+        "variant": v.name,
+        "round": round_,
+        "steps": len(m["steps"]),
+        "wall_s": wall_s,
+        "tokens_per_s": m["tokens_per_s_median"],
+        "step_time_s": step_s,
+        "useful_tokens_per_step": statistics.median(s["tokens"] for s in steady),
+        "computed_tokens_per_s": samples_per_step * args.get("seq_len", 0) / step_s if step_s else None,
+        "params": m.get("params"),
+        "first_loss": m.get("first_loss"),
+        "final_loss": m.get("final_loss"),
+        "peak_rss_gb_per_rank": m.get("peak_rss_gb_per_rank"),
+    }
 
 
-def run_interleaved(names: Sequence[str], cfg: BenchConfig,
-                    runner: Callable[[Variant, BenchConfig, int], RunRecord] = run_variant,
-                    echo=print) -> dict[str, list[RunRecord]]:
+def run_interleaved(
+    names: Sequence[str],
+    cfg: BenchConfig,
+    runner: Callable[[Variant, BenchConfig, int], RunRecord] = run_variant,
+    echo=print,
+) -> dict[str, list[RunRecord]]:
     """Run every variant once per round, in the interleaved order; records grouped by variant, in round order."""
     order = interleave(names, cfg.rounds)
     runs: dict[str, list[RunRecord]] = {n: [] for n in names}
@@ -202,6 +246,7 @@ def run_interleaved(names: Sequence[str], cfg: BenchConfig,
 
 class VariantSummary(TypedDict):
     """One variant of a training benchmark over its rounds."""
+
     label: str
     about: str
     threads_per_rank: int
@@ -220,6 +265,7 @@ class VariantSummary(TypedDict):
 
 class TrainingBenchmark(TypedDict):
     """`compare()`'s record: benchmarks/results/{recipes,engine,precision}.json, A against B."""
+
     benchmark: str
     a: str
     b: str
@@ -235,34 +281,61 @@ class TrainingBenchmark(TypedDict):
     wall_s_all_variants: NotRequired[float]
 
 
-def compare(name: str, runs: dict[str, list[RunRecord]], cfg: BenchConfig, *, peaks: PeaksSummary,
-            arch: Architecture, corpus: CorpusStats | None = None) -> TrainingBenchmark:
+def compare(
+    name: str,
+    runs: dict[str, list[RunRecord]],
+    cfg: BenchConfig,
+    *,
+    peaks: PeaksSummary,
+    arch: Architecture,
+    corpus: CorpusStats | None = None,
+) -> TrainingBenchmark:
     """One training benchmark's JSON: per variant stats and MFU; A/B ratios per round; the target verdict."""
     a, b = TRAINING_BENCHMARKS[name]
     variants: dict[str, VariantSummary] = {}  # filled below, in place
     out: TrainingBenchmark = {
-        "benchmark": name, "a": a, "b": b, "config": asdict(cfg), "peaks": peaks, "arch": asdict(arch),
-        "corpus": corpus, "variants": variants, "order": [f"{r['variant']}#{r['round']}" for rr in
-                                                           zip(*(runs[a], runs[b])) for r in rr],
+        "benchmark": name,
+        "a": a,
+        "b": b,
+        "config": asdict(cfg),
+        "peaks": peaks,
+        "arch": asdict(arch),
+        "corpus": corpus,
+        "variants": variants,
+        "order": [f"{r['variant']}#{r['round']}" for rr in zip(*(runs[a], runs[b])) for r in rr],
         # A / B per round, paired: a drift between rounds cancels in each ratio
-        "tokens_per_s_ratio": paired_ratios([r["tokens_per_s"] for r in runs[a]],
-                                            [r["tokens_per_s"] for r in runs[b]]).as_dict(),
-        "step_time_ratio_b_over_a": paired_ratios([r["step_time_s"] for r in runs[b]],
-                                                  [r["step_time_s"] for r in runs[a]]).as_dict()}
+        "tokens_per_s_ratio": paired_ratios(
+            [r["tokens_per_s"] for r in runs[a]], [r["tokens_per_s"] for r in runs[b]]
+        ).as_dict(),
+        "step_time_ratio_b_over_a": paired_ratios(
+            [r["step_time_s"] for r in runs[b]], [r["step_time_s"] for r in runs[a]]
+        ).as_dict(),
+    }
     for vname in (a, b):
         v = VARIANTS[vname]
         recs = runs[vname]
         tps = Stats.of([r["tokens_per_s"] for r in recs])
-        fpt = flops_per_token(recs[0]["params"] or arch.params, layers=arch.layers, hidden=arch.hidden,
-                              seq_len=cfg.seq_len, vocab=arch.vocab, tied=arch.tied_embeddings)
+        fpt = flops_per_token(
+            recs[0]["params"] or arch.params,
+            layers=arch.layers,
+            hidden=arch.hidden,
+            seq_len=cfg.seq_len,
+            vocab=arch.vocab,
+            tied=arch.tied_embeddings,
+        )
         peak_here = peaks["bf16_tflops"] if v.precision == "bf16" else peaks["fp32_tflops"]
         computed = Stats.of([r["computed_tokens_per_s"] for r in recs])
         variants[vname] = {
-            "label": v.label, "about": v.about, "threads_per_rank": v.threads_per_rank, "precision": v.precision,
-            "argv": list(v.argv), "runs": recs,
+            "label": v.label,
+            "about": v.about,
+            "threads_per_rank": v.threads_per_rank,
+            "precision": v.precision,
+            "argv": list(v.argv),
+            "runs": recs,
             "tokens_per_s": tps.as_dict(),
             "step_time_s": Stats.of([r["step_time_s"] for r in recs]).as_dict(),
-            "computed_tokens_per_s": computed.median, "flops_per_token": fpt,
+            "computed_tokens_per_s": computed.median,
+            "flops_per_token": fpt,
             "model_tflops": tps.median * fpt / 1e12,
             "mfu_pct_of_present_peak": round(mfu(tps.median, fpt, peak_here), 2) if peak_here else None,
             "mfu_pct_of_amx_peak": round(mfu(tps.median, fpt, peaks["amx_bf16_tflops"]), 2),
@@ -275,12 +348,18 @@ def compare(name: str, runs: dict[str, list[RunRecord]], cfg: BenchConfig, *, pe
 
 TARGETS = {
     "recipes": ("useful tokens/s, workbook / original workshop's recipe", 20.0),
-    "engine": ("useful tokens/s on the same packed blocks, workbook engine / original workshop's engine", 2.0),
+    "engine": (
+        "useful tokens/s on the same packed blocks, workbook engine / original workshop's engine",
+        2.0,
+    ),
     "mfu": ("model FLOPs utilization of the workbook recipe, % of AMX bf16 peak", 10.0),
     "precision": ("step throughput, bf16 / fp32 (workbook recipe)", 2.0),
     "gemm": ("best bf16 GEMM, % of AMX bf16 peak", 40.0),
     "workbook": ("whole-workbook smoke run, minutes (at most)", 10.0),
-    "ceiling": ("training step model FLOP/s, % of the same cores' GEMM rate at the model's shapes (best lever)", 60.0),
+    "ceiling": (
+        "training step model FLOP/s, % of the same cores' GEMM rate at the model's shapes (best lever)",
+        60.0,
+    ),
 }
 
 
@@ -305,6 +384,7 @@ def load_results(results_dir: str | Path = RESULTS_DIR) -> dict[str, dict]:
 
 class SummaryRow(TypedDict):
     """One row of the headline table (`summary_rows()`, chapter 04 and benchmarks/README.md)."""
+
     benchmark: str
     metric: str
     value: float | None  # None: not measured
@@ -315,8 +395,9 @@ class SummaryRow(TypedDict):
     detail: str
 
 
-def summary_rows(results: Mapping[str, Mapping[str, Any]] | None = None,
-                 results_dir: str | Path = RESULTS_DIR) -> list[SummaryRow]:
+def summary_rows(
+    results: Mapping[str, Mapping[str, Any]] | None = None, results_dir: str | Path = RESULTS_DIR
+) -> list[SummaryRow]:
     """The headline table: one row per target with the measured value, the target and a plain verdict."""
     res = load_results(results_dir) if results is None else results
     amx = any(r.get("peaks", {}).get("amx") for r in res.values() if isinstance(r, dict))
@@ -324,9 +405,18 @@ def summary_rows(results: Mapping[str, Mapping[str, Any]] | None = None,
 
     def row(key, value, unit, *, judged=True, at_most=False, detail=""):
         what, target = TARGETS[key]
-        rows.append({"benchmark": key, "metric": what, "value": None if value is None else round(value, 2),
-                     "unit": unit, "target": target, "measured_on": measured_on(res.get(key) or rec_any),
-                     "verdict": _verdict(value, target, at_most=at_most, judged=judged), "detail": detail})
+        rows.append(
+            {
+                "benchmark": key,
+                "metric": what,
+                "value": None if value is None else round(value, 2),
+                "unit": unit,
+                "target": target,
+                "measured_on": measured_on(res.get(key) or rec_any),
+                "verdict": _verdict(value, target, at_most=at_most, judged=judged),
+                "detail": detail,
+            }
+        )
 
     rec_any = next((res[k] for k in ("recipes", "engine", "precision") if res.get(k)), {})
 
@@ -335,40 +425,75 @@ def summary_rows(results: Mapping[str, Mapping[str, Any]] | None = None,
         if r:
             ratio = r["tokens_per_s_ratio"]
             va, vb = r["variants"][r["a"]], r["variants"][r["b"]]
-            row(key, ratio["median"], "x", detail=f"{va['tokens_per_s']['median']:.0f} vs {vb['tokens_per_s']['median']:.0f}"
-                f" tokens/s; paired ratios {ratio['min']:.2f}-{ratio['max']:.2f} over {ratio['n']} rounds")
+            row(
+                key,
+                ratio["median"],
+                "x",
+                detail=f"{va['tokens_per_s']['median']:.0f} vs {vb['tokens_per_s']['median']:.0f}"
+                f" tokens/s; paired ratios {ratio['min']:.2f}-{ratio['max']:.2f} over {ratio['n']} rounds",
+            )
         else:
             row(key, None, "x")
     rec = res.get("recipes") or res.get("engine")
     if rec:
         w = rec["variants"][rec["a"]]
-        row("mfu", w["mfu_pct_of_amx_peak"], "%", judged=amx,
+        row(
+            "mfu",
+            w["mfu_pct_of_amx_peak"],
+            "%",
+            judged=amx,
             detail=f"{w['model_tflops']:.3f} model TFLOPS = {w['mfu_pct_of_present_peak']}% of that CPU's "
-                   f"{rec['peaks']['bf16_path']} peak ({rec['peaks']['bf16_tflops']:.2f} TFLOPS), "
-                   f"{w['mfu_pct_of_amx_peak']}% of {rec['peaks']['cores']}-core AMX peak "
-                   f"({rec['peaks']['amx_bf16_tflops']:.2f} TFLOPS)")
+            f"{rec['peaks']['bf16_path']} peak ({rec['peaks']['bf16_tflops']:.2f} TFLOPS), "
+            f"{w['mfu_pct_of_amx_peak']}% of {rec['peaks']['cores']}-core AMX peak "
+            f"({rec['peaks']['amx_bf16_tflops']:.2f} TFLOPS)",
+        )
     else:
         row("mfu", None, "%")
     g = res.get("gemm")
     if g:
-        row("gemm", g["bf16_pct_of_amx_peak"], "%", judged=g["amx"],
+        row(
+            "gemm",
+            g["bf16_pct_of_amx_peak"],
+            "%",
+            judged=g["amx"],
             detail=f"bf16 {g['bf16_tflops']:.3f} TFLOPS at n={g['bf16_size']} = {g['bf16_pct_of_peak']}% of that "
-                   f"CPU's {g['peak_bf16_path']} peak; bf16/fp32 GEMM x{g['bf16_over_fp32']}")
+            f"CPU's {g['peak_bf16_path']} peak; bf16/fp32 GEMM x{g['bf16_over_fp32']}",
+        )
     else:
         row("gemm", None, "%")
     wb = res.get("workbook")
-    row("workbook", wb["total_s"] / 60 if wb else None, "min", at_most=True,
-        detail=f"{len(wb['notebooks'])} notebooks: {', '.join(n['notebook'] for n in wb['notebooks'])}" if wb else "")
+    row(
+        "workbook",
+        wb["total_s"] / 60 if wb else None,
+        "min",
+        at_most=True,
+        detail=f"{len(wb['notebooks'])} notebooks: {', '.join(n['notebook'] for n in wb['notebooks'])}"
+        if wb
+        else "",
+    )
     c = res.get("ceiling")
     if c:
         t = c["targets"]["step_pct_of_ceiling"]
-        row("ceiling", t["best"], "%", detail=f"{c['isa_path']}; recipe {t['recipe']:.1f}%, best lever "
-            f"{t['best_lever']}; {c['config']['model']}, {c['config']['nproc']} ranks x {c['config']['threads']} threads")
+        row(
+            "ceiling",
+            t["best"],
+            "%",
+            detail=f"{c['isa_path']}; recipe {t['recipe']:.1f}%, best lever "
+            f"{t['best_lever']}; {c['config']['model']}, {c['config']['nproc']} ranks x {c['config']['threads']} threads",
+        )
     ip = res.get("ipex")
     if ip:
-        rows.append({"benchmark": "ipex", "metric": "IPEX / stock PyTorch, training step throughput",
-                     "value": round(ip["ratio"]["median"], 2) if ip.get("status") == "ok" else None, "unit": "x",
-                     "target": None, "verdict": ip.get("status"), "detail": ip.get("message", "")})
+        rows.append(
+            {
+                "benchmark": "ipex",
+                "metric": "IPEX / stock PyTorch, training step throughput",
+                "value": round(ip["ratio"]["median"], 2) if ip.get("status") == "ok" else None,
+                "unit": "x",
+                "target": None,
+                "verdict": ip.get("status"),
+                "detail": ip.get("message", ""),
+            }
+        )
     return rows
 
 
@@ -385,7 +510,11 @@ def format_rows(rows: list[SummaryRow], *, targets: bool = False) -> str:
         value = "-" if r["value"] is None else f"{r['value']} {r['unit']}"
         line = f"| {r['benchmark']} | {r['metric']} | {value} | {r['detail']} | {r.get('measured_on', '-')} |"
         if targets:
-            target = "-" if r["target"] is None else f"{'<=' if r['benchmark'] == 'workbook' else '>='} {r['target']} {r['unit']}"
+            target = (
+                "-"
+                if r["target"] is None
+                else f"{'<=' if r['benchmark'] == 'workbook' else '>='} {r['target']} {r['unit']}"
+            )
             line += f" {target} | {r['verdict']} |"
         lines.append(line)
     return "\n".join(lines)
@@ -393,10 +522,13 @@ def format_rows(rows: list[SummaryRow], *, targets: bool = False) -> str:
 
 # ---------------------------------------------------------------- the benchmarks
 
+
 def _arch(cfg: BenchConfig) -> Architecture:
 
     if cfg.model not in PRESETS:
-        raise WorkshopError(f"benchmarks use a preset model; got {cfg.model!r}, allowed: {', '.join(PRESETS)}")
+        raise WorkshopError(
+            f"benchmarks use a preset model; got {cfg.model!r}, allowed: {', '.join(PRESETS)}"
+        )
     return architecture(cfg.model)
 
 
@@ -406,8 +538,9 @@ def _corpus(cfg: BenchConfig) -> CorpusStats:
     return corpus_stats(cfg.dataset_path(), tok, max_length=cfg.seq_len)
 
 
-def training_benchmarks(names: Sequence[str], cfg: BenchConfig, runner=run_variant,
-                        echo=print) -> dict[str, TrainingBenchmark]:
+def training_benchmarks(
+    names: Sequence[str], cfg: BenchConfig, runner=run_variant, echo=print
+) -> dict[str, TrainingBenchmark]:
     """Run the union of the named benchmarks' variants interleaved ONCE, then split it per benchmark."""
     variants: list[str] = []
     for n in names:
@@ -415,8 +548,10 @@ def training_benchmarks(names: Sequence[str], cfg: BenchConfig, runner=run_varia
             if v not in variants:
                 variants.append(v)
     arch, peaks, corpus = _arch(cfg), peaks_for(cfg.nproc), _corpus(cfg)
-    echo(f"corpus: {corpus['kept_lines']} lines, {corpus['mean_tokens_per_line']} useful tokens per line "
-         f"({100 * corpus['padding_efficiency']:.1f}% of a {cfg.seq_len}-token padded sample)")
+    echo(
+        f"corpus: {corpus['kept_lines']} lines, {corpus['mean_tokens_per_line']} useful tokens per line "
+        f"({100 * corpus['padding_efficiency']:.1f}% of a {cfg.seq_len}-token padded sample)"
+    )
     t0 = time.time()
     runs = run_interleaved(variants, cfg, runner, echo)
     out = {}
@@ -431,6 +566,7 @@ def training_benchmarks(names: Sequence[str], cfg: BenchConfig, runner=run_varia
 
 class GemmBench(GemmSummary):
     """`gemm()`'s record: benchmarks/results/gemm.json."""
+
     benchmark: str
     results: list[GemmCell]
     detect: dict[str, Any]  # the part of detect() the verdict depends on
@@ -441,8 +577,14 @@ def gemm(repeats: int = 5) -> GemmBench:
 
     d = detect()
     results = gemm_benchmark(sizes=(256, 512, 1024, 2048), threads=sorted({1, d["cores"]}), repeats=repeats)
-    return {"benchmark": "gemm", **summarize(d, results), "results": [r.as_dict() for r in results],
-            "detect": {k: d[k] for k in ("cpu_model", "cores", "clock_ghz", "amx", "avx512_bf16", "onednn_bf16_impl")}}
+    return {
+        "benchmark": "gemm",
+        **summarize(d, results),
+        "results": [r.as_dict() for r in results],
+        "detect": {
+            k: d[k] for k in ("cpu_model", "cores", "clock_ghz", "amx", "avx512_bf16", "onednn_bf16_impl")
+        },
+    }
 
 
 IPEX_SCRIPT = Path(__file__).with_name("bench_ipex_child.py")
@@ -469,11 +611,14 @@ def ipex(cfg: BenchConfig, python: str | None = None, *, stock_only: bool = Fals
     """
     python = python or ipex_python()
     if python is None:
-        return {"benchmark": "ipex", "status": "skipped",
-                "message": "no IPEX environment found: create it with `conda env create -f environment-ipex.yml` "
-                           "(IPEX 2.8.0 pins torch 2.8.*, transformers 4.51.3), or point WORKSHOP_IPEX_PYTHON at its "
-                           "python. The workbook's default path never needs IPEX (retired; stock PyTorch reaches "
-                           "AMX through oneDNN)."}
+        return {
+            "benchmark": "ipex",
+            "status": "skipped",
+            "message": "no IPEX environment found: create it with `conda env create -f environment-ipex.yml` "
+            "(IPEX 2.8.0 pins torch 2.8.*, transformers 4.51.3), or point WORKSHOP_IPEX_PYTHON at its "
+            "python. The workbook's default path never needs IPEX (retired; stock PyTorch reaches "
+            "AMX through oneDNN).",
+        }
 
     _, tok = local_kit(Path(cfg.cache_dir).expanduser())
     ids: list[int] = []
@@ -482,22 +627,44 @@ def ipex(cfg: BenchConfig, python: str | None = None, *, stock_only: bool = Fals
             ids += tok(line)["input_ids"] + [tok.eos_token_id]
         if len(ids) > cfg.seq_len * 64:
             break
-    blocks = [ids[i:i + cfg.seq_len] for i in range(0, len(ids) - cfg.seq_len + 1, cfg.seq_len)]
-    spec = {"config": PRESETS[cfg.model].config, "blocks": blocks, "micro_batch": 2, "steps": cfg.steps,
-            "rounds": cfg.rounds, "threads": os.cpu_count() or 1, "stock_only": stock_only}
+    blocks = [ids[i : i + cfg.seq_len] for i in range(0, len(ids) - cfg.seq_len + 1, cfg.seq_len)]
+    spec = {
+        "config": PRESETS[cfg.model].config,
+        "blocks": blocks,
+        "micro_batch": 2,
+        "steps": cfg.steps,
+        "rounds": cfg.rounds,
+        "threads": os.cpu_count() or 1,
+        "stock_only": stock_only,
+    }
     Path(cfg.out_dir).mkdir(parents=True, exist_ok=True)
     spec_path = Path(cfg.out_dir) / "ipex_spec.json"
     spec_path.write_text(json.dumps(spec))
-    proc = subprocess.run([python, str(IPEX_SCRIPT), str(spec_path)], capture_output=True, text=True,
-                          timeout=cfg.timeout_s, check=False)
+    proc = subprocess.run(
+        [python, str(IPEX_SCRIPT), str(spec_path)],
+        capture_output=True,
+        text=True,
+        timeout=cfg.timeout_s,
+        check=False,
+    )
     if proc.returncode != 0:
-        return {"benchmark": "ipex", "status": "failed", "python": python,
-                "message": proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else "no output",
-                "stderr_tail": proc.stderr[-3000:]}
+        return {
+            "benchmark": "ipex",
+            "status": "failed",
+            "python": python,
+            "message": proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else "no output",
+            "stderr_tail": proc.stderr[-3000:],
+        }
     child = json.loads(proc.stdout.strip().splitlines()[-1])
     ratio = paired_ratios(child["ipex_tokens_per_s"], child["stock_tokens_per_s"])
-    return {"benchmark": "ipex", "status": "ok", "python": python, **child, "ratio": asdict(ratio),
-            "message": f"IPEX / stock = x{ratio.median:.2f} (paired over {ratio.n} rounds)"}
+    return {
+        "benchmark": "ipex",
+        "status": "ok",
+        "python": python,
+        **child,
+        "ratio": asdict(ratio),
+        "message": f"IPEX / stock = x{ratio.median:.2f} (paired over {ratio.n} rounds)",
+    }
 
 
 class NotebookTiming(TypedDict):
@@ -508,6 +675,7 @@ class NotebookTiming(TypedDict):
 
 class WorkbookSmoke(TypedDict):
     """`workbook_smoke()`'s record: benchmarks/results/workbook.json."""
+
     benchmark: str
     total_s: float
     minutes: float
@@ -521,9 +689,13 @@ def workbook_smoke(out: str | Path = "out/bench-workbook", echo=print) -> Workbo
     t0 = time.time()
     runs = run_workbook(out, echo=echo)
     total = time.time() - t0
-    return {"benchmark": "workbook", "total_s": round(total, 1), "minutes": round(total / 60, 2),
-            "all_ok": all(r.status == "ok" for r in runs),
-            "notebooks": [{"notebook": r.notebook, "status": r.status, "seconds": r.seconds} for r in runs]}
+    return {
+        "benchmark": "workbook",
+        "total_s": round(total, 1),
+        "minutes": round(total / 60, 2),
+        "all_ok": all(r.status == "ok" for r in runs),
+        "notebooks": [{"notebook": r.notebook, "status": r.status, "seconds": r.seconds} for r in runs],
+    }
 
 
 def plot(results: Mapping[str, Mapping[str, Any]], images_dir: str | Path) -> list[Path]:
@@ -538,31 +710,51 @@ def plot(results: Mapping[str, Mapping[str, Any]], images_dir: str | Path) -> li
             if not any(b["variant"] == vname for b in bars):
                 bars.append({"variant": vname, "label": v["label"], **v["tokens_per_s"]})
     rec = next((results[k] for k in ("recipes", "engine", "precision") if results.get(k)), None)
-    return [plot_bench_recipes(bars, Path(images_dir) / "bench_recipes.png", machine=measured_on(rec))] if bars else []
+    return (
+        [plot_bench_recipes(bars, Path(images_dir) / "bench_recipes.png", machine=measured_on(rec))]
+        if bars
+        else []
+    )
 
 
 def _check_paths(a, cfg: BenchConfig) -> None:
     """The folders and files a run writes, and the stored results the summary reads, judged before any
     benchmark runs: a wrong path or a damaged result file must not cost a benchmark's minutes."""
     if a.benchmark == ["summary"] and not Path(cfg.results_dir).is_dir():
-        raise WorkshopError(f"--results-dir {cfg.results_dir!r}: no such folder; expected the benchmarks' JSON results")
-    for flag, path in (("--results-dir", cfg.results_dir), ("--images-dir", cfg.images_dir), ("--out-dir", cfg.out_dir)):
+        raise WorkshopError(
+            f"--results-dir {cfg.results_dir!r}: no such folder; expected the benchmarks' JSON results"
+        )
+    for flag, path in (
+        ("--results-dir", cfg.results_dir),
+        ("--images-dir", cfg.images_dir),
+        ("--out-dir", cfg.out_dir),
+    ):
         check_output(path, flag, folder=True)
     if a.json_out:
         check_output(a.json_out, "--json-out")
     if a.ipex_python and not (Path(a.ipex_python).is_file() and os.access(a.ipex_python, os.X_OK)):
-        raise WorkshopError(f"--ipex-python {a.ipex_python!r} is not an executable file; expected the python of "
-                            "the IPEX environment (environment-ipex.yml)")
+        raise WorkshopError(
+            f"--ipex-python {a.ipex_python!r} is not an executable file; expected the python of "
+            "the IPEX environment (environment-ipex.yml)"
+        )
     load_results(cfg.results_dir)
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="workshop bench", description=__doc__.split("\n\n")[0])
-    p.add_argument("benchmark", nargs="+", help=f"{' | '.join(BENCHMARKS)} | all | summary (several: their "
-                   "training variants are interleaved in ONE series of rounds)")
-    p.add_argument("--dataset", default=None, help="text file, one sample per line (default: the paragraph corpus)")
+    p.add_argument(
+        "benchmark",
+        nargs="+",
+        help=f"{' | '.join(BENCHMARKS)} | all | summary (several: their "
+        "training variants are interleaved in ONE series of rounds)",
+    )
+    p.add_argument(
+        "--dataset", default=None, help="text file, one sample per line (default: the paragraph corpus)"
+    )
     p.add_argument("--model", default="small")
-    p.add_argument("--steps", type=int, default=BenchConfig.steps, help="optimizer steps per run (same for all)")
+    p.add_argument(
+        "--steps", type=int, default=BenchConfig.steps, help="optimizer steps per run (same for all)"
+    )
     p.add_argument("--rounds", type=int, default=BenchConfig.rounds, help="interleaved A B rounds")
     p.add_argument("--nproc", type=int, default=BenchConfig.nproc, help="ranks per run")
     p.add_argument("--cache-dir", default=BenchConfig.cache_dir)
@@ -570,20 +762,32 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--results-dir", default=str(RESULTS_DIR))
     p.add_argument("--images-dir", default=str(IMAGES_DIR))
     p.add_argument("--json-out", default=None, help="write this benchmark's JSON here instead of results-dir")
-    p.add_argument("--ipex-python", default=None, help="python of the IPEX environment (default: auto-detect)")
+    p.add_argument(
+        "--ipex-python", default=None, help="python of the IPEX environment (default: auto-detect)"
+    )
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["ceiling"]:
-
         return ceiling_main(argv[1:])
     a = p.parse_args(argv)
     try:
         if "ceiling" in a.benchmark:
-            raise WorkshopError("run `python -m workshop bench ceiling` on its own: its options differ "
-                                "(see `python -m workshop bench ceiling --help`)")
+            raise WorkshopError(
+                "run `python -m workshop bench ceiling` on its own: its options differ "
+                "(see `python -m workshop bench ceiling --help`)"
+            )
         for b in a.benchmark:
             check_choice("benchmark", b, (*BENCHMARKS, "all", "summary"))
-        cfg = BenchConfig(model=a.model, dataset=a.dataset, steps=a.steps, rounds=a.rounds, nproc=a.nproc,
-                          cache_dir=a.cache_dir, out_dir=a.out_dir, results_dir=a.results_dir, images_dir=a.images_dir)
+        cfg = BenchConfig(
+            model=a.model,
+            dataset=a.dataset,
+            steps=a.steps,
+            rounds=a.rounds,
+            nproc=a.nproc,
+            cache_dir=a.cache_dir,
+            out_dir=a.out_dir,
+            results_dir=a.results_dir,
+            images_dir=a.images_dir,
+        )
         cfg.validate()
         _check_paths(a, cfg)
         if "all" in a.benchmark:

@@ -43,7 +43,7 @@ def main(spec_path: str) -> int:
         t0 = time.perf_counter()
         for i in range(n):
             j = (offset + i) * mb % max(1, len(blocks) - mb)
-            batch = blocks[j:j + mb]
+            batch = blocks[j : j + mb]
             with torch.autocast("cpu", dtype=torch.bfloat16):
                 loss = m(input_ids=batch, labels=batch).loss
             loss.backward()
@@ -58,9 +58,13 @@ def main(spec_path: str) -> int:
     for r in range(spec["rounds"]):  # interleaved: stock, ipex, stock, ipex ...
         for arm in arms:
             out[f"{arm}_tokens_per_s"].append(steps(arm, spec["steps"], r * spec["steps"]))
-    out.update(torch=torch.__version__, transformers=transformers.__version__,
-               stock_median=statistics.median(out["stock_tokens_per_s"]),
-               ipex_median=statistics.median(out["ipex_tokens_per_s"]), stock_only=bool(spec.get("stock_only")))
+    out.update(
+        torch=torch.__version__,
+        transformers=transformers.__version__,
+        stock_median=statistics.median(out["stock_tokens_per_s"]),
+        ipex_median=statistics.median(out["ipex_tokens_per_s"]),
+        stock_only=bool(spec.get("stock_only")),
+    )
     if not spec.get("stock_only"):
         import intel_extension_for_pytorch as ipex
 

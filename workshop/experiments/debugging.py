@@ -17,29 +17,35 @@ from workshop.launch.torchrun import run_torchrun
 
 SWITCHES = {
     "TORCH_DISTRIBUTED_DEBUG=DETAIL": "wraps every process group: before each collective the ranks compare a "
-        "fingerprint (sequence number, op, shapes, dtypes), so a rank that calls a different collective fails "
-        "at once with both fingerprints instead of hanging. Costs an extra small collective per call.",
+    "fingerprint (sequence number, op, shapes, dtypes), so a rank that calls a different collective fails "
+    "at once with both fingerprints instead of hanging. Costs an extra small collective per call.",
     "TORCH_CPP_LOG_LEVEL=INFO": "lets the C++ side of torch.distributed log: the rendezvous (TCPStore keys "
-        "each rank waits for) and, with DETAIL, every fingerprint.",
+    "each rank waits for) and, with DETAIL, every fingerprint.",
     "GLOO_LOG_LEVEL=TRACE": "gloo's own log level (the original workshop's switch); gloo itself says little, most of what "
-        "you see comes from torch's wrapper.",
+    "you see comes from torch's wrapper.",
     "NCCL_DEBUG=INFO": "NCCL only (GPUs): prints the transport each channel uses (P2P/CUMEM, NET/Libfabric, "
-        "NET/Socket); on a CPU run with gloo it prints nothing.",
+    "NET/Socket); on a CPU run with gloo it prints nothing.",
     "TORCHINDUCTOR_COMPILE_THREADS=N": "torch.compile's Inductor compiles kernels in N worker processes per rank; "
-        "with many ranks per node, N x ranks workers compete with training for cores: set it small (1-4).",
+    "with many ranks per node, N x ranks workers compete with training for cores: set it small (1-4).",
     "TORCHINDUCTOR_CACHE_DIR=path": "where Inductor keeps compiled kernels between runs (the original workshop keeps it out of "
-        "/tmp so a restart does not recompile).",
+    "/tmp so a restart does not recompile).",
 }
-DEBUG_ENV = {"TORCH_DISTRIBUTED_DEBUG": "DETAIL", "TORCH_CPP_LOG_LEVEL": "INFO", "GLOO_LOG_LEVEL": "TRACE",
-             "NCCL_DEBUG": "INFO"}
-_FP = re.compile(r"\[Rank (\d+)\] Running collective: CollectiveFingerPrint\(SequenceNumber=(\d+),? ?OpType=(\w+)")
+DEBUG_ENV = {
+    "TORCH_DISTRIBUTED_DEBUG": "DETAIL",
+    "TORCH_CPP_LOG_LEVEL": "INFO",
+    "GLOO_LOG_LEVEL": "TRACE",
+    "NCCL_DEBUG": "INFO",
+}
+_FP = re.compile(
+    r"\[Rank (\d+)\] Running collective: CollectiveFingerPrint\(SequenceNumber=(\d+),? ?OpType=(\w+)"
+)
 
 
 @dataclass
 class DebugSummary:
     lines: int
-    fingerprints: Counter         # OpType -> count (rank 0)
-    last_sequence: dict           # rank -> last SequenceNumber seen: equal when the ranks agree
+    fingerprints: Counter  # OpType -> count (rank 0)
+    last_sequence: dict  # rank -> last SequenceNumber seen: equal when the ranks agree
     rendezvous_lines: int
     nccl_lines: int
     examples: list[str]
@@ -69,8 +75,17 @@ def summarize(log: str, tokens_per_s: float | None = None) -> DebugSummary:
         elif "NCCL INFO" in line:
             nccl += 1
             examples.setdefault("nccl", line[:200])
-    keep = [examples[k] for k in ("rendezvous", "fingerprint _ALLGATHER_BASE", "fingerprint _REDUCE_SCATTER_BASE",
-                                  "fingerprint BROADCAST", "nccl") if k in examples]
+    keep = [
+        examples[k]
+        for k in (
+            "rendezvous",
+            "fingerprint _ALLGATHER_BASE",
+            "fingerprint _REDUCE_SCATTER_BASE",
+            "fingerprint BROADCAST",
+            "nccl",
+        )
+        if k in examples
+    ]
     return DebugSummary(len(lines), fps, last, rdzv, nccl, keep, tokens_per_s)
 
 
@@ -78,22 +93,31 @@ def debug_run(train_args, *, nproc: int = 2, threads: int = 1) -> DebugSummary:
     """Train with every debugging switch on (few steps), through workshop.launch.torchrun.run_torchrun."""
     from dataclasses import replace
 
-
     args = replace(train_args, output_dir=f"{train_args.output_dir}-debug")
-    run = run_torchrun(args, nproc_per_node=nproc, threads_per_rank=threads, env=DEBUG_ENV, progress=False).check()
+    run = run_torchrun(
+        args, nproc_per_node=nproc, threads_per_rank=threads, env=DEBUG_ENV, progress=False
+    ).check()
     return summarize(run.log, run.metrics["tokens_per_s_median"] if run.metrics else None)
 
 
 def report(s: DebugSummary, *, plain_tokens_per_s: float | None = None) -> str:
-    out = [f"{s.lines} log lines; {sum(s.fingerprints.values())} collectives checked on rank 0: "
-           + ", ".join(f"{op} {n}" for op, n in s.fingerprints.most_common()),
-           f"last sequence number per rank: {s.last_sequence} ("
-           + ("equal: the ranks issued the same collectives" if len(set(s.last_sequence.values())) == 1
-              else "DIFFERENT: a rank is behind or called another collective") + ")",
-           f"rendezvous/store lines: {s.rendezvous_lines}; NCCL lines: {s.nccl_lines}"
-           + (" (none: gloo on CPU)" if not s.nccl_lines else "")]
+    out = [
+        f"{s.lines} log lines; {sum(s.fingerprints.values())} collectives checked on rank 0: "
+        + ", ".join(f"{op} {n}" for op, n in s.fingerprints.most_common()),
+        f"last sequence number per rank: {s.last_sequence} ("
+        + (
+            "equal: the ranks issued the same collectives"
+            if len(set(s.last_sequence.values())) == 1
+            else "DIFFERENT: a rank is behind or called another collective"
+        )
+        + ")",
+        f"rendezvous/store lines: {s.rendezvous_lines}; NCCL lines: {s.nccl_lines}"
+        + (" (none: gloo on CPU)" if not s.nccl_lines else ""),
+    ]
     if plain_tokens_per_s and s.tokens_per_s:
-        out.append(f"throughput with the checks on: {s.tokens_per_s:.0f} tokens/s vs {plain_tokens_per_s:.0f} without "
-                   f"(x{s.tokens_per_s / plain_tokens_per_s:.2f}): switch them off for real runs")
+        out.append(
+            f"throughput with the checks on: {s.tokens_per_s:.0f} tokens/s vs {plain_tokens_per_s:.0f} without "
+            f"(x{s.tokens_per_s / plain_tokens_per_s:.2f}): switch them off for real runs"
+        )
     out += ["examples:", *(f"  {e}" for e in s.examples)]
     return "\n".join(out)

@@ -22,6 +22,7 @@ from workshop.train.guard import versions
 
 class StatsRecord(TypedDict):
     """Stats as a result JSON stores it (Stats.as_dict())."""
+
     n: int
     median: float
     min: float
@@ -33,6 +34,7 @@ class StatsRecord(TypedDict):
 @dataclass
 class Stats:
     """The distribution of one metric over repeated runs: never a single timing."""
+
     n: int
     median: float
     min: float
@@ -51,8 +53,14 @@ class Stats:
 
     def as_dict(self) -> StatsRecord:
         """dataclasses.asdict(self), typed."""
-        return {"n": self.n, "median": self.median, "min": self.min, "max": self.max,
-                "spread_pct": self.spread_pct, "values": list(self.values)}
+        return {
+            "n": self.n,
+            "median": self.median,
+            "min": self.min,
+            "max": self.max,
+            "spread_pct": self.spread_pct,
+            "values": list(self.values),
+        }
 
 
 def paired_ratios(a: Sequence[float | None], b: Sequence[float | None]) -> Stats:
@@ -70,8 +78,9 @@ def interleave(names: Sequence[str], rounds: int) -> list[tuple[int, str]]:
     return [(r, name) for r in range(rounds) for name in names]
 
 
-def flops_per_token(params: int, *, layers: int, hidden: int, seq_len: int, vocab: int = 0,
-                    tied: bool = False) -> float:
+def flops_per_token(
+    params: int, *, layers: int, hidden: int, seq_len: int, vocab: int = 0, tied: bool = False
+) -> float:
     """Training FLOPs per token: 6 per matmul weight (forward 2, backward 4) plus causal-free attention.
 
     Kaplan/PaLM counting: 6 * N + 12 * layers * hidden * seq_len, where N excludes the input embedding (a
@@ -91,6 +100,7 @@ def mfu(tokens_per_s: float, flops_token: float, peak_tflops: float) -> float:
 
 class PeaksSummary(TypedDict):
     """`peaks_for()`'s record: "peaks" in the training benchmarks' JSON (recipes, engine, precision)."""
+
     cpu_model: str
     amx: bool
     isa_class: str
@@ -109,23 +119,35 @@ def peaks_for(cores: int) -> PeaksSummary:
 
     d = detect(probe_onednn=False)
     p = machine_peaks(d, cores=min(cores, d["cores"]))
-    return {"cpu_model": d["cpu_model"], "amx": d["amx"], "isa_class": d["isa_class"], "cores": p["amx_reference"].cores,
-            "clock_ghz": d.get("clock_ghz"), "why": d["why"],
-            "bf16_tflops": p["bf16"].tflops if p["bf16"] else None, "bf16_path": p["bf16"].path if p["bf16"] else None,
-            "fp32_tflops": p["fp32"].tflops if p["fp32"] else None, "fp32_path": p["fp32"].path if p["fp32"] else None,
-            "amx_bf16_tflops": p["amx_reference"].tflops}
+    return {
+        "cpu_model": d["cpu_model"],
+        "amx": d["amx"],
+        "isa_class": d["isa_class"],
+        "cores": p["amx_reference"].cores,
+        "clock_ghz": d.get("clock_ghz"),
+        "why": d["why"],
+        "bf16_tflops": p["bf16"].tflops if p["bf16"] else None,
+        "bf16_path": p["bf16"].path if p["bf16"] else None,
+        "fp32_tflops": p["fp32"].tflops if p["fp32"] else None,
+        "fp32_path": p["fp32"].path if p["fp32"] else None,
+        "amx_bf16_tflops": p["amx_reference"].tflops,
+    }
 
 
-def save(name: str, result: Mapping[str, Any], results_dir: str | Path,
-         json_out: str | Path | None = None) -> Path:
+def save(
+    name: str, result: Mapping[str, Any], results_dir: str | Path, json_out: str | Path | None = None
+) -> Path:
     path = Path(json_out) if json_out else Path(results_dir) / f"{name}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
 
     if not any(result.get(k) for k in ("peaks", "machine", "env")):  # every stored number names its machine
-
         d = hardware.detect(probe_onednn=False)
         result = {**result, "machine": {k: d.get(k) for k in ("cpu_model", "isa_class", "cores", "amx")}}
-    result = {**result, "measured_at": time.strftime("%Y-%m-%d %H:%M:%S"), "host_cores": os.cpu_count(),
-              "versions": versions()}
+    result = {
+        **result,
+        "measured_at": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "host_cores": os.cpu_count(),
+        "versions": versions(),
+    }
     path.write_text(json.dumps(result, indent=2, default=str) + "\n")
     return path

@@ -18,11 +18,22 @@ def formats() -> list[dict]:
     import torch
 
     out = []
-    for name, dt, exp, man in (("fp32", torch.float32, 8, 23), ("bf16", torch.bfloat16, 8, 7),
-                               ("fp16", torch.float16, 5, 10)):
+    for name, dt, exp, man in (
+        ("fp32", torch.float32, 8, 23),
+        ("bf16", torch.bfloat16, 8, 7),
+        ("fp16", torch.float16, 5, 10),
+    ):
         f = torch.finfo(dt)
-        out.append({"format": name, "exponent_bits": exp, "mantissa_bits": man, "max": f.max,
-                    "smallest_normal": f.smallest_normal, "eps": f.eps})
+        out.append(
+            {
+                "format": name,
+                "exponent_bits": exp,
+                "mantissa_bits": man,
+                "max": f.max,
+                "smallest_normal": f.smallest_normal,
+                "eps": f.eps,
+            }
+        )
     return out
 
 
@@ -41,10 +52,15 @@ def overflow_examples(seed: int = 0) -> list[dict]:
     exact = q @ q.T
     for name, dt in (("bf16", torch.bfloat16), ("fp16", torch.float16)):
         y = (q.to(dt) @ q.to(dt).T).float()
-        rows.append({"case": f"64x64 scores q.k^T (hidden 4096, |x|~10) in {name}",
-                     "inf_entries": int((~torch.isfinite(y)).sum()), "entries": y.numel(),
-                     # error of the finite entries, relative to the largest score (entries near 0 have no own scale)
-                     "max_rel_error_finite": float((y - exact).abs()[torch.isfinite(y)].max() / exact.abs().max())})
+        rows.append(
+            {
+                "case": f"64x64 scores q.k^T (hidden 4096, |x|~10) in {name}",
+                "inf_entries": int((~torch.isfinite(y)).sum()),
+                "entries": y.numel(),
+                # error of the finite entries, relative to the largest score (entries near 0 have no own scale)
+                "max_rel_error_finite": float((y - exact).abs()[torch.isfinite(y)].max() / exact.abs().max()),
+            }
+        )
     return rows
 
 
@@ -52,12 +68,13 @@ def overflow_examples(seed: int = 0) -> list[dict]:
 class ScalingStep:
     step: int
     scale: float
-    finite: bool    # were the scaled fp16 gradients finite?
-    applied: bool   # did the optimizer step run (GradScaler skips it on inf/nan)
+    finite: bool  # were the scaled fp16 gradients finite?
+    applied: bool  # did the optimizer step run (GradScaler skips it on inf/nan)
 
 
-def loss_scaling_run(steps: int = 10, *, init_scale: float = 2.0 ** 16, grad_size: float = 30.0,
-                     seed: int = 0) -> list[ScalingStep]:
+def loss_scaling_run(
+    steps: int = 10, *, init_scale: float = 2.0**16, grad_size: float = 30.0, seed: int = 0
+) -> list[ScalingStep]:
     """A small fp16-autocast regression trained with torch's dynamic loss scaler, on the CPU.
 
     The inputs make the true gradients ~`grad_size`, so the scaled gradients (x 65,536) overflow fp16: the
@@ -90,16 +107,27 @@ def loss_scaling_run(steps: int = 10, *, init_scale: float = 2.0 ** 16, grad_siz
 def report(steps: int = 10) -> str:
     """The three measurements as the text chapter 04 prints."""
     lines = [f"{'format':6s} {'exp':>3s} {'mant':>4s} {'max':>12s} {'smallest normal':>16s} {'eps':>10s}"]
-    lines += [f"{f['format']:6s} {f['exponent_bits']:3d} {f['mantissa_bits']:4d} {f['max']:12.4g} "
-              f"{f['smallest_normal']:16.4g} {f['eps']:10.3g}" for f in formats()]
+    lines += [
+        f"{f['format']:6s} {f['exponent_bits']:3d} {f['mantissa_bits']:4d} {f['max']:12.4g} "
+        f"{f['smallest_normal']:16.4g} {f['eps']:10.3g}"
+        for f in formats()
+    ]
     for r in overflow_examples():
         if "fp16" in r:
             lines.append(f"{r['case']}: fp32 {r['fp32']:.4g}, bf16 {r['bf16']:.4g}, fp16 {r['fp16']:.4g}")
         else:
-            lines.append(f"{r['case']}: {r['inf_entries']} of {r['entries']} entries inf"
-                         + (f", finite ones off by at most {r['max_rel_error_finite']:.2%} of the largest score" if r["inf_entries"] < r["entries"] else ""))
+            lines.append(
+                f"{r['case']}: {r['inf_entries']} of {r['entries']} entries inf"
+                + (
+                    f", finite ones off by at most {r['max_rel_error_finite']:.2%} of the largest score"
+                    if r["inf_entries"] < r["entries"]
+                    else ""
+                )
+            )
     run = loss_scaling_run(steps)
     skipped = [s.step for s in run if not s.applied]
-    lines.append(f"fp16 + dynamic loss scaling, {steps} steps: {len(skipped)} skipped on overflow (steps {skipped}), "
-                 f"scale {run[0].scale:.0f} -> {run[-1].scale:.0f}; then every step applied")
+    lines.append(
+        f"fp16 + dynamic loss scaling, {steps} steps: {len(skipped)} skipped on overflow (steps {skipped}), "
+        f"scale {run[0].scale:.0f} -> {run[-1].scale:.0f}; then every step applied"
+    )
     return "\n".join(lines)

@@ -1,5 +1,4 @@
-"""ZeRO stages 1, 2 and 3 measured: the same job once per stage, with the collectives each one issues.
-"""
+"""ZeRO stages 1, 2 and 3 measured: the same job once per stage, with the collectives each one issues."""
 
 from __future__ import annotations
 
@@ -10,6 +9,7 @@ from workshop.launch.torchrun import run_torchrun
 
 class StageRun(TypedDict):
     """One ZeRO stage's run (chapter 04 prints them as a table)."""
+
     stage: int
     tokens_per_s: float
     step_time_s: float
@@ -21,14 +21,21 @@ def measure(train_args, stages=(1, 2, 3), *, nproc: int = 2, steps: int = 6) -> 
     """The same tiny job once per ZeRO stage: tokens/s and peak RSS per rank, measured (workshop.launch.torchrun)."""
     from dataclasses import replace
 
-
     rows: list[StageRun] = []
     for s in stages:
         print(f"ZeRO-{s}, {steps} steps ...", end=" ", flush=True)
-        args = replace(train_args, zero_stage=s, max_steps=steps, output_dir=f"{train_args.output_dir}-zero{s}")
+        args = replace(
+            train_args, zero_stage=s, max_steps=steps, output_dir=f"{train_args.output_dir}-zero{s}"
+        )
         m = run_torchrun(args, nproc_per_node=nproc, threads_per_rank=1, progress=False).finished_metrics()
-        rows.append({"stage": s, "tokens_per_s": round(m["tokens_per_s_median"], 1),
-                     "step_time_s": round(m["step_time_s_median"], 3),
-                     "peak_rss_gb_per_rank": m["peak_rss_gb_per_rank"], "final_loss": m["final_loss"]})
+        rows.append(
+            {
+                "stage": s,
+                "tokens_per_s": round(m["tokens_per_s_median"], 1),
+                "step_time_s": round(m["step_time_s_median"], 3),
+                "peak_rss_gb_per_rank": m["peak_rss_gb_per_rank"],
+                "final_loss": m["final_loss"],
+            }
+        )
         print(f"{rows[-1]['tokens_per_s']:.0f} tokens/s", flush=True)
     return rows

@@ -28,6 +28,7 @@ def workbook_labels() -> dict[str, str]:
     """A fresh copy of the label set that marks an object as the workbook's."""
     return {PART_OF[0]: PART_OF[1]}
 
+
 # Top-level keys first in this order; everything else keeps the order the spec built it in.
 _FIRST_KEYS = ("apiVersion", "kind", "metadata", "spec", "data", "stringData", "type")
 
@@ -70,8 +71,11 @@ def to_yaml(docs: Iterable[dict]) -> str:
     parts = []
     for doc in docs:
         doc = _ordered(drop_none(doc))
-        parts.append(yaml.dump(doc, Dumper=_Dumper, sort_keys=False, default_flow_style=False,
-                               allow_unicode=True, width=100))
+        parts.append(
+            yaml.dump(
+                doc, Dumper=_Dumper, sort_keys=False, default_flow_style=False, allow_unicode=True, width=100
+            )
+        )
     return HEADER + "---\n" + "---\n".join(parts)
 
 
@@ -100,7 +104,9 @@ def load_yaml_docs(text: str) -> list:
     return [_plain(d) for d in yaml.load_all(text, Loader=loader) if d is not None]
 
 
-def read_yaml_docs(path, what: str = "manifest file", expected: str = "a YAML manifest of Kubernetes objects") -> list:
+def read_yaml_docs(
+    path, what: str = "manifest file", expected: str = "a YAML manifest of Kubernetes objects"
+) -> list:
     """The documents of a YAML file, each a mapping (a Kubernetes object): a file that is missing, a folder,
     empty, binary, not YAML or holds something else is one WorkshopError naming the path, not a traceback."""
 
@@ -110,19 +116,24 @@ def read_yaml_docs(path, what: str = "manifest file", expected: str = "a YAML ma
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1} column {mark.column + 1}" if mark else ""
-        raise WorkshopError(f"{what} {str(path)!r} is not YAML ({getattr(exc, 'problem', None) or exc}{where}); "
-                            f"expected {expected}") from None
+        raise WorkshopError(
+            f"{what} {str(path)!r} is not YAML ({getattr(exc, 'problem', None) or exc}{where}); "
+            f"expected {expected}"
+        ) from None
     if not docs:
         raise WorkshopError(f"{what} {str(path)!r} holds no YAML documents; expected {expected}")
     for i, doc in enumerate(docs, 1):
         if not isinstance(doc, dict):
-            raise WorkshopError(f"{what} {str(path)!r}: document {i} is a {type(doc).__name__}, not a mapping; "
-                                f"expected {expected}")
+            raise WorkshopError(
+                f"{what} {str(path)!r}: document {i} is a {type(doc).__name__}, not a mapping; "
+                f"expected {expected}"
+            )
     return docs
 
 
-def diff_yaml(old_docs: Iterable[dict], new_docs: Iterable[dict], *, old_name: str = "before",
-              new_name: str = "after") -> str:
+def diff_yaml(
+    old_docs: Iterable[dict], new_docs: Iterable[dict], *, old_name: str = "before", new_name: str = "after"
+) -> str:
     """Unified diff of two manifest sets as rendered YAML: what a reviewer would see in a pull request."""
     import difflib
 
@@ -137,5 +148,7 @@ _DNS_1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 def check_dns_label(what: str, name: str) -> None:
     """RFC 1035 label (the TrainJob CRD's own CEL rule), at most 63 characters."""
     if not isinstance(name, str) or not _DNS_1035.match(name) or len(name) > 63:
-        raise WorkshopError(f"{what} {name!r} is not a DNS label: lowercase letters, digits and '-', starting "
-                            "with a letter, ending with a letter or digit, at most 63 characters")
+        raise WorkshopError(
+            f"{what} {name!r} is not a DNS label: lowercase letters, digits and '-', starting "
+            "with a letter, ending with a letter or digit, at most 63 characters"
+        )

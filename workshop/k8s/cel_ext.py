@@ -56,7 +56,7 @@ def split(s, sep, limit=None):
 
 
 def substring(s, start, end=None):
-    return _s(str(s)[int(start):None if end is None else int(end)])
+    return _s(str(s)[int(start) : None if end is None else int(end)])
 
 
 def replace(s, old, new, limit=None):
@@ -157,12 +157,27 @@ def is_url(s):
 
 
 # --- quantity ------------------------------------------------------------------------------------
-QUANTITY_RE = re.compile(r"^([+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))"
-                         r"(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E|[eE][+-]?[0-9]+)?$")
+QUANTITY_RE = re.compile(
+    r"^([+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))"
+    r"(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E|[eE][+-]?[0-9]+)?$"
+)
 _SUFFIX: dict[str, int | Decimal] = {
-    "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60, "n": Decimal("1e-9"),
-    "u": Decimal("1e-6"), "m": Decimal("1e-3"), "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12,
-    "P": 10**15, "E": 10**18}
+    "Ki": 2**10,
+    "Mi": 2**20,
+    "Gi": 2**30,
+    "Ti": 2**40,
+    "Pi": 2**50,
+    "Ei": 2**60,
+    "n": Decimal("1e-9"),
+    "u": Decimal("1e-6"),
+    "m": Decimal("1e-3"),
+    "k": 10**3,
+    "M": 10**6,
+    "G": 10**9,
+    "T": 10**12,
+    "P": 10**15,
+    "E": 10**18,
+}
 
 
 def parse_quantity(text) -> Decimal:
@@ -229,28 +244,48 @@ def _q_compare(a, b):
 # --- the table handed to cel-python --------------------------------------------------------------
 FUNCTIONS = {
     # strings
-    "charAt": char_at, "indexOf": index_of, "lastIndexOf": last_index_of,
-    "lowerAscii": lambda s: _s(str(s).lower()), "upperAscii": lambda s: _s(str(s).upper()),
-    "replace": replace, "split": split, "substring": substring, "trim": lambda s: _s(str(s).strip()),
-    "join": join, "reverse": reverse, "format": cel_format, "quote": lambda s: _s('"' + str(s) + '"'),
+    "charAt": char_at,
+    "indexOf": index_of,
+    "lastIndexOf": last_index_of,
+    "lowerAscii": lambda s: _s(str(s).lower()),
+    "upperAscii": lambda s: _s(str(s).upper()),
+    "replace": replace,
+    "split": split,
+    "substring": substring,
+    "trim": lambda s: _s(str(s).strip()),
+    "join": join,
+    "reverse": reverse,
+    "format": cel_format,
+    "quote": lambda s: _s('"' + str(s) + '"'),
     # regex
-    "find": find, "findAll": find_all,
+    "find": find,
+    "findAll": find_all,
     # lists
-    "isSorted": is_sorted, "sum": list_sum, "min": list_min, "max": list_max,
+    "isSorted": is_sorted,
+    "sum": list_sum,
+    "min": list_min,
+    "max": list_max,
     # url
-    "url": url, "isURL": is_url,
-    "getScheme": lambda u: _s(u.parts.scheme), "getHost": lambda u: _s(u.parts.netloc.rsplit("@", 1)[-1]),
+    "url": url,
+    "isURL": is_url,
+    "getScheme": lambda u: _s(u.parts.scheme),
+    "getHost": lambda u: _s(u.parts.netloc.rsplit("@", 1)[-1]),
     "getHostname": lambda u: _s(u.parts.hostname or ""),
     "getPort": lambda u: _s(str(u.parts.port) if u.parts.port else ""),
-    "getEscapedPath": lambda u: _s(u.parts.path), "getQuery": lambda u: ct.MapType(
-        {_s(k): ct.ListType([_s(x) for x in v]) for k, v in urllib.parse.parse_qs(u.parts.query).items()}),
+    "getEscapedPath": lambda u: _s(u.parts.path),
+    "getQuery": lambda u: ct.MapType(
+        {_s(k): ct.ListType([_s(x) for x in v]) for k, v in urllib.parse.parse_qs(u.parts.query).items()}
+    ),
     # quantity
-    "quantity": quantity, "isQuantity": is_quantity,
+    "quantity": quantity,
+    "isQuantity": is_quantity,
     "sign": lambda q: ct.IntType((_q(q).value > 0) - (_q(q).value < 0)),
     "isInteger": lambda q: ct.BoolType(_q(q).value == _q(q).value.to_integral_value()),
     "asInteger": lambda q: ct.IntType(int(_q(q).value)),
     "asApproximateFloat": lambda q: ct.DoubleType(float(_q(q).value)),
-    "add": _q_add, "sub": _q_sub, "compareTo": _q_compare,
+    "add": _q_add,
+    "sub": _q_sub,
+    "compareTo": _q_compare,
     "isGreaterThan": lambda a, b: ct.BoolType(_q(a).value > _q(b).value),
     "isLessThan": lambda a, b: ct.BoolType(_q(a).value < _q(b).value),
 }

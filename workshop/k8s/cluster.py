@@ -44,16 +44,36 @@ MIN_KUBERNETES = 31
 
 # apiVersion of the kinds the workbook names by kind alone; paths, plurals and scope come from discovery.
 API_VERSIONS = {
-    "NodePool": "karpenter.sh/v1", "NodeClaim": "karpenter.sh/v1", "EC2NodeClass": "karpenter.k8s.aws/v1",
-    "TrainJob": "trainer.kubeflow.org/v1alpha1", "TrainingRuntime": "trainer.kubeflow.org/v1alpha1",
-    "ClusterTrainingRuntime": "trainer.kubeflow.org/v1alpha1", "JobSet": "jobset.x-k8s.io/v1alpha2",
-    **{kind: "v1" for kind in ("Secret", "ConfigMap", "Pod", "Node", "Namespace", "Event", "Service",
-                               "PersistentVolumeClaim", "PersistentVolume")},
+    "NodePool": "karpenter.sh/v1",
+    "NodeClaim": "karpenter.sh/v1",
+    "EC2NodeClass": "karpenter.k8s.aws/v1",
+    "TrainJob": "trainer.kubeflow.org/v1alpha1",
+    "TrainingRuntime": "trainer.kubeflow.org/v1alpha1",
+    "ClusterTrainingRuntime": "trainer.kubeflow.org/v1alpha1",
+    "JobSet": "jobset.x-k8s.io/v1alpha2",
+    **{
+        kind: "v1"
+        for kind in (
+            "Secret",
+            "ConfigMap",
+            "Pod",
+            "Node",
+            "Namespace",
+            "Event",
+            "Service",
+            "PersistentVolumeClaim",
+            "PersistentVolume",
+        )
+    },
     "StorageClass": "storage.k8s.io/v1",
 }
 # API group -> what installs it (named when its CRDs are missing)
-COMPONENTS = {"trainer.kubeflow.org": "Kubeflow Trainer", "karpenter.sh": "Karpenter",
-              "karpenter.k8s.aws": "Karpenter's AWS provider", "jobset.x-k8s.io": "JobSet"}
+COMPONENTS = {
+    "trainer.kubeflow.org": "Kubeflow Trainer",
+    "karpenter.sh": "Karpenter",
+    "karpenter.k8s.aws": "Karpenter's AWS provider",
+    "jobset.x-k8s.io": "JobSet",
+}
 RETRY_STATUSES = (429, 500, 502, 503, 504)
 
 
@@ -79,7 +99,9 @@ class Applied:
 
     def __str__(self) -> str:
         where = f" in {self.namespace}" if self.namespace else ""
-        return f"{self.kind}/{self.name}{where} applied" + (" (server dry run, nothing stored)" if self.dry_run else "")
+        return f"{self.kind}/{self.name}{where} applied" + (
+            " (server dry run, nothing stored)" if self.dry_run else ""
+        )
 
 
 def check_library() -> str:
@@ -89,8 +111,10 @@ def check_library() -> str:
     version = getattr(kubernetes, "__version__", "0")
     major = int(version.split(".")[0]) if version.split(".")[0].isdigit() else 0
     if major < MIN_KUBERNETES:
-        raise WorkshopError(f"kubernetes {version} is too old for workshop.k8s.cluster: need >= {MIN_KUBERNETES} "
-                            f"(pip install -U 'kubernetes>={MIN_KUBERNETES}')")
+        raise WorkshopError(
+            f"kubernetes {version} is too old for workshop.k8s.cluster: need >= {MIN_KUBERNETES} "
+            f"(pip install -U 'kubernetes>={MIN_KUBERNETES}')"
+        )
     return version
 
 
@@ -99,8 +123,17 @@ def retries():
     refused connection is not (that is "no cluster", said at once)."""
     from urllib3.util.retry import Retry
 
-    return Retry(total=4, connect=0, read=0, status=4, backoff_factor=0.5, status_forcelist=RETRY_STATUSES,
-                 allowed_methods=None, raise_on_status=False, respect_retry_after_header=True)
+    return Retry(
+        total=4,
+        connect=0,
+        read=0,
+        status=4,
+        backoff_factor=0.5,
+        status_forcelist=RETRY_STATUSES,
+        allowed_methods=None,
+        raise_on_status=False,
+        respect_retry_after_header=True,
+    )
 
 
 def _plural(kind: str) -> str:
@@ -133,18 +166,33 @@ class Cluster:
             from kubernetes.dynamic import DynamicClient
 
             self._cache_dir = tempfile.TemporaryDirectory(prefix="workshop-discovery-")
-            self._dynamic = self._call(lambda: DynamicClient(
-                self.api, cache_file=os.path.join(self._cache_dir.name, "discovery.json")), "discover", "APIs")
+            self._dynamic = self._call(
+                lambda: DynamicClient(
+                    self.api, cache_file=os.path.join(self._cache_dir.name, "discovery.json")
+                ),
+                "discover",
+                "APIs",
+            )
         return self._dynamic
 
     # -- errors in plain words
-    def _explain(self, exc, verb: str, kind: str, name: str | None = None, namespace: str | None = None,
-                 api_version: str | None = None) -> ClusterError:
+    def _explain(
+        self,
+        exc,
+        verb: str,
+        kind: str,
+        name: str | None = None,
+        namespace: str | None = None,
+        api_version: str | None = None,
+    ) -> ClusterError:
         from kubernetes.client.exceptions import ApiException
 
         if not isinstance(exc, ApiException):  # urllib3: refused, reset, timed out
-            return ClusterError(0, f"the API server at {self.api.configuration.host} did not answer "
-                                   f"({type(exc).__name__}: {exc})")
+            return ClusterError(
+                0,
+                f"the API server at {self.api.configuration.host} did not answer "
+                f"({type(exc).__name__}: {exc})",
+            )
         status, body = exc.status or 0, _status_body(exc)
         message = body.get("message") or exc.reason or ""
         what = _plural(kind) if kind[:1].isupper() else kind
@@ -154,25 +202,37 @@ class Cluster:
             user = f"the kubeconfig user {self.user!r}" if self.user else "this client's user"
             rbac = {"apply": "patch", "get logs of": "get", "follow logs of": "get"}.get(verb, verb)
             doing = "create or change" if verb == "apply" else verb
-            return ClusterError(403, f"{user} cannot {doing} {what} {where}: {message}. Ask the cluster admin "
-                                     f"for a Role that allows it (check with `kubectl auth can-i {rbac} {what}"
-                                     + (f" -n {namespace}`)" if namespace else "`)"))
+            return ClusterError(
+                403,
+                f"{user} cannot {doing} {what} {where}: {message}. Ask the cluster admin "
+                f"for a Role that allows it (check with `kubectl auth can-i {rbac} {what}"
+                + (f" -n {namespace}`)" if namespace else "`)"),
+            )
         if status == 401:
-            return ClusterError(401, f"the API server at {self.api.configuration.host} did not accept the "
-                                     f"kubeconfig's credentials ({self.where}); refresh them (e.g. `aws eks "
-                                     "update-kubeconfig`)")
+            return ClusterError(
+                401,
+                f"the API server at {self.api.configuration.host} did not accept the "
+                f"kubeconfig's credentials ({self.where}); refresh them (e.g. `aws eks "
+                "update-kubeconfig`)",
+            )
         if status == 404:
             return ClusterError(404, f"{obj} not found {where}")
         if status == 409 and verb == "apply":
             causes = (body.get("details") or {}).get("causes") or []
             fields = [f"{c.get('field', '?')} ({c.get('message', '')})" for c in causes] or [message]
-            return ClusterError(409, f"{obj} {where}: conflicts with another field manager over "
-                                     f"{'; '.join(fields)}. Drop those fields from the manifest, or take them "
-                                     "over with force=True (`--force-conflicts`)")
+            return ClusterError(
+                409,
+                f"{obj} {where}: conflicts with another field manager over "
+                f"{'; '.join(fields)}. Drop those fields from the manifest, or take them "
+                "over with force=True (`--force-conflicts`)",
+            )
         if status in RETRY_STATUSES:
-            return ClusterError(status, f"the API server is still answering {status} ({message or exc.reason}) "
-                                        f"to {verb} {obj} after {retries().total} retries with backoff; try again "
-                                        "later")
+            return ClusterError(
+                status,
+                f"the API server is still answering {status} ({message or exc.reason}) "
+                f"to {verb} {obj} after {retries().total} retries with backoff; try again "
+                "later",
+            )
         return ClusterError(status, f"cannot {verb} {obj} {where}: {message}")
 
     def _call(self, fn, verb: str, kind: str, name: str | None = None, namespace: str | None = None):
@@ -196,21 +256,41 @@ class Cluster:
             plural = f"{_plural(kind)}.{group}" if group else _plural(kind)
             component = COMPONENTS.get(group)
             if component:
-                raise ClusterError(404, f"{component} is not installed on this cluster: no {plural}"
-                                        + (f" ({api_version})" if api_version else "")) from None
-            raise ClusterError(404, f"the cluster serves no {kind}" + (f" in {api_version}" if api_version else "")
-                               + " (is its CRD installed?)") from None
+                raise ClusterError(
+                    404,
+                    f"{component} is not installed on this cluster: no {plural}"
+                    + (f" ({api_version})" if api_version else ""),
+                ) from None
+            raise ClusterError(
+                404,
+                f"the cluster serves no {kind}"
+                + (f" in {api_version}" if api_version else "")
+                + " (is its CRD installed?)",
+            ) from None
         except ResourceNotUniqueError:
-            raise WorkshopError(f"kind {kind!r} is served by several API groups; give its apiVersion") from None
+            raise WorkshopError(
+                f"kind {kind!r} is served by several API groups; give its apiVersion"
+            ) from None
 
     # -- write
-    def apply(self, docs: list[dict], dry_run: bool = False, field_manager: str = "workshop", *,
-              namespace: str = "default", force: bool = False, validate: bool = True,
-              karpenter: str | None = None, trainer: str | None = None) -> list[Applied]:
+    def apply(
+        self,
+        docs: list[dict],
+        dry_run: bool = False,
+        field_manager: str = "workshop",
+        *,
+        namespace: str = "default",
+        force: bool = False,
+        validate: bool = True,
+        karpenter: str | None = None,
+        trainer: str | None = None,
+    ) -> list[Applied]:
         """Server-side apply each document (what `kubectl apply --server-side` does), validated offline first
         against the CRD release each targets, or the releases given (so mistakes fail before any call)."""
         if validate:
-            ensure_valid([d for d in docs if d.get("kind") in KIND_FAMILY], karpenter=karpenter, trainer=trainer)
+            ensure_valid(
+                [d for d in docs if d.get("kind") in KIND_FAMILY], karpenter=karpenter, trainer=trainer
+            )
         if not field_manager or len(field_manager) > 128:
             raise WorkshopError(f"field manager {field_manager!r} must be 1-128 characters")
         results = []
@@ -218,22 +298,43 @@ class Cluster:
             meta = doc.get("metadata") or {}
             res = self.resource(doc["kind"], doc.get("apiVersion"))
             ns = (meta.get("namespace") or namespace) if res.namespaced else None
-            kwargs = {"body": doc, "name": meta.get("name"), "namespace": ns, "field_manager": field_manager,
-                      "force_conflicts": True if force else None, **({"dry_run": "All"} if dry_run else {})}
-            out = self._call(lambda res=res, kwargs=kwargs: self.dynamic.server_side_apply(res, **kwargs),
-                             "apply", doc["kind"], meta.get("name"), ns)
+            kwargs = {
+                "body": doc,
+                "name": meta.get("name"),
+                "namespace": ns,
+                "field_manager": field_manager,
+                "force_conflicts": True if force else None,
+                **({"dry_run": "All"} if dry_run else {}),
+            }
+            out = self._call(
+                lambda res=res, kwargs=kwargs: self.dynamic.server_side_apply(res, **kwargs),
+                "apply",
+                doc["kind"],
+                meta.get("name"),
+                ns,
+            )
             uid = (out.to_dict().get("metadata") or {}).get("uid") if out is not None else None
             results.append(Applied(doc["kind"], meta["name"], ns, dry_run, uid))
         return results
 
-    def delete(self, kind: str, name: str, namespace: str | None = None, *, dry_run: bool = False,
-               missing_ok: bool = True, api_version: str | None = None) -> bool:
+    def delete(
+        self,
+        kind: str,
+        name: str,
+        namespace: str | None = None,
+        *,
+        dry_run: bool = False,
+        missing_ok: bool = True,
+        api_version: str | None = None,
+    ) -> bool:
         """Delete one object; False when it was not there (and missing_ok)."""
         res = self.resource(kind, api_version)
         ns = (namespace or "default") if res.namespaced else None
         extra = {"dry_run": "All"} if dry_run else {}
         try:
-            self._call(lambda: self.dynamic.delete(res, name=name, namespace=ns, **extra), "delete", kind, name, ns)
+            self._call(
+                lambda: self.dynamic.delete(res, name=name, namespace=ns, **extra), "delete", kind, name, ns
+            )
         except ClusterError as exc:
             if exc.status == 404 and missing_ok:
                 return False
@@ -241,36 +342,80 @@ class Cluster:
         return True
 
     # -- read
-    def get(self, kind: str, name: str | None = None, namespace: str | None = None, *,
-            label_selector: str | None = None, api_version: str | None = None,
-            all_namespaces: bool = False) -> dict:
+    def get(
+        self,
+        kind: str,
+        name: str | None = None,
+        namespace: str | None = None,
+        *,
+        label_selector: str | None = None,
+        api_version: str | None = None,
+        all_namespaces: bool = False,
+    ) -> dict:
         """One object, or a list ({"items": [...], "metadata": {"resourceVersion": ...}}) without a name;
         `all_namespaces` lists a namespaced kind across every namespace (`kubectl get -A`)."""
         res = self.resource(kind, api_version)
         ns = (namespace or "default") if res.namespaced and not (all_namespaces and name is None) else None
-        out = self._call(lambda: res.get(name=name, namespace=ns, label_selector=label_selector),
-                         "get" if name else "list", kind, name, ns)
+        out = self._call(
+            lambda: res.get(name=name, namespace=ns, label_selector=label_selector),
+            "get" if name else "list",
+            kind,
+            name,
+            ns,
+        )
         return out.to_dict()
 
-    def patch(self, kind: str, name: str, namespace: str | None, patch: dict, *, field_manager: str = "workshop",
-              api_version: str | None = None) -> dict:
+    def patch(
+        self,
+        kind: str,
+        name: str,
+        namespace: str | None,
+        patch: dict,
+        *,
+        field_manager: str = "workshop",
+        api_version: str | None = None,
+    ) -> dict:
         """A JSON merge patch (what `kubectl annotate` / `kubectl label` send): adds or changes the given keys
         only, so fields other managers own, and fields this manager applied, stay as they are."""
         res = self.resource(kind, api_version)
         ns = (namespace or "default") if res.namespaced else None
-        out = self._call(lambda: self.dynamic.patch(res, body=patch, name=name, namespace=ns,
-                                                    content_type="application/merge-patch+json",
-                                                    field_manager=field_manager), "patch", kind, name, ns)
+        out = self._call(
+            lambda: self.dynamic.patch(
+                res,
+                body=patch,
+                name=name,
+                namespace=ns,
+                content_type="application/merge-patch+json",
+                field_manager=field_manager,
+            ),
+            "patch",
+            kind,
+            name,
+            ns,
+        )
         return out.to_dict()
 
     def pods(self, namespace: str = "default", *, label_selector: str | None = None) -> list[str]:
         """Names of the pods matching a selector (typed CoreV1Api)."""
-        out = self._call(lambda: self.core.list_namespaced_pod(namespace, label_selector=label_selector),
-                         "list", "Pod", None, namespace)
+        out = self._call(
+            lambda: self.core.list_namespaced_pod(namespace, label_selector=label_selector),
+            "list",
+            "Pod",
+            None,
+            namespace,
+        )
         return [p.metadata.name for p in out.items]
 
-    def wait_for(self, kind: str, name: str, condition: str = "Ready", timeout: float = 600, *,
-                 namespace: str | None = None, interval: float = 5) -> bool:
+    def wait_for(
+        self,
+        kind: str,
+        name: str,
+        condition: str = "Ready",
+        timeout: float = 600,
+        *,
+        namespace: str | None = None,
+        interval: float = 5,
+    ) -> bool:
         """Poll until status.conditions[type=condition] is True; False on timeout (never hangs)."""
         check_positive("timeout", timeout)
         deadline = time.monotonic() + timeout
@@ -286,8 +431,15 @@ class Cluster:
                 return False
             time.sleep(interval)
 
-    def watch(self, kind: str, *, timeout: float = 300, namespace: str | None = None,
-              label_selector: str | None = None, api_version: str | None = None) -> Iterator[tuple[str, dict]]:
+    def watch(
+        self,
+        kind: str,
+        *,
+        timeout: float = 300,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        api_version: str | None = None,
+    ) -> Iterator[tuple[str, dict]]:
         """(event type, object) pairs for `timeout` seconds, as an informer sees them: a list first (each
         object as ADDED), then a watch from its resourceVersion. A cut stream resumes from the last version
         seen; 410 Gone (that version was compacted away) lists again."""
@@ -307,9 +459,16 @@ class Cluster:
                     yield "ADDED", item
                 version = (listing.get("metadata") or {}).get("resourceVersion") or "0"
                 continue
-            stream = watch.Watch().stream(res.get, namespace=ns, label_selector=label_selector,
-                                          resource_version=version, allow_watch_bookmarks=True, serialize=False,
-                                          timeout_seconds=max(1, int(left)), _request_timeout=(10, left + 10))
+            stream = watch.Watch().stream(
+                res.get,
+                namespace=ns,
+                label_selector=label_selector,
+                resource_version=version,
+                allow_watch_bookmarks=True,
+                serialize=False,
+                timeout_seconds=max(1, int(left)),
+                _request_timeout=(10, left + 10),
+            )
             try:
                 for event in stream:
                     obj = event.get("raw_object") or event.get("object") or {}
@@ -332,8 +491,10 @@ class Cluster:
             meta, status = obj.get("metadata") or {}, obj.get("status") or {}
             labels = meta.get("labels") or {}
             ready = [c["type"] for c in status.get("conditions") or [] if c.get("status") == "True"]
-            yield (f"{kind:8} nodeclaim/{meta.get('name')} type={labels.get('node.kubernetes.io/instance-type', '?')}"
-                   f" node={status.get('nodeName', '-')} true={','.join(ready) or '-'}")
+            yield (
+                f"{kind:8} nodeclaim/{meta.get('name')} type={labels.get('node.kubernetes.io/instance-type', '?')}"
+                f" node={status.get('nodeName', '-')} true={','.join(ready) or '-'}"
+            )
 
     def watch_nodes(self, *, timeout: float = 600, label_selector: str | None = None) -> Iterator[str]:
         for kind, obj in self.watch("Node", timeout=timeout, label_selector=label_selector):
@@ -341,24 +502,46 @@ class Cluster:
             labels = meta.get("labels") or {}
             conds = conditions(obj)
             taints = [t.get("key") for t in (obj.get("spec") or {}).get("taints") or []]
-            yield (f"{kind:8} node/{meta.get('name')} type={labels.get('node.kubernetes.io/instance-type', '?')}"
-                   f" ready={conds.get('Ready', '?')} taints={','.join(taints) or '-'}")
+            yield (
+                f"{kind:8} node/{meta.get('name')} type={labels.get('node.kubernetes.io/instance-type', '?')}"
+                f" ready={conds.get('Ready', '?')} taints={','.join(taints) or '-'}"
+            )
 
-    def logs(self, pod: str, namespace: str = "default", *, container: str | None = None,
-             follow: bool = False, tail: int | None = None, timeout: float = 3600):
+    def logs(
+        self,
+        pod: str,
+        namespace: str = "default",
+        *,
+        container: str | None = None,
+        follow: bool = False,
+        tail: int | None = None,
+        timeout: float = 3600,
+    ):
         """A pod's log (`kubectl logs`): the whole text, or with follow=True (`-f`) an iterator of lines as
         they are written."""
         from kubernetes import watch
 
         kwargs = {k: v for k, v in (("container", container), ("tail_lines", tail)) if v is not None}
         if not follow:
-            return self._call(lambda: self.core.read_namespaced_pod_log(pod, namespace, _request_timeout=timeout,
-                                                                         **kwargs), "get logs of", "pods", pod,
-                              namespace)
+            return self._call(
+                lambda: self.core.read_namespaced_pod_log(pod, namespace, _request_timeout=timeout, **kwargs),
+                "get logs of",
+                "pods",
+                pod,
+                namespace,
+            )
 
-        return _guarded(lambda: watch.Watch().stream(self.core.read_namespaced_pod_log, pod, namespace,
-                                                     follow=True, _request_timeout=(10, timeout), **kwargs),
-                        lambda exc: self._explain(exc, "get", "pods/log", pod, namespace))
+        return _guarded(
+            lambda: watch.Watch().stream(
+                self.core.read_namespaced_pod_log,
+                pod,
+                namespace,
+                follow=True,
+                _request_timeout=(10, timeout),
+                **kwargs,
+            ),
+            lambda exc: self._explain(exc, "get", "pods/log", pod, namespace),
+        )
 
 
 def _guarded(make, explain) -> Iterator[str]:
@@ -377,8 +560,14 @@ def conditions(obj: dict) -> dict[str, str]:
     return {c.get("type"): c.get("status") for c in (obj.get("status") or {}).get("conditions") or []}
 
 
-def connect(*, kubeconfig: str | None = None, context: str | None = None, timeout: float = 5.0,
-            quiet: bool = False, required: bool = False) -> Cluster | None:
+def connect(
+    *,
+    kubeconfig: str | None = None,
+    context: str | None = None,
+    timeout: float = 5.0,
+    quiet: bool = False,
+    required: bool = False,
+) -> Cluster | None:
     """A Cluster when an API server answers; None (with one plain printed reason) otherwise, or, with
     `required`, a NoCluster error carrying that reason (for commands that cannot go on offline)."""
     check_library()
@@ -420,7 +609,9 @@ def connect(*, kubeconfig: str | None = None, context: str | None = None, timeou
     try:
         info = client.VersionApi(cluster.api).get_code(_request_timeout=timeout)
     except (HTTPError, OSError) as exc:
-        say(f"no cluster: the API server at {cfg.host} did not answer ({type(exc).__name__}); continuing offline")
+        say(
+            f"no cluster: the API server at {cfg.host} did not answer ({type(exc).__name__}); continuing offline"
+        )
         return None
     except ApiException as exc:
         say(f"no cluster: {cluster._explain(exc, 'get', 'version')}; continuing offline")
@@ -437,4 +628,3 @@ def check_kubeconfig(path, what: str = "kubeconfig") -> None:
     docs = read_yaml_docs(path, what, "a kubeconfig: one YAML mapping")
     if len(docs) != 1:
         raise WorkshopError(f"{what} {str(path)!r} holds {len(docs)} YAML documents; expected one mapping")
-

@@ -24,7 +24,9 @@ def main(argv: list[str] | None = None) -> int:
     p_apply.add_argument("files", nargs="+")
     p_apply.add_argument("--dry-run", action="store_true", help="server-side dry run (nothing stored)")
     p_apply.add_argument("--field-manager", default="workshop")
-    p_apply.add_argument("--force-conflicts", action="store_true", help="take over fields another manager owns")
+    p_apply.add_argument(
+        "--force-conflicts", action="store_true", help="take over fields another manager owns"
+    )
     p_watch = sub.add_parser("watch", help="print NodeClaim or Node changes until the timeout")
     p_watch.add_argument("what", choices=["nodeclaims", "nodes"])
     p_watch.add_argument("--timeout", type=float, default=600)
@@ -34,21 +36,37 @@ def main(argv: list[str] | None = None) -> int:
     p_logs.add_argument("-f", "--follow", action="store_true")
     p_del = sub.add_parser("delete", help="delete the objects of YAML files")
     p_del.add_argument("files", nargs="+")
-    p_down = sub.add_parser("teardown", help="list what the workbook created and what it costs; --yes removes it",
-                            description="List every object the workbook created (label app.kubernetes.io/part-of="
-                                        "workshop or field manager workshop) with what it costs; --yes deletes them "
-                                        "in dependency order and waits until Karpenter has drained the nodes.",
-                            epilog="exit codes: 0 done, 1 something could not be listed or removed, 2 bad flags or "
-                                   "no cluster, 3 stopped (nothing deleted): a claim holds a trained model")
+    p_down = sub.add_parser(
+        "teardown",
+        help="list what the workbook created and what it costs; --yes removes it",
+        description="List every object the workbook created (label app.kubernetes.io/part-of="
+        "workshop or field manager workshop) with what it costs; --yes deletes them "
+        "in dependency order and waits until Karpenter has drained the nodes.",
+        epilog="exit codes: 0 done, 1 something could not be listed or removed, 2 bad flags or "
+        "no cluster, 3 stopped (nothing deleted): a claim holds a trained model",
+    )
     p_down.add_argument("--yes", action="store_true", help="delete (without it: a dry run that only lists)")
     model = p_down.add_mutually_exclusive_group()
-    model.add_argument("--keep-model", action="store_true",
-                       help="keep claims that hold a trained model (and their FSx file system); delete the rest")
-    model.add_argument("--delete-model", action="store_true", help="delete claims that hold a trained model too")
-    p_down.add_argument("--timeout", type=float, default=900,
-                        help="seconds to wait for Karpenter to drain the deleted pools' nodes (default 900)")
-    p_down.add_argument("-n", "--namespace", default=None,
-                        help="only this namespace's TrainJobs, claims and Secrets (default: every namespace)")
+    model.add_argument(
+        "--keep-model",
+        action="store_true",
+        help="keep claims that hold a trained model (and their FSx file system); delete the rest",
+    )
+    model.add_argument(
+        "--delete-model", action="store_true", help="delete claims that hold a trained model too"
+    )
+    p_down.add_argument(
+        "--timeout",
+        type=float,
+        default=900,
+        help="seconds to wait for Karpenter to drain the deleted pools' nodes (default 900)",
+    )
+    p_down.add_argument(
+        "-n",
+        "--namespace",
+        default=None,
+        help="only this namespace's TrainJobs, claims and Secrets (default: every namespace)",
+    )
     args = parser.parse_args(argv)
     try:
         # every input is judged before any connection: a bad file or value never reaches a cluster
@@ -57,11 +75,14 @@ def main(argv: list[str] | None = None) -> int:
         docs = []
         for f in getattr(args, "files", None) or []:
             for i, doc in enumerate(read_yaml_docs(f), 1):
-                if not doc.get("kind") or not isinstance(doc.get("metadata"), dict) or not doc["metadata"].get("name"):
+                if (
+                    not doc.get("kind")
+                    or not isinstance(doc.get("metadata"), dict)
+                    or not doc["metadata"].get("name")
+                ):
                     raise WorkshopError(f"manifest file {f!r}: document {i} has no kind or no metadata.name")
                 docs.append(doc)
         if args.action == "apply":
-
             ensure_valid(docs)
             if not args.field_manager or len(args.field_manager) > 128:
                 raise WorkshopError(f"--field-manager {args.field_manager!r} must be 1-128 characters")
@@ -72,20 +93,28 @@ def main(argv: list[str] | None = None) -> int:
                 check_dns_label("--namespace", args.namespace)
             # no cluster is an error here (exit 2), not an offline fallback: there is nothing to list
             found = connect(kubeconfig=args.kubeconfig, context=args.context, required=True)
-            return teardown(found, yes=args.yes, keep_model=args.keep_model, delete_model=args.delete_model,
-                            timeout=args.timeout, namespace=args.namespace)
+            return teardown(
+                found,
+                yes=args.yes,
+                keep_model=args.keep_model,
+                delete_model=args.delete_model,
+                timeout=args.timeout,
+                namespace=args.namespace,
+            )
         cluster = connect(kubeconfig=args.kubeconfig, context=args.context)
         if cluster is None:
             return 1
         if args.action == "apply":
-            for result in cluster.apply(docs, dry_run=args.dry_run, field_manager=args.field_manager,
-                                        force=args.force_conflicts):
+            for result in cluster.apply(
+                docs, dry_run=args.dry_run, field_manager=args.field_manager, force=args.force_conflicts
+            ):
                 print(result)
         elif args.action == "delete":
             for doc in docs:
                 meta = doc.get("metadata") or {}
-                gone = cluster.delete(doc["kind"], meta["name"], meta.get("namespace"),
-                                      api_version=doc.get("apiVersion"))
+                gone = cluster.delete(
+                    doc["kind"], meta["name"], meta.get("namespace"), api_version=doc.get("apiVersion")
+                )
                 print(f"{doc['kind']}/{meta['name']} {'deleted' if gone else 'was not there'}")
         elif args.action == "watch":
             check_choice("watch target", args.what, ("nodeclaims", "nodes"))
@@ -94,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(line, flush=True)
         elif args.action == "logs":
             out = cluster.logs(args.pod, args.namespace, follow=args.follow)
-            for line in (out if args.follow else str(out).splitlines()):
+            for line in out if args.follow else str(out).splitlines():
                 print(line, flush=True)
     except WorkshopError as exc:
         return report(exc)

@@ -42,11 +42,11 @@ ADD = "`python -m workshop crds fetch --{family} VERSION` (needs the network) or
 
 @dataclass(frozen=True)
 class Release:
-    family: str   # "karpenter" | "trainer"
+    family: str  # "karpenter" | "trainer"
     version: str
     files: Files  # (path in the release folder, path in the repository at the tag, sha256)
     note: str = ""  # what the release supports (Kubernetes versions, API form), with where that was read
-    pinned: bool = True   # shipped with the package; False: added by the learner into the cache
+    pinned: bool = True  # shipped with the package; False: added by the learner into the cache
 
     @property
     def folder(self) -> str:
@@ -66,16 +66,27 @@ class Release:
 
 
 def _karpenter_files(nodepools: str = "", nodeclaims: str = "", ec2nodeclasses: str = "") -> Files:
-    return tuple((name, f"pkg/apis/crds/{name}", digest) for name, digest in (
-        ("karpenter.sh_nodepools.yaml", nodepools), ("karpenter.sh_nodeclaims.yaml", nodeclaims),
-        ("karpenter.k8s.aws_ec2nodeclasses.yaml", ec2nodeclasses)))
+    return tuple(
+        (name, f"pkg/apis/crds/{name}", digest)
+        for name, digest in (
+            ("karpenter.sh_nodepools.yaml", nodepools),
+            ("karpenter.sh_nodeclaims.yaml", nodeclaims),
+            ("karpenter.k8s.aws_ec2nodeclasses.yaml", ec2nodeclasses),
+        )
+    )
 
 
-def _trainer_files(trainjobs: str = "", runtimes: str = "", cluster_runtimes: str = "",
-                   extra: Files = ()) -> Files:
-    return tuple((f"trainer.kubeflow.org_{kind}.yaml", f"manifests/base/crds/trainer.kubeflow.org_{kind}.yaml", d)
-                 for kind, d in (("trainjobs", trainjobs), ("trainingruntimes", runtimes),
-                                 ("clustertrainingruntimes", cluster_runtimes))) + tuple(extra)
+def _trainer_files(
+    trainjobs: str = "", runtimes: str = "", cluster_runtimes: str = "", extra: Files = ()
+) -> Files:
+    return tuple(
+        (f"trainer.kubeflow.org_{kind}.yaml", f"manifests/base/crds/trainer.kubeflow.org_{kind}.yaml", d)
+        for kind, d in (
+            ("trainjobs", trainjobs),
+            ("trainingruntimes", runtimes),
+            ("clustertrainingruntimes", cluster_runtimes),
+        )
+    ) + tuple(extra)
 
 
 # an added release: same paths, digests at download
@@ -86,32 +97,60 @@ LAYOUT: dict[str, Callable[[], Files]] = {"karpenter": _karpenter_files, "traine
 # Kubernetes support: Karpenter's compatibility matrix (karpenter.sh/<version>/upgrading/compatibility;
 # endoflife.date/karpenter lists 1.29-1.34 for 1.8 and 1.29-1.35 for 1.9-1.11).
 RELEASES: tuple[Release, ...] = (
-    Release("karpenter", "1.8.8", _karpenter_files(
-        "afb06cd334df6cd7a063eabd173a7fba249b1edf5b62aae5c507fd8d91ad562b",
-        "8ae55a4c28aa50e4d5d5d58842f265e16131aaeb26d982ae45597fd2f392f4f8",
-        "92854a4070992a4775bcf250132b9cb2c7b266155ff693b7fa3f7ba64dbe0a30"),
-        note="Kubernetes 1.29-1.34 (Karpenter's compatibility matrix; nothing newer than 1.34)"),
-    Release("karpenter", "1.14.1", _karpenter_files(
-        "3bb64a20c80776b77aa19a699ebdaf34480a7b2e7ec4ef890b43225b3517f878",
-        "96037dc241031fe0f7a09ddf78183d885ce6a1dfe115f7b3fbf8a12c564be694",
-        "62dec59f01c0972d4503ca3ed25f243ba9c2f561be0d964ce7a14c8df406132f"),
+    Release(
+        "karpenter",
+        "1.8.8",
+        _karpenter_files(
+            "afb06cd334df6cd7a063eabd173a7fba249b1edf5b62aae5c507fd8d91ad562b",
+            "8ae55a4c28aa50e4d5d5d58842f265e16131aaeb26d982ae45597fd2f392f4f8",
+            "92854a4070992a4775bcf250132b9cb2c7b266155ff693b7fa3f7ba64dbe0a30",
+        ),
+        note="Kubernetes 1.29-1.34 (Karpenter's compatibility matrix; nothing newer than 1.34)",
+    ),
+    Release(
+        "karpenter",
+        "1.14.1",
+        _karpenter_files(
+            "3bb64a20c80776b77aa19a699ebdaf34480a7b2e7ec4ef890b43225b3517f878",
+            "96037dc241031fe0f7a09ddf78183d885ce6a1dfe115f7b3fbf8a12c564be694",
+            "62dec59f01c0972d4503ca3ed25f243ba9c2f561be0d964ce7a14c8df406132f",
+        ),
         note="Kubernetes 1.29 and later, 1.35 included (every release since 1.9 supports 1.35; check "
-                   "karpenter.sh/v1.14/upgrading/compatibility for newer ones)"),
-    Release("trainer", "2.1.0", _trainer_files(
-        "65ea8f95f298103275e00b690bda5e090355f7eb5d6e4d15236b557f088b8078",
-        "bcf07e6094259d389a00d84013e7723b975570373ee00f07dc5faec7b002f155",
-        "be1a629914db7bef3b4f864be82a0bfcb7ab5fb8e2fd58542de024b9f5f559f0",
-        # Kubeflow's own runtimes of that release: a real-world positive corpus for the validator
-        extra=(("runtimes/torch_distributed.yaml", "manifests/base/runtimes/torch_distributed.yaml",
-                "1a7676cef35c79ac281bdc9cec20fbc8604f0ff1b394c1e7619623f1b243410a"),
-               ("runtimes/deepspeed_distributed.yaml", "manifests/base/runtimes/deepspeed_distributed.yaml",
-                "15dc4d6606a2d4fb9b722390a742b92e7e73e6ebb51e36f6a2002b2dc5791aeb"))),
-        note="the TrainJob API form with podTemplateOverrides (the original workshop's release)"),
-    Release("trainer", "2.3.0", _trainer_files(
-        "a742cafc5b5582640c7e0b7467c024fc237256fbca5ba0a9f0531dfb66d64416",
-        "69b8dbdf60a18e28cddcc2b8dfc4ce72a943e14b531b9389d593118faee4919f",
-        "ec84dc3388fcdbe8c61d3c247a773d14458dd9438e995bea8e50d2a18080eef9"),
-        note="the TrainJob API form with runtimePatches (2.2 and later)"),
+        "karpenter.sh/v1.14/upgrading/compatibility for newer ones)",
+    ),
+    Release(
+        "trainer",
+        "2.1.0",
+        _trainer_files(
+            "65ea8f95f298103275e00b690bda5e090355f7eb5d6e4d15236b557f088b8078",
+            "bcf07e6094259d389a00d84013e7723b975570373ee00f07dc5faec7b002f155",
+            "be1a629914db7bef3b4f864be82a0bfcb7ab5fb8e2fd58542de024b9f5f559f0",
+            # Kubeflow's own runtimes of that release: a real-world positive corpus for the validator
+            extra=(
+                (
+                    "runtimes/torch_distributed.yaml",
+                    "manifests/base/runtimes/torch_distributed.yaml",
+                    "1a7676cef35c79ac281bdc9cec20fbc8604f0ff1b394c1e7619623f1b243410a",
+                ),
+                (
+                    "runtimes/deepspeed_distributed.yaml",
+                    "manifests/base/runtimes/deepspeed_distributed.yaml",
+                    "15dc4d6606a2d4fb9b722390a742b92e7e73e6ebb51e36f6a2002b2dc5791aeb",
+                ),
+            ),
+        ),
+        note="the TrainJob API form with podTemplateOverrides (the original workshop's release)",
+    ),
+    Release(
+        "trainer",
+        "2.3.0",
+        _trainer_files(
+            "a742cafc5b5582640c7e0b7467c024fc237256fbca5ba0a9f0531dfb66d64416",
+            "69b8dbdf60a18e28cddcc2b8dfc4ce72a943e14b531b9389d593118faee4919f",
+            "ec84dc3388fcdbe8c61d3c247a773d14458dd9438e995bea8e50d2a18080eef9",
+        ),
+        note="the TrainJob API form with runtimePatches (2.2 and later)",
+    ),
 )
 
 
@@ -140,7 +179,7 @@ def _added(family: str) -> list[Release]:
     prefix = FOLDER[family].format("")
     base = cache_dir()
     for folder in sorted(base.glob(prefix + "*")) if base.is_dir() else []:
-        version = folder.name[len(prefix):]
+        version = folder.name[len(prefix) :]
         sums = folder / DIGESTS_FILE
         if version in pinned or not sums.is_file():
             continue
@@ -155,7 +194,9 @@ def releases(family: str | None = None) -> list[Release]:
     fams = FAMILIES if family is None else (family,)
     out = []
     for fam in fams:
-        out += sorted([r for r in RELEASES if r.family == fam] + _added(fam), key=lambda r: _version_key(r.version))
+        out += sorted(
+            [r for r in RELEASES if r.family == fam] + _added(fam), key=lambda r: _version_key(r.version)
+        )
     return out
 
 
@@ -173,8 +214,10 @@ def release(family: str, version: str) -> Release:
     check_choice("CRD family", family, FAMILIES)
     known = releases(family)
     if version not in [r.version for r in known]:
-        raise WorkshopError(f"{NAME[family]} release {version!r} is unknown here; known: "
-                            f"{', '.join(r.version for r in known)} (to add one: {ADD.format(family=family)})")
+        raise WorkshopError(
+            f"{NAME[family]} release {version!r} is unknown here; known: "
+            f"{', '.join(r.version for r in known)} (to add one: {ADD.format(family=family)})"
+        )
     return next(r for r in known if r.version == version)
 
 
@@ -207,8 +250,10 @@ def _verified(rel: Release, where: Path) -> Path | None:
     for name, _, digest in rel.files:
         got = _file_sha256(where / name)
         if digest and got != digest:
-            raise CRDsMissing(f"{where / name} does not match the sha256 recorded for {rel.label} "
-                              f"({digest[:12]}…, got {got[:12]}…): it was altered; restore it or delete it")
+            raise CRDsMissing(
+                f"{where / name} does not match the sha256 recorded for {rel.label} "
+                f"({digest[:12]}…, got {got[:12]}…): it was altered; restore it or delete it"
+            )
     return where
 
 
@@ -230,8 +275,10 @@ def folder(family: str, version: str, *, fetch_if_missing: bool = True) -> Path:
         found = _verified(rel, override / rel.folder)
         if found:
             return found
-        raise CRDsMissing(f"no CRD schemas for {rel.label} in WORKSHOP_CRDS_DIR={override}; unset it to use "
-                          f"the ones that ship with the workbook")
+        raise CRDsMissing(
+            f"no CRD schemas for {rel.label} in WORKSHOP_CRDS_DIR={override}; unset it to use "
+            f"the ones that ship with the workbook"
+        )
     for base in ([SHIPPED] if rel.pinned else []) + [cache_dir()]:
         found = _verified(rel, base / rel.folder)
         if found:
@@ -240,8 +287,10 @@ def folder(family: str, version: str, *, fetch_if_missing: bool = True) -> Path:
         with contextlib.suppress(CRDsMissing):
             fetch([rel], quiet=True)
             return cache_dir() / rel.folder
-    raise CRDsMissing(f"no CRD schemas for {rel.label} on this machine (and none could be downloaded); "
-                      f"{ADD.format(family=family)}")
+    raise CRDsMissing(
+        f"no CRD schemas for {rel.label} on this machine (and none could be downloaded); "
+        f"{ADD.format(family=family)}"
+    )
 
 
 def _not_a_crd(name: str, data: bytes) -> str | None:
@@ -254,7 +303,8 @@ def _not_a_crd(name: str, data: bytes) -> str | None:
     except (UnicodeDecodeError, yaml.YAMLError) as e:
         return f"{name} is not YAML text ({type(e).__name__})"
     if not name.startswith("runtimes/") and not any(
-            isinstance(d, dict) and d.get("kind") == "CustomResourceDefinition" for d in docs):
+        isinstance(d, dict) and d.get("kind") == "CustomResourceDefinition" for d in docs
+    ):
         return f"{name} holds no CustomResourceDefinition"
     return None
 
@@ -275,10 +325,14 @@ def new_release(family: str, version: str) -> Release:
     """A release not pinned here, laid out like the pinned ones of its family; digests recorded on download."""
     check_choice("CRD family", family, FAMILIES)
     if not re.fullmatch(r"\d+\.\d+\.\d+(-[0-9A-Za-z.]+)?", version):
-        raise WorkshopError(f"{NAME[family]} version {version!r} is not a release number such as "
-                            f"{pinned_versions(family)[-1]}")
+        raise WorkshopError(
+            f"{NAME[family]} version {version!r} is not a release number such as "
+            f"{pinned_versions(family)[-1]}"
+        )
     pinned = [r for r in RELEASES if r.family == family and r.version == version]
-    return pinned[0] if pinned else Release(family, version, LAYOUT[family](), note="added by you", pinned=False)
+    return (
+        pinned[0] if pinned else Release(family, version, LAYOUT[family](), note="added by you", pinned=False)
+    )
 
 
 def fetch(rels, *, base_url: str | None = None, timeout: float = 30, quiet: bool = False) -> list[str]:
@@ -297,13 +351,16 @@ def fetch(rels, *, base_url: str | None = None, timeout: float = 30, quiet: bool
                 with urllib.request.urlopen(url, timeout=timeout) as resp:
                     data = resp.read()
             except urllib.error.HTTPError as e:
-                raise CRDsMissing(f"could not download {url}: HTTP {e.code} (is {rel.tag} a {NAME[rel.family]} "
-                                  f"release?)") from None
+                raise CRDsMissing(
+                    f"could not download {url}: HTTP {e.code} (is {rel.tag} a {NAME[rel.family]} release?)"
+                ) from None
             except (urllib.error.URLError, OSError) as e:
                 raise CRDsMissing(f"could not download {url}: {getattr(e, 'reason', e)}") from None
             if digest and _sha256(data) != digest:
-                raise CRDsMissing(f"{url} does not match its pinned sha256 {digest[:12]}… (got "
-                                  f"{_sha256(data)[:12]}…): refused, nothing written")
+                raise CRDsMissing(
+                    f"{url} does not match its pinned sha256 {digest[:12]}… (got "
+                    f"{_sha256(data)[:12]}…): refused, nothing written"
+                )
             if not digest and (why := _not_a_crd(name, data)):
                 raise CRDsMissing(f"{url}: {why}; refused, nothing written")
             got[name] = data
@@ -327,12 +384,15 @@ def import_dir(src: str | Path) -> list[str]:
     for family in FAMILIES:
         prefix = FOLDER[family].format("")
         for sub in sorted(src.glob(prefix + "*")):
-            rel = new_release(family, sub.name[len(prefix):])
+            rel = new_release(family, sub.name[len(prefix) :])
             if missing(rel, src):
                 continue
             datas = {name: (sub / name).read_bytes() for name, _, _ in rel.files}
-            bad = [f"{rel.folder}/{n}" for n, _, d in rel.files
-                   if (d and _sha256(datas[n]) != d) or (not d and _not_a_crd(n, datas[n]))]
+            bad = [
+                f"{rel.folder}/{n}"
+                for n, _, d in rel.files
+                if (d and _sha256(datas[n]) != d) or (not d and _not_a_crd(n, datas[n]))
+            ]
             if bad:
                 refused += bad
                 continue
@@ -344,12 +404,16 @@ def import_dir(src: str | Path) -> list[str]:
             if not rel.pinned:
                 _record_digests(rel, {n: _sha256(d) for n, d in datas.items()})
     if refused:
-        raise WorkshopError(f"refused {len(refused)} file(s) (a pinned release's sha256 differs, or an added "
-                            "release's file is not a CRD): "
-                            f"{', '.join(refused)}; {len(written)} imported")
+        raise WorkshopError(
+            f"refused {len(refused)} file(s) (a pinned release's sha256 differs, or an added "
+            "release's file is not a CRD): "
+            f"{', '.join(refused)}; {len(written)} imported"
+        )
     if not written:
-        raise WorkshopError(f"no complete release folder found under {src}; expected e.g. "
-                            f"{RELEASES[0].folder}/{RELEASES[0].files[0][0]}")
+        raise WorkshopError(
+            f"no complete release folder found under {src}; expected e.g. "
+            f"{RELEASES[0].folder}/{RELEASES[0].files[0][0]}"
+        )
     return written
 
 
@@ -359,31 +423,38 @@ def status() -> list[tuple[Release, str]]:
 
 def sources_markdown() -> str:
     """schemas/SOURCES.md: where every shipped file came from (a test keeps it equal to RELEASES)."""
-    rows = [f"| {r.folder}/{name} | [{r.repo}](https://github.com/{r.repo}) @ {r.tag} | `{upstream}` | `{d}` |"
-            for r in RELEASES for name, upstream, d in r.files]
-    return "\n".join([
-        "# The CRD files that ship with the workbook",
-        "",
-        "Unmodified upstream files, byte for byte, so that a clone validates manifests offline. Both projects",
-        "publish them under the Apache License 2.0 (a copy is in `LICENSE` beside this file); the URL of each is",
-        f"`{BASE_URL}/<repository>/<tag>/<path>`. `workshop/k8s/crds.py` checks every read against the sha256",
-        "below. Regenerate this file with `python -m workshop crds sources`.",
-        "",
-        "| file | repository @ tag | path at the tag | sha256 |",
-        "|---|---|---|---|",
-        *rows,
-        "",
-        "Kubernetes versions each release supports:",
-        "",
-        *[f"- {r.label}: {r.note}" for r in RELEASES],
-        "",
-    ])
+    rows = [
+        f"| {r.folder}/{name} | [{r.repo}](https://github.com/{r.repo}) @ {r.tag} | `{upstream}` | `{d}` |"
+        for r in RELEASES
+        for name, upstream, d in r.files
+    ]
+    return "\n".join(
+        [
+            "# The CRD files that ship with the workbook",
+            "",
+            "Unmodified upstream files, byte for byte, so that a clone validates manifests offline. Both projects",
+            "publish them under the Apache License 2.0 (a copy is in `LICENSE` beside this file); the URL of each is",
+            f"`{BASE_URL}/<repository>/<tag>/<path>`. `workshop/k8s/crds.py` checks every read against the sha256",
+            "below. Regenerate this file with `python -m workshop crds sources`.",
+            "",
+            "| file | repository @ tag | path at the tag | sha256 |",
+            "|---|---|---|---|",
+            *rows,
+            "",
+            "Kubernetes versions each release supports:",
+            "",
+            *[f"- {r.label}: {r.note}" for r in RELEASES],
+            "",
+        ]
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="workshop crds", description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="cmd", required=True)
-    f = sub.add_parser("fetch", help="add another release: download its CRDs into the cache, digests recorded")
+    f = sub.add_parser(
+        "fetch", help="add another release: download its CRDs into the cache, digests recorded"
+    )
     f.add_argument("--karpenter", metavar="VERSION", help="a karpenter-provider-aws release, e.g. 1.9.0")
     f.add_argument("--trainer", metavar="VERSION", help="a Kubeflow Trainer release, e.g. 2.2.0")
     imp = sub.add_parser("import", help="add releases from a folder of release folders (pinned ones checked)")
@@ -393,10 +464,14 @@ def main(argv: list[str] | None = None) -> int:
     a = p.parse_args(argv)
     try:
         if a.cmd == "fetch":
-            wanted = [new_release(fam, v) for fam, v in (("karpenter", a.karpenter), ("trainer", a.trainer)) if v]
+            wanted = [
+                new_release(fam, v) for fam, v in (("karpenter", a.karpenter), ("trainer", a.trainer)) if v
+            ]
             if not wanted:
-                raise WorkshopError("name a release to add: --karpenter VERSION and/or --trainer VERSION (the "
-                                    f"pinned ones ship with the workbook: {_pinned_list()})")
+                raise WorkshopError(
+                    "name a release to add: --karpenter VERSION and/or --trainer VERSION (the "
+                    f"pinned ones ship with the workbook: {_pinned_list()})"
+                )
             written = fetch(wanted)
             print(f"{len(written)} file(s) downloaded into {cache_dir()}")
         elif a.cmd == "import":
@@ -405,8 +480,10 @@ def main(argv: list[str] | None = None) -> int:
             print(sources_markdown(), end="")
         else:
             override = _override()
-            print(f"CRD schemas: the package ({SHIPPED}), then the cache ({cache_dir()})"
-                  + (f"; WORKSHOP_CRDS_DIR={override} replaces both" if override else ""))
+            print(
+                f"CRD schemas: the package ({SHIPPED}), then the cache ({cache_dir()})"
+                + (f"; WORKSHOP_CRDS_DIR={override} replaces both" if override else "")
+            )
             for rel, where in status():
                 print(f"  {rel.label:24} {where:8}  {rel.note}")
     except WorkshopError as e:

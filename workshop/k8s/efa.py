@@ -24,8 +24,10 @@ def _ec2(ec2=None, region: str | None = None):
 
 
 def _self_all(perms: list[dict], sg_id: str) -> bool:
-    return any(p.get("IpProtocol") == "-1" and any(g.get("GroupId") == sg_id for g in p.get("UserIdGroupPairs", []))
-               for p in perms)
+    return any(
+        p.get("IpProtocol") == "-1" and any(g.get("GroupId") == sg_id for g in p.get("UserIdGroupPairs", []))
+        for p in perms
+    )
 
 
 def self_rule_status(sg_id: str, *, ec2=None) -> dict[str, bool]:
@@ -36,15 +38,22 @@ def self_rule_status(sg_id: str, *, ec2=None) -> dict[str, bool]:
     if not groups:
         raise WorkshopError(f"security group {sg_id} not found in this account/region")
     sg = groups[0]
-    return {"ingress": _self_all(sg.get("IpPermissions", []), sg_id),
-            "egress": _self_all(sg.get("IpPermissionsEgress", []), sg_id)}
+    return {
+        "ingress": _self_all(sg.get("IpPermissions", []), sg_id),
+        "egress": _self_all(sg.get("IpPermissionsEgress", []), sg_id),
+    }
 
 
 def ensure_self_rule(sg_id: str, *, ec2=None, dry_run: bool = False) -> list[str]:
     """Add the missing self-referencing all-traffic rule(s); returns which were added ([] = already there)."""
     client = _ec2(ec2)
     status = self_rule_status(sg_id, ec2=client)
-    perm = [{"IpProtocol": "-1", "UserIdGroupPairs": [{"GroupId": sg_id, "Description": "EFA: all traffic within the group"}]}]
+    perm = [
+        {
+            "IpProtocol": "-1",
+            "UserIdGroupPairs": [{"GroupId": sg_id, "Description": "EFA: all traffic within the group"}],
+        }
+    ]
     added = []
     if not status["ingress"]:
         if not dry_run:
@@ -59,14 +68,30 @@ def ensure_self_rule(sg_id: str, *, ec2=None, dry_run: bool = False) -> list[str
 
 def node_security_groups(cluster_name: str, *, ec2=None) -> list[str]:
     """The groups Karpenter gives the nodes: those tagged karpenter.sh/discovery=<cluster> (the EC2NodeClass's selector)."""
-    resp = _ec2(ec2).describe_security_groups(Filters=[{"Name": "tag:karpenter.sh/discovery", "Values": [cluster_name]}])
+    resp = _ec2(ec2).describe_security_groups(
+        Filters=[{"Name": "tag:karpenter.sh/discovery", "Values": [cluster_name]}]
+    )
     return sorted(g["GroupId"] for g in resp["SecurityGroups"])
 
 
 def fi_info_command(pod: str, namespace: str = "default", container: str = "node") -> list[str]:
     """Run inside a GPU node pod: `fi_info -p efa` lists one provider entry per EFA device the pod got. An empty
     answer ("fi_getinfo: -61") means the pod has no EFA device: check its `vpc.amazonaws.com/efa` limit."""
-    return ["kubectl", "exec", "-n", namespace, pod, "-c", container, "--", "fi_info", "-p", "efa", "-t", "FI_EP_RDM"]
+    return [
+        "kubectl",
+        "exec",
+        "-n",
+        namespace,
+        pod,
+        "-c",
+        container,
+        "--",
+        "fi_info",
+        "-p",
+        "efa",
+        "-t",
+        "FI_EP_RDM",
+    ]
 
 
 def count_efa_devices(fi_info_output: str) -> int:

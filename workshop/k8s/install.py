@@ -29,19 +29,26 @@ def overlay_url(version: str, overlay: str) -> str:
 def install_commands(version: str) -> list[str]:
     """The same install as shell commands (what the original workshop typed), pinned to `version`."""
     return [f'kubectl apply --server-side -k "{overlay_url(version, o)}"' for o in OVERLAYS] + [
-        "kubectl get clustertrainingruntimes"]
+        "kubectl get clustertrainingruntimes"
+    ]
 
 
 def overlay_documents(version: str, overlay: str, *, run=subprocess.run) -> list[dict]:
     """`kubectl kustomize <pinned overlay>` as documents (needs kubectl and access to github.com)."""
 
     if run is subprocess.run and shutil.which("kubectl") is None:
-        raise WorkshopError("kubectl is not installed; it builds the Trainer's kustomize overlays "
-                            f"(or run: {install_commands(version)[0]})")
-    r = run(["kubectl", "kustomize", overlay_url(version, overlay)], capture_output=True, text=True, check=False)
+        raise WorkshopError(
+            "kubectl is not installed; it builds the Trainer's kustomize overlays "
+            f"(or run: {install_commands(version)[0]})"
+        )
+    r = run(
+        ["kubectl", "kustomize", overlay_url(version, overlay)], capture_output=True, text=True, check=False
+    )
     if r.returncode != 0:
-        raise WorkshopError(f"kubectl kustomize {overlay} at v{normalize_trainer_version(version)} failed: "
-                            f"{r.stderr.strip()[-500:]}")
+        raise WorkshopError(
+            f"kubectl kustomize {overlay} at v{normalize_trainer_version(version)} failed: "
+            f"{r.stderr.strip()[-500:]}"
+        )
     return load_yaml_docs(r.stdout)
 
 
@@ -59,8 +66,15 @@ def install_trainer(cluster, version: str, *, run=subprocess.run, wait_s: float 
     return applied
 
 
-def wait_for_runtimes(cluster, names=(DEFAULT_RUNTIME,), *, timeout: float = 300, interval: float = 5,
-                      clock=time.monotonic, sleep=time.sleep) -> list[str]:
+def wait_for_runtimes(
+    cluster,
+    names=(DEFAULT_RUNTIME,),
+    *,
+    timeout: float = 300,
+    interval: float = 5,
+    clock=time.monotonic,
+    sleep=time.sleep,
+) -> list[str]:
     """Every named ClusterTrainingRuntime exists (what `kubectl get clustertrainingruntimes` showed the original workshop)."""
 
     check_positive("timeout", timeout)
@@ -76,9 +90,11 @@ def wait_for_runtimes(cluster, names=(DEFAULT_RUNTIME,), *, timeout: float = 300
         if all(n in have for n in names):
             return have
         if clock() + interval > deadline:
-            raise WorkshopError(f"ClusterTrainingRuntime(s) {[n for n in names if n not in have]} missing after "
-                                f"{timeout:.0f} s (have: {', '.join(have) or 'none'}); is the Trainer controller "
-                                "running? `kubectl get pods -n kubeflow-system`")
+            raise WorkshopError(
+                f"ClusterTrainingRuntime(s) {[n for n in names if n not in have]} missing after "
+                f"{timeout:.0f} s (have: {', '.join(have) or 'none'}); is the Trainer controller "
+                "running? `kubectl get pods -n kubeflow-system`"
+            )
         sleep(interval)
 
 

@@ -26,8 +26,10 @@ CONDITIONS = ("Created", "Complete", "Failed", "Suspended")
 
 def rank0_selector(job_name: str) -> str:
     """Pod labels of the first node of a TrainJob: JobSet names pods <job>-node-0-0-<hash>."""
-    return (f"jobset.sigs.k8s.io/jobset-name={job_name},jobset.sigs.k8s.io/replicatedjob-name={NODE_JOB},"
-            "jobset.sigs.k8s.io/job-index=0,batch.kubernetes.io/job-completion-index=0")
+    return (
+        f"jobset.sigs.k8s.io/jobset-name={job_name},jobset.sigs.k8s.io/replicatedjob-name={NODE_JOB},"
+        "jobset.sigs.k8s.io/job-index=0,batch.kubernetes.io/job-completion-index=0"
+    )
 
 
 def ensure_secret(cluster, secret: HFTokenSecret, *, create: bool = True) -> str:
@@ -40,8 +42,10 @@ def ensure_secret(cluster, secret: HFTokenSecret, *, create: bool = True) -> str
         if exc.status != 404:
             raise
     if not (create and secret.value):
-        raise WorkshopError(f"Secret {secret.namespace}/{secret.name} does not exist and no token was given; "
-                            f"create it with:\n  {secret.kubectl_command()}")
+        raise WorkshopError(
+            f"Secret {secret.namespace}/{secret.name} does not exist and no token was given; "
+            f"create it with:\n  {secret.kubectl_command()}"
+        )
     cluster.apply([secret.api_body()], namespace=secret.namespace, validate=False)
     return "created"
 
@@ -55,8 +59,9 @@ class Submitted:
     notes: list[str] = field(default_factory=list)
 
 
-def submit(cluster, spec: TrainJobSpec, *, trainer: str = "2.1.0", replace: bool = True,
-           dry_run: bool = False) -> Submitted:
+def submit(
+    cluster, spec: TrainJobSpec, *, trainer: str = "2.1.0", replace: bool = True, dry_run: bool = False
+) -> Submitted:
     """Validate against the release's CRDs, check the Secret, (re)create the TrainJob.
 
     A TrainJob's `spec.trainer` and runtimeRef are immutable, so `replace` deletes an older job of the same
@@ -65,7 +70,9 @@ def submit(cluster, spec: TrainJobSpec, *, trainer: str = "2.1.0", replace: bool
     docs = spec.documents(trainer)
     ensure_valid(docs, trainer=crd_release(trainer))  # before anything is sent, Secret included
     secret_state = ensure_secret(cluster, spec.hf_secret) if spec.hf_secret is not None else None
-    if spec.storage is not None and spec.storage.documents():  # the volume the job keeps its outputs on, first
+    if (
+        spec.storage is not None and spec.storage.documents()
+    ):  # the volume the job keeps its outputs on, first
         cluster.apply(spec.storage.documents(), dry_run=dry_run, namespace=spec.namespace, validate=False)
     if replace and not dry_run and cluster.delete("TrainJob", spec.name, spec.namespace):
         _wait_gone(cluster, spec.name, spec.namespace)
@@ -92,9 +99,17 @@ def status(cluster, name: str, namespace: str = "default") -> dict[str, str]:
     return {c.get("type"): c.get("status") for c in (obj.get("status") or {}).get("conditions") or []}
 
 
-def wait(cluster, name: str, namespace: str = "default", *, until: tuple[str, ...] = ("Complete", "Failed"),
-         timeout: float = 3600, interval: float = 10, clock: Callable[[], float] = time.monotonic,
-         sleep: Callable[[float], None] = time.sleep) -> str | None:
+def wait(
+    cluster,
+    name: str,
+    namespace: str = "default",
+    *,
+    until: tuple[str, ...] = ("Complete", "Failed"),
+    timeout: float = 3600,
+    interval: float = 10,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> str | None:
     """The first condition of `until` that turns True, or None when `timeout` passes (never hangs)."""
     for cond in until:
         check_choice("TrainJob condition", cond, CONDITIONS)
@@ -115,12 +130,15 @@ def wait(cluster, name: str, namespace: str = "default", *, until: tuple[str, ..
         sleep(interval)
 
 
-def rank0_pod(cluster, name: str, namespace: str = "default", *, timeout: float = 600,
-              interval: float = 5) -> str | None:
+def rank0_pod(
+    cluster, name: str, namespace: str = "default", *, timeout: float = 600, interval: float = 5
+) -> str | None:
     """Name of the rank-0 pod once it exists (None on timeout)."""
     deadline = time.monotonic() + timeout
     while True:
-        items = cluster.get("Pod", namespace=namespace, label_selector=rank0_selector(name)).get("items") or []
+        items = (
+            cluster.get("Pod", namespace=namespace, label_selector=rank0_selector(name)).get("items") or []
+        )
         if items:
             return items[0]["metadata"]["name"]
         if time.monotonic() + interval > deadline:
@@ -132,8 +150,10 @@ def stream_rank0(cluster, name: str, namespace: str = "default", *, timeout: flo
     """Rank 0's log lines as they are written (what `kubectl logs -f <job>-node-0-0-...` shows)."""
     pod = rank0_pod(cluster, name, namespace)
     if pod is None:
-        raise WorkshopError(f"no rank-0 pod for TrainJob {namespace}/{name} appeared; check `kubectl describe "
-                            f"trainjob {name}` and the node pool")
+        raise WorkshopError(
+            f"no rank-0 pod for TrainJob {namespace}/{name} appeared; check `kubectl describe "
+            f"trainjob {name}` and the node pool"
+        )
     yield from cluster.logs(pod, namespace, container=NODE_JOB, follow=True, timeout=timeout)
 
 
@@ -166,19 +186,30 @@ def mark_saved_model(cluster, spec: TrainJobSpec) -> str | None:
     if found is None:
         return None
     claim, path = found
-    cluster.patch("PersistentVolumeClaim", claim, spec.namespace,
-                  {"metadata": {"annotations": {MODEL_ANNOTATION + spec.name: path}}}, api_version="v1")
+    cluster.patch(
+        "PersistentVolumeClaim",
+        claim,
+        spec.namespace,
+        {"metadata": {"annotations": {MODEL_ANNOTATION + spec.name: path}}},
+        api_version="v1",
+    )
     return path
 
 
-def run_on_cluster(spec: TrainJobSpec, *, trainer: str = "2.1.0", cluster=None, timeout: float = 3600,
-                   keep: bool = False, echo: Callable[[str], None] | None = print) -> dict | None:
+def run_on_cluster(
+    spec: TrainJobSpec,
+    *,
+    trainer: str = "2.1.0",
+    cluster=None,
+    timeout: float = 3600,
+    keep: bool = False,
+    echo: Callable[[str], None] | None = print,
+) -> dict | None:
     """Submit, follow rank 0, wait, parse; delete only a job that ended Complete (its outputs are on the volume
     or in S3 by then; a model on an FSx claim is first recorded on the claim, see `mark_saved_model`). A
     failed, timed-out or interrupted job is kept for `kubectl describe` and logs, and a resubmission resumes
     from its last checkpoint. No cluster -> one plain line, None."""
     if cluster is None:
-
         cluster = connect()
     if cluster is None:
         return None
@@ -195,10 +226,14 @@ def run_on_cluster(spec: TrainJobSpec, *, trainer: str = "2.1.0", cluster=None, 
         except ClusterError as exc:
             keep = True
             if echo:
-                echo(f"could not mark the claim as holding the model ({exc}); the TrainJob is kept as the record")
+                echo(
+                    f"could not mark the claim as holding the model ({exc}); the TrainJob is kept as the record"
+                )
     if outcome == "Complete" and not keep:
         delete(cluster, spec.name, spec.namespace)
     elif echo:
-        echo(f"TrainJob {spec.namespace}/{spec.name} ended {outcome or 'not yet (timeout)'}: kept for inspection; "
-             f"`kubectl delete trainjob {spec.name} -n {spec.namespace}` when done")
+        echo(
+            f"TrainJob {spec.namespace}/{spec.name} ended {outcome or 'not yet (timeout)'}: kept for inspection; "
+            f"`kubectl delete trainjob {spec.name} -n {spec.namespace}` when done"
+        )
     return {"submitted": sub, "outcome": outcome, **parse(lines)}

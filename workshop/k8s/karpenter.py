@@ -25,11 +25,36 @@ AMX_TAINT = ("intel.com/amx", "present", "NoSchedule")
 GPU_TAINT = ("nvidia.com/gpu", None, "NoSchedule")
 
 # Intel Xeon 4th gen (Sapphire Rapids, *7i*) and later families: every one has AMX (bf16/int8 tiles).
-AMX_FAMILIES = ("c7i", "m7i", "r7i", "c7i-flex", "m7i-flex", "r7iz", "i7i", "i7ie", "u7i",
-                "c8i", "m8i", "r8i", "c8i-flex", "m8i-flex", "r8i-flex")
+AMX_FAMILIES = (
+    "c7i",
+    "m7i",
+    "r7i",
+    "c7i-flex",
+    "m7i-flex",
+    "r7iz",
+    "i7i",
+    "i7ie",
+    "u7i",
+    "c8i",
+    "m8i",
+    "r8i",
+    "c8i-flex",
+    "m8i-flex",
+    "r8i-flex",
+)
 # GPU instance types with EFA (the inter-node fabric NCCL uses through aws-ofi-nccl).
-EFA_GPU_TYPES = ("p4d.24xlarge", "p4de.24xlarge", "p5.48xlarge", "p5e.48xlarge", "p5en.48xlarge",
-                 "g6e.8xlarge", "g6e.12xlarge", "g6e.16xlarge", "g6e.24xlarge", "g6e.48xlarge")
+EFA_GPU_TYPES = (
+    "p4d.24xlarge",
+    "p4de.24xlarge",
+    "p5.48xlarge",
+    "p5e.48xlarge",
+    "p5en.48xlarge",
+    "g6e.8xlarge",
+    "g6e.12xlarge",
+    "g6e.16xlarge",
+    "g6e.24xlarge",
+    "g6e.48xlarge",
+)
 CAPACITY_TYPES = ("spot", "on-demand", "reserved")
 ARCHES = ("amd64", "arm64")
 OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt")
@@ -46,16 +71,20 @@ CPU_USER_DATA = """#!/bin/bash
 grep -o -w -E 'amx_(bf16|int8|tile)|avx512_bf16' /proc/cpuinfo | sort -u | sed 's/^/workshop: cpu flag /'
 """
 
-_HOST_PYTHON = re.compile(r"\b(pip3?|conda|mamba)\s+install\b|intel[-_]extension[-_]for[-_]pytorch", re.IGNORECASE)
+_HOST_PYTHON = re.compile(
+    r"\b(pip3?|conda|mamba)\s+install\b|intel[-_]extension[-_]for[-_]pytorch", re.IGNORECASE
+)
 
 
 def check_user_data(text: str | None) -> None:
     """Refuse host-side Python installs: the container never sees them (the original workshop's mistake)."""
     found = _HOST_PYTHON.search(text) if text else None
     if found:
-        raise WorkshopError("userData installs Python packages on the host "
-                            f"({found.group(0)!r}); containers never see them: "
-                            "bake them into the training image instead")
+        raise WorkshopError(
+            "userData installs Python packages on the host "
+            f"({found.group(0)!r}); containers never see them: "
+            "bake them into the training image instead"
+        )
 
 
 @dataclass
@@ -71,7 +100,12 @@ class Requirement:
             self.values = [str(v) for v in self.values]
 
     def to_dict(self) -> dict:
-        return {"key": self.key, "operator": self.operator, "values": self.values, "minValues": self.min_values}
+        return {
+            "key": self.key,
+            "operator": self.operator,
+            "values": self.values,
+            "minValues": self.min_values,
+        }
 
 
 @dataclass
@@ -102,39 +136,48 @@ class NodePoolSpec:
     expire_after: str = "720h"
     budget_nodes: str | None = None
     weight: int | None = None
-    object_labels: dict[str, str] = field(default_factory=workbook_labels)  # the NodePool's own (not its nodes')
+    object_labels: dict[str, str] = field(
+        default_factory=workbook_labels
+    )  # the NodePool's own (not its nodes')
 
     def __post_init__(self):
         check_choice("consolidation policy", self.consolidation_policy, CONSOLIDATION)
         for what, value in (("consolidateAfter", self.consolidate_after), ("expireAfter", self.expire_after)):
             if not _DURATION.match(str(value)):
-                raise WorkshopError(f"{what} {value!r} must be a duration in s/m/h (e.g. 20m, 720h) or 'Never'")
+                raise WorkshopError(
+                    f"{what} {value!r} must be a duration in s/m/h (e.g. 20m, 720h) or 'Never'"
+                )
 
     def to_dict(self) -> dict:
-        return drop_none({
-            "apiVersion": "karpenter.sh/v1",
-            "kind": "NodePool",
-            "metadata": {"name": self.name, "labels": dict(self.object_labels) or None},
-            "spec": {
-                "template": {
-                    "metadata": {"labels": dict(self.labels)} if self.labels else None,
-                    "spec": {
-                        "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass",
-                                         "name": self.node_class},
-                        "requirements": [r.to_dict() for r in self.requirements],
-                        "taints": [t.to_dict() for t in self.taints] or None,
-                        "expireAfter": self.expire_after,
+        return drop_none(
+            {
+                "apiVersion": "karpenter.sh/v1",
+                "kind": "NodePool",
+                "metadata": {"name": self.name, "labels": dict(self.object_labels) or None},
+                "spec": {
+                    "template": {
+                        "metadata": {"labels": dict(self.labels)} if self.labels else None,
+                        "spec": {
+                            "nodeClassRef": {
+                                "group": "karpenter.k8s.aws",
+                                "kind": "EC2NodeClass",
+                                "name": self.node_class,
+                            },
+                            "requirements": [r.to_dict() for r in self.requirements],
+                            "taints": [t.to_dict() for t in self.taints] or None,
+                            "expireAfter": self.expire_after,
+                        },
                     },
+                    "limits": dict(self.limits) or None,
+                    "disruption": {
+                        "consolidationPolicy": self.consolidation_policy,
+                        "consolidateAfter": self.consolidate_after,
+                        "budgets": [{"nodes": self.budget_nodes}] if self.budget_nodes else None,
+                    },
+                    "weight": self.weight,
                 },
-                "limits": dict(self.limits) or None,
-                "disruption": {
-                    "consolidationPolicy": self.consolidation_policy,
-                    "consolidateAfter": self.consolidate_after,
-                    "budgets": [{"nodes": self.budget_nodes}] if self.budget_nodes else None,
-                },
-                "weight": self.weight,
-            },
-        })
+            }
+        )
 
 
 @dataclass
@@ -145,7 +188,7 @@ class EC2NodeClassSpec:
     role: str | None = NODE_ROLE
     instance_profile: str | None = None
     ami_alias: str = "al2023@latest"
-    cluster: str = CLUSTER_NAME          # value of the karpenter.sh/discovery tag on subnets and SGs
+    cluster: str = CLUSTER_NAME  # value of the karpenter.sh/discovery tag on subnets and SGs
     volume_size: str = "300Gi"
     volume_type: str = "gp3"
     device_name: str = "/dev/xvda"
@@ -155,32 +198,42 @@ class EC2NodeClassSpec:
 
     def __post_init__(self):
         if bool(self.role) == bool(self.instance_profile):
-            raise WorkshopError("give exactly one of role and instance_profile "
-                                f"(got role={self.role!r}, instance_profile={self.instance_profile!r})")
+            raise WorkshopError(
+                "give exactly one of role and instance_profile "
+                f"(got role={self.role!r}, instance_profile={self.instance_profile!r})"
+            )
         check_choice("volume type", self.volume_type, ("gp3", "gp2", "io1", "io2", "st1", "sc1", "standard"))
         check_user_data(self.user_data)
 
     def to_dict(self) -> dict:
         discovery = [{"tags": {"karpenter.sh/discovery": self.cluster}}]
-        return drop_none({
-            "apiVersion": "karpenter.k8s.aws/v1",
-            "kind": "EC2NodeClass",
-            "metadata": {"name": self.name, "labels": dict(self.object_labels) or None},
-            "spec": {
-                "role": self.role,
-                "instanceProfile": self.instance_profile,
-                "amiSelectorTerms": [{"alias": self.ami_alias}],
-                "subnetSelectorTerms": discovery,
-                "securityGroupSelectorTerms": discovery,
-                "blockDeviceMappings": [{
-                    "deviceName": self.device_name,
-                    "ebs": {"volumeSize": self.volume_size, "volumeType": self.volume_type,
-                            "encrypted": True, "deleteOnTermination": True},
-                }],
-                "userData": self.user_data,
-                "tags": dict(self.tags) or None,
-            },
-        })
+        return drop_none(
+            {
+                "apiVersion": "karpenter.k8s.aws/v1",
+                "kind": "EC2NodeClass",
+                "metadata": {"name": self.name, "labels": dict(self.object_labels) or None},
+                "spec": {
+                    "role": self.role,
+                    "instanceProfile": self.instance_profile,
+                    "amiSelectorTerms": [{"alias": self.ami_alias}],
+                    "subnetSelectorTerms": discovery,
+                    "securityGroupSelectorTerms": discovery,
+                    "blockDeviceMappings": [
+                        {
+                            "deviceName": self.device_name,
+                            "ebs": {
+                                "volumeSize": self.volume_size,
+                                "volumeType": self.volume_type,
+                                "encrypted": True,
+                                "deleteOnTermination": True,
+                            },
+                        }
+                    ],
+                    "userData": self.user_data,
+                    "tags": dict(self.tags) or None,
+                },
+            }
+        )
 
 
 @dataclass
@@ -209,13 +262,22 @@ def vcpus_of(size: str) -> int | None:
     return {"large": 2, "medium": 1}.get(size)
 
 
-def cpu_amx_pool(families: Sequence[str] = ("c7i", "m7i", "r7i"),
-                 sizes: Sequence[str] = ("8xlarge", "16xlarge", "24xlarge", "48xlarge"), *,
-                 capacity_types: Sequence[str] = ("spot", "on-demand"), arch: str = "amd64",
-                 cpu_limit: int = 1000, name: str = "cpu-amx", cluster: str = CLUSTER_NAME,
-                 role: str | None = NODE_ROLE, instance_profile: str | None = None,
-                 volume_size: str = "300Gi", consolidate_after: str = "20m",
-                 expire_after: str = "720h", user_data: str | None = CPU_USER_DATA) -> Pool:
+def cpu_amx_pool(
+    families: Sequence[str] = ("c7i", "m7i", "r7i"),
+    sizes: Sequence[str] = ("8xlarge", "16xlarge", "24xlarge", "48xlarge"),
+    *,
+    capacity_types: Sequence[str] = ("spot", "on-demand"),
+    arch: str = "amd64",
+    cpu_limit: int = 1000,
+    name: str = "cpu-amx",
+    cluster: str = CLUSTER_NAME,
+    role: str | None = NODE_ROLE,
+    instance_profile: str | None = None,
+    volume_size: str = "300Gi",
+    consolidate_after: str = "20m",
+    expire_after: str = "720h",
+    user_data: str | None = CPU_USER_DATA,
+) -> Pool:
     """The CPU pool: AMX-capable Intel families only, tainted so only training pods land there."""
     families, sizes = _strs("families", families), _strs("sizes", sizes)
     for fam in families:
@@ -229,7 +291,8 @@ def cpu_amx_pool(families: Sequence[str] = ("c7i", "m7i", "r7i"),
     check_positive("cpu_limit", cpu_limit)
     key, value, effect = AMX_TAINT
     pool = NodePoolSpec(
-        name=name, node_class=name,
+        name=name,
+        node_class=name,
         labels={"nodeType": name},
         requirements=[
             Requirement("kubernetes.io/arch", "In", [arch]),
@@ -241,18 +304,35 @@ def cpu_amx_pool(families: Sequence[str] = ("c7i", "m7i", "r7i"),
         ],
         taints=[Taint(key, value, effect)],
         limits={"cpu": cpu_limit},
-        consolidation_policy="WhenEmpty", consolidate_after=consolidate_after, expire_after=expire_after,
+        consolidation_policy="WhenEmpty",
+        consolidate_after=consolidate_after,
+        expire_after=expire_after,
     )
-    node_class = EC2NodeClassSpec(name=name, role=role, instance_profile=instance_profile, cluster=cluster,
-                                  volume_size=volume_size, user_data=user_data)
+    node_class = EC2NodeClassSpec(
+        name=name,
+        role=role,
+        instance_profile=instance_profile,
+        cluster=cluster,
+        volume_size=volume_size,
+        user_data=user_data,
+    )
     return Pool(pool, node_class)
 
 
-def gpu_pool(instance_types: Sequence[str] = ("p4d.24xlarge", "p5.48xlarge", "g6e.8xlarge"), *,
-             zone: str = "us-west-2b", capacity_types: Sequence[str] = ("on-demand",),
-             gpu_limit: int = 32, name: str = "gpu", cluster: str = CLUSTER_NAME,
-             role: str | None = NODE_ROLE, instance_profile: str | None = None,
-             volume_size: str = "500Gi", consolidate_after: str = "20m", expire_after: str = "720h") -> Pool:
+def gpu_pool(
+    instance_types: Sequence[str] = ("p4d.24xlarge", "p5.48xlarge", "g6e.8xlarge"),
+    *,
+    zone: str = "us-west-2b",
+    capacity_types: Sequence[str] = ("on-demand",),
+    gpu_limit: int = 32,
+    name: str = "gpu",
+    cluster: str = CLUSTER_NAME,
+    role: str | None = NODE_ROLE,
+    instance_profile: str | None = None,
+    volume_size: str = "500Gi",
+    consolidate_after: str = "20m",
+    expire_after: str = "720h",
+) -> Pool:
     """The GPU pool: EFA-capable types only, all in ONE zone (EFA traffic does not cross zones)."""
     instance_types = _strs("instance_types", instance_types)
     for itype in instance_types:
@@ -264,7 +344,8 @@ def gpu_pool(instance_types: Sequence[str] = ("p4d.24xlarge", "p5.48xlarge", "g6
     check_positive("gpu_limit", gpu_limit)
     key, value, effect = GPU_TAINT
     pool = NodePoolSpec(
-        name=name, node_class=name,
+        name=name,
+        node_class=name,
         labels={"nodeType": name, "workshop/efa": "true"},
         requirements=[
             Requirement("kubernetes.io/arch", "In", ["amd64"]),
@@ -275,10 +356,13 @@ def gpu_pool(instance_types: Sequence[str] = ("p4d.24xlarge", "p5.48xlarge", "g6
         ],
         taints=[Taint(key, value, effect)],
         limits={"nvidia.com/gpu": gpu_limit},
-        consolidation_policy="WhenEmpty", consolidate_after=consolidate_after, expire_after=expire_after,
+        consolidation_policy="WhenEmpty",
+        consolidate_after=consolidate_after,
+        expire_after=expire_after,
     )
-    node_class = EC2NodeClassSpec(name=name, role=role, instance_profile=instance_profile, cluster=cluster,
-                                  volume_size=volume_size)
+    node_class = EC2NodeClassSpec(
+        name=name, role=role, instance_profile=instance_profile, cluster=cluster, volume_size=volume_size
+    )
     return Pool(pool, node_class)
 
 
@@ -321,31 +405,45 @@ def original_static_pool() -> list[dict]:
     """The original workshop's chapter's hand-written cpu-amx pool, restated as data so the notebook can diff against it.
     Same fields and values; its userData (host-side yum/dnf/pip installs, IPEX included) is summarised."""
     pool = NodePoolSpec(
-        name="cpu-amx", node_class="cpu-amx", labels={"nodeType": "cpu-amx"},
-        requirements=[Requirement("kubernetes.io/arch", "In", ["amd64"]),
-                      Requirement("karpenter.sh/capacity-type", "In", ["spot", "on-demand"]),
-                      Requirement("karpenter.k8s.aws/instance-family", "In", ["c7i", "m7i", "r7i"]),
-                      Requirement("karpenter.k8s.aws/instance-size", "In",
-                                  ["8xlarge", "16xlarge", "24xlarge", "48xlarge"])],
-        taints=[Taint(*AMX_TAINT[:2], AMX_TAINT[2])], limits={"cpu": 1000}, object_labels={})
+        name="cpu-amx",
+        node_class="cpu-amx",
+        labels={"nodeType": "cpu-amx"},
+        requirements=[
+            Requirement("kubernetes.io/arch", "In", ["amd64"]),
+            Requirement("karpenter.sh/capacity-type", "In", ["spot", "on-demand"]),
+            Requirement("karpenter.k8s.aws/instance-family", "In", ["c7i", "m7i", "r7i"]),
+            Requirement(
+                "karpenter.k8s.aws/instance-size", "In", ["8xlarge", "16xlarge", "24xlarge", "48xlarge"]
+            ),
+        ],
+        taints=[Taint(*AMX_TAINT[:2], AMX_TAINT[2])],
+        limits={"cpu": 1000},
+        object_labels={},
+    )
     node_class = EC2NodeClassSpec(name="cpu-amx", object_labels={}).to_dict()
     node_class["spec"]["blockDeviceMappings"][0]["ebs"] = {"volumeSize": "300Gi", "volumeType": "gp3"}
-    node_class["spec"]["userData"] = ("#!/bin/bash\n# original workshop: host-side package installs, IPEX included\n"
-                                      "pip install intel-extension-for-pytorch\n")
+    node_class["spec"]["userData"] = (
+        "#!/bin/bash\n# original workshop: host-side package installs, IPEX included\n"
+        "pip install intel-extension-for-pytorch\n"
+    )
     return [pool.to_dict(), node_class]
 
 
 # ---------------------------------------------------------------- what a pool admits
 
+
 def instance_labels(row) -> dict[str, str]:
     """The well-known node labels Karpenter matches requirements against, for one catalog row."""
-    return {"node.kubernetes.io/instance-type": row.instance_type,
-            "karpenter.k8s.aws/instance-family": row.family, "karpenter.k8s.aws/instance-size": row.size,
-            "kubernetes.io/arch": {"x86_64": "amd64", "arm64": "arm64"}.get(row.arch, row.arch),
-            "karpenter.k8s.aws/instance-cpu-manufacturer": (row.manufacturer or "").lower(),
-            "karpenter.k8s.aws/instance-cpu": str(row.vcpus),
-            "karpenter.k8s.aws/instance-memory": str(int(row.memory_gib * 1024)),
-            "karpenter.k8s.aws/instance-gpu-count": str(row.gpus)}
+    return {
+        "node.kubernetes.io/instance-type": row.instance_type,
+        "karpenter.k8s.aws/instance-family": row.family,
+        "karpenter.k8s.aws/instance-size": row.size,
+        "kubernetes.io/arch": {"x86_64": "amd64", "arm64": "arm64"}.get(row.arch, row.arch),
+        "karpenter.k8s.aws/instance-cpu-manufacturer": (row.manufacturer or "").lower(),
+        "karpenter.k8s.aws/instance-cpu": str(row.vcpus),
+        "karpenter.k8s.aws/instance-memory": str(int(row.memory_gib * 1024)),
+        "karpenter.k8s.aws/instance-gpu-count": str(row.gpus),
+    }
 
 
 def admits(nodepool: dict, row) -> bool:
@@ -357,9 +455,14 @@ def admits(nodepool: dict, row) -> bool:
         if key not in labels:
             continue
         value = labels[key]
-        ok = {"In": value in values, "NotIn": value not in values, "Exists": True, "DoesNotExist": False,
-              "Gt": value.isdigit() and int(value) > int(values[0]),
-              "Lt": value.isdigit() and int(value) < int(values[0])}[op]
+        ok = {
+            "In": value in values,
+            "NotIn": value not in values,
+            "Exists": True,
+            "DoesNotExist": False,
+            "Gt": value.isdigit() and int(value) > int(values[0]),
+            "Lt": value.isdigit() and int(value) < int(values[0]),
+        }[op]
         if not ok:
             return False
     return True
@@ -367,5 +470,13 @@ def admits(nodepool: dict, row) -> bool:
 
 def admission_table(rows, pools: dict[str, dict]) -> list[dict]:
     """One row per instance type: its size, and for each named NodePool whether it admits the type."""
-    return [{"instance_type": r.instance_type, "vcpus": r.vcpus, "memory_gib": r.memory_gib, "efa": r.efa,
-             **{name: admits(pool, r) for name, pool in pools.items()}} for r in rows]
+    return [
+        {
+            "instance_type": r.instance_type,
+            "vcpus": r.vcpus,
+            "memory_gib": r.memory_gib,
+            "efa": r.efa,
+            **{name: admits(pool, r) for name, pool in pools.items()},
+        }
+        for r in rows
+    ]

@@ -32,9 +32,17 @@ def placement_pool(instance_type: str, pods: int, gpus_per_pod: int, *, zone: st
 PLACEMENT_NETWORKS = ("efa", "eni")
 
 
-def placement_trainjob(instance_type: str, pods: int, gpus_per_pod: int, *, network: str = "efa",
-                       efa_per_pod: int | None = None, trainer: str = "2.3.0", nccl_debug: str = "INFO",
-                       workload: OriginalWorkload | None = None):
+def placement_trainjob(
+    instance_type: str,
+    pods: int,
+    gpus_per_pod: int,
+    *,
+    network: str = "efa",
+    efa_per_pod: int | None = None,
+    trainer: str = "2.3.0",
+    nccl_debug: str = "INFO",
+    workload: OriginalWorkload | None = None,
+):
     """The original workshop's job as "pods x gpus_per_pod" on one instance type: chapter 05's gpu_trainjob, with the
     per-pod GPU and EFA counts this chapter compares.
 
@@ -52,9 +60,20 @@ def placement_trainjob(instance_type: str, pods: int, gpus_per_pod: int, *, netw
         efa = efa_per_pod if efa_per_pod is not None else (inst.efa_devices if pods == 1 else 1)
         check_positive("efa_per_pod", efa)
     w = workload or OriginalWorkload()
-    return gpu_trainjob(f"{instance_type.split('.')[0]}-{pods}x{gpus_per_pod}-{network}", model=w.model,
-                        nodes=pods, instance_type=instance_type, gpus_per_node=gpus_per_pod, efa_per_node=efa,
-                        ipc_lock=trainer_form(trainer) == "runtimePatches", micro_batch=w.micro_batch,
-                        grad_accum=w.grad_accum, grad_ckpt=w.grad_ckpt, offload_optimizer=w.offload_optimizer,
-                        offload_param=w.offload_param, max_steps=ORIGINAL_STEPS,
-                        env={"NCCL_DEBUG": nccl_debug, **w.env}, one_pod_per_node=True)
+    return gpu_trainjob(
+        f"{instance_type.split('.')[0]}-{pods}x{gpus_per_pod}-{network}",
+        model=w.model,
+        nodes=pods,
+        instance_type=instance_type,
+        gpus_per_node=gpus_per_pod,
+        efa_per_node=efa,
+        ipc_lock=trainer_form(trainer) == "runtimePatches",
+        micro_batch=w.micro_batch,
+        grad_accum=w.grad_accum,
+        grad_ckpt=w.grad_ckpt,
+        offload_optimizer=w.offload_optimizer,
+        offload_param=w.offload_param,
+        max_steps=ORIGINAL_STEPS,
+        env={"NCCL_DEBUG": nccl_debug, **w.env},
+        one_pod_per_node=True,
+    )

@@ -25,38 +25,46 @@ from workshop.paths import MANIFESTS_DIR
 class ManifestEntry:
     build: Callable[[], list[dict]]
     about: str
-    karpenter: tuple[str, ...] = (DEFAULT_KARPENTER,)   # every release listed must accept the documents
+    karpenter: tuple[str, ...] = (DEFAULT_KARPENTER,)  # every release listed must accept the documents
     trainer: tuple[str, ...] = (DEFAULT_TRAINER,)
-    crd_checked: bool = True  # False for core kinds (StorageClass, PVC): their typed spec checks its own values
+    crd_checked: bool = (
+        True  # False for core kinds (StorageClass, PVC): their typed spec checks its own values
+    )
 
 
 DEFAULT_MANIFESTS: dict[str, ManifestEntry] = {
     "karpenter-cpu-amx.yaml": ManifestEntry(
         lambda: karpenter.cpu_amx_pool().to_dicts(),
         "cpu-amx NodePool + EC2NodeClass (AMX Xeon families, intel.com/amx taint)",
-        karpenter=("1.8.8", "1.14.1")),
+        karpenter=("1.8.8", "1.14.1"),
+    ),
     "karpenter-gpu.yaml": ManifestEntry(
         lambda: karpenter.gpu_pool().to_dicts(),
         "gpu NodePool + EC2NodeClass (EFA-capable p4d/p5/g6e in one zone, nvidia.com/gpu taint)",
-        karpenter=("1.8.8", "1.14.1")),
+        karpenter=("1.8.8", "1.14.1"),
+    ),
     # chapter 05: the same jobs in both Trainer forms (v2.1 podTemplateOverrides, v2.2+ runtimePatches)
     "trainjob-cpu-v2.1.yaml": ManifestEntry(
         lambda: _trainjob().default_cpu_job().documents("2.1.0"),
         "CPU TrainJob for Trainer v2.1 (podTemplateOverrides): 4 x cpu-amx, planner-sized, HF token from a Secret",
-        trainer=("2.1.0",)),
+        trainer=("2.1.0",),
+    ),
     "trainjob-cpu-v2.2.yaml": ManifestEntry(
         lambda: _trainjob().default_cpu_job().documents("2.2.0"),
         "CPU TrainJob for Trainer v2.2+ (runtimePatches)",
-        trainer=("2.3.0",)),
+        trainer=("2.3.0",),
+    ),
     "storage-fsx.yaml": ManifestEntry(
         lambda: _storage().default_fsx().documents(),
         "FSx for Lustre StorageClass + ReadWriteMany claim the TrainJobs mount at /fsx (placeholder subnet and "
         "security group ids: render yours with chapter 05)",
-        crd_checked=False),
+        crd_checked=False,
+    ),
     "trainjob-gpu-v2.2.yaml": ManifestEntry(
         lambda: _trainjob().default_gpu_job().documents("2.2.0"),
         "GPU TrainJob for Trainer v2.2+ (runtimePatches): 4 x p4d.24xlarge, 8 GPU + 4 EFA per node, IPC_LOCK",
-        trainer=("2.3.0",)),
+        trainer=("2.3.0",),
+    ),
 }
 
 
@@ -95,13 +103,18 @@ def render_all(out_dir: str | Path = MANIFESTS_DIR) -> list[Path]:
 def drift(out_dir: str | Path = MANIFESTS_DIR) -> list[str]:
     """Names of manifests whose file is missing or differs from a fresh render (empty = in sync)."""
     out_dir = Path(out_dir)
-    return [name for name in DEFAULT_MANIFESTS
-            if not (out_dir / name).is_file() or (out_dir / name).read_text() != render(name)]
+    return [
+        name
+        for name in DEFAULT_MANIFESTS
+        if not (out_dir / name).is_file() or (out_dir / name).read_text() != render(name)
+    ]
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="workshop render", description=__doc__.split("\n")[0])
-    parser.add_argument("--out", default=str(MANIFESTS_DIR), help="output folder (default: the repo's manifests/)")
+    parser.add_argument(
+        "--out", default=str(MANIFESTS_DIR), help="output folder (default: the repo's manifests/)"
+    )
     parser.add_argument("--check", action="store_true", help="write nothing; exit 1 if any file differs")
     args = parser.parse_args(argv)
     try:
@@ -109,7 +122,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.check:
             stale = drift(args.out)
             for name in stale:
-                print(f"drift: {Path(args.out) / name} differs from the code; run `python -m workshop render`")
+                print(
+                    f"drift: {Path(args.out) / name} differs from the code; run `python -m workshop render`"
+                )
             if stale:
                 return 1
             print(f"{len(DEFAULT_MANIFESTS)} manifests in {args.out} match the code")

@@ -55,28 +55,45 @@ class FsxStorageClass:
 
         check_dns_label("StorageClass name", self.name)
         if not _SUBNET.match(str(self.subnet_id)):
-            raise WorkshopError(f"subnet_id {self.subnet_id!r} is not a subnet id such as subnet-0abc12345def67890 "
-                                "(one of the cluster's private subnets, in the nodes' zone)")
+            raise WorkshopError(
+                f"subnet_id {self.subnet_id!r} is not a subnet id such as subnet-0abc12345def67890 "
+                "(one of the cluster's private subnets, in the nodes' zone)"
+            )
         if not self.security_group_ids or not all(_SG.match(str(s)) for s in self.security_group_ids):
-            raise WorkshopError(f"security_group_ids {self.security_group_ids!r} must be ids such as sg-0abc12345def67890")
+            raise WorkshopError(
+                f"security_group_ids {self.security_group_ids!r} must be ids such as sg-0abc12345def67890"
+            )
         check_choice("FSx deployment type", self.deployment_type, DEPLOYMENT_TYPES)
         check_choice("reclaim policy", self.reclaim_policy, ("Retain", "Delete"))
         allowed = PERSISTENT_THROUGHPUT.get(self.deployment_type)
         if allowed:
-            check_choice(f"per_unit_storage_throughput (MB/s/TiB) for {self.deployment_type}",
-                         self.per_unit_storage_throughput, allowed)
+            check_choice(
+                f"per_unit_storage_throughput (MB/s/TiB) for {self.deployment_type}",
+                self.per_unit_storage_throughput,
+                allowed,
+            )
         elif self.per_unit_storage_throughput is not None:
             raise WorkshopError("per_unit_storage_throughput applies to PERSISTENT_* deployments only")
 
     def to_dict(self) -> dict:
-        params = {"subnetId": self.subnet_id, "securityGroupIds": ",".join(self.security_group_ids),
-                  "deploymentType": self.deployment_type, "fileSystemTypeVersion": "2.15"}
+        params = {
+            "subnetId": self.subnet_id,
+            "securityGroupIds": ",".join(self.security_group_ids),
+            "deploymentType": self.deployment_type,
+            "fileSystemTypeVersion": "2.15",
+        }
         if self.per_unit_storage_throughput:
             params["perUnitStorageThroughput"] = str(self.per_unit_storage_throughput)
-        return {"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
-                "metadata": {"name": self.name, "labels": _labels()},
-                "provisioner": FSX_PROVISIONER, "parameters": params, "reclaimPolicy": self.reclaim_policy,
-                "volumeBindingMode": "Immediate", "mountOptions": ["flock"]}
+        return {
+            "apiVersion": "storage.k8s.io/v1",
+            "kind": "StorageClass",
+            "metadata": {"name": self.name, "labels": _labels()},
+            "provisioner": FSX_PROVISIONER,
+            "parameters": params,
+            "reclaimPolicy": self.reclaim_policy,
+            "volumeBindingMode": "Immediate",
+            "mountOptions": ["flock"],
+        }
 
 
 @dataclass
@@ -90,20 +107,33 @@ class OutputClaim:
 
     def __post_init__(self) -> None:
 
-        for what, value in (("claim name", self.name), ("namespace", self.namespace),
-                            ("StorageClass name", self.storage_class)):
+        for what, value in (
+            ("claim name", self.name),
+            ("namespace", self.namespace),
+            ("StorageClass name", self.storage_class),
+        ):
             check_dns_label(what, value)
         m = _GI.match(str(self.size))
         # FSx for Lustre sizes: 1200 GiB, then steps of 2400 GiB (SCRATCH_2 / PERSISTENT_2)
-        if not m or not (int(m.group(1)) == 1200 or (int(m.group(1)) >= 2400 and int(m.group(1)) % 2400 == 0)):
-            raise WorkshopError(f"FSx for Lustre size {self.size!r} must be 1200Gi or a multiple of 2400Gi "
-                                "(one Llama-3-8B checkpoint with optimizer state is ~100 GiB; the final model 16 GiB)")
+        if not m or not (
+            int(m.group(1)) == 1200 or (int(m.group(1)) >= 2400 and int(m.group(1)) % 2400 == 0)
+        ):
+            raise WorkshopError(
+                f"FSx for Lustre size {self.size!r} must be 1200Gi or a multiple of 2400Gi "
+                "(one Llama-3-8B checkpoint with optimizer state is ~100 GiB; the final model 16 GiB)"
+            )
 
     def to_dict(self) -> dict:
-        return {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
-                "metadata": {"name": self.name, "namespace": self.namespace, "labels": _labels()},
-                "spec": {"accessModes": ["ReadWriteMany"], "storageClassName": self.storage_class,
-                         "resources": {"requests": {"storage": self.size}}}}
+        return {
+            "apiVersion": "v1",
+            "kind": "PersistentVolumeClaim",
+            "metadata": {"name": self.name, "namespace": self.namespace, "labels": _labels()},
+            "spec": {
+                "accessModes": ["ReadWriteMany"],
+                "storageClassName": self.storage_class,
+                "resources": {"requests": {"storage": self.size}},
+            },
+        }
 
 
 @dataclass
@@ -114,7 +144,7 @@ class OutputStorage:
     claim: OutputClaim | None = None
     storage_class: FsxStorageClass | None = None
     s3_uri: str | None = None
-    service_account: str | None = None   # IRSA: bound to an IAM role that may write the bucket
+    service_account: str | None = None  # IRSA: bound to an IAM role that may write the bucket
     mount_path: str = DEFAULT_MOUNT
     keep_checkpoints: int = 2
 
@@ -123,11 +153,12 @@ class OutputStorage:
         if self.kind == "fsx" and self.claim is None:
             raise WorkshopError("output storage 'fsx' needs a claim (OutputClaim)")
         if self.kind == "s3":
-
             parse_s3_uri(self.s3_uri or "")
             if not self.service_account:
-                raise WorkshopError("output storage 's3' needs service_account: the IRSA service account whose IAM "
-                                    "role may write the bucket (credentials never go into the manifest)")
+                raise WorkshopError(
+                    "output storage 's3' needs service_account: the IRSA service account whose IAM "
+                    "role may write the bucket (credentials never go into the manifest)"
+                )
         if not self.mount_path.startswith("/"):
             raise WorkshopError(f"mount_path {self.mount_path!r} must be an absolute path")
 
@@ -136,8 +167,12 @@ class OutputStorage:
         return f"{self.mount_path}/{job}" if self.kind == "fsx" else f"/workspace/out/{job}"
 
     def train_kwargs(self, job: str) -> dict:
-        kw = {"output_dir": self.output_dir(job), "save_model": True, "resume": True,
-              "save_total_limit": self.keep_checkpoints}
+        kw = {
+            "output_dir": self.output_dir(job),
+            "save_model": True,
+            "resume": True,
+            "save_total_limit": self.keep_checkpoints,
+        }
         if self.kind == "s3":
             assert self.s3_uri is not None  # __post_init__ parsed it
             kw["sync_to"] = f"{self.s3_uri.rstrip('/')}/{job}"
@@ -158,15 +193,32 @@ class OutputStorage:
         return docs + ([self.claim.to_dict()] if self.claim else [])
 
 
-def fsx_storage(*, subnet_id: str, security_group_ids: list[str] | str, namespace: str = "default",
-                size: str = "1200Gi", deployment_type: str = "SCRATCH_2", per_unit_storage_throughput: int | None = None,
-                claim: str = "workshop-outputs", mount_path: str = DEFAULT_MOUNT) -> OutputStorage:
+def fsx_storage(
+    *,
+    subnet_id: str,
+    security_group_ids: list[str] | str,
+    namespace: str = "default",
+    size: str = "1200Gi",
+    deployment_type: str = "SCRATCH_2",
+    per_unit_storage_throughput: int | None = None,
+    claim: str = "workshop-outputs",
+    mount_path: str = DEFAULT_MOUNT,
+) -> OutputStorage:
     """FSx for Lustre, as the original workshop used it: a StorageClass + claim, mounted at /fsx in every node pod."""
-    sgs = [s.strip() for s in security_group_ids.split(",")] if isinstance(security_group_ids, str) else list(security_group_ids)
-    sc = FsxStorageClass(subnet_id=subnet_id, security_group_ids=sgs, deployment_type=deployment_type,
-                         per_unit_storage_throughput=per_unit_storage_throughput)
-    return OutputStorage("fsx", claim=OutputClaim(sc.name, claim, namespace, size), storage_class=sc,
-                         mount_path=mount_path)
+    sgs = (
+        [s.strip() for s in security_group_ids.split(",")]
+        if isinstance(security_group_ids, str)
+        else list(security_group_ids)
+    )
+    sc = FsxStorageClass(
+        subnet_id=subnet_id,
+        security_group_ids=sgs,
+        deployment_type=deployment_type,
+        per_unit_storage_throughput=per_unit_storage_throughput,
+    )
+    return OutputStorage(
+        "fsx", claim=OutputClaim(sc.name, claim, namespace, size), storage_class=sc, mount_path=mount_path
+    )
 
 
 def s3_storage(uri: str, *, service_account: str) -> OutputStorage:

@@ -55,11 +55,13 @@ FIELD_MANAGER = "workshop"
 # FSx for Lustre SCRATCH_2 storage, USD per GB-month: AWS's published list price in us-east-1
 # (https://aws.amazon.com/fsx/lustre/pricing/); other regions and deployment types cost more or less.
 FSX_SCRATCH2_USD_PER_GB_MONTH = 0.140
-FSX_PRICE_SOURCE = ("FSx for Lustre SCRATCH_2 at $0.140 per GB-month (AWS list price, us-east-1, "
-                    "aws.amazon.com/fsx/lustre/pricing; other regions and deployment types differ), 730 hours a month")
+FSX_PRICE_SOURCE = (
+    "FSx for Lustre SCRATCH_2 at $0.140 per GB-month (AWS list price, us-east-1, "
+    "aws.amazon.com/fsx/lustre/pricing; other regions and deployment types differ), 730 hours a month"
+)
 HOURS_PER_MONTH = 730
-POLL_S = 10.0          # how often the drain wait looks at the NodeClaims
-PROGRESS_S = 60.0      # and prints a line even when nothing changed
+POLL_S = 10.0  # how often the drain wait looks at the NodeClaims
+PROGRESS_S = 60.0  # and prints a line even when nothing changed
 TRAINER_NAMESPACE = "kubeflow-system"
 LEFT_ALONE_SHOWN = 10  # per kind; a shared cluster may have many
 COMMAND = "python -m workshop cluster teardown"
@@ -137,8 +139,10 @@ class Volume:
         elif self.deployment_type:
             cost = f"price unknown ({self.deployment_type}: only SCRATCH_2 is priced here)"
         elif self.fsx_id and self.size_gib:
-            cost = ("price unknown (its deployment type is no longer on the cluster; as SCRATCH_2, the workbook's "
-                    f"default: ~${self.size_gib * FSX_SCRATCH2_USD_PER_GB_MONTH:.0f}/month [fsx])")
+            cost = (
+                "price unknown (its deployment type is no longer on the cluster; as SCRATCH_2, the workbook's "
+                f"default: ~${self.size_gib * FSX_SCRATCH2_USD_PER_GB_MONTH:.0f}/month [fsx])"
+            )
         else:
             cost = "price unknown"
         return f"{what}, {size}: {cost}"
@@ -159,14 +163,14 @@ class Found:
     name: str
     namespace: str | None
     api_version: str
-    found_by: str                                 # "label", "field manager" or both
+    found_by: str  # "label", "field manager" or both
     cost: str = "nothing by itself"
     details: list[str] = field(default_factory=list)
     nodes: list[Node] = field(default_factory=list)
     volume: Volume | None = None
     models: list[str] = field(default_factory=list)  # claims: where a trained model is kept, and how we know
     unmarked: dict[str, str] = field(default_factory=dict)  # claims: annotations to write before a job goes
-    storage_class: str | None = None                 # claims: the class that provisioned them
+    storage_class: str | None = None  # claims: the class that provisioned them
 
     @property
     def ref(self) -> str:
@@ -175,12 +179,12 @@ class Found:
 
 @dataclass
 class Inventory:
-    found: list[Found] = field(default_factory=list)             # in deletion order
+    found: list[Found] = field(default_factory=list)  # in deletion order
     left_alone: list[tuple[str, str, str]] = field(default_factory=list)  # kind, ref, why it is similar
-    problems: list[str] = field(default_factory=list)            # what could not be read
-    skipped: list[str] = field(default_factory=list)             # kinds the cluster does not serve
+    problems: list[str] = field(default_factory=list)  # what could not be read
+    skipped: list[str] = field(default_factory=list)  # kinds the cluster does not serve
     kept_on_purpose: list[str] = field(default_factory=list)
-    released: list[Volume] = field(default_factory=list)         # Released FSx volumes: still billed
+    released: list[Volume] = field(default_factory=list)  # Released FSx volumes: still billed
 
     def of(self, kind: str) -> list[Found]:
         return [f for f in self.found if f.kind == kind]
@@ -216,7 +220,8 @@ def found_by(obj: dict) -> str:
     """How an object is marked as the workbook's ('label', 'field manager', both), or '' when it is not."""
     labels = (obj.get("metadata") or {}).get("labels") or {}
     marks = (["label"] if labels.get(PART_OF[0]) == PART_OF[1] else []) + (
-        ["field manager"] if FIELD_MANAGER in managers(obj) else [])
+        ["field manager"] if FIELD_MANAGER in managers(obj) else []
+    )
     return " + ".join(marks)
 
 
@@ -234,8 +239,19 @@ def _conditions(obj: dict) -> dict[str, str]:
 
 
 _QUANTITY = re.compile(r"^(\d+(?:\.\d+)?)(Ki|Mi|Gi|Ti|Pi|k|M|G|T|P)?$")
-_TO_GIB = {"Ki": 2 ** -20, "Mi": 2 ** -10, "Gi": 1, "Ti": 2 ** 10, "Pi": 2 ** 20, "k": 1e3 / 2 ** 30,
-           "M": 1e6 / 2 ** 30, "G": 1e9 / 2 ** 30, "T": 1e12 / 2 ** 30, "P": 1e15 / 2 ** 30, None: 1 / 2 ** 30}
+_TO_GIB = {
+    "Ki": 2**-20,
+    "Mi": 2**-10,
+    "Gi": 1,
+    "Ti": 2**10,
+    "Pi": 2**20,
+    "k": 1e3 / 2**30,
+    "M": 1e6 / 2**30,
+    "G": 1e9 / 2**30,
+    "T": 1e12 / 2**30,
+    "P": 1e15 / 2**30,
+    None: 1 / 2**30,
+}
 
 
 def gib(quantity) -> float | None:
@@ -254,19 +270,25 @@ def _vcpus(labels: dict, capacity: dict) -> int | None:
 def _node_of_claim(claim: dict) -> Node:
     labels, status = _meta(claim).get("labels") or {}, claim.get("status") or {}
     itype = labels.get("node.kubernetes.io/instance-type", "?")
-    return Node(name=status.get("nodeName") or _meta(claim).get("name", "?"), instance_type=itype,
-                capacity_type=labels.get("karpenter.sh/capacity-type", ""),
-                hourly_usd=hourly_price(itype, _vcpus(labels, status.get("capacity") or {})),
-                pool=labels.get("karpenter.sh/nodepool", ""))
+    return Node(
+        name=status.get("nodeName") or _meta(claim).get("name", "?"),
+        instance_type=itype,
+        capacity_type=labels.get("karpenter.sh/capacity-type", ""),
+        hourly_usd=hourly_price(itype, _vcpus(labels, status.get("capacity") or {})),
+        pool=labels.get("karpenter.sh/nodepool", ""),
+    )
 
 
 def _node_of(node: dict) -> Node:
     labels = _meta(node).get("labels") or {}
     itype = labels.get("node.kubernetes.io/instance-type", "?")
-    return Node(name=_meta(node).get("name", "?"), instance_type=itype,
-                capacity_type=labels.get("karpenter.sh/capacity-type", ""),
-                hourly_usd=hourly_price(itype, _vcpus(labels, (node.get("status") or {}).get("capacity") or {})),
-                pool=labels.get("karpenter.sh/nodepool", ""))
+    return Node(
+        name=_meta(node).get("name", "?"),
+        instance_type=itype,
+        capacity_type=labels.get("karpenter.sh/capacity-type", ""),
+        hourly_usd=hourly_price(itype, _vcpus(labels, (node.get("status") or {}).get("capacity") or {})),
+        pool=labels.get("karpenter.sh/nodepool", ""),
+    )
 
 
 def _walk(value):
@@ -309,8 +331,11 @@ def job_models(job: dict) -> dict[str, str]:
 
 
 def _referenced_secrets(job: dict) -> set[str]:
-    return {d["secretKeyRef"]["name"] for d in _walk(job.get("spec") or {})
-            if isinstance(d.get("secretKeyRef"), dict) and d["secretKeyRef"].get("name")}
+    return {
+        d["secretKeyRef"]["name"]
+        for d in _walk(job.get("spec") or {})
+        if isinstance(d.get("secretKeyRef"), dict) and d["secretKeyRef"].get("name")
+    }
 
 
 class _Reader:
@@ -320,17 +345,31 @@ class _Reader:
     def __init__(self, cluster, inv: Inventory, namespace: str | None):
         self.cluster, self.inv, self.namespace = cluster, inv, namespace
 
-    def list(self, kind: str, api_version: str, namespaced: bool, *, label_selector: str | None = None,
-             quiet_missing: bool = False) -> list[dict] | None:
+    def list(
+        self,
+        kind: str,
+        api_version: str,
+        namespaced: bool,
+        *,
+        label_selector: str | None = None,
+        quiet_missing: bool = False,
+    ) -> list[dict] | None:
         try:
-            out = self.cluster.get(kind, namespace=self.namespace if namespaced else None, api_version=api_version,
-                                   label_selector=label_selector, all_namespaces=namespaced and not self.namespace)
+            out = self.cluster.get(
+                kind,
+                namespace=self.namespace if namespaced else None,
+                api_version=api_version,
+                label_selector=label_selector,
+                all_namespaces=namespaced and not self.namespace,
+            )
         except ClusterError as exc:
             if exc.status == 404:
                 if not quiet_missing:
                     self.inv.skipped.append(str(exc))
                 return None
-            hint = " (pass -n NAMESPACE to look in one namespace)" if namespaced and not self.namespace else ""
+            hint = (
+                " (pass -n NAMESPACE to look in one namespace)" if namespaced and not self.namespace else ""
+            )
             self.inv.problems.append(f"cannot list {kind}: {exc}{hint}")
             return None
         return out.get("items") or []
@@ -340,7 +379,9 @@ class _Reader:
             return self.cluster.get(kind, name, namespace, api_version=api_version)
         except ClusterError as exc:
             if exc.status != 404:
-                self.inv.problems.append(f"cannot read {kind} {namespace + '/' if namespace else ''}{name}: {exc}")
+                self.inv.problems.append(
+                    f"cannot read {kind} {namespace + '/' if namespace else ''}{name}: {exc}"
+                )
             return None
 
 
@@ -356,7 +397,9 @@ def inventory(cluster, *, namespace: str | None = None) -> Inventory:
     mine: dict[str, list[dict]] = {kind: [o for o in objs if found_by(o)] for kind, objs in listed.items()}
 
     # Secrets: the labelled ones, and any Secret a workbook TrainJob references (it may lack the label)
-    secrets = {_ref(o): o for o in read.list("Secret", "v1", True, label_selector=f"{PART_OF[0]}={PART_OF[1]}") or []}
+    secrets = {
+        _ref(o): o for o in read.list("Secret", "v1", True, label_selector=f"{PART_OF[0]}={PART_OF[1]}") or []
+    }
     for job in mine["TrainJob"]:
         ns = _meta(job).get("namespace") or "default"
         for name in sorted(_referenced_secrets(job)):
@@ -373,7 +416,7 @@ def inventory(cluster, *, namespace: str | None = None) -> Inventory:
     storage_classes = {_meta(o).get("name"): o for o in listed["StorageClass"]}
 
     # claims holding a model: annotations, and Complete TrainJobs (anyone's) that saved onto them
-    models: dict[str, dict[str, str]] = {}   # namespace/claim -> {job: path}
+    models: dict[str, dict[str, str]] = {}  # namespace/claim -> {job: path}
     for job in listed["TrainJob"]:
         ns = _meta(job).get("namespace") or "default"
         for claim, path in job_models(job).items():
@@ -383,13 +426,20 @@ def inventory(cluster, *, namespace: str | None = None) -> Inventory:
         for obj in mine[k.kind]:
             meta = _meta(obj)
             item = Found(k.kind, meta.get("name", "?"), meta.get("namespace"), k.api_version, found_by(obj))
-            _describe(item, obj, read, claims=claims, nodes=nodes, storage_classes=storage_classes, models=models)
+            _describe(
+                item, obj, read, claims=claims, nodes=nodes, storage_classes=storage_classes, models=models
+            )
             inv.found.append(item)
         others = [o for o in listed[k.kind] if not found_by(o)]
         for obj in others[:LEFT_ALONE_SHOWN]:
             by = sorted(managers(obj) - {""})
-            inv.left_alone.append((k.kind, _ref(obj), f"fields managed by {', '.join(by)}" if by
-                                   else "no label, no field manager"))
+            inv.left_alone.append(
+                (
+                    k.kind,
+                    _ref(obj),
+                    f"fields managed by {', '.join(by)}" if by else "no label, no field manager",
+                )
+            )
         if len(others) > LEFT_ALONE_SHOWN:
             inv.left_alone.append((k.kind, f"... and {len(others) - LEFT_ALONE_SHOWN} more", ""))
 
@@ -408,7 +458,8 @@ def inventory(cluster, *, namespace: str | None = None) -> Inventory:
             f"the Kubeflow Trainer controller (namespace {TRAINER_NAMESPACE}, installed by the workbook): its CRDs "
             "hold every TrainJob on the cluster, other people's too, and it runs on the cluster's own nodes, not "
             "the workbook's pools. Uninstall it when nobody else uses it: kubectl delete -k "
-            '"https://github.com/kubeflow/trainer.git/manifests/overlays/manager?ref=v<the release you installed>"')
+            '"https://github.com/kubeflow/trainer.git/manifests/overlays/manager?ref=v<the release you installed>"'
+        )
     return inv
 
 
@@ -418,50 +469,88 @@ def _volume(pv: dict, storage_classes: dict) -> Volume:
     fsx_id = csi.get("volumeHandle") if csi.get("driver") == FSX_PROVISIONER else None
     sc = storage_classes.get(spec.get("storageClassName")) or {}
     # the StorageClass says which deployment type it provisioned; once it is gone, nothing on the cluster does
-    deployment = (csi.get("volumeAttributes") or {}).get("deploymentType") or (sc.get("parameters") or {}).get(
-        "deploymentType")
+    deployment = (csi.get("volumeAttributes") or {}).get("deploymentType") or (
+        sc.get("parameters") or {}
+    ).get("deploymentType")
     ref = spec.get("claimRef") or {}
-    return Volume(name=_meta(pv).get("name", "?"), size_gib=gib((spec.get("capacity") or {}).get("storage")),
-                  fsx_id=fsx_id, reclaim=spec.get("persistentVolumeReclaimPolicy", "?"), deployment_type=deployment,
-                  claim=f"{ref.get('namespace')}/{ref.get('name')}" if ref.get("name") else "",
-                  phase=(pv.get("status") or {}).get("phase", ""))
+    return Volume(
+        name=_meta(pv).get("name", "?"),
+        size_gib=gib((spec.get("capacity") or {}).get("storage")),
+        fsx_id=fsx_id,
+        reclaim=spec.get("persistentVolumeReclaimPolicy", "?"),
+        deployment_type=deployment,
+        claim=f"{ref.get('namespace')}/{ref.get('name')}" if ref.get("name") else "",
+        phase=(pv.get("status") or {}).get("phase", ""),
+    )
 
 
-def _describe(item: Found, obj: dict, read: _Reader, *, claims: list[dict], nodes: dict, storage_classes: dict,
-              models: dict[str, dict[str, str]]) -> None:
+def _describe(
+    item: Found,
+    obj: dict,
+    read: _Reader,
+    *,
+    claims: list[dict],
+    nodes: dict,
+    storage_classes: dict,
+    models: dict[str, dict[str, str]],
+) -> None:
     spec, status = obj.get("spec") or {}, obj.get("status") or {}
     if item.kind == "NodePool":
-        item.nodes = [_node_of_claim(c) for c in claims
-                      if ((_meta(c).get("labels") or {}).get("karpenter.sh/nodepool")) == item.name]
-        item.cost = (f"{len(item.nodes)} node(s): {nodes_text(item.nodes)}" if item.nodes
-                     else "no nodes now (Karpenter launches them only for pending pods that fit)")
+        item.nodes = [
+            _node_of_claim(c)
+            for c in claims
+            if ((_meta(c).get("labels") or {}).get("karpenter.sh/nodepool")) == item.name
+        ]
+        item.cost = (
+            f"{len(item.nodes)} node(s): {nodes_text(item.nodes)}"
+            if item.nodes
+            else "no nodes now (Karpenter launches them only for pending pods that fit)"
+        )
     elif item.kind == "EC2NodeClass":
         item.cost = "nothing by itself (its nodes are counted under their NodePool)"
     elif item.kind == "TrainJob":
         conds = [t for t, s in _conditions(obj).items() if s == "True"]
         state = ", ".join(conds) or "no condition yet"
         pods = _pods(read, item.namespace or "default", item.name)
-        pinned = sorted({p["spec"]["nodeName"] for p in pods
-                         if (p.get("spec") or {}).get("nodeName")
-                         and (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")})
+        pinned = sorted(
+            {
+                p["spec"]["nodeName"]
+                for p in pods
+                if (p.get("spec") or {}).get("nodeName")
+                and (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+            }
+        )
         item.nodes = [_node_of(nodes[n]) if n in nodes else Node(n, "?") for n in pinned]
-        item.cost = f"{state}; " + (f"its running pods pin {len(item.nodes)} node(s): {nodes_text(item.nodes)}"
-                                    if item.nodes else "no running pods, no nodes held")
+        item.cost = f"{state}; " + (
+            f"its running pods pin {len(item.nodes)} node(s): {nodes_text(item.nodes)}"
+            if item.nodes
+            else "no running pods, no nodes held"
+        )
     elif item.kind == "PersistentVolumeClaim":
         item.storage_class = spec.get("storageClassName")
         pv = read.get("PersistentVolume", spec["volumeName"], None, "v1") if spec.get("volumeName") else None
         if pv is not None:
             item.volume = _volume(pv, storage_classes)
             item.cost = item.volume.describe()
-            item.details.append(f"volume {item.volume.name}, reclaimPolicy {item.volume.reclaim}"
-                                + (": deleting the claim keeps the file system (and its cost)"
-                                   if item.volume.reclaim == "Retain" else ""))
+            item.details.append(
+                f"volume {item.volume.name}, reclaimPolicy {item.volume.reclaim}"
+                + (
+                    ": deleting the claim keeps the file system (and its cost)"
+                    if item.volume.reclaim == "Retain"
+                    else ""
+                )
+            )
         else:
-            size = (status.get("capacity") or {}).get("storage") or ((spec.get("resources") or {}).get(
-                "requests") or {}).get("storage")
-            item.cost = (f"{status.get('phase') or 'Pending'}, {size or 'size unknown'} requested: no volume bound "
-                         "yet (nothing billed until the file system exists)")
-        notes = {k: v for k, v in (_meta(obj).get("annotations") or {}).items() if k.startswith(MODEL_ANNOTATION)}
+            size = (status.get("capacity") or {}).get("storage") or (
+                (spec.get("resources") or {}).get("requests") or {}
+            ).get("storage")
+            item.cost = (
+                f"{status.get('phase') or 'Pending'}, {size or 'size unknown'} requested: no volume bound "
+                "yet (nothing billed until the file system exists)"
+            )
+        notes = {
+            k: v for k, v in (_meta(obj).get("annotations") or {}).items() if k.startswith(MODEL_ANNOTATION)
+        }
         item.models = [f"{v} (annotation {k})" for k, v in sorted(notes.items())]
         for job, path in sorted(models.get(item.ref, {}).items()):
             if notes.get(MODEL_ANNOTATION + job) != path:
@@ -478,8 +567,12 @@ def _describe(item: Found, obj: dict, read: _Reader, *, claims: list[dict], node
 
 def _pods(read: _Reader, namespace: str, job: str) -> list[dict]:
     try:
-        out = read.cluster.get("Pod", namespace=namespace, api_version="v1",
-                               label_selector=f"jobset.sigs.k8s.io/jobset-name={job}")
+        out = read.cluster.get(
+            "Pod",
+            namespace=namespace,
+            api_version="v1",
+            label_selector=f"jobset.sigs.k8s.io/jobset-name={job}",
+        )
     except ClusterError as exc:
         read.inv.problems.append(f"cannot list the pods of TrainJob {namespace}/{job}: {exc}")
         return []
@@ -495,11 +588,19 @@ def _table(rows: Sequence[tuple[str, ...]], indent: str = "  ") -> list[str]:
 def listing(inv: Inventory) -> list[str]:
     """The inventory as text: the workbook's objects in deletion order with their cost, then the rest."""
     if not inv.found:
-        lines = [("Nothing of the workbook's on this cluster (no object labelled "
-                  f"{PART_OF[0]}={PART_OF[1]} or applied by field manager `{FIELD_MANAGER}`).")]
+        lines = [
+            (
+                "Nothing of the workbook's on this cluster (no object labelled "
+                f"{PART_OF[0]}={PART_OF[1]} or applied by field manager `{FIELD_MANAGER}`)."
+            )
+        ]
     else:
-        lines = [(f"Created by the workbook (label {PART_OF[0]}={PART_OF[1]} or field manager `{FIELD_MANAGER}`), "
-                  "in the order --yes deletes them:")]
+        lines = [
+            (
+                f"Created by the workbook (label {PART_OF[0]}={PART_OF[1]} or field manager `{FIELD_MANAGER}`), "
+                "in the order --yes deletes them:"
+            )
+        ]
         rows = [("KIND", "NAME", "FOUND BY", "WHILE IT EXISTS")]
         rows += [(f.kind, f.ref, f.found_by, f.cost) for f in inv.found]
         table = _table(rows)
@@ -509,13 +610,20 @@ def listing(inv: Inventory) -> list[str]:
             lines.append(row)
             lines += [pad + d for d in f.details]
         node_h, fsx_h, unknown = inv.running_cost()
-        lines.append(f"Running cost of the above: ${node_h + fsx_h:.2f}/h known (nodes ${node_h:.2f}/h, "
-                     f"FSx ${fsx_h:.2f}/h)" + (f"; price unknown: {', '.join(unknown)}" if unknown else ""))
+        lines.append(
+            f"Running cost of the above: ${node_h + fsx_h:.2f}/h known (nodes ${node_h:.2f}/h, "
+            f"FSx ${fsx_h:.2f}/h)" + (f"; price unknown: {', '.join(unknown)}" if unknown else "")
+        )
     if inv.released:
-        lines.append("Released FSx volumes on the cluster (their claims are gone; under Retain each file system still "
-                     "exists and is billed; teardown deletes none):")
-        lines += [f"  PersistentVolume {v.name} (was {v.claim or '?'}): {v.describe()}; remove: "
-                  + " && ".join(v.removal()) for v in inv.released]
+        lines.append(
+            "Released FSx volumes on the cluster (their claims are gone; under Retain each file system still "
+            "exists and is billed; teardown deletes none):"
+        )
+        lines += [
+            f"  PersistentVolume {v.name} (was {v.claim or '?'}): {v.describe()}; remove: "
+            + " && ".join(v.removal())
+            for v in inv.released
+        ]
     if inv.left_alone:
         lines.append(f"Left alone (same kinds, neither the label nor the field manager `{FIELD_MANAGER}`):")
         lines += _table([(kind, ref, why) for kind, ref, why in inv.left_alone], "  ")
@@ -537,17 +645,31 @@ def _later(items: list[Found]) -> list[str]:
         out.append(f"kubectl delete pvc {f.name} -n {f.namespace}")
         if f.volume is not None:
             out += f.volume.removal()
-    out += [f"kubectl delete storageclass {sc}" for sc in sorted({f.storage_class for f in items if f.storage_class})]
+    out += [
+        f"kubectl delete storageclass {sc}"
+        for sc in sorted({f.storage_class for f in items if f.storage_class})
+    ]
     return out
 
 
-def teardown(cluster, *, yes: bool = False, keep_model: bool = False, delete_model: bool = False,
-             timeout: float = 900, namespace: str | None = None, echo: Callable[[str], None] = print,
-             interval: float | None = None, clock: Callable[[], float] = time.monotonic,
-             sleep: Callable[[float], None] = time.sleep) -> int:
+def teardown(
+    cluster,
+    *,
+    yes: bool = False,
+    keep_model: bool = False,
+    delete_model: bool = False,
+    timeout: float = 900,
+    namespace: str | None = None,
+    echo: Callable[[str], None] = print,
+    interval: float | None = None,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> int:
     """List (and with `yes` delete) the workbook's objects; the exit code of `workshop cluster teardown`."""
     if keep_model and delete_model:
-        raise WorkshopError("--keep-model and --delete-model are exclusive: keep the trained model, or delete it")
+        raise WorkshopError(
+            "--keep-model and --delete-model are exclusive: keep the trained model, or delete it"
+        )
     check_positive("--timeout", timeout)
     interval = POLL_S if interval is None else interval
     inv = inventory(cluster, namespace=namespace)
@@ -557,45 +679,66 @@ def teardown(cluster, *, yes: bool = False, keep_model: bool = False, delete_mod
     if holding and not (keep_model or delete_model):
         what = "; ".join(f"{f.kind} {f.ref}: {', '.join(f.models)}" for f in holding)
         if not yes:
-            echo(f"Note: {what}. --yes will stop here unless --keep-model (keep the claim and its file system) "
-                 "or --delete-model (delete them with the rest) is given.")
+            echo(
+                f"Note: {what}. --yes will stop here unless --keep-model (keep the claim and its file system) "
+                "or --delete-model (delete them with the rest) is given."
+            )
         else:
-            echo(f"Stopped, nothing deleted: {what}. Deleting the claim would lose the model (under reclaimPolicy "
-                 "Retain: leave it on a file system no claim mounts). Run "
-                 f"`{COMMAND} --yes --keep-model` to keep it (and the claim), or "
-                 f"`{COMMAND} --yes --delete-model` to delete it with everything else.")
+            echo(
+                f"Stopped, nothing deleted: {what}. Deleting the claim would lose the model (under reclaimPolicy "
+                "Retain: leave it on a file system no claim mounts). Run "
+                f"`{COMMAND} --yes --keep-model` to keep it (and the claim), or "
+                f"`{COMMAND} --yes --delete-model` to delete it with everything else."
+            )
             return 3
     kept = holding if keep_model else []
     kept_classes = {f.storage_class for f in kept}
-    plan = [f for f in inv.found if f not in kept and not (f.kind == "StorageClass" and f.name in kept_classes)]
+    plan = [
+        f for f in inv.found if f not in kept and not (f.kind == "StorageClass" and f.name in kept_classes)
+    ]
     if not yes:
         if holding and not (keep_model or delete_model):
-            keeping = [f for f in inv.found if f not in holding and not (
-                f.kind == "StorageClass" and f.name in {h.storage_class for h in holding})]
-            echo(f"Dry run: nothing was deleted. `{COMMAND} --yes --keep-model` deletes {len(keeping)} of the "
-                 f"object(s) above, `{COMMAND} --yes --delete-model` all {len(inv.found)}; either waits until "
-                 "Karpenter has drained the nodes.")
+            keeping = [
+                f
+                for f in inv.found
+                if f not in holding
+                and not (f.kind == "StorageClass" and f.name in {h.storage_class for h in holding})
+            ]
+            echo(
+                f"Dry run: nothing was deleted. `{COMMAND} --yes --keep-model` deletes {len(keeping)} of the "
+                f"object(s) above, `{COMMAND} --yes --delete-model` all {len(inv.found)}; either waits until "
+                "Karpenter has drained the nodes."
+            )
         elif inv.found:
             skip = f" (keeping {', '.join(f.kind + ' ' + f.ref for f in kept)})" if kept else ""
-            echo(f"Dry run: nothing was deleted. `{COMMAND} --yes"
-                 + (" --keep-model" if keep_model else " --delete-model" if delete_model else "")
-                 + f"` deletes the {len(plan)} object(s) above{skip} and waits until Karpenter has drained the "
-                 "nodes.")
+            echo(
+                f"Dry run: nothing was deleted. `{COMMAND} --yes"
+                + (" --keep-model" if keep_model else " --delete-model" if delete_model else "")
+                + f"` deletes the {len(plan)} object(s) above{skip} and waits until Karpenter has drained the "
+                "nodes."
+            )
         return 1 if inv.problems else 0
 
     failures = list(inv.problems)
     for f in kept:  # the job that says the claim holds a model is about to go: the claim records it first
         if f.unmarked:
             try:
-                cluster.patch(f.kind, f.name, f.namespace, {"metadata": {"annotations": f.unmarked}},
-                              api_version=f.api_version)
+                cluster.patch(
+                    f.kind,
+                    f.name,
+                    f.namespace,
+                    {"metadata": {"annotations": f.unmarked}},
+                    api_version=f.api_version,
+                )
                 echo(f"recorded on {f.kind} {f.ref}: " + ", ".join(f"{k}={v}" for k, v in f.unmarked.items()))
             except ClusterError as exc:
-                jobs = {(f.namespace, key[len(MODEL_ANNOTATION):]) for key in f.unmarked}
+                jobs = {(f.namespace, key[len(MODEL_ANNOTATION) :]) for key in f.unmarked}
                 plan = [p for p in plan if not (p.kind == "TrainJob" and (p.namespace, p.name) in jobs)]
                 failures.append(f"could not record the model on {f.kind} {f.ref}: {exc}")
-                echo(f"could not annotate {f.kind} {f.ref} ({exc}); TrainJob(s) {', '.join(j for _, j in sorted(jobs))}"
-                     " kept: they are the only record that the claim holds a model")
+                echo(
+                    f"could not annotate {f.kind} {f.ref} ({exc}); TrainJob(s) {', '.join(j for _, j in sorted(jobs))}"
+                    " kept: they are the only record that the claim holds a model"
+                )
     deleted: list[Found] = []
     for f in plan:
         try:
@@ -611,18 +754,26 @@ def teardown(cluster, *, yes: bool = False, keep_model: bool = False, delete_mod
         failures.append(f"NodeClaims of {', '.join(pools)} still there after {timeout:g} s")
     for f in deleted:
         if f.volume is not None and f.volume.reclaim == "Retain":
-            echo(f"Left behind by {f.kind} {f.ref} (reclaimPolicy Retain, still billed): PersistentVolume "
-                 f"{f.volume.name}, {f.volume.describe()}. When you no longer need it: "
-                 + " && ".join(f.volume.removal()))
+            echo(
+                f"Left behind by {f.kind} {f.ref} (reclaimPolicy Retain, still billed): PersistentVolume "
+                f"{f.volume.name}, {f.volume.describe()}. When you no longer need it: "
+                + " && ".join(f.volume.removal())
+            )
     if kept:
-        echo("Kept for the trained model: " + "; ".join(f"{f.kind} {f.ref}, holding {', '.join(f.models)}"
-                                                        for f in kept) + ". Remove them later with:")
+        echo(
+            "Kept for the trained model: "
+            + "; ".join(f"{f.kind} {f.ref}, holding {', '.join(f.models)}" for f in kept)
+            + ". Remove them later with:"
+        )
         for cmd in [f"{COMMAND} --yes --delete-model", "or, by hand:", *_later(kept)]:
             echo(f"  {cmd}")
     if failures:
         echo(f"Not everything was removed ({len(failures)} problem(s)): " + "; ".join(failures))
         return 1
-    echo(f"Done: {len(deleted)} object(s) deleted" + (", no NodeClaim of the deleted pools left." if pools else "."))
+    echo(
+        f"Done: {len(deleted)} object(s) deleted"
+        + (", no NodeClaim of the deleted pools left." if pools else ".")
+    )
     return 0
 
 
@@ -633,7 +784,10 @@ def _wait_drained(cluster, pools: list[str], timeout: float, interval: float, ec
     last, last_said = None, -1e18
     while True:
         try:
-            left = cluster.get("NodeClaim", api_version="karpenter.sh/v1", label_selector=selector).get("items") or []
+            left = (
+                cluster.get("NodeClaim", api_version="karpenter.sh/v1", label_selector=selector).get("items")
+                or []
+            )
         except ClusterError as exc:
             if exc.status != 404:
                 echo(f"cannot list NodeClaims: {exc}")
@@ -646,29 +800,43 @@ def _wait_drained(cluster, pools: list[str], timeout: float, interval: float, ec
                 echo("Karpenter has drained the nodes: no NodeClaim of " + ", ".join(pools) + " left")
             return True
         if names != last or now - last_said >= PROGRESS_S:
-            echo(f"waiting for Karpenter to drain {len(names)} node(s) of {', '.join(pools)}: {', '.join(names)} "
-                 f"({max(0.0, deadline - now):.0f} s left)")
+            echo(
+                f"waiting for Karpenter to drain {len(names)} node(s) of {', '.join(pools)}: {', '.join(names)} "
+                f"({max(0.0, deadline - now):.0f} s left)"
+            )
             last, last_said = names, now
         if now + interval > deadline:
-            echo(f"timed out after {timeout:g} s: {len(names)} NodeClaim(s) left ({', '.join(names)}); Karpenter may "
-                 "still be draining them: `kubectl get nodeclaims`, `kubectl describe nodeclaim <name>`")
+            echo(
+                f"timed out after {timeout:g} s: {len(names)} NodeClaim(s) left ({', '.join(names)}); Karpenter may "
+                "still be draining them: `kubectl get nodeclaims`, `kubectl describe nodeclaim <name>`"
+            )
             return False
         sleep(interval)
 
 
 def offline_plan() -> str:
     """What the command does, for a notebook that reached no cluster."""
-    return "\n".join([
-        (f"No cluster was used here. On the cluster you used, `{COMMAND}` lists every object labelled "
-         f"{PART_OF[0]}={PART_OF[1]} or applied by field manager `{FIELD_MANAGER}`, with the nodes and file "
-         "system each keeps paying for, and the similar objects it leaves alone; it deletes nothing."),
-        (f"`{COMMAND} --yes` then deletes them in this order: {' -> '.join(ORDER)}, and waits until Karpenter "
-         "has drained the nodes (--timeout)."),
-        ("A claim that holds a trained model stops it, unless --keep-model (keep the claim and the FSx file "
-         "system; the commands that remove them later are printed) or --delete-model."),
-        ("Under reclaimPolicy Retain the FSx file system outlives its claim: its id and the "
-         "`aws fsx delete-file-system --file-system-id fs-...` call that ends its cost are printed."),
-        "Run it with the kubeconfig of that cluster: first the listing, then the deletion:",
-        f"  {COMMAND}",
-        f"  {COMMAND} --yes",
-    ])
+    return "\n".join(
+        [
+            (
+                f"No cluster was used here. On the cluster you used, `{COMMAND}` lists every object labelled "
+                f"{PART_OF[0]}={PART_OF[1]} or applied by field manager `{FIELD_MANAGER}`, with the nodes and file "
+                "system each keeps paying for, and the similar objects it leaves alone; it deletes nothing."
+            ),
+            (
+                f"`{COMMAND} --yes` then deletes them in this order: {' -> '.join(ORDER)}, and waits until Karpenter "
+                "has drained the nodes (--timeout)."
+            ),
+            (
+                "A claim that holds a trained model stops it, unless --keep-model (keep the claim and the FSx file "
+                "system; the commands that remove them later are printed) or --delete-model."
+            ),
+            (
+                "Under reclaimPolicy Retain the FSx file system outlives its claim: its id and the "
+                "`aws fsx delete-file-system --file-system-id fs-...` call that ends its cost are printed."
+            ),
+            "Run it with the kubeconfig of that cluster: first the listing, then the deletion:",
+            f"  {COMMAND}",
+            f"  {COMMAND} --yes",
+        ]
+    )

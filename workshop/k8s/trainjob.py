@@ -115,22 +115,39 @@ class HFTokenSecret:
     def api_body(self) -> dict:
         """The object sent to the API server (stringData: the server base64-encodes it). Never render this."""
         if not self.value:
-            raise WorkshopError(f"Secret {self.name}: no token value (set HF_TOKEN, or create it with kubectl)")
-        return {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
-                "metadata": {"name": self.name, "namespace": self.namespace,
-                             "labels": {"app.kubernetes.io/part-of": "workshop"}},
-                "stringData": {self.key: self.value}}
+            raise WorkshopError(
+                f"Secret {self.name}: no token value (set HF_TOKEN, or create it with kubectl)"
+            )
+        return {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "type": "Opaque",
+            "metadata": {
+                "name": self.name,
+                "namespace": self.namespace,
+                "labels": {"app.kubernetes.io/part-of": "workshop"},
+            },
+            "stringData": {self.key: self.value},
+        }
 
     def kubectl_command(self, env_var: str = "HF_TOKEN") -> str:
         """Create the Secret from the environment without the token touching argv, history or a file, then
         label it as the workbook's (so `python -m workshop cluster teardown` finds and removes it)."""
-        return (f'printf %s "${env_var}" | kubectl create secret generic {self.name} -n {self.namespace} '
-                f"--from-file={self.key}=/dev/stdin && kubectl label secret {self.name} -n {self.namespace} "
-                f"{PART_OF[0]}={PART_OF[1]}")
+        return (
+            f'printf %s "${env_var}" | kubectl create secret generic {self.name} -n {self.namespace} '
+            f"--from-file={self.key}=/dev/stdin && kubectl label secret {self.name} -n {self.namespace} "
+            f"{PART_OF[0]}={PART_OF[1]}"
+        )
 
 
-def secret_from_env(name: str = "hf-token", *, namespace: str = "default", env_var: str = "HF_TOKEN",
-                    key: str = "token", required: bool = False) -> HFTokenSecret:
+def secret_from_env(
+    name: str = "hf-token",
+    *,
+    namespace: str = "default",
+    env_var: str = "HF_TOKEN",
+    key: str = "token",
+    required: bool = False,
+) -> HFTokenSecret:
     """The Secret with its value read from `$env_var` (never printed). Missing: None value, or an error if
     `required` (the error names the variable, not a value)."""
     value = os.environ.get(env_var) or None
@@ -172,9 +189,14 @@ class TrainJobSpec:
         for what in ("nodes", "procs_per_node"):
             value = getattr(self, what)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise WorkshopError(f"{what} must be an integer >= 1, got {value!r}"
-                                    + (" (never 'auto' on CPU: it means one rank per vCPU)" if what ==
-                                       "procs_per_node" and isinstance(value, str) else ""))
+                raise WorkshopError(
+                    f"{what} must be an integer >= 1, got {value!r}"
+                    + (
+                        " (never 'auto' on CPU: it means one rank per vCPU)"
+                        if what == "procs_per_node" and isinstance(value, str)
+                        else ""
+                    )
+                )
         for k, v in {**self.requests, **self.limits}.items():
             _check_quantity(f"resource {k}", v)
         if self.shm_size is not None:
@@ -183,13 +205,21 @@ class TrainJobSpec:
         if clash:
             raise WorkshopError(f"env {clash} is set by the Trainer's Torch plugin for torchrun; remove it")
         if self.hf_secret and self.hf_secret.namespace != self.namespace:
-            raise WorkshopError(f"Secret {self.hf_secret.name} is in namespace {self.hf_secret.namespace}, "
-                                f"the TrainJob in {self.namespace}: a secretKeyRef only sees its own namespace")
+            raise WorkshopError(
+                f"Secret {self.hf_secret.name} is in namespace {self.hf_secret.namespace}, "
+                f"the TrainJob in {self.namespace}: a secretKeyRef only sees its own namespace"
+            )
         if not self.image or any(c.isspace() for c in self.image):
             raise WorkshopError(f"image {self.image!r} is not an image reference")
-        if self.storage is not None and self.storage.claim is not None and self.storage.claim.namespace != self.namespace:
-            raise WorkshopError(f"claim {self.storage.claim.name} is in namespace {self.storage.claim.namespace}, the "
-                                f"TrainJob in {self.namespace}: a pod only mounts claims of its own namespace")
+        if (
+            self.storage is not None
+            and self.storage.claim is not None
+            and self.storage.claim.namespace != self.namespace
+        ):
+            raise WorkshopError(
+                f"claim {self.storage.claim.name} is in namespace {self.storage.claim.namespace}, the "
+                f"TrainJob in {self.namespace}: a pod only mounts claims of its own namespace"
+            )
 
     # -- pieces
     @property
@@ -204,9 +234,15 @@ class TrainJobSpec:
 
     def _trainer(self) -> dict:
         resources = {k: v for k, v in (("requests", self.requests), ("limits", self.limits)) if v}
-        return {"image": self.image, "command": self.command, "args": list(self.train_args),
-                "numNodes": self.nodes, "numProcPerNode": self.procs_per_node,
-                "resourcesPerNode": resources or None, "env": self.env_list() or None}
+        return {
+            "image": self.image,
+            "command": self.command,
+            "args": list(self.train_args),
+            "numNodes": self.nodes,
+            "numProcPerNode": self.procs_per_node,
+            "resourcesPerNode": resources or None,
+            "env": self.env_list() or None,
+        }
 
     def _pod_spec(self, form: str) -> dict:
         container: dict = {"name": NODE_JOB}
@@ -223,38 +259,71 @@ class TrainJobSpec:
             container["volumeMounts"] = mounts
         if self.capabilities and form == "runtimePatches":
             container["securityContext"] = {"capabilities": {"add": list(self.capabilities)}}
-        return {"nodeSelector": self.node_selector or None, "tolerations": self.tolerations or None,
-                "affinity": self._spread() if self.one_pod_per_node and self.nodes > 1 else None,
-                "serviceAccountName": self.storage.service_account if self.storage else None,
-                "volumes": volumes or None, "containers": [container] if len(container) > 1 else None}
+        return {
+            "nodeSelector": self.node_selector or None,
+            "tolerations": self.tolerations or None,
+            "affinity": self._spread() if self.one_pod_per_node and self.nodes > 1 else None,
+            "serviceAccountName": self.storage.service_account if self.storage else None,
+            "volumes": volumes or None,
+            "containers": [container] if len(container) > 1 else None,
+        }
 
     def _spread(self) -> dict:
         """Never two node pods of this job on one machine: without it, the scheduler (and Karpenter) may pack
         "4 pods x 1 GPU" onto a single 8-GPU instance, and the measured network path is not the one meant.
         The Trainer runs the job as a JobSet named after the TrainJob, whose pods carry that name."""
-        return {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{
-            "labelSelector": {"matchLabels": {"jobset.sigs.k8s.io/jobset-name": self.name}},
-            "topologyKey": "kubernetes.io/hostname"}]}}
+        return {
+            "podAntiAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": [
+                    {
+                        "labelSelector": {"matchLabels": {"jobset.sigs.k8s.io/jobset-name": self.name}},
+                        "topologyKey": "kubernetes.io/hostname",
+                    }
+                ]
+            }
+        }
 
     def to_dict(self, trainer: str = "2.1.0") -> dict:
         form = trainer_form(trainer)
         if self.capabilities and form == "podTemplateOverrides":
-            raise WorkshopError(f"Trainer {trainer} cannot add container capabilities {self.capabilities} from a "
-                                "TrainJob (podTemplateOverrides has no securityContext); use Trainer >= 2.2.0 "
-                                "or a custom ClusterTrainingRuntime")
+            raise WorkshopError(
+                f"Trainer {trainer} cannot add container capabilities {self.capabilities} from a "
+                "TrainJob (podTemplateOverrides has no securityContext); use Trainer >= 2.2.0 "
+                "or a custom ClusterTrainingRuntime"
+            )
         pod = {k: v for k, v in self._pod_spec(form).items() if v is not None}
-        spec: dict = {"runtimeRef": {"apiGroup": "trainer.kubeflow.org", "kind": "ClusterTrainingRuntime",
-                                     "name": self.runtime},
-                      "trainer": {k: v for k, v in self._trainer().items() if v is not None}}
+        spec: dict = {
+            "runtimeRef": {
+                "apiGroup": "trainer.kubeflow.org",
+                "kind": "ClusterTrainingRuntime",
+                "name": self.runtime,
+            },
+            "trainer": {k: v for k, v in self._trainer().items() if v is not None},
+        }
         if pod and form == "podTemplateOverrides":
             spec["podTemplateOverrides"] = [{"targetJobs": [{"name": NODE_JOB}], "spec": pod}]
         elif pod:
-            spec["runtimePatches"] = [{"manager": PATCH_MANAGER, "trainingRuntimeSpec": {"template": {"spec": {
-                "replicatedJobs": [{"name": NODE_JOB, "template": {"spec": {"template": {"spec": pod}}}}]}}}}]
+            spec["runtimePatches"] = [
+                {
+                    "manager": PATCH_MANAGER,
+                    "trainingRuntimeSpec": {
+                        "template": {
+                            "spec": {
+                                "replicatedJobs": [
+                                    {"name": NODE_JOB, "template": {"spec": {"template": {"spec": pod}}}}
+                                ]
+                            }
+                        }
+                    },
+                }
+            ]
         labels = {"app.kubernetes.io/part-of": "workshop", **self.labels}
-        return {"apiVersion": API_VERSION, "kind": "TrainJob",
-                "metadata": {"name": self.name, "namespace": self.namespace, "labels": labels},
-                "spec": spec}
+        return {
+            "apiVersion": API_VERSION,
+            "kind": "TrainJob",
+            "metadata": {"name": self.name, "namespace": self.namespace, "labels": labels},
+            "spec": spec,
+        }
 
     def documents(self, trainer: str = "2.1.0") -> list[dict]:
         """What goes into a manifest file: the TrainJob only. The Secret is created separately, never rendered."""
@@ -273,18 +342,29 @@ DEFAULT_MODEL = "meta-llama/Meta-Llama-3-8B"  # EKS jobs fine-tune the real weig
 JOB_SETTINGS = {"max_steps": 300, "save_steps": 50, "grad_ckpt": True, "dist_timeout_min": 60}
 
 
-def train_args(model: str = DEFAULT_MODEL, *, name: str = "train", storage: OutputStorage | None = None,
-               **overrides) -> list[str]:
+def train_args(
+    model: str = DEFAULT_MODEL, *, name: str = "train", storage: OutputStorage | None = None, **overrides
+) -> list[str]:
     """The node container's arguments to `workshop.train`: the model's recipe (fine-tuning settings for real
     weights, the lessons' for random ones), the job settings, the storage's output/resume/save flags, then
     `overrides`. Rendered by TrainArgs itself, validated first, so the TrainJob runs what torchrun would."""
 
-    kw = {**recipe(model), **JOB_SETTINGS, "model": model,
-          **(storage.train_kwargs(name) if storage else {"output_dir": f"{OUTPUT_DIR}/{name}", "save_model": True}),
-          **overrides}
+    kw = {
+        **recipe(model),
+        **JOB_SETTINGS,
+        "model": model,
+        **(
+            storage.train_kwargs(name)
+            if storage
+            else {"output_dir": f"{OUTPUT_DIR}/{name}", "save_model": True}
+        ),
+        **overrides,
+    }
     unknown = sorted(set(kw) - set(TrainArgs.__dataclass_fields__))
     if unknown:
-        raise WorkshopError(f"unknown training argument(s) {unknown}; allowed: {', '.join(TrainArgs.__dataclass_fields__)}")
+        raise WorkshopError(
+            f"unknown training argument(s) {unknown}; allowed: {', '.join(TrainArgs.__dataclass_fields__)}"
+        )
     args = TrainArgs(**kw)
     args.validate()
     return args.to_argv()
@@ -293,7 +373,11 @@ def train_args(model: str = DEFAULT_MODEL, *, name: str = "train", storage: Outp
 def hf_home(storage: OutputStorage | None) -> str:
     """The hub cache: on the shared FSx volume the 16 GB of weights are downloaded once for every node and every
     restart (huggingface_hub's file locks work there: the volume is mounted with `flock`); else pod-local."""
-    return f"{storage.mount_path}/hf-cache" if storage is not None and storage.kind == "fsx" else "/workspace/hf-cache"
+    return (
+        f"{storage.mount_path}/hf-cache"
+        if storage is not None and storage.kind == "fsx"
+        else "/workspace/hf-cache"
+    )
 
 
 def _check_nodes(nodes) -> None:
@@ -301,11 +385,25 @@ def _check_nodes(nodes) -> None:
         raise WorkshopError(f"nodes must be an integer >= 1, got {nodes!r}")
 
 
-def cpu_trainjob(name: str = "cpu-llama3", *, model: str = DEFAULT_MODEL, nodes: int = 4, procs_per_node: int = 1,
-                 node_pool: str = "cpu-amx", namespace: str = "default", registry: str = DEFAULT_REGISTRY,
-                 recommendation=None, cpu: str | None = None, memory: str | None = None, shm_size: str | None = None,
-                 threads_per_rank: int | None = None, hf_secret: HFTokenSecret | None = None,
-                 args: list[str] | None = None, storage: OutputStorage | None = None, **train_kw) -> TrainJobSpec:
+def cpu_trainjob(
+    name: str = "cpu-llama3",
+    *,
+    model: str = DEFAULT_MODEL,
+    nodes: int = 4,
+    procs_per_node: int = 1,
+    node_pool: str = "cpu-amx",
+    namespace: str = "default",
+    registry: str = DEFAULT_REGISTRY,
+    recommendation=None,
+    cpu: str | None = None,
+    memory: str | None = None,
+    shm_size: str | None = None,
+    threads_per_rank: int | None = None,
+    hf_secret: HFTokenSecret | None = None,
+    args: list[str] | None = None,
+    storage: OutputStorage | None = None,
+    **train_kw,
+) -> TrainJobSpec:
     """The Xeon AMX job: CPU image, Karpenter pool + AMX taint, planner-sized resources and /dev/shm.
 
     Sizes come from `recommendation` (chapter 01's `memory.recommend`), computed here if not given;
@@ -314,7 +412,6 @@ def cpu_trainjob(name: str = "cpu-llama3", *, model: str = DEFAULT_MODEL, nodes:
     _check_nodes(nodes)
     check_dns_label("node pool", node_pool)
     if recommendation is None and None in (cpu, memory, shm_size, threads_per_rank):
-
         recommendation = recommend(model, nodes=nodes, procs_per_node=procs_per_node)
     rec = recommendation
     cpu = cpu or rec.cpu_request
@@ -326,23 +423,47 @@ def cpu_trainjob(name: str = "cpu-llama3", *, model: str = DEFAULT_MODEL, nodes:
     if args is None:
         args = train_args(model, name=name, storage=storage, threads=threads, backend="gloo", **train_kw)
     return TrainJobSpec(
-        name=name, namespace=namespace, image=image_ref("cpu", registry), train_args=args, nodes=nodes,
+        name=name,
+        namespace=namespace,
+        image=image_ref("cpu", registry),
+        train_args=args,
+        nodes=nodes,
         procs_per_node=procs_per_node,
-        requests={"cpu": str(cpu), "memory": memory}, limits={"memory": memory},
+        requests={"cpu": str(cpu), "memory": memory},
+        limits={"memory": memory},
         env={"OMP_NUM_THREADS": str(threads), "TOKENIZERS_PARALLELISM": "false", "HF_HOME": hf_home(storage)},
         storage=storage,
-        hf_secret=hf_secret, node_selector={"karpenter.sh/nodepool": node_pool},
+        hf_secret=hf_secret,
+        node_selector={"karpenter.sh/nodepool": node_pool},
         tolerations=[{"key": key, "operator": "Equal", "value": value, "effect": effect}],
-        shm_size=shm_size, one_pod_per_node=True, labels={"workshop/accelerator": "cpu"})
+        shm_size=shm_size,
+        one_pod_per_node=True,
+        labels={"workshop/accelerator": "cpu"},
+    )
 
 
-def gpu_trainjob(name: str = "gpu-llama3", *, model: str = DEFAULT_MODEL, nodes: int = 4,
-                 instance_type: str = "p4d.24xlarge", gpus_per_node: int | None = None,
-                 efa_per_node: int | None = None, namespace: str = "default", registry: str = DEFAULT_REGISTRY,
-                 cpu: str | None = None, memory: str | None = None, shm_size: str = "64Gi",
-                 ipc_lock: bool = True, catalog_source: str | None = None, hf_secret: HFTokenSecret | None = None,
-                 args: list[str] | None = None, env: dict[str, str] | None = None, one_pod_per_node: bool = True,
-                 storage: OutputStorage | None = None, **train_kw) -> TrainJobSpec:
+def gpu_trainjob(
+    name: str = "gpu-llama3",
+    *,
+    model: str = DEFAULT_MODEL,
+    nodes: int = 4,
+    instance_type: str = "p4d.24xlarge",
+    gpus_per_node: int | None = None,
+    efa_per_node: int | None = None,
+    namespace: str = "default",
+    registry: str = DEFAULT_REGISTRY,
+    cpu: str | None = None,
+    memory: str | None = None,
+    shm_size: str = "64Gi",
+    ipc_lock: bool = True,
+    catalog_source: str | None = None,
+    hf_secret: HFTokenSecret | None = None,
+    args: list[str] | None = None,
+    env: dict[str, str] | None = None,
+    one_pod_per_node: bool = True,
+    storage: OutputStorage | None = None,
+    **train_kw,
+) -> TrainJobSpec:
     """The GPU job: CUDA/NCCL/EFA image, one rank per GPU, every EFA interface of the instance.
 
     GPU and EFA counts default to the instance type's (from the catalog). IPC_LOCK lets libfabric pin
@@ -351,10 +472,11 @@ def gpu_trainjob(name: str = "gpu-llama3", *, model: str = DEFAULT_MODEL, nodes:
     """
     _check_nodes(nodes)
     if gpus_per_node is None or efa_per_node is None:
-
         info = instance_info(instance_type, source=catalog_source)
         if not info.gpus:
-            raise WorkshopError(f"{instance_type} has no GPU; pick a GPU type such as p4d.24xlarge or g6e.8xlarge")
+            raise WorkshopError(
+                f"{instance_type} has no GPU; pick a GPU type such as p4d.24xlarge or g6e.8xlarge"
+            )
         gpus_per_node = gpus_per_node or info.gpus
         efa_per_node = info.max_efa_interfaces if efa_per_node is None else efa_per_node
     check_positive("gpus_per_node", gpus_per_node)
@@ -369,16 +491,32 @@ def gpu_trainjob(name: str = "gpu-llama3", *, model: str = DEFAULT_MODEL, nodes:
         args = train_args(model, name=name, storage=storage, backend="nccl", **train_kw)
     base_env = {"NCCL_DEBUG": "WARN", "TOKENIZERS_PARALLELISM": "false", "HF_HOME": hf_home(storage)}
     if efa_per_node:
-        base_env.update({"FI_PROVIDER": "efa", "FI_EFA_USE_DEVICE_RDMA": "1" if instance_type.startswith("p") else "0"})
+        base_env.update(
+            {"FI_PROVIDER": "efa", "FI_EFA_USE_DEVICE_RDMA": "1" if instance_type.startswith("p") else "0"}
+        )
     env = {**base_env, **(env or {})}
     return TrainJobSpec(
-        name=name, namespace=namespace, image=image_ref("gpu", registry), train_args=args, nodes=nodes,
-        procs_per_node=gpus_per_node, requests=requests, limits=limits, env=env, hf_secret=hf_secret,
+        name=name,
+        namespace=namespace,
+        image=image_ref("gpu", registry),
+        train_args=args,
+        nodes=nodes,
+        procs_per_node=gpus_per_node,
+        requests=requests,
+        limits=limits,
+        env=env,
+        hf_secret=hf_secret,
         node_selector={"node.kubernetes.io/instance-type": instance_type},
-        tolerations=[{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
-                     {"key": "vpc.amazonaws.com/efa", "operator": "Exists", "effect": "NoSchedule"}],
-        shm_size=shm_size, capabilities=["IPC_LOCK"] if efa_per_node and ipc_lock else [],
-        one_pod_per_node=one_pod_per_node, labels={"workshop/accelerator": "gpu"}, storage=storage)
+        tolerations=[
+            {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
+            {"key": "vpc.amazonaws.com/efa", "operator": "Exists", "effect": "NoSchedule"},
+        ],
+        shm_size=shm_size,
+        capabilities=["IPC_LOCK"] if efa_per_node and ipc_lock else [],
+        one_pod_per_node=one_pod_per_node,
+        labels={"workshop/accelerator": "gpu"},
+        storage=storage,
+    )
 
 
 # ------------------------------------------------------------------------------------- validation
@@ -392,8 +530,12 @@ def validate(spec_or_docs, trainer: str = "2.1.0") -> list:
 def migration_diff(spec: TrainJobSpec, old: str = "2.1.0", new: str = "2.2.0") -> str:
     """The unified diff a reviewer sees when the same job moves from `old` to `new` Trainer."""
 
-    return diff_yaml(spec.documents(old), spec.documents(new), old_name=f"trainer-v{normalize_trainer_version(old)}",
-                     new_name=f"trainer-v{normalize_trainer_version(new)}")
+    return diff_yaml(
+        spec.documents(old),
+        spec.documents(new),
+        old_name=f"trainer-v{normalize_trainer_version(old)}",
+        new_name=f"trainer-v{normalize_trainer_version(new)}",
+    )
 
 
 # Default manifests (registered in workshop/k8s/render.py): the original workshop's 4-node Llama-3-8B jobs, fixed.
@@ -401,8 +543,9 @@ def default_cpu_job() -> TrainJobSpec:
     """Sized by the planner from the offline (moto) catalog, so the checked-in YAML is the same everywhere."""
 
     rec = recommend(DEFAULT_MODEL, nodes=4, procs_per_node=1, source="moto")
-    return cpu_trainjob(model=DEFAULT_MODEL, nodes=4, recommendation=rec, hf_secret=HFTokenSecret(),
-                        storage=default_fsx())
+    return cpu_trainjob(
+        model=DEFAULT_MODEL, nodes=4, recommendation=rec, hf_secret=HFTokenSecret(), storage=default_fsx()
+    )
 
 
 def default_gpu_job() -> TrainJobSpec:

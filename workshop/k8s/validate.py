@@ -56,18 +56,26 @@ def known_releases(family: str) -> tuple[str, ...]:
     """The releases a manifest is judged against when no flag forces one: the pinned ones (shipped with the
     package) and any the learner added with `workshop crds fetch|import`."""
     return tuple(crds.versions(family))
+
+
 KIND_FAMILY = {
-    "NodePool": "karpenter", "NodeClaim": "karpenter", "EC2NodeClass": "karpenter",
-    "TrainJob": "trainer", "TrainingRuntime": "trainer", "ClusterTrainingRuntime": "trainer",
-    "Secret": "core", "StorageClass": "core", "PersistentVolumeClaim": "core",
+    "NodePool": "karpenter",
+    "NodeClaim": "karpenter",
+    "EC2NodeClass": "karpenter",
+    "TrainJob": "trainer",
+    "TrainingRuntime": "trainer",
+    "ClusterTrainingRuntime": "trainer",
+    "Secret": "core",
+    "StorageClass": "core",
+    "PersistentVolumeClaim": "core",
 }
 
 
 @dataclass(frozen=True)
 class Problem:
-    doc: str      # "NodePool/cpu-amx (document 1)"
-    path: str     # "spec.template.spec.requirements[0].values"
-    rule: str     # schema keyword ("type", "enum", "unknown field", ...) or the CEL rule text
+    doc: str  # "NodePool/cpu-amx (document 1)"
+    path: str  # "spec.template.spec.requirements[0].values"
+    rule: str  # schema keyword ("type", "enum", "unknown field", ...) or the CEL rule text
     message: str
     release: str = ""  # "Karpenter 1.8.8, 1.14.1": the release(s) that reject it; "" for core kinds
 
@@ -102,19 +110,23 @@ def _load_folder(folder: str) -> dict[str, CRD]:
                 if not isinstance(doc, dict) or doc.get("kind") != "CustomResourceDefinition":
                     continue
                 spec = doc["spec"]
-                versions = {v["name"]: v["schema"]["openAPIV3Schema"] for v in spec["versions"] if v.get("served")}
-                crds[spec["names"]["kind"]] = CRD(spec["names"]["kind"], spec["group"], versions,
-                                                  spec.get("scope", "Namespaced"), path.name)
+                versions = {
+                    v["name"]: v["schema"]["openAPIV3Schema"] for v in spec["versions"] if v.get("served")
+                }
+                crds[spec["names"]["kind"]] = CRD(
+                    spec["names"]["kind"], spec["group"], versions, spec.get("scope", "Namespaced"), path.name
+                )
         except (yaml.YAMLError, KeyError, TypeError, AttributeError) as exc:
-            raise WorkshopError(f"CRD file {str(path)!r} is not a valid CustomResourceDefinition manifest "
-                                f"({type(exc).__name__}: {exc}); import or fetch that release again") from None
+            raise WorkshopError(
+                f"CRD file {str(path)!r} is not a valid CustomResourceDefinition manifest "
+                f"({type(exc).__name__}: {exc}); import or fetch that release again"
+            ) from None
     return crds
 
 
 def load_crds(family: str, version: str) -> dict[str, CRD]:
     """Kind -> CRD for one release of a family; parsed once per process (the Trainer CRDs are ~1 MB)."""
     return _load_folder(str(crds.folder(family, version)))
-
 
 
 # ---------------------------------------------------------------------------------------- helpers
@@ -142,13 +154,22 @@ def _short(value) -> str:
 
 
 def _type_name(value) -> str:
-    names = {type(None): "null", bool: "boolean", int: "integer", float: "number", str: "string",
-             list: "array", dict: "object"}
+    names = {
+        type(None): "null",
+        bool: "boolean",
+        int: "integer",
+        float: "number",
+        str: "string",
+        list: "array",
+        dict: "object",
+    }
     return names.get(type(value), type(value).__name__)
 
 
 _RFC3339 = re.compile(r"^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$")
-_DURATION = re.compile(r"^[-+]?(0|(\d+(\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h))((\d+(\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h))*$")
+_DURATION = re.compile(
+    r"^[-+]?(0|(\d+(\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h))((\d+(\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h))*$"
+)
 _DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _QUALIFIED_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
@@ -187,28 +208,53 @@ def _matches(regex, message):
 # format -> (the rule a problem names, check: value -> error text or None). The first six are the formats the
 # API server validates in CRD schemas; the rest are ObjectMeta's hand-coded checks, named as formats here.
 _FORMATS = {
-    "int32": ("format: int32", lambda v: None if -2**31 <= v < 2**31 else "is out of the int32 range"),
-    "int64": ("format: int64", lambda v: None if -2**63 <= v < 2**63 else "is out of the int64 range"),
-    "date-time": ("format: date-time", _matches(_RFC3339, "is not an RFC 3339 date-time (e.g. 2025-01-31T12:00:00Z)")),
+    "int32": ("format: int32", lambda v: None if -(2**31) <= v < 2**31 else "is out of the int32 range"),
+    "int64": ("format: int64", lambda v: None if -(2**63) <= v < 2**63 else "is out of the int64 range"),
+    "date-time": (
+        "format: date-time",
+        _matches(_RFC3339, "is not an RFC 3339 date-time (e.g. 2025-01-31T12:00:00Z)"),
+    ),
     "date": ("format: date", _matches(re.compile(r"^\d{4}-\d{2}-\d{2}$"), "is not a date (YYYY-MM-DD)")),
     "duration": ("format: duration", _matches(_DURATION, "is not a duration (e.g. 30s, 20m, 720h)")),
     "quantity": ("format: quantity", _quantity_error),
     "byte": ("format: byte", _byte_error),
-    "dns1123-subdomain": ("DNS-1123 subdomain", lambda v: None if len(v) <= 253 and _DNS1123_SUBDOMAIN.match(v)
-                          else "must be lowercase alphanumerics, '-' or '.', at most 253 characters"),
-    "dns1123-label": ("DNS-1123 label", lambda v: None if len(v) <= 63 and _DNS1123_LABEL.match(v)
-                      else "must be lowercase alphanumerics or '-', at most 63 characters"),
+    "dns1123-subdomain": (
+        "DNS-1123 subdomain",
+        lambda v: (
+            None
+            if len(v) <= 253 and _DNS1123_SUBDOMAIN.match(v)
+            else "must be lowercase alphanumerics, '-' or '.', at most 253 characters"
+        ),
+    ),
+    "dns1123-label": (
+        "DNS-1123 label",
+        lambda v: (
+            None
+            if len(v) <= 63 and _DNS1123_LABEL.match(v)
+            else "must be lowercase alphanumerics or '-', at most 63 characters"
+        ),
+    ),
     "qualified-name": ("qualified name", lambda v: _qualified_name_error(v)),
-    "label-value": ("label value", lambda v: None if len(v) <= 63 and _LABEL_VALUE.match(v)
-                    else "must be at most 63 alphanumerics, '-', '_', '.'"),
+    "label-value": (
+        "label value",
+        lambda v: (
+            None
+            if len(v) <= 63 and _LABEL_VALUE.match(v)
+            else "must be at most 63 alphanumerics, '-', '_', '.'"
+        ),
+    ),
 }
 _INTEGER_FORMATS = ("int32", "int64")
 
 # ObjectMeta: a CRD schema only says `metadata: {type: object}`; the API server checks it by hand.
-_STRING_MAP = {"type": "object", "propertyNames": {"format": "qualified-name"},
-               "additionalProperties": {"type": "string"}}
+_STRING_MAP = {
+    "type": "object",
+    "propertyNames": {"format": "qualified-name"},
+    "additionalProperties": {"type": "string"},
+}
 OBJECT_META = {
-    "type": "object", "required": ["name"],  # server-side apply needs a name (generateName is not enough)
+    "type": "object",
+    "required": ["name"],  # server-side apply needs a name (generateName is not enough)
     "properties": {
         "name": {"type": "string", "format": "dns1123-subdomain"},
         "generateName": {"type": "string"},
@@ -216,8 +262,14 @@ OBJECT_META = {
         "labels": {**_STRING_MAP, "additionalProperties": {"type": "string", "format": "label-value"}},
         "annotations": _STRING_MAP,
         "finalizers": {"type": "array", "items": {"type": "string"}},
-        "ownerReferences": {"type": "array", "items": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}},
-        "managedFields": {"type": "array", "items": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}},
+        "ownerReferences": {
+            "type": "array",
+            "items": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
+        },
+        "managedFields": {
+            "type": "array",
+            "items": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
+        },
         **{k: {"type": "string"} for k in ("uid", "resourceVersion", "selfLink")},
         **{k: {"type": "string", "format": "date-time"} for k in ("creationTimestamp", "deletionTimestamp")},
         **{k: {"type": "integer", "format": "int64"} for k in ("generation", "deletionGracePeriodSeconds")},
@@ -225,14 +277,22 @@ OBJECT_META = {
 }
 _SECRET_KEYS = {"pattern": r"^[-._a-zA-Z0-9]+$"}
 SECRET = {  # core/v1 Secret: no CRD exists for core kinds
-    "type": "object", "required": ["apiVersion", "kind", "metadata"],
+    "type": "object",
+    "required": ["apiVersion", "kind", "metadata"],
     "properties": {
         "apiVersion": {"type": "string", "enum": ["v1"]},
         "kind": {"type": "string", "enum": ["Secret"]},
         "metadata": OBJECT_META,
-        "data": {"type": "object", "propertyNames": _SECRET_KEYS,
-                 "additionalProperties": {"type": "string", "format": "byte"}},
-        "stringData": {"type": "object", "propertyNames": _SECRET_KEYS, "additionalProperties": {"type": "string"}},
+        "data": {
+            "type": "object",
+            "propertyNames": _SECRET_KEYS,
+            "additionalProperties": {"type": "string", "format": "byte"},
+        },
+        "stringData": {
+            "type": "object",
+            "propertyNames": _SECRET_KEYS,
+            "additionalProperties": {"type": "string"},
+        },
         "type": {"type": "string"},
         "immutable": {"type": "boolean"},
     },
@@ -240,7 +300,8 @@ SECRET = {  # core/v1 Secret: no CRD exists for core kinds
 
 _QUANTITY = {"x-kubernetes-int-or-string": True, "format": "quantity"}
 STORAGE_CLASS = {  # storage.k8s.io/v1 StorageClass (the fields of the Kubernetes API reference)
-    "type": "object", "required": ["apiVersion", "kind", "metadata", "provisioner"],
+    "type": "object",
+    "required": ["apiVersion", "kind", "metadata", "provisioner"],
     "properties": {
         "apiVersion": {"type": "string", "enum": ["storage.k8s.io/v1"]},
         "kind": {"type": "string", "enum": ["StorageClass"]},
@@ -251,31 +312,58 @@ STORAGE_CLASS = {  # storage.k8s.io/v1 StorageClass (the fields of the Kubernete
         "volumeBindingMode": {"type": "string", "enum": ["Immediate", "WaitForFirstConsumer"]},
         "allowVolumeExpansion": {"type": "boolean"},
         "mountOptions": {"type": "array", "items": {"type": "string"}},
-        "allowedTopologies": {"type": "array", "items": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}},
+        "allowedTopologies": {
+            "type": "array",
+            "items": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
+        },
     },
 }
 PERSISTENT_VOLUME_CLAIM = {  # core/v1 PersistentVolumeClaim
-    "type": "object", "required": ["apiVersion", "kind", "metadata", "spec"],
+    "type": "object",
+    "required": ["apiVersion", "kind", "metadata", "spec"],
     "properties": {
         "apiVersion": {"type": "string", "enum": ["v1"]},
         "kind": {"type": "string", "enum": ["PersistentVolumeClaim"]},
         "metadata": OBJECT_META,
-        "spec": {"type": "object", "required": ["accessModes", "resources"], "properties": {
-            "accessModes": {"type": "array", "minItems": 1, "items": {"type": "string", "enum": [
-                "ReadWriteOnce", "ReadOnlyMany", "ReadWriteMany", "ReadWriteOncePod"]}},
-            "storageClassName": {"type": "string"},
-            "volumeMode": {"type": "string", "enum": ["Filesystem", "Block"]},
-            "volumeName": {"type": "string"},
-            "resources": {"type": "object", "required": ["requests"], "properties": {
-                "requests": {"type": "object", "required": ["storage"], "additionalProperties": _QUANTITY},
-                "limits": {"type": "object", "additionalProperties": _QUANTITY}}},
-            "selector": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
-            "dataSource": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
-        }},
+        "spec": {
+            "type": "object",
+            "required": ["accessModes", "resources"],
+            "properties": {
+                "accessModes": {
+                    "type": "array",
+                    "minItems": 1,
+                    "items": {
+                        "type": "string",
+                        "enum": ["ReadWriteOnce", "ReadOnlyMany", "ReadWriteMany", "ReadWriteOncePod"],
+                    },
+                },
+                "storageClassName": {"type": "string"},
+                "volumeMode": {"type": "string", "enum": ["Filesystem", "Block"]},
+                "volumeName": {"type": "string"},
+                "resources": {
+                    "type": "object",
+                    "required": ["requests"],
+                    "properties": {
+                        "requests": {
+                            "type": "object",
+                            "required": ["storage"],
+                            "additionalProperties": _QUANTITY,
+                        },
+                        "limits": {"type": "object", "additionalProperties": _QUANTITY},
+                    },
+                },
+                "selector": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
+                "dataSource": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
+            },
+        },
         "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
     },
 }
-CORE_SCHEMAS = {"Secret": SECRET, "StorageClass": STORAGE_CLASS, "PersistentVolumeClaim": PERSISTENT_VOLUME_CLAIM}
+CORE_SCHEMAS = {
+    "Secret": SECRET,
+    "StorageClass": STORAGE_CLASS,
+    "PersistentVolumeClaim": PERSISTENT_VOLUME_CLAIM,
+}
 
 
 # ------------------------------------------------------------------ the Kubernetes dialect of jsonschema
@@ -283,8 +371,9 @@ def _child(validator, value, schema, key):
     """Descend into one field or item; a null is an error unless the field is `nullable` (as on the server)."""
     if value is None:
         if not schema.get("nullable"):
-            yield ValidationError("is null, but the field is not nullable (omit it instead)",
-                                  validator="nullable", path=[key])
+            yield ValidationError(
+                "is null, but the field is not nullable (omit it instead)", validator="nullable", path=[key]
+            )
         return
     yield from validator.descend(value, schema, path=key, schema_path=key)
 
@@ -295,15 +384,21 @@ def _properties(validator, properties, instance, schema):
     for key, sub in properties.items():  # the API server defaults before it validates (and CEL sees defaults)
         if key not in instance and "default" in sub:
             instance[key] = copy.deepcopy(sub["default"])
-    open_ = schema.get("additionalProperties") not in (None, False) or schema.get("x-kubernetes-preserve-unknown-fields")
+    open_ = schema.get("additionalProperties") not in (None, False) or schema.get(
+        "x-kubernetes-preserve-unknown-fields"
+    )
     embedded = schema.get("x-kubernetes-embedded-resource")
     for key, value in instance.items():
         if key in properties:
             yield from _child(validator, value, properties[key], key)
         elif not open_ and not (embedded and key in ("apiVersion", "kind", "metadata")):
             hint = difflib.get_close_matches(key, list(properties), n=1)
-            yield ValidationError(f'unknown field "{key}"' + (f' (did you mean "{hint[0]}"?)' if hint else
-                                  f"; known: {', '.join(properties)}"), validator="unknown field", path=[key])
+            yield ValidationError(
+                f'unknown field "{key}"'
+                + (f' (did you mean "{hint[0]}"?)' if hint else f"; known: {', '.join(properties)}"),
+                validator="unknown field",
+                path=[key],
+            )
 
 
 def _additional_properties(validator, extra, instance, schema):
@@ -349,7 +444,9 @@ def _type(validator, want, instance, schema):
 
 def _int_or_string(validator, on, instance, schema):
     if on and (isinstance(instance, bool) or not isinstance(instance, (int, str))):
-        yield ValidationError(f"must be an integer or a string, got {_type_name(instance)} {_short(instance)}")
+        yield ValidationError(
+            f"must be an integer or a string, got {_type_name(instance)} {_short(instance)}"
+        )
 
 
 def _any_of(validator, any_of, instance, schema):
@@ -363,7 +460,9 @@ def _any_of(validator, any_of, instance, schema):
 
 def _enum(validator, enum, instance, schema):
     if instance not in enum:
-        yield ValidationError(f"unsupported value {_short(instance)}; allowed: " + ", ".join(map(json.dumps, enum)))
+        yield ValidationError(
+            f"unsupported value {_short(instance)}; allowed: " + ", ".join(map(json.dumps, enum))
+        )
 
 
 def _pattern(validator, pattern, instance, schema):
@@ -392,42 +491,73 @@ def _list_type(validator, kind, instance, schema):
             if isinstance(item, dict):
                 ident = tuple(json.dumps(item.get(k), sort_keys=True) for k in keys)
                 if ident in seen:
-                    yield ValidationError(f"duplicate entry for key ({', '.join(f'{k}={item.get(k)!r}' for k in keys)});"
-                                          f" first at [{seen[ident]}]", validator="x-kubernetes-list-map-keys", path=[i])
+                    yield ValidationError(
+                        f"duplicate entry for key ({', '.join(f'{k}={item.get(k)!r}' for k in keys)});"
+                        f" first at [{seen[ident]}]",
+                        validator="x-kubernetes-list-map-keys",
+                        path=[i],
+                    )
                 seen.setdefault(ident, i)
     elif kind == "set":
         for i, item in enumerate(instance):
             value = json.dumps(item, sort_keys=True)
             if value in seen:
-                yield ValidationError(f"duplicate value {_short(item)}; first at [{seen[value]}]",
-                                      validator="x-kubernetes-list-type: set", path=[i])
+                yield ValidationError(
+                    f"duplicate value {_short(item)}; first at [{seen[value]}]",
+                    validator="x-kubernetes-list-type: set",
+                    path=[i],
+                )
             seen.setdefault(value, i)
 
 
 def _is_integer(checker, value) -> bool:  # YAML may give 4.0 for an integer field; the server accepts it
-    return (isinstance(value, int) and not isinstance(value, bool)) or (isinstance(value, float) and value.is_integer())
+    return (isinstance(value, int) and not isinstance(value, bool)) or (
+        isinstance(value, float) and value.is_integer()
+    )
 
 
 KubernetesValidator = validators.extend(
     Draft4Validator,
     validators={
-        "properties": _properties, "additionalProperties": _additional_properties, "items": _items,
-        "propertyNames": _property_names, "required": _required, "type": _type, "anyOf": _any_of,
-        "enum": _enum, "pattern": _pattern, "format": _format, "x-kubernetes-int-or-string": _int_or_string,
+        "properties": _properties,
+        "additionalProperties": _additional_properties,
+        "items": _items,
+        "propertyNames": _property_names,
+        "required": _required,
+        "type": _type,
+        "anyOf": _any_of,
+        "enum": _enum,
+        "pattern": _pattern,
+        "format": _format,
+        "x-kubernetes-int-or-string": _int_or_string,
         "x-kubernetes-list-type": _list_type,
     },
     type_checker=Draft4Validator.TYPE_CHECKER.redefine("integer", _is_integer),
 )
-KubernetesValidator.__doc__ = "jsonschema's Draft 4 validator speaking the Kubernetes structural-schema dialect."
+KubernetesValidator.__doc__ = (
+    "jsonschema's Draft 4 validator speaking the Kubernetes structural-schema dialect."
+)
 
 
 def _structural(obj: dict, schema: dict, label: str, release: str) -> list[Problem]:
     """Problems of `obj` (defaulted in place) against a schema, deepest first per field, as Problems."""
-    errors = sorted(KubernetesValidator(schema).iter_errors(obj), key=lambda e: [str(p) for p in e.absolute_path])
+    errors = sorted(
+        KubernetesValidator(schema).iter_errors(obj), key=lambda e: [str(p) for p in e.absolute_path]
+    )
     return [Problem(label, _path(e.absolute_path), str(e.validator), e.message, release) for e in errors]
+
+
 # ------------------------------------------------------------------------------------------ CEL
 _ENV = celpy.Environment()
-_BUILTINS = set(celpy.evaluation.base_functions) | {"has", "all", "exists", "exists_one", "filter", "map", "dyn"}
+_BUILTINS = set(celpy.evaluation.base_functions) | {
+    "has",
+    "all",
+    "exists",
+    "exists_one",
+    "filter",
+    "map",
+    "dyn",
+}
 _FUNCTIONS = {"dyn": lambda x: x, **cel_ext.FUNCTIONS}
 _STRINGS = re.compile(r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"")
 
@@ -472,10 +602,10 @@ def _run_rule(rule: str, value) -> tuple[bool, str | None]:
 @dataclass(frozen=True)
 class RuleInfo:
     kind: str
-    path: str      # schema path, "[*]" for every list item, "{*}" for every map value
+    path: str  # schema path, "[*]" for every list item, "{*}" for every map value
     rule: str
     message: str
-    status: str    # "evaluated" or "skipped: <why>"
+    status: str  # "evaluated" or "skipped: <why>"
 
 
 def rule_inventory(*, karpenter: str = DEFAULT_KARPENTER, trainer: str = DEFAULT_TRAINER) -> list[RuleInfo]:
@@ -484,8 +614,15 @@ def rule_inventory(*, karpenter: str = DEFAULT_KARPENTER, trainer: str = DEFAULT
 
     def walk(kind, schema, path):
         for rule in schema.get("x-kubernetes-validations") or []:
-            out.append(RuleInfo(kind, path or "(root)", rule["rule"], rule.get("message", ""),
-                                rule_status(rule["rule"]) or "evaluated"))
+            out.append(
+                RuleInfo(
+                    kind,
+                    path or "(root)",
+                    rule["rule"],
+                    rule.get("message", ""),
+                    rule_status(rule["rule"]) or "evaluated",
+                )
+            )
         for key, sub in (schema.get("properties") or {}).items():
             walk(kind, sub, _join(path, key))
         if isinstance(schema.get("items"), dict):
@@ -510,7 +647,6 @@ def rule_counts(*, karpenter: str = DEFAULT_KARPENTER, trainer: str = DEFAULT_TR
     return counts
 
 
-
 def _cel(value, schema: dict, path: str, label: str, release: str, *, root: bool = False) -> list[Problem]:
     """Every CEL rule on the way down, with `self` bound as the API server binds it."""
     if value is None:
@@ -530,7 +666,9 @@ def _cel(value, schema: dict, path: str, label: str, release: str, *, root: bool
         if not ok:
             message = rule.get("message") or f"failed rule: {rule['rule']}"
             if err:
-                message = f"{message} (the rule could not be evaluated: {err}; the API server rejects that too)"
+                message = (
+                    f"{message} (the rule could not be evaluated: {err}; the API server rejects that too)"
+                )
             where = _join(path, rule["fieldPath"].lstrip(".")) if rule.get("fieldPath") else path
             out.append(Problem(label, where, rule["rule"], message, release))
     if isinstance(value, dict):
@@ -568,24 +706,35 @@ def _against(doc: dict, label: str, family: str, version: str) -> list[Problem]:
     crd = load_crds(family, version)[kind]
     served = {f"{crd.group}/{v}": v for v in crd.versions}
     if doc.get("apiVersion") not in served:
-        return [Problem(label, "apiVersion", "served versions",
-                        f"{_short(doc.get('apiVersion'))} is not served for {kind}; use {', '.join(served)}", release)]
+        return [
+            Problem(
+                label,
+                "apiVersion",
+                "served versions",
+                f"{_short(doc.get('apiVersion'))} is not served for {kind}; use {', '.join(served)}",
+                release,
+            )
+        ]
     schema = crd.versions[served[doc["apiVersion"]]]
-    schema = {**schema, "required": sorted({*schema.get("required", ()), "metadata"}),
-              "properties": {**schema.get("properties", {}), "metadata": OBJECT_META}}
+    schema = {
+        **schema,
+        "required": sorted({*schema.get("required", ()), "metadata"}),
+        "properties": {**schema.get("properties", {}), "metadata": OBJECT_META},
+    }
     obj = copy.deepcopy(doc)
-    problems = _structural(obj, schema, label, release)   # defaults obj in place, as the server does
+    problems = _structural(obj, schema, label, release)  # defaults obj in place, as the server does
     return problems + _cel(obj, schema, "", label, release, root=True)
 
 
 @dataclass
 class Verdict:
     """How one document fared: the releases judged, which accept it, and why those were chosen."""
+
     label: str
-    family: str                       # "karpenter", "trainer" or "core"
-    judged: tuple[str, ...] = ()      # releases it was judged against ("" for core)
+    family: str  # "karpenter", "trainer" or "core"
+    judged: tuple[str, ...] = ()  # releases it was judged against ("" for core)
     accepted: tuple[str, ...] = ()
-    reason: str = ""                  # why these releases: "forced", "spec.runtimePatches: only in 2.3.0", ...
+    reason: str = ""  # why these releases: "forced", "spec.runtimePatches: only in 2.3.0", ...
     problems: list[Problem] = field(default_factory=list)  # empty when any judged release accepts it
 
     @property
@@ -597,8 +746,11 @@ class Verdict:
             return f"{self.label}: {'valid' if self.ok else 'invalid'}"
         name = FAMILY_NAME[self.family]
         rejected = [v for v in self.judged if v not in self.accepted]
-        text = f"{self.label}: " + (f"accepted by {name} {', '.join(self.accepted)}" if self.accepted
-                                    else f"rejected by {name} {', '.join(self.judged)}")
+        text = f"{self.label}: " + (
+            f"accepted by {name} {', '.join(self.accepted)}"
+            if self.accepted
+            else f"rejected by {name} {', '.join(self.judged)}"
+        )
         if self.accepted and rejected:
             text += f"; not by {', '.join(rejected)}"
         return text + (f" ({self.reason})" if self.reason else "")
@@ -619,26 +771,52 @@ def _merge(per_release: dict[str, list[Problem]], family: str) -> list[Problem]:
 def _shape_clue(per_release: dict[str, list[Problem]]) -> tuple[list[str], str]:
     """Releases whose schema declares every field the document uses, when that is some but not all of them
     (e.g. `spec.runtimePatches` exists from Trainer 2.2 on); else ([], "")."""
-    unknown = {v: [p for p in ps if p.rule in ("unknown field", "served versions")] for v, ps in per_release.items()}
+    unknown = {
+        v: [p for p in ps if p.rule in ("unknown field", "served versions")] for v, ps in per_release.items()
+    }
     fits = [v for v, ps in unknown.items() if not ps]
     if not fits or len(fits) == len(per_release):
         return [], ""
     misfit = next(ps[0] for ps in unknown.values() if ps)
-    what = f"{misfit.path} is not declared" if misfit.rule == "unknown field" else "its apiVersion is not served"
-    return fits, f"its shape targets {', '.join(fits)}: {what} in {', '.join(v for v in per_release if v not in fits)}"
+    what = (
+        f"{misfit.path} is not declared" if misfit.rule == "unknown field" else "its apiVersion is not served"
+    )
+    return (
+        fits,
+        f"its shape targets {', '.join(fits)}: {what} in {', '.join(v for v in per_release if v not in fits)}",
+    )
 
 
-def judge(doc, index: int = 0, source: str | None = None, *, karpenter: str | None = None,
-          trainer: str | None = None) -> Verdict:
+def judge(
+    doc,
+    index: int = 0,
+    source: str | None = None,
+    *,
+    karpenter: str | None = None,
+    trainer: str | None = None,
+) -> Verdict:
     """Judge one document against the release it targets (or the one forced), else every known release."""
     label = _label(doc, index, source)
     if not isinstance(doc, dict):
-        return Verdict(label, "core", problems=[Problem(label, "", "type",
-                                                        f"a manifest must be a mapping, got {_type_name(doc)}")])
+        return Verdict(
+            label,
+            "core",
+            problems=[Problem(label, "", "type", f"a manifest must be a mapping, got {_type_name(doc)}")],
+        )
     kind = doc.get("kind")
     if kind not in KIND_FAMILY:
-        return Verdict(label, "core", problems=[Problem(label, "kind", "kind", f"unknown kind {_short(kind)}; "
-                                                        f"this validator knows: {', '.join(KIND_FAMILY)}")])
+        return Verdict(
+            label,
+            "core",
+            problems=[
+                Problem(
+                    label,
+                    "kind",
+                    "kind",
+                    f"unknown kind {_short(kind)}; this validator knows: {', '.join(KIND_FAMILY)}",
+                )
+            ],
+        )
     family = KIND_FAMILY[kind]
     if family == "core":
         return Verdict(label, family, problems=_against(doc, label, family, ""))
@@ -652,32 +830,43 @@ def judge(doc, index: int = 0, source: str | None = None, *, karpenter: str | No
             per_release, reason = {v: per_release[v] for v in fits}, why
     accepted = tuple(v for v, ps in per_release.items() if not ps)
     problems = [] if accepted else _merge(per_release, family)
-    return Verdict(label, family, tuple(per_release), accepted, reason if reason != "forced" else "", problems)
+    return Verdict(
+        label, family, tuple(per_release), accepted, reason if reason != "forced" else "", problems
+    )
 
 
 # --------------------------------------------------------------------------------- entry points
 def _check_versions(karpenter: str | None, trainer: str | None) -> None:
     """Fail early on an unknown release (named, with the known ones) before any schema is read, then on one
     whose files are unavailable, even with no documents of that family."""
-    wanted = [(family, version) for family, forced in (("karpenter", karpenter), ("trainer", trainer))
-              for version in ([forced] if forced else known_releases(family))]
+    wanted = [
+        (family, version)
+        for family, forced in (("karpenter", karpenter), ("trainer", trainer))
+        for version in ([forced] if forced else known_releases(family))
+    ]
     for family, version in wanted:
         crds.release(family, version)
     for family, version in wanted:
         load_crds(family, version)
 
 
-def judge_documents(docs: list, *, karpenter: str | None = None, trainer: str | None = None,
-                    source: str | None = None) -> list[Verdict]:
+def judge_documents(
+    docs: list, *, karpenter: str | None = None, trainer: str | None = None, source: str | None = None
+) -> list[Verdict]:
     _check_versions(karpenter, trainer)
     return [judge(doc, i, source, karpenter=karpenter, trainer=trainer) for i, doc in enumerate(docs)]
 
 
-def validate_documents(docs: list, *, karpenter: str | None = None, trainer: str | None = None,
-                       source: str | None = None) -> list[Problem]:
+def validate_documents(
+    docs: list, *, karpenter: str | None = None, trainer: str | None = None, source: str | None = None
+) -> list[Problem]:
     """All problems of all documents (empty list = valid). A version forces that release; None lets each
     document be judged against the release its shape targets, or every known release."""
-    return [p for v in judge_documents(docs, karpenter=karpenter, trainer=trainer, source=source) for p in v.problems]
+    return [
+        p
+        for v in judge_documents(docs, karpenter=karpenter, trainer=trainer, source=source)
+        for p in v.problems
+    ]
 
 
 def _load(text: str, source: str | None) -> tuple[list, list[Problem]]:
@@ -690,8 +879,9 @@ def _load(text: str, source: str | None) -> tuple[list, list[Problem]]:
     return docs, []
 
 
-def validate_yaml(text: str, *, karpenter: str | None = None, trainer: str | None = None,
-                  source: str | None = None) -> list[Problem]:
+def validate_yaml(
+    text: str, *, karpenter: str | None = None, trainer: str | None = None, source: str | None = None
+) -> list[Problem]:
     docs, problems = _load(text, source)
     return problems or validate_documents(docs, karpenter=karpenter, trainer=trainer, source=source)
 
@@ -699,7 +889,9 @@ def validate_yaml(text: str, *, karpenter: str | None = None, trainer: str | Non
 def judge_files(paths, *, karpenter: str | None = None, trainer: str | None = None) -> list[Verdict]:
     verdicts = []
     for path in map(Path, paths):
-        text = read_text(path, "manifest file", "a YAML manifest")  # YAML itself is judged below, as a problem
+        text = read_text(
+            path, "manifest file", "a YAML manifest"
+        )  # YAML itself is judged below, as a problem
         docs, problems = _load(text, str(path))
         if problems:
             verdicts.append(Verdict(str(path), "core", problems=problems))
@@ -722,19 +914,28 @@ def ensure_valid(docs: list, *, karpenter: str | None = None, trainer: str | Non
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="workshop validate", description=__doc__.split("\n")[0])
     parser.add_argument("files", nargs="*", metavar="FILE", help="YAML files (multi-document allowed)")
-    parser.add_argument("--karpenter", help="force one Karpenter CRD release (default: the one each manifest "
-                        f"targets, else all of {', '.join(known_releases('karpenter'))})")
-    parser.add_argument("--trainer", help="force one Kubeflow Trainer CRD release (default: the one each manifest "
-                        f"targets, else all of {', '.join(known_releases('trainer'))})")
-    parser.add_argument("--rules", action="store_true", help="list every CEL rule and whether it is evaluated")
+    parser.add_argument(
+        "--karpenter",
+        help="force one Karpenter CRD release (default: the one each manifest "
+        f"targets, else all of {', '.join(known_releases('karpenter'))})",
+    )
+    parser.add_argument(
+        "--trainer",
+        help="force one Kubeflow Trainer CRD release (default: the one each manifest "
+        f"targets, else all of {', '.join(known_releases('trainer'))})",
+    )
+    parser.add_argument(
+        "--rules", action="store_true", help="list every CEL rule and whether it is evaluated"
+    )
     args = parser.parse_args(argv)
     try:
         for family, version in (("karpenter", args.karpenter), ("trainer", args.trainer)):
             if version is not None:  # '' is falsy below: it would silently mean "every release"
                 crds.release(family, version)
         if args.rules:
-            for info in rule_inventory(karpenter=args.karpenter or DEFAULT_KARPENTER,
-                                       trainer=args.trainer or DEFAULT_TRAINER):
+            for info in rule_inventory(
+                karpenter=args.karpenter or DEFAULT_KARPENTER, trainer=args.trainer or DEFAULT_TRAINER
+            ):
                 print(f"{info.kind:24} {info.path:50} {info.status:12.60} {info.rule}")
             if not args.files:
                 return 0

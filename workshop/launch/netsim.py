@@ -47,6 +47,8 @@ from workshop.train.logs import METRIC_PREFIX, parse_metrics
 def _default_train_args() -> TrainArgs:
 
     return TrainArgs(model="tiny", seq_len=128, micro_batch=4, max_steps=8, zero_stage=3, backend="gloo")
+
+
 MODES = ("auto", "netns", "loopback")
 
 
@@ -84,11 +86,14 @@ class NetSimConfig:
         if net.num_addresses - 2 < self.nodes:
             raise WorkshopError(f"subnet {self.subnet} has no room for {self.nodes} nodes")
         if not re.fullmatch(r"[a-z][a-z0-9]{0,5}", self.prefix):
-            raise WorkshopError(f"bad prefix {self.prefix!r}: 1-6 lowercase letters/digits (interface names are short)")
+            raise WorkshopError(
+                f"bad prefix {self.prefix!r}: 1-6 lowercase letters/digits (interface names are short)"
+            )
         self.out_dir = Path(self.out_dir)
         check_output(self.out_dir, "--out-dir", folder=True)
-        if self.module == "workshop.train":  # judged like the launcher does, before any namespace or rank exists
-
+        if (
+            self.module == "workshop.train"
+        ):  # judged like the launcher does, before any namespace or rank exists
             if isinstance(self.train_args, TrainArgs):
                 self.train_args.validate()
             else:
@@ -201,14 +206,38 @@ class Topology:
         bps = parse_rate(rate)
         for ns in self.namespaces:
             if bps is None:
-                subprocess.run(["ip", "netns", "exec", ns, "tc", "qdisc", "del", "dev", "eth0", "root"],
-                               capture_output=True, check=False)
+                subprocess.run(
+                    ["ip", "netns", "exec", ns, "tc", "qdisc", "del", "dev", "eth0", "root"],
+                    capture_output=True,
+                    check=False,
+                )
                 continue
             # burst: ~5 ms of traffic at the cap (>= 64 KiB so a GSO segment fits), queue up to 100 ms
             burst = max(64 * 1024, bps // 8 // 200)
-            subprocess.run(["ip", "netns", "exec", ns, "tc", "qdisc", "replace", "dev", "eth0", "root", "tbf",
-                            "rate", str(rate), "burst", str(burst), "latency", "100ms"],
-                           capture_output=True, text=True, check=True)
+            subprocess.run(
+                [
+                    "ip",
+                    "netns",
+                    "exec",
+                    ns,
+                    "tc",
+                    "qdisc",
+                    "replace",
+                    "dev",
+                    "eth0",
+                    "root",
+                    "tbf",
+                    "rate",
+                    str(rate),
+                    "burst",
+                    str(burst),
+                    "latency",
+                    "100ms",
+                ],
+                capture_output=True,
+                text=True,
+                check=True,
+            )
 
     def counters(self) -> list[dict]:
         """Bytes sent/received on each node's eth0 (from the kernel's interface statistics)."""
@@ -221,14 +250,19 @@ class Topology:
     def reachable(self) -> bool:
         """Node 0 reaches every other node over the bridge: a TCP connect that is refused (nobody listens yet)
         proves the path works; a timeout means the wiring is broken. (No `ping` needed.)"""
-        probe = ("import socket,sys\n"
-                 "for a in sys.argv[1:]:\n"
-                 "    s=socket.socket(); s.settimeout(3)\n"
-                 "    try: s.connect((a, 9))\n"
-                 "    except ConnectionRefusedError: pass\n"
-                 "    except OSError: sys.exit(1)\n")
-        r = subprocess.run(["ip", "netns", "exec", self.namespaces[0], sys.executable, "-c", probe,
-                            *self.addresses[1:]], capture_output=True, check=False)
+        probe = (
+            "import socket,sys\n"
+            "for a in sys.argv[1:]:\n"
+            "    s=socket.socket(); s.settimeout(3)\n"
+            "    try: s.connect((a, 9))\n"
+            "    except ConnectionRefusedError: pass\n"
+            "    except OSError: sys.exit(1)\n"
+        )
+        r = subprocess.run(
+            ["ip", "netns", "exec", self.namespaces[0], sys.executable, "-c", probe, *self.addresses[1:]],
+            capture_output=True,
+            check=False,
+        )
         return r.returncode == 0
 
 
@@ -243,7 +277,9 @@ class NodeResult:
     log_path: str
     tx_bytes: int | None = None
     rx_bytes: int | None = None
-    startup_tx_bytes: int | None = None   # sent until the first step ended: rendezvous, initial weights, step 1
+    startup_tx_bytes: int | None = (
+        None  # sent until the first step ended: rendezvous, initial weights, step 1
+    )
 
 
 @dataclass
@@ -262,8 +298,9 @@ class CapResult:
     note: str = ""
 
 
-def node_command(cfg: NetSimConfig, node_rank: int, local_addr: str, rdzv_host: str,
-                 output_dir: Path, run_id: str) -> list[str]:
+def node_command(
+    cfg: NetSimConfig, node_rank: int, local_addr: str, rdzv_host: str, output_dir: Path, run_id: str
+) -> list[str]:
     """What one simulated node runs, as a TrainJob's node container does: launch.torchrun_command with the
     rendezvous spelled out, the node's own address, and the module's arguments with this run's threads and
     output folder."""
@@ -274,9 +311,17 @@ def node_command(cfg: NetSimConfig, node_rank: int, local_addr: str, rdzv_host: 
     else:
         argv = [*cfg.train_args, "--threads", str(cfg.threads_per_rank), "--output-dir", str(output_dir)]
     # the first node hosts the c10d store (is_host): the hostname does not resolve inside a namespace
-    return torchrun_command(argv, module=cfg.module, nproc_per_node=cfg.procs_per_node, nnodes=cfg.nodes,
-                            node_rank=node_rank, rdzv_endpoint=f"{rdzv_host}:{cfg.port}", rdzv_id=run_id,
-                            rdzv_conf=f"is_host={int(node_rank == 0)}", local_addr=local_addr)
+    return torchrun_command(
+        argv,
+        module=cfg.module,
+        nproc_per_node=cfg.procs_per_node,
+        nnodes=cfg.nodes,
+        node_rank=node_rank,
+        rdzv_endpoint=f"{rdzv_host}:{cfg.port}",
+        rdzv_id=run_id,
+        rdzv_conf=f"is_host={int(node_rank == 0)}",
+        local_addr=local_addr,
+    )
 
 
 def _node_env(ifname: str, threads: int) -> dict[str, str]:
@@ -297,11 +342,15 @@ def _kill(procs: list[subprocess.Popen]) -> None:
 
 def _summarise(steps: list[dict], skip: int = 1) -> dict:
     """Median step time skips the first step(s): they include warm-up (allocations, first collectives)."""
-    times = [s["step_time_s"] for s in steps[skip:] if s.get("step_time_s") is not None] or \
-            [s["step_time_s"] for s in steps if s.get("step_time_s") is not None]
+    times = [s["step_time_s"] for s in steps[skip:] if s.get("step_time_s") is not None] or [
+        s["step_time_s"] for s in steps if s.get("step_time_s") is not None
+    ]
     losses = [s["loss"] for s in steps if s.get("loss") is not None]
-    return {"first_loss": losses[0] if losses else None, "final_loss": losses[-1] if losses else None,
-            "step_time_s_median": statistics.median(times) if times else None}
+    return {
+        "first_loss": losses[0] if losses else None,
+        "final_loss": losses[-1] if losses else None,
+        "step_time_s_median": statistics.median(times) if times else None,
+    }
 
 
 @dataclass
@@ -324,8 +373,9 @@ class _Wire:
         return self.topo.counters() if self.topo is not None else None
 
 
-def _start_nodes(cfg: NetSimConfig, wire: _Wire, run_dir: Path, run_id: str,
-                 procs: list[subprocess.Popen]) -> list[Path]:
+def _start_nodes(
+    cfg: NetSimConfig, wire: _Wire, run_dir: Path, run_id: str, procs: list[subprocess.Popen]
+) -> list[Path]:
     """One torchrun per node (inside its namespace, or on loopback), appended to `procs` as it starts so the
     caller can stop every one that did; returns their log files."""
     logs = []
@@ -336,18 +386,31 @@ def _start_nodes(cfg: NetSimConfig, wire: _Wire, run_dir: Path, run_id: str,
             cmd = ["ip", "netns", "exec", wire.topo.namespaces[i], *cmd]
         logs.append(run_dir / f"node{i}.log")
         with open(logs[-1], "w") as fh:
-            procs.append(subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, cwd=str(run_dir),
-                                          env=_node_env(wire.ifname, cfg.threads_per_rank), start_new_session=True))
+            procs.append(
+                subprocess.Popen(
+                    cmd,
+                    stdout=fh,
+                    stderr=subprocess.STDOUT,
+                    cwd=str(run_dir),
+                    env=_node_env(wire.ifname, cfg.threads_per_rank),
+                    start_new_session=True,
+                )
+            )
     return logs
 
 
-def _wait(cfg: NetSimConfig, wire: _Wire, procs: list[subprocess.Popen], first_log: Path,
-          deadline: float) -> tuple[str, list[dict] | None]:
+def _wait(
+    cfg: NetSimConfig, wire: _Wire, procs: list[subprocess.Popen], first_log: Path, deadline: float
+) -> tuple[str, list[dict] | None]:
     """Until every node exits, one fails, or the deadline passes: (why it stopped early or "", the wire's
     counters when the first step ended)."""
     at_first_step = None
     while any(p.poll() is None for p in procs):
-        if wire.topo is not None and at_first_step is None and METRIC_PREFIX in first_log.read_text(errors="replace"):
+        if (
+            wire.topo is not None
+            and at_first_step is None
+            and METRIC_PREFIX in first_log.read_text(errors="replace")
+        ):
             at_first_step = wire.counters()  # what start-up cost, apart from the steady steps after it
         if time.monotonic() > deadline:
             return f"timed out after {cfg.timeout_s:.0f} s", at_first_step
@@ -357,8 +420,9 @@ def _wait(cfg: NetSimConfig, wire: _Wire, procs: list[subprocess.Popen], first_l
     return "", at_first_step
 
 
-def _node_results(wire: _Wire, procs: list[subprocess.Popen], logs: list[Path], before, after,
-                  at_first_step) -> list[NodeResult]:
+def _node_results(
+    wire: _Wire, procs: list[subprocess.Popen], logs: list[Path], before, after, at_first_step
+) -> list[NodeResult]:
     nodes = []
     for i, p in enumerate(procs):
         nr = NodeResult(node=i, address=wire.addresses[i], returncode=p.returncode, log_path=str(logs[i]))
@@ -397,12 +461,23 @@ def run_cap(cfg: NetSimConfig, rate: str, topo: Topology | None, progress=print)
     ok = all(p.returncode == 0 for p in procs) and bool(steps)
     if not ok and not note:
         note = "no METRIC lines in the logs" if not steps else "a node exited with an error"
-    result = CapResult(rate=rate, rate_bps=parse_rate(rate), mode="netns" if topo else "loopback", ok=ok,
-                       wall_s=round(wall, 2), nodes=_node_results(wire, procs, logs, before, after, at_first_step),
-                       steps=steps, world_size=world, note=note, **_summarise(steps))
-    progress(f"  {rate:>9}: {'ok' if ok else 'FAILED'} in {wall:.0f} s, median step "
-             f"{result.step_time_s_median if result.step_time_s_median is not None else '-'} s"
-             + (f", {note}" if note else ""))
+    result = CapResult(
+        rate=rate,
+        rate_bps=parse_rate(rate),
+        mode="netns" if topo else "loopback",
+        ok=ok,
+        wall_s=round(wall, 2),
+        nodes=_node_results(wire, procs, logs, before, after, at_first_step),
+        steps=steps,
+        world_size=world,
+        note=note,
+        **_summarise(steps),
+    )
+    progress(
+        f"  {rate:>9}: {'ok' if ok else 'FAILED'} in {wall:.0f} s, median step "
+        f"{result.step_time_s_median if result.step_time_s_median is not None else '-'} s"
+        + (f", {note}" if note else "")
+    )
     return result
 
 
@@ -414,23 +489,39 @@ class NetSimReport:
     procs_per_node: int
     train_args: list[str]
     results: list[CapResult]
-    weights_mb: float | None = None  # the model's weights in the run's precision: what rank 0 broadcasts at start
+    weights_mb: float | None = (
+        None  # the model's weights in the run's precision: what rank 0 broadcasts at start
+    )
 
     def table(self) -> list[dict]:
         """One row per cap: what the notebook shows and the JSON benchmark records."""
+
         def mb(b):
             return None if b is None else round(b / 1e6, 1)
 
         rows = []
         for r in self.results:
-            steady = [None if n.tx_bytes is None or n.startup_tx_bytes is None or len(r.steps) < 2
-                      else (n.tx_bytes - n.startup_tx_bytes) / (len(r.steps) - 1) for n in r.nodes]
-            rows.append({"rate": r.rate, "mode": r.mode, "ok": r.ok, "step_time_s_median": r.step_time_s_median,
-                         "first_loss": r.first_loss, "final_loss": r.final_loss, "wall_s": r.wall_s,
-                         "mb_sent_per_node": [mb(n.tx_bytes) for n in r.nodes],
-                         "mb_startup_per_node": [mb(n.startup_tx_bytes) for n in r.nodes],
-                         "mb_per_step_per_node": [mb(b) for b in steady],
-                         "steps": len(r.steps)})
+            steady = [
+                None
+                if n.tx_bytes is None or n.startup_tx_bytes is None or len(r.steps) < 2
+                else (n.tx_bytes - n.startup_tx_bytes) / (len(r.steps) - 1)
+                for n in r.nodes
+            ]
+            rows.append(
+                {
+                    "rate": r.rate,
+                    "mode": r.mode,
+                    "ok": r.ok,
+                    "step_time_s_median": r.step_time_s_median,
+                    "first_loss": r.first_loss,
+                    "final_loss": r.final_loss,
+                    "wall_s": r.wall_s,
+                    "mb_sent_per_node": [mb(n.tx_bytes) for n in r.nodes],
+                    "mb_startup_per_node": [mb(n.startup_tx_bytes) for n in r.nodes],
+                    "mb_per_step_per_node": [mb(b) for b in steady],
+                    "steps": len(r.steps),
+                }
+            )
         return rows
 
     def to_json(self, path: str | Path) -> Path:
@@ -454,7 +545,10 @@ def choose_mode(mode: str, nodes: int = 2) -> tuple[str, str]:
         return "netns", why
     if mode == "netns":
         raise WorkshopError(f"network namespaces are not available here: {why}")
-    return "loopback", f"{why}: falling back to {nodes} node groups on loopback (no rate caps, no per-node bytes)"
+    return (
+        "loopback",
+        f"{why}: falling back to {nodes} node groups on loopback (no rate caps, no per-node bytes)",
+    )
 
 
 def _prepare(cfg: NetSimConfig, progress=print) -> None:
@@ -466,7 +560,6 @@ def _prepare(cfg: NetSimConfig, progress=print) -> None:
         return  # raw argv: the ranks prepare whatever it needs
     build_ops(args, progress)
     if args.model in PRESETS and args.dataset == "local":
-
         local_kit(Path(args.cache_dir).expanduser())
 
 
@@ -487,9 +580,17 @@ def run(cfg: NetSimConfig, progress=print) -> NetSimReport:
             if parse_rate(rate) is not None:
                 progress(f"  note: rate cap {rate} cannot be applied on loopback; running uncapped")
             results.append(run_cap(cfg, rate, None, progress))
-    return NetSimReport(mode=mode, reason=reason, nodes=cfg.nodes, procs_per_node=cfg.procs_per_node,
-                        train_args=(cfg.train_args.to_argv() if isinstance(cfg.train_args, TrainArgs)
-                                    else list(cfg.train_args)), results=results, weights_mb=_weights_mb(cfg.train_args))
+    return NetSimReport(
+        mode=mode,
+        reason=reason,
+        nodes=cfg.nodes,
+        procs_per_node=cfg.procs_per_node,
+        train_args=(
+            cfg.train_args.to_argv() if isinstance(cfg.train_args, TrainArgs) else list(cfg.train_args)
+        ),
+        results=results,
+        weights_mb=_weights_mb(cfg.train_args),
+    )
 
 
 def _weights_mb(args: TrainArgs | list[str]) -> float | None:
@@ -504,18 +605,28 @@ def _weights_mb(args: TrainArgs | list[str]) -> float | None:
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="workshop netsim", description=__doc__.split("\n\n")[0],
-                                epilog="Anything after `--` goes to the training entry point "
-                                       "(default: " + " ".join(_default_train_args().to_argv()) + ").")
+    p = argparse.ArgumentParser(
+        prog="workshop netsim",
+        description=__doc__.split("\n\n")[0],
+        epilog="Anything after `--` goes to the training entry point "
+        "(default: " + " ".join(_default_train_args().to_argv()) + ").",
+    )
     p.add_argument("--nodes", type=int, default=2)
     p.add_argument("--procs-per-node", type=int, default=1)
     p.add_argument("--threads", type=int, default=1, help="torch/OMP threads per rank")
-    p.add_argument("--rate", action="append", dest="rates", metavar="RATE",
-                   help="tc rate cap per node, repeatable (default: 10gbit and 1gbit); 'none' = uncapped")
+    p.add_argument(
+        "--rate",
+        action="append",
+        dest="rates",
+        metavar="RATE",
+        help="tc rate cap per node, repeatable (default: 10gbit and 1gbit); 'none' = uncapped",
+    )
     p.add_argument("--mode", choices=MODES, default="auto")
     p.add_argument("--subnet", default="10.77.0.0/24")
     p.add_argument("--out-dir", default="out/netsim")
-    p.add_argument("--timeout", type=float, default=600.0, help="seconds per run before the nodes are stopped")
+    p.add_argument(
+        "--timeout", type=float, default=600.0, help="seconds per run before the nodes are stopped"
+    )
     p.add_argument("--json", default=None, help="write the report here (e.g. benchmarks/results/netsim.json)")
     p.add_argument("--plot", default=None, help="write a PNG of step time and bytes sent per cap here")
     p.add_argument("--cleanup", action="store_true", help="only delete stale namespaces from killed runs")
@@ -527,7 +638,7 @@ def main(argv: list[str] | None = None) -> int:
     train_args: list[str] = []
     if "--" in argv:
         cut = argv.index("--")
-        argv, train_args = argv[:cut], argv[cut + 1:]
+        argv, train_args = argv[:cut], argv[cut + 1 :]
     args = _parser().parse_args(argv)
     try:
         if args.cleanup:
@@ -536,10 +647,17 @@ def main(argv: list[str] | None = None) -> int:
         for flag, path in (("--json", args.json), ("--plot", args.plot)):
             if path:
                 check_output(path, flag)
-        cfg = NetSimConfig(nodes=args.nodes, procs_per_node=args.procs_per_node, threads_per_rank=args.threads,
-                           rates=args.rates or ["10gbit", "1gbit"], mode=args.mode, subnet=args.subnet,
-                           out_dir=Path(args.out_dir), timeout_s=args.timeout,
-                           train_args=train_args or _default_train_args())
+        cfg = NetSimConfig(
+            nodes=args.nodes,
+            procs_per_node=args.procs_per_node,
+            threads_per_rank=args.threads,
+            rates=args.rates or ["10gbit", "1gbit"],
+            mode=args.mode,
+            subnet=args.subnet,
+            out_dir=Path(args.out_dir),
+            timeout_s=args.timeout,
+            train_args=train_args or _default_train_args(),
+        )
         report = run(cfg)
     except WorkshopError as exc:
         return report_error(exc)
@@ -548,7 +666,6 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         print("wrote", report.to_json(args.json))
     if args.plot:
-
         print("wrote", plot_netsim(report.table(), args.plot))
     return 0 if all(r.ok for r in report.results) else 1
 

@@ -37,9 +37,13 @@ def notebooks(only: list[str] | None = None, folder: Path = NOTEBOOKS) -> list[P
     found = sorted(folder.glob("[0-9][0-9]_*.ipynb"))
     if only:
         picked = [p for p in found if any(p.name.startswith(o) for o in only)]
-        unknown = [o for o in only if not o.strip() or not any(p.name.startswith(o) for p in found)]  # '' matches all
+        unknown = [
+            o for o in only if not o.strip() or not any(p.name.startswith(o) for p in found)
+        ]  # '' matches all
         if unknown:
-            raise WorkshopError(f"no notebook matches {unknown}; available: {', '.join(p.stem for p in found)}")
+            raise WorkshopError(
+                f"no notebook matches {unknown}; available: {', '.join(p.stem for p in found)}"
+            )
         found = picked
     return found
 
@@ -56,11 +60,15 @@ def _failed_cell(nb_path: Path) -> str:
     import nbformat
 
     nb = nbformat.read(nb_path, as_version=4)
-    added = {"injected-parameters", "papermill-error-cell-tag"}  # cells papermill adds; number as in the source
+    added = {
+        "injected-parameters",
+        "papermill-error-cell-tag",
+    }  # cells papermill adds; number as in the source
     cells = [c for c in nb.cells if not added & set(c.get("metadata", {}).get("tags", []))]
     for i, cell in enumerate(cells):
         if cell.get("metadata", {}).get("papermill", {}).get("status") == "failed" or any(
-                o.get("output_type") == "error" for o in cell.get("outputs", [])):
+            o.get("output_type") == "error" for o in cell.get("outputs", [])
+        ):
             first = cell.source.strip().splitlines()[0] if cell.source.strip() else ""
             return f"cell {i} ({first[:60]!r})"
     return "unknown cell"
@@ -92,12 +100,17 @@ def check_overrides(paths: list[Path], overrides: dict) -> None:
     """Refuse, before anything runs, a `-p` name that none of the selected notebooks declares, and a value
     of another kind than the notebook's default (`-p nodes two`), which would fail only in a cell."""
     params = {p: declared_parameters(p) for p in paths}
-    declared = {name: [p.stem[:2] for p in paths if name in params[p]] for name in {n for ps in params.values() for n in ps}}
+    declared = {
+        name: [p.stem[:2] for p in paths if name in params[p]]
+        for name in {n for ps in params.values() for n in ps}
+    }
     unknown = sorted(set(overrides) - set(declared))
     if unknown:
         listing = "; ".join(f"{n} ({', '.join(nbs)})" for n, nbs in sorted(declared.items()))
-        raise WorkshopError(f"parameter {', '.join(map(repr, unknown))} is declared by none of the selected "
-                            f"notebooks; declared: {listing}")
+        raise WorkshopError(
+            f"parameter {', '.join(map(repr, unknown))} is declared by none of the selected "
+            f"notebooks; declared: {listing}"
+        )
     for name, value in overrides.items():
         for path in (p for p in paths if name in params[p]):
             text = params[path][name].get("default")
@@ -106,10 +119,15 @@ def check_overrides(paths: list[Path], overrides: dict) -> None:
             except (ValueError, SyntaxError, TypeError):
                 continue
             if not _fits(value, default):
-                hint = " (quote a string JSON would read as something else, e.g. -p NAME '\"2.3\"')" \
-                    if isinstance(default, str) else ""
-                raise WorkshopError(f"-p {name} {json.dumps(value)}: {path.stem} declares {name} = {text}, so it "
-                                    f"takes {_KINDS[type(default)]}{hint}")
+                hint = (
+                    " (quote a string JSON would read as something else, e.g. -p NAME '\"2.3\"')"
+                    if isinstance(default, str)
+                    else ""
+                )
+                raise WorkshopError(
+                    f"-p {name} {json.dumps(value)}: {path.stem} declares {name} = {text}, so it "
+                    f"takes {_KINDS[type(default)]}{hint}"
+                )
 
 
 def ipc_kernel_manager(socket_dir: str):
@@ -138,12 +156,21 @@ def run_notebook(path: Path, out: Path, overrides: dict, kernel: str = "python3"
     t0 = time.time()
     try:
         with tempfile.TemporaryDirectory(prefix="workshop-kernel-") as sockets:
-            pm.execute_notebook(str(path), str(dest), parameters=params, cwd=str(path.parent), kernel_name=kernel,
-                                progress_bar=False, log_output=False,
-                                kernel_manager_class=ipc_kernel_manager(sockets))
+            pm.execute_notebook(
+                str(path),
+                str(dest),
+                parameters=params,
+                cwd=str(path.parent),
+                kernel_name=kernel,
+                progress_bar=False,
+                log_output=False,
+                kernel_manager_class=ipc_kernel_manager(sockets),
+            )
     except Exception as e:  # noqa: BLE001 -- any failure of a notebook is reported, not raised
-        msg = f"{path.name}, {_failed_cell(dest) if dest.exists() else 'before the first cell'}: " \
-              f"{getattr(e, 'ename', type(e).__name__)}: {getattr(e, 'evalue', e)}"
+        msg = (
+            f"{path.name}, {_failed_cell(dest) if dest.exists() else 'before the first cell'}: "
+            f"{getattr(e, 'ename', type(e).__name__)}: {getattr(e, 'evalue', e)}"
+        )
         return NotebookRun(path.name, "failed", round(time.time() - t0, 1), str(dest), params, msg)
     images = sorted(str(p.relative_to(out)) for p in set((out / "images").glob("*.png")) - before)
     return NotebookRun(path.name, "ok", round(time.time() - t0, 1), str(dest), params, images=images)
@@ -162,8 +189,14 @@ def write_index(out: Path, runs: list[NotebookRun]) -> Path:
     return path
 
 
-def run_workbook(out: str | Path = "out", only: list[str] | None = None, overrides: dict | None = None,
-                 echo=print, folder: Path = NOTEBOOKS, stop_on_failure: bool = False) -> list[NotebookRun]:
+def run_workbook(
+    out: str | Path = "out",
+    only: list[str] | None = None,
+    overrides: dict | None = None,
+    echo=print,
+    folder: Path = NOTEBOOKS,
+    stop_on_failure: bool = False,
+) -> list[NotebookRun]:
     todo = notebooks(only, folder)
     check_overrides(todo, overrides or {})
     check_output(out, "--out", folder=True)
@@ -176,7 +209,7 @@ def run_workbook(out: str | Path = "out", only: list[str] | None = None, overrid
         runs.append(run)
         echo(f"    {run.status} in {run.seconds} s" + (f": {run.error}" if run.error else ""))
         if run.status == "failed" and stop_on_failure:
-            runs += [NotebookRun(p.name, "skipped") for p in todo[i + 1:]]
+            runs += [NotebookRun(p.name, "skipped") for p in todo[i + 1 :]]
             break
     write_index(out, runs)
     return runs
@@ -186,19 +219,29 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="workshop run", description=__doc__.split("\n\n")[0])
     p.add_argument("--out", default="out", help="folder for executed notebooks, figures and the index")
     p.add_argument("--only", nargs="*", help="notebook numbers or names, e.g. --only 01 04")
-    p.add_argument("-p", "--parameter", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
-                   help="override a notebook parameter (given to every notebook that declares it)")
+    p.add_argument(
+        "-p",
+        "--parameter",
+        nargs=2,
+        action="append",
+        default=[],
+        metavar=("NAME", "VALUE"),
+        help="override a notebook parameter (given to every notebook that declares it)",
+    )
     p.add_argument("--stop-on-failure", action="store_true", help="stop at the first failing notebook")
     a = p.parse_args(argv)
     try:
-        runs = run_workbook(a.out, a.only, {k: parse_value(v) for k, v in a.parameter},
-                            stop_on_failure=a.stop_on_failure)
+        runs = run_workbook(
+            a.out, a.only, {k: parse_value(v) for k, v in a.parameter}, stop_on_failure=a.stop_on_failure
+        )
     except WorkshopError as e:
         return report(e)
     total = sum(r.seconds for r in runs)
     failed = [r for r in runs if r.status == "failed"]
-    print(f"{len([r for r in runs if r.status == 'ok'])}/{len(runs)} notebooks ran in {total:.0f} s; "
-          f"index: {Path(a.out) / 'index.md'}")
+    print(
+        f"{len([r for r in runs if r.status == 'ok'])}/{len(runs)} notebooks ran in {total:.0f} s; "
+        f"index: {Path(a.out) / 'index.md'}"
+    )
     for r in failed:
         print(f"failed: {r.error}")
     return 1 if failed else 0

@@ -1,5 +1,4 @@
-"""Process trees: stop a launcher and every rank under it, whatever session each one is in.
-"""
+"""Process trees: stop a launcher and every rank under it, whatever session each one is in."""
 
 from __future__ import annotations
 
@@ -32,8 +31,9 @@ def stop_tree(pid: int, *, grace_s: float = 5.0) -> None:
     psutil.wait_procs(alive, timeout=grace_s)
 
 
-def run_captured(cmd: list[str], *, env: dict | None = None, timeout: float | None = None,
-                 cwd: str | None = None) -> subprocess.CompletedProcess:
+def run_captured(
+    cmd: list[str], *, env: dict | None = None, timeout: float | None = None, cwd: str | None = None
+) -> subprocess.CompletedProcess:
     """`subprocess.run(cmd, capture_output=True, text=True, timeout=...)` for launchers: on a timeout or an
     interrupt it stops the launcher and all its ranks (stop_tree) before raising, so nothing is left running."""
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=cwd)

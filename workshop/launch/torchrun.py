@@ -71,7 +71,7 @@ _RANK_LINE = re.compile(r"^\[default(\d+)\]:(.*)$")
 
 
 def rank_failure(log: str, returncode: int | None = None) -> str:
-    """"rank R failed (exit E): Type: message" plus the innermost frames of this project, from torchrun's
+    """ "rank R failed (exit E): Type: message" plus the innermost frames of this project, from torchrun's
     Root Cause block (the rank's @record traceback), or the rank's own `error: ...` line (bad input, exit 2),
     or the signal that killed it."""
     block = _ROOT_CAUSE.search(log)
@@ -112,19 +112,25 @@ def last_lines_per_rank(lines: list[str]) -> dict[str, str]:
     return last
 
 
-def check_fits(nproc_per_node: int, threads_per_rank: int | None, *, allow_oversubscribe: bool = False) -> None:
+def check_fits(
+    nproc_per_node: int, threads_per_rank: int | None, *, allow_oversubscribe: bool = False
+) -> None:
     """Refuse, before launching, a request this machine cannot hold: each rank needs at least one core."""
     check_positive("nproc_per_node", nproc_per_node)
     if threads_per_rank is not None:
         check_positive("threads_per_rank", threads_per_rank)
     cores = os.cpu_count() or 1
     if nproc_per_node > cores and not allow_oversubscribe:
-        raise WorkshopError(f"nproc_per_node={nproc_per_node} is more ranks than this machine has cores ({cores}); "
-                            f"allowed: 1..{cores} (or pass allow_oversubscribe=True)")
+        raise WorkshopError(
+            f"nproc_per_node={nproc_per_node} is more ranks than this machine has cores ({cores}); "
+            f"allowed: 1..{cores} (or pass allow_oversubscribe=True)"
+        )
     if threads_per_rank and nproc_per_node * threads_per_rank > cores and not allow_oversubscribe:
-        raise WorkshopError(f"{nproc_per_node} ranks x {threads_per_rank} threads = "
-                            f"{nproc_per_node * threads_per_rank} threads on {cores} cores; "
-                            f"allowed threads_per_rank: 1..{max(1, cores // nproc_per_node)}")
+        raise WorkshopError(
+            f"{nproc_per_node} ranks x {threads_per_rank} threads = "
+            f"{nproc_per_node * threads_per_rank} threads on {cores} cores; "
+            f"allowed threads_per_rank: 1..{max(1, cores // nproc_per_node)}"
+        )
 
 
 def extensions_dir() -> Path:
@@ -152,33 +158,59 @@ def build_ops(args, progress=print) -> list[str]:
     first use spends ~40 s (2 cores) inside its first step, and the first of several timed runs looks slow."""
     pending = ops_to_build(args)
     for op in pending:
-        progress(f"note: compiling DeepSpeed's {op} once (about a minute on 2 cores); cached in {extensions_dir()}")
-        code = ("from workshop.train.dsprobe import use_versioned_extensions_dir\n"
-                "use_versioned_extensions_dir()\n"
-                f"from deepspeed.ops.op_builder.cpu import {OP_BUILDERS[op]}\n"
-                f"{OP_BUILDERS[op]}().load(verbose=False)\n")
+        progress(
+            f"note: compiling DeepSpeed's {op} once (about a minute on 2 cores); cached in {extensions_dir()}"
+        )
+        code = (
+            "from workshop.train.dsprobe import use_versioned_extensions_dir\n"
+            "use_versioned_extensions_dir()\n"
+            f"from deepspeed.ops.op_builder.cpu import {OP_BUILDERS[op]}\n"
+            f"{OP_BUILDERS[op]}().load(verbose=False)\n"
+        )
         r = run_captured([sys.executable, "-c", code], timeout=900)
         if r.returncode != 0:  # the rank will try again and report the compiler's error itself
             progress(f"note: {op} did not build here ({(r.stderr or r.stdout).strip().splitlines()[-1:]})")
     return pending
 
 
-def torchrun_command(module_args: list[str], *, nproc_per_node: int = 2, nnodes: int = 1, node_rank: int = 0,
-                     rdzv_endpoint: str | None = None, rdzv_id: str = "workshop", rdzv_conf: str | None = None,
-                     local_addr: str | None = None, master_addr: str | None = None, master_port: int | None = None,
-                     max_restarts: int = 0, module: str = "workshop.train",
-                     prefix: list[str] | None = None) -> list[str]:
+def torchrun_command(
+    module_args: list[str],
+    *,
+    nproc_per_node: int = 2,
+    nnodes: int = 1,
+    node_rank: int = 0,
+    rdzv_endpoint: str | None = None,
+    rdzv_id: str = "workshop",
+    rdzv_conf: str | None = None,
+    local_addr: str | None = None,
+    master_addr: str | None = None,
+    master_port: int | None = None,
+    max_restarts: int = 0,
+    module: str = "workshop.train",
+    prefix: list[str] | None = None,
+) -> list[str]:
     """THE torchrun command line, for training, loading, collectives, benchmarks and netsim alike.
 
     One node without a rendezvous endpoint runs `--standalone` (a free port) unless a master address/port is
     given; several nodes meet at a c10d rendezvous. `--tee=3` prefixes each rank's lines with "[defaultN]:",
     so the launcher can name the rank a failure or a hang belongs to.
     """
-    cmd = list(prefix or []) + [sys.executable, "-m", "torch.distributed.run",
-                                f"--nproc-per-node={nproc_per_node}", f"--max-restarts={max_restarts}", "--tee=3"]
+    cmd = list(prefix or []) + [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        f"--nproc-per-node={nproc_per_node}",
+        f"--max-restarts={max_restarts}",
+        "--tee=3",
+    ]
     if nnodes > 1 or rdzv_endpoint is not None:
-        cmd += [f"--nnodes={nnodes}", f"--node-rank={node_rank}", "--rdzv-backend=c10d",
-                f"--rdzv-endpoint={rdzv_endpoint}", f"--rdzv-id={rdzv_id}"]
+        cmd += [
+            f"--nnodes={nnodes}",
+            f"--node-rank={node_rank}",
+            "--rdzv-backend=c10d",
+            f"--rdzv-endpoint={rdzv_endpoint}",
+            f"--rdzv-id={rdzv_id}",
+        ]
         if rdzv_conf:
             cmd.append(f"--rdzv-conf={rdzv_conf}")
     elif master_addr or master_port:
@@ -190,17 +222,24 @@ def torchrun_command(module_args: list[str], *, nproc_per_node: int = 2, nnodes:
     return cmd + ["-m", module, *module_args]
 
 
-
-
-def rank_env(threads_per_rank: int | None, env: dict | None = None, *, nproc_per_node: int | None = None,
-             cpu_only: bool = False) -> dict:
+def rank_env(
+    threads_per_rank: int | None,
+    env: dict | None = None,
+    *,
+    nproc_per_node: int | None = None,
+    cpu_only: bool = False,
+) -> dict:
     """THE environment every rank inherits, whoever launches it. Set before torch starts (OpenMP and DeepSpeed
     read these once): threads per rank, DeepSpeed's LOCAL_SIZE (its CPU shm collective needs it; torchrun sets
     only LOCAL_WORLD_SIZE), the compiled-op cache of this DeepSpeed version, this checkout on PYTHONPATH, and
     for CPU recipes no visible GPU (a CPU run on a GPU host must not pick nccl or crowd one GPU)."""
-    out = dict(os.environ, PYTHONUNBUFFERED="1", TOKENIZERS_PARALLELISM="false",
-               TORCH_EXTENSIONS_DIR=str(extensions_dir()),
-               PYTHONPATH=os.pathsep.join(p for p in [str(REPO), os.environ.get("PYTHONPATH", "")] if p))
+    out = dict(
+        os.environ,
+        PYTHONUNBUFFERED="1",
+        TOKENIZERS_PARALLELISM="false",
+        TORCH_EXTENSIONS_DIR=str(extensions_dir()),
+        PYTHONPATH=os.pathsep.join(p for p in [str(REPO), os.environ.get("PYTHONPATH", "")] if p),
+    )
     if threads_per_rank:
         out.update(OMP_NUM_THREADS=str(threads_per_rank), MKL_NUM_THREADS=str(threads_per_rank))
     if nproc_per_node:
@@ -213,9 +252,14 @@ def rank_env(threads_per_rank: int | None, env: dict | None = None, *, nproc_per
 
 ALLOCATORS = ("system", "auto", "tcmalloc", "jemalloc")
 # Intel's PyTorch CPU tuning guide settings for jemalloc: keep freed pages instead of returning them each step.
-JEMALLOC_CONF = ("oversize_threshold:1,background_thread:true,metadata_thp:auto,dirty_decay_ms:9000000000,"
-                 "muzzy_decay_ms:9000000000")
-_ALLOCATOR_LIBS = {"tcmalloc": ("tcmalloc_minimal", "libtcmalloc-minimal4"), "jemalloc": ("jemalloc", "libjemalloc2")}
+JEMALLOC_CONF = (
+    "oversize_threshold:1,background_thread:true,metadata_thp:auto,dirty_decay_ms:9000000000,"
+    "muzzy_decay_ms:9000000000"
+)
+_ALLOCATOR_LIBS = {
+    "tcmalloc": ("tcmalloc_minimal", "libtcmalloc-minimal4"),
+    "jemalloc": ("jemalloc", "libjemalloc2"),
+}
 
 
 def allocator_path(name: str) -> str | None:
@@ -226,7 +270,9 @@ def allocator_path(name: str) -> str | None:
     prefix = os.environ.get("CONDA_PREFIX")
     if prefix and (Path(prefix) / "lib" / f"lib{lib}.so").exists():
         return str(Path(prefix) / "lib" / f"lib{lib}.so")
-    return ctypes.util.find_library(lib) or (ctypes.util.find_library("tcmalloc") if name == "tcmalloc" else None)
+    return ctypes.util.find_library(lib) or (
+        ctypes.util.find_library("tcmalloc") if name == "tcmalloc" else None
+    )
 
 
 def allocator_env(name: str) -> tuple[dict, str]:
@@ -244,8 +290,10 @@ def allocator_env(name: str) -> tuple[dict, str]:
     path = allocator_path(name)
     if path is None:
         pkg = _ALLOCATOR_LIBS[name][1]
-        raise WorkshopError(f"allocator {name} is not installed (apt-get install {pkg}); allowed here: "
-                            + ", ".join(a for a in ALLOCATORS if a in ("system", "auto") or allocator_path(a)))
+        raise WorkshopError(
+            f"allocator {name} is not installed (apt-get install {pkg}); allowed here: "
+            + ", ".join(a for a in ALLOCATORS if a in ("system", "auto") or allocator_path(a))
+        )
     env = {"LD_PRELOAD": ":".join(p for p in (path, os.environ.get("LD_PRELOAD")) if p)}
     if name == "jemalloc":
         env["MALLOC_CONF"] = JEMALLOC_CONF
@@ -287,8 +335,10 @@ def _job(train_args, module: str, log_path: str | Path | None, node_rank: int) -
 def _sweep_orphaned_buffers(say) -> None:
     swept = release_orphaned_buffers()
     if swept:
-        say(f"note: removed {len(swept)} DeepSpeed shared-memory buffer(s) in {SHM_DIR} that no process held "
-            f"(left by a run that was killed with its launcher)")
+        say(
+            f"note: removed {len(swept)} DeepSpeed shared-memory buffer(s) in {SHM_DIR} that no process held "
+            f"(left by a run that was killed with its launcher)"
+        )
 
 
 def _lines(proc: subprocess.Popen) -> queue.Queue:
@@ -306,8 +356,9 @@ def _lines(proc: subprocess.Popen) -> queue.Queue:
     return inbox
 
 
-def _follow(proc: subprocess.Popen, job: _Job, *, bar, echo: bool, timeout: float | None,
-            t0: float) -> tuple[list[str], list[dict]]:
+def _follow(
+    proc: subprocess.Popen, job: _Job, *, bar, echo: bool, timeout: float | None, t0: float
+) -> tuple[list[str], list[dict]]:
     """Copy the merged log to job.log_path, collect the METRIC records and move the bar, until the output ends;
     raise RunHung, naming each rank's last line, when the run outlives `timeout`."""
     lines: list[str] = []
@@ -328,8 +379,10 @@ def _follow(proc: subprocess.Popen, job: _Job, *, bar, echo: bool, timeout: floa
             if timeout and time.time() - t0 > timeout:
                 last = last_lines_per_rank(lines)
                 silent = "; ".join(f"{r}: {t[:160]}" for r, t in sorted(last.items())) or "no rank printed"
-                raise RunHung(f"run stopped after {timeout:g} s without finishing (hung?); "
-                              f"last line of each rank: {silent}; log: {job.log_path}")
+                raise RunHung(
+                    f"run stopped after {timeout:g} s without finishing (hung?); "
+                    f"last line of each rank: {silent}; log: {job.log_path}"
+                )
     return lines, steps
 
 
@@ -341,15 +394,23 @@ def _next_line(inbox: queue.Queue) -> str | None:
         return ""
 
 
-def _start_and_follow(cmd: list[str], env: dict, job: _Job, *, bar, echo: bool,
-                      timeout: float | None) -> tuple[int, list[str], list[dict], float]:
+def _start_and_follow(
+    cmd: list[str], env: dict, job: _Job, *, bar, echo: bool, timeout: float | None
+) -> tuple[int, list[str], list[dict], float]:
     """Run cmd to its end: (exit code, lines, METRIC records, seconds). Whatever way it ends, nothing is left
     behind: an exception or a hang stops torchrun and every rank, and the /dev/shm buffers of ranks that died
     are released."""
     shm_before = set(SHM_DIR.glob(SHM_GLOB))
     t0 = time.time()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1,
-                            env=env, start_new_session=True)
+    proc = subprocess.Popen(
+        cmd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        bufsize=1,
+        env=env,
+        start_new_session=True,
+    )
     try:
         lines, steps = _follow(proc, job, bar=bar, echo=echo, timeout=timeout, t0=t0)
         proc.wait()
@@ -360,16 +421,31 @@ def _start_and_follow(cmd: list[str], env: dict, job: _Job, *, bar, echo: bool,
     finally:
         if bar is not None:
             bar.close()  # in a notebook the widget becomes its final line as text (workshop.launch.progress)
-        if proc.returncode != 0:  # ranks that died never released DeepSpeed's /dev/shm buffers: do it for them
+        if (
+            proc.returncode != 0
+        ):  # ranks that died never released DeepSpeed's /dev/shm buffers: do it for them
             release_orphaned_buffers(set(SHM_DIR.glob(SHM_GLOB)) - shm_before)  # a concurrent run's stay
     return proc.returncode, lines, steps, round(time.time() - t0, 2)
 
 
-def run_torchrun(train_args, *, nproc_per_node: int = 2, nnodes: int = 1, node_rank: int = 0,
-                 rdzv_endpoint: str | None = None, threads_per_rank: int | None = None, env: dict | None = None,
-                 log_path: str | Path | None = None, progress: bool = True, timeout: float | None = None,
-                 module: str = "workshop.train", prefix: list[str] | None = None, echo: bool = False,
-                 max_restarts: int = 0, allow_oversubscribe: bool = False) -> RunResult:
+def run_torchrun(
+    train_args,
+    *,
+    nproc_per_node: int = 2,
+    nnodes: int = 1,
+    node_rank: int = 0,
+    rdzv_endpoint: str | None = None,
+    threads_per_rank: int | None = None,
+    env: dict | None = None,
+    log_path: str | Path | None = None,
+    progress: bool = True,
+    timeout: float | None = None,
+    module: str = "workshop.train",
+    prefix: list[str] | None = None,
+    echo: bool = False,
+    max_restarts: int = 0,
+    allow_oversubscribe: bool = False,
+) -> RunResult:
     """Run torchrun to completion; returns a RunResult (call .check() to raise on failure).
 
     `train_args` is a workshop.train.TrainArgs (argv is accepted too and parsed once, here): it is validated
@@ -378,8 +454,16 @@ def run_torchrun(train_args, *, nproc_per_node: int = 2, nnodes: int = 1, node_r
     """
     check_fits(nproc_per_node, threads_per_rank, allow_oversubscribe=allow_oversubscribe)
     job = _job(train_args, module, log_path, node_rank)
-    cmd = torchrun_command(job.argv, nproc_per_node=nproc_per_node, nnodes=nnodes, node_rank=node_rank,
-                           rdzv_endpoint=rdzv_endpoint, max_restarts=max_restarts, module=module, prefix=prefix)
+    cmd = torchrun_command(
+        job.argv,
+        nproc_per_node=nproc_per_node,
+        nnodes=nnodes,
+        node_rank=node_rank,
+        rdzv_endpoint=rdzv_endpoint,
+        max_restarts=max_restarts,
+        module=module,
+        prefix=prefix,
+    )
     job.log_path.parent.mkdir(parents=True, exist_ok=True)
     say = (lambda m: print(m, flush=True)) if progress else (lambda m: None)
     if job.train_args is not None and ops_to_build(job.train_args):
@@ -404,13 +488,21 @@ def sweep_threads(train_args, settings: list[int], *, nproc_per_node: int = 2, s
     rows = []
     for i, t in enumerate(settings, 1):
         label = f"{nproc_per_node} ranks x {t} threads"
-        print(f"[{i}/{len(settings)}] {label}, {steps} steps ...", end=" ", flush=True)  # a long cell shows progress
+        print(
+            f"[{i}/{len(settings)}] {label}, {steps} steps ...", end=" ", flush=True
+        )  # a long cell shows progress
         args = replace(train_args, max_steps=steps, output_dir=f"{train_args.output_dir}-threads{t}")
-        run = run_torchrun(args, nproc_per_node=nproc_per_node, threads_per_rank=t,
-                           allow_oversubscribe=True, progress=False)
+        run = run_torchrun(
+            args, nproc_per_node=nproc_per_node, threads_per_rank=t, allow_oversubscribe=True, progress=False
+        )
         metrics = run.finished_metrics()
-        rows.append({"label": label, "threads": t,
-                     "tokens_per_s": metrics["tokens_per_s_median"],
-                     "step_time_s": metrics["step_time_s_median"]})
+        rows.append(
+            {
+                "label": label,
+                "threads": t,
+                "tokens_per_s": metrics["tokens_per_s_median"],
+                "step_time_s": metrics["step_time_s_median"],
+            }
+        )
         print(f"{rows[-1]['tokens_per_s']:.0f} tokens/s in {run.seconds:.0f} s", flush=True)
     return rows

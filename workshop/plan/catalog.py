@@ -20,8 +20,10 @@ from typing import TypedDict
 from workshop.errors import WorkshopError, check_choice, report
 
 # The original workshop's query: every "7i" type with EFA (the cluster's inter-node fabric).
-ORIGINAL_FILTERS = [{"Name": "instance-type", "Values": ["*7i*"]},
-                {"Name": "network-info.efa-supported", "Values": ["true"]}]
+ORIGINAL_FILTERS = [
+    {"Name": "instance-type", "Values": ["*7i*"]},
+    {"Name": "network-info.efa-supported", "Values": ["true"]},
+]
 CPU_FAMILIES = ("c7i", "m7i", "r7i", "c8i", "m8i", "r8i")
 GPU_FAMILIES = ("p4d", "p5", "g6e")
 DEFAULT_FAMILIES = CPU_FAMILIES + GPU_FAMILIES
@@ -31,8 +33,10 @@ DEFAULT_REGION = "us-east-1"
 # Published us-east-1 Linux on-demand prices (USD/hour) we are confident of; anything else is None
 # ("unknown"), never a guess. c7i/m7i/r7i price every size (metal included) linearly per vCPU, so one
 # rate per family covers them: c7i.large $0.08925, m7i.large $0.1008, r7i.large $0.1323.
-PRICE_SOURCE = ("aws.amazon.com/ec2/pricing/on-demand, us-east-1, Linux, as published 2024-2025; "
-                "prices change (P5 was cut in 2025 and is left unknown): check before budgeting")
+PRICE_SOURCE = (
+    "aws.amazon.com/ec2/pricing/on-demand, us-east-1, Linux, as published 2024-2025; "
+    "prices change (P5 was cut in 2025 and is left unknown): check before budgeting"
+)
 _PRICE_PER_VCPU_HOUR = {"c7i": 0.08925 / 2, "m7i": 0.1008 / 2, "r7i": 0.1323 / 2}
 _PRICE_EXACT = {"p4d.24xlarge": 32.7726, "g6e.xlarge": 1.861}
 
@@ -49,6 +53,7 @@ class UnknownInstanceType(WorkshopError):
 @dataclass(frozen=True)
 class InstanceRow:
     """One instance type, with the few numbers that decide whether a training plan fits."""
+
     instance_type: str
     family: str
     size: str
@@ -81,17 +86,33 @@ class InstanceRow:
 
     def as_dict(self) -> InstanceRecord:
         """Every field, then amx_peak_tflops: a row of chapter 01's instance table, `workshop instances --json`."""
-        return {"instance_type": self.instance_type, "family": self.family, "size": self.size, "vcpus": self.vcpus,
-                "cores": self.cores, "memory_gib": self.memory_gib, "network_performance": self.network_performance,
-                "efa": self.efa, "max_efa_interfaces": self.max_efa_interfaces, "gpus": self.gpus,
-                "gpu_name": self.gpu_name, "gpu_memory_gib": self.gpu_memory_gib, "manufacturer": self.manufacturer,
-                "arch": self.arch, "clock_ghz": self.clock_ghz, "bare_metal": self.bare_metal, "amx": self.amx,
-                "amx_reason": self.amx_reason, "hourly_usd": self.hourly_usd,
-                "amx_peak_tflops": self.amx_peak_tflops()}
+        return {
+            "instance_type": self.instance_type,
+            "family": self.family,
+            "size": self.size,
+            "vcpus": self.vcpus,
+            "cores": self.cores,
+            "memory_gib": self.memory_gib,
+            "network_performance": self.network_performance,
+            "efa": self.efa,
+            "max_efa_interfaces": self.max_efa_interfaces,
+            "gpus": self.gpus,
+            "gpu_name": self.gpu_name,
+            "gpu_memory_gib": self.gpu_memory_gib,
+            "manufacturer": self.manufacturer,
+            "arch": self.arch,
+            "clock_ghz": self.clock_ghz,
+            "bare_metal": self.bare_metal,
+            "amx": self.amx,
+            "amx_reason": self.amx_reason,
+            "hourly_usd": self.hourly_usd,
+            "amx_peak_tflops": self.amx_peak_tflops(),
+        }
 
 
 class InstanceRecord(TypedDict):
     """InstanceRow.as_dict(): its fields (same names, same order), then the AMX peak."""
+
     instance_type: str
     family: str
     size: str
@@ -158,7 +179,10 @@ def to_row(item: dict) -> InstanceRow:
     amx, why = amx_capability(family, manufacturer, arch)
     vcpus = int(vcpu.get("DefaultVCpus", 0))
     return InstanceRow(
-        instance_type=name, family=family, size=size, vcpus=vcpus,
+        instance_type=name,
+        family=family,
+        size=size,
+        vcpus=vcpus,
         cores=int(vcpu.get("DefaultCores", vcpus)),
         memory_gib=item.get("MemoryInfo", {}).get("SizeInMiB", 0) / 1024,
         network_performance=net.get("NetworkPerformance", ""),
@@ -167,8 +191,12 @@ def to_row(item: dict) -> InstanceRow:
         gpus=sum(int(g.get("Count", 0)) for g in gpus),
         gpu_name=gpus[0].get("Name") if gpus else None,
         gpu_memory_gib=gpus[0].get("MemoryInfo", {}).get("SizeInMiB", 0) / 1024 if gpus else 0.0,
-        manufacturer=manufacturer, arch=arch, clock_ghz=proc.get("SustainedClockSpeedInGhz"),
-        bare_metal=bool(item.get("BareMetal", False)), amx=amx, amx_reason=why,
+        manufacturer=manufacturer,
+        arch=arch,
+        clock_ghz=proc.get("SustainedClockSpeedInGhz"),
+        bare_metal=bool(item.get("BareMetal", False)),
+        amx=amx,
+        amx_reason=why,
         hourly_usd=hourly_price(name, vcpus),
     )
 
@@ -209,8 +237,9 @@ def _query_moto(filters, instance_types, region) -> list[dict]:
     from moto import mock_aws
 
     with mock_aws():
-        client = boto3.client("ec2", region_name=region, aws_access_key_id="offline",
-                              aws_secret_access_key="offline")
+        client = boto3.client(
+            "ec2", region_name=region, aws_access_key_id="offline", aws_secret_access_key="offline"
+        )
         return _paginate(client, filters, instance_types)
 
 
@@ -222,8 +251,9 @@ def _normalize_filters(filters) -> list[dict]:
     return list(filters)
 
 
-def describe_instance_types(filters=None, *, instance_types=None, region: str = DEFAULT_REGION,
-                            source: str | None = None) -> tuple[list[InstanceRow], str]:
+def describe_instance_types(
+    filters=None, *, instance_types=None, region: str = DEFAULT_REGION, source: str | None = None
+) -> tuple[list[InstanceRow], str]:
     """DescribeInstanceTypes through boto3's paginator -> (rows sorted by name, which source answered).
 
     `filters` is the EC2 API's list of {"Name", "Values"} (or a {name: values} dict). `source` is "auto"
@@ -256,15 +286,19 @@ def describe_instance_types(filters=None, *, instance_types=None, region: str = 
         import moto
 
         if region not in known_regions("moto"):
-            raise WorkshopError(f"the offline catalog (moto) has no region {region!r}; allowed: "
-                                f"{', '.join(known_regions('moto'))}")
+            raise WorkshopError(
+                f"the offline catalog (moto) has no region {region!r}; allowed: "
+                f"{', '.join(known_regions('moto'))}"
+            )
         try:
             items = _query_moto(filters, instance_types, region)
         except ClientError as exc:
             raise UnknownInstanceType(f"{exc.response.get('Error', {}).get('Message', exc)}") from None
         why = "no AWS credentials found" if not use_aws else "fallback"
         answered = f"moto {moto.__version__} offline EC2 catalog (mock_aws; {why}{note})"
-    rows = sorted((to_row(i) for i in items), key=lambda r: (r.family, r.vcpus, r.memory_gib, r.instance_type))
+    rows = sorted(
+        (to_row(i) for i in items), key=lambda r: (r.family, r.vcpus, r.memory_gib, r.instance_type)
+    )
     return rows, answered
 
 
@@ -293,13 +327,22 @@ def known_regions(source: str) -> tuple[str, ...]:
     if source == "moto":
         import moto
 
-        folder = os.path.join(os.path.dirname(moto.__file__), "ec2", "resources", "instance_type_offerings", "region")
+        folder = os.path.join(
+            os.path.dirname(moto.__file__), "ec2", "resources", "instance_type_offerings", "region"
+        )
         return tuple(sorted(f.split(".")[0] for f in os.listdir(folder)))
     import boto3
 
     session = boto3.session.Session()
-    return tuple(sorted({r for part in session.get_available_partitions()
-                         for r in session.get_available_regions("ec2", partition_name=part)}))
+    return tuple(
+        sorted(
+            {
+                r
+                for part in session.get_available_partitions()
+                for r in session.get_available_regions("ec2", partition_name=part)
+            }
+        )
+    )
 
 
 def _family_error(pattern: str) -> WorkshopError:
@@ -308,8 +351,14 @@ def _family_error(pattern: str) -> WorkshopError:
     return WorkshopError(f"no EC2 instance family matches {pattern!r}{hint}")
 
 
-def list_instances(families=DEFAULT_FAMILIES, *, sizes=None, efa: bool = False, region: str = DEFAULT_REGION,
-                   source: str | None = None) -> tuple[list[InstanceRow], str]:
+def list_instances(
+    families=DEFAULT_FAMILIES,
+    *,
+    sizes=None,
+    efa: bool = False,
+    region: str = DEFAULT_REGION,
+    source: str | None = None,
+) -> tuple[list[InstanceRow], str]:
     """Instance types of the given families (globs allowed: 'r7i', 'c8*'), optionally sizes and EFA only.
 
     A family pattern that matches nothing is an error naming the closest real families.
@@ -325,15 +374,23 @@ def list_instances(families=DEFAULT_FAMILIES, *, sizes=None, efa: bool = False, 
         filters.append({"Name": "network-info.efa-supported", "Values": ["true"]})
     rows, answered = describe_instance_types(filters, region=region, source=source)
     for fam in families:
-        if not any(fnmatch.fnmatchcase(r.family, fam) for r in rows) and \
-                not any(fnmatch.fnmatchcase(f, fam) for f in known_families()):
+        if not any(fnmatch.fnmatchcase(r.family, fam) for r in rows) and not any(
+            fnmatch.fnmatchcase(f, fam) for f in known_families()
+        ):
             raise _family_error(fam)
-    have = {split_type(t)[1] for t in known_types() if any(fnmatch.fnmatchcase(split_type(t)[0], f) for f in families)}
+    have = {
+        split_type(t)[1]
+        for t in known_types()
+        if any(fnmatch.fnmatchcase(split_type(t)[0], f) for f in families)
+    }
     for size in sizes or ():  # a size no type of these families has (a typo), not one the EFA filter left out
-        if not any(fnmatch.fnmatchcase(r.size, size) for r in rows) and \
-                not any(fnmatch.fnmatchcase(h, size) for h in have):
-            raise WorkshopError(f"no {'/'.join(families)} instance has size {size!r}; sizes of these families: "
-                                f"{', '.join(sorted(have))}")
+        if not any(fnmatch.fnmatchcase(r.size, size) for r in rows) and not any(
+            fnmatch.fnmatchcase(h, size) for h in have
+        ):
+            raise WorkshopError(
+                f"no {'/'.join(families)} instance has size {size!r}; sizes of these families: "
+                f"{', '.join(sorted(have))}"
+            )
     return rows, answered
 
 
@@ -347,31 +404,44 @@ def instance_info(name: str, *, region: str = DEFAULT_REGION, source: str | None
         family, _ = split_type(name)
         if family not in known_families():
             raise _family_error(family) from None
-        raise WorkshopError(f"unknown instance type {name!r} (family {family} exists; check the size)") from None
+        raise WorkshopError(
+            f"unknown instance type {name!r} (family {family} exists; check the size)"
+        ) from None
     return rows[0]
 
 
 def format_table(rows: list[InstanceRow]) -> str:
-    head = (f"{'instance type':<20} {'vCPU':>5} {'cores':>5} {'mem GiB':>8} {'network':<22} {'EFA':<4} "
-            f"{'GPUs':<12} {'AMX':<4} {'$/h':>8}")
+    head = (
+        f"{'instance type':<20} {'vCPU':>5} {'cores':>5} {'mem GiB':>8} {'network':<22} {'EFA':<4} "
+        f"{'GPUs':<12} {'AMX':<4} {'$/h':>8}"
+    )
     lines = [head, "-" * len(head)]
     for r in rows:
         gpu = f"{r.gpus}x{r.gpu_name} {r.gpu_memory_gib:.0f}G" if r.gpus else "-"
         price = f"{r.hourly_usd:.3f}" if r.hourly_usd is not None else "?"
-        lines.append(f"{r.instance_type:<20} {r.vcpus:>5} {r.cores:>5} {r.memory_gib:>8.0f} "
-                     f"{r.network_performance[:22]:<22} {'yes' if r.efa else 'no':<4} {gpu[:12]:<12} "
-                     f"{'yes' if r.amx else 'no':<4} {price:>8}")
+        lines.append(
+            f"{r.instance_type:<20} {r.vcpus:>5} {r.cores:>5} {r.memory_gib:>8.0f} "
+            f"{r.network_performance[:22]:<22} {'yes' if r.efa else 'no':<4} {gpu[:12]:<12} "
+            f"{'yes' if r.amx else 'no':<4} {price:>8}"
+        )
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="workshop instances", description=__doc__.splitlines()[0])
-    parser.add_argument("--family", action="append", metavar="GLOB",
-                        help=f"instance family (glob ok); repeatable; default: {' '.join(DEFAULT_FAMILIES)}")
+    parser.add_argument(
+        "--family",
+        action="append",
+        metavar="GLOB",
+        help=f"instance family (glob ok); repeatable; default: {' '.join(DEFAULT_FAMILIES)}",
+    )
     parser.add_argument("--size", action="append", metavar="GLOB", help="size such as 48xlarge (glob ok)")
     parser.add_argument("--efa", action="store_true", help="only types that support EFA")
-    parser.add_argument("--original-query", action="store_true",
-                        help="the original workshop's query: instance-type *7i* with EFA (ignores --family/--size)")
+    parser.add_argument(
+        "--original-query",
+        action="store_true",
+        help="the original workshop's query: instance-type *7i* with EFA (ignores --family/--size)",
+    )
     parser.add_argument("--type", dest="instance_type", help="describe one instance type")
     parser.add_argument("--source", choices=SOURCES, default=None, help="where to ask (default: auto)")
     parser.add_argument("--region", default=DEFAULT_REGION)
@@ -383,8 +453,13 @@ def main(argv: list[str] | None = None) -> int:
         elif args.original_query:
             rows, answered = describe_instance_types(ORIGINAL_FILTERS, region=args.region, source=args.source)
         else:
-            rows, answered = list_instances(args.family or DEFAULT_FAMILIES, sizes=args.size, efa=args.efa,
-                                            region=args.region, source=args.source)
+            rows, answered = list_instances(
+                args.family or DEFAULT_FAMILIES,
+                sizes=args.size,
+                efa=args.efa,
+                region=args.region,
+                source=args.source,
+            )
     except WorkshopError as exc:
         return report(exc)
     if args.json:

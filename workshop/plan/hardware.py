@@ -28,15 +28,24 @@ from workshop.errors import WorkshopError, check_positive, comma_list, report
 # A FLOP is a multiply or an add (an FMA is 2).
 FLOPS_PER_CYCLE: dict[str, tuple[int, str]] = {
     "amx_bf16": (1024, "Intel AMX TMUL: 1,024 bf16 FLOP/cycle/core (Intel AMX overview, 4th gen Xeon)"),
-    "avx512_bf16_intel": (128, "AVX512_BF16 VDPBF16PS: 32 pairs x 2 FLOP per 512-bit op x 2 FMA ports (Xeon)"),
+    "avx512_bf16_intel": (
+        128,
+        "AVX512_BF16 VDPBF16PS: 32 pairs x 2 FLOP per 512-bit op x 2 FMA ports (Xeon)",
+    ),
     "avx512_fp32_intel": (64, "AVX-512 FMA: 16 lanes x 2 FLOP x 2 FMA ports per core (Xeon)"),
-    "avx512_bf16_zen4": (64, ("Zen 4 runs 512-bit ops on two 256-bit pipes: one VDPBF16PS zmm (64 FLOP) per"
-                              " cycle (AMD Zen 4 software optimization guide)")),
+    "avx512_bf16_zen4": (
+        64,
+        (
+            "Zen 4 runs 512-bit ops on two 256-bit pipes: one VDPBF16PS zmm (64 FLOP) per"
+            " cycle (AMD Zen 4 software optimization guide)"
+        ),
+    ),
     "avx512_fp32_zen4": (32, "Zen 4: one 512-bit FMA per cycle = 16 lanes x 2 FLOP (two 256-bit FMA pipes)"),
     "avx512_bf16_zen5": (128, "Zen 5 (EPYC 9005) has full 512-bit datapaths: two VDPBF16PS zmm per cycle"),
     "avx512_fp32_zen5": (64, "Zen 5: two 512-bit FMA per cycle = 2 x 16 lanes x 2 FLOP"),
     "avx2_fp32": (32, "AVX2 FMA: 8 lanes x 2 FLOP x 2 FMA ports"),
 }
+
 
 class XeonReference(TypedDict):
     name: str
@@ -45,8 +54,11 @@ class XeonReference(TypedDict):
 
 
 # The Xeon the chapter targets: r7i/m7i/c7i are Sapphire Rapids; EC2's catalog lists 3.2 GHz all-core turbo.
-XEON_REFERENCE: XeonReference = {"name": "r7i (Sapphire Rapids) all-core turbo", "clock_ghz": 3.2,
-                  "clock_source": "EC2 DescribeInstanceTypes ProcessorInfo.SustainedClockSpeedInGhz for r7i"}
+XEON_REFERENCE: XeonReference = {
+    "name": "r7i (Sapphire Rapids) all-core turbo",
+    "clock_ghz": 3.2,
+    "clock_source": "EC2 DescribeInstanceTypes ProcessorInfo.SustainedClockSpeedInGhz for r7i",
+}
 
 
 def _read_proc_cpuinfo() -> dict[str, str]:
@@ -103,6 +115,7 @@ a = torch.randn(128, 128, dtype=torch.bfloat16)
 
 class OneDnnDispatch(TypedDict):
     """What oneDNN printed for one bf16 matmul: its ISA line and the kernel (None: not seen or not probed)."""
+
     isa: str | None
     bf16_matmul_impl: str | None
     error: NotRequired[str]  # the probe process could not run
@@ -118,8 +131,9 @@ def onednn_dispatch() -> OneDnnDispatch:
     """
     env = {**os.environ, "ONEDNN_VERBOSE": "1", "OMP_NUM_THREADS": "1"}
     try:
-        out = subprocess.run([sys.executable, "-c", _PROBE], env=env, capture_output=True, text=True,
-                             timeout=120, check=False).stdout
+        out = subprocess.run(
+            [sys.executable, "-c", _PROBE], env=env, capture_output=True, text=True, timeout=120, check=False
+        ).stdout
     except (OSError, subprocess.TimeoutExpired) as exc:
         return {"isa": None, "bf16_matmul_impl": None, "error": str(exc)}
     isa: str | None = None
@@ -129,12 +143,16 @@ def onednn_dispatch() -> OneDnnDispatch:
             isa = line.split("isa:", 1)[1].strip()
         elif ",primitive,exec,cpu,matmul," in line or ",primitive,exec,cpu,inner_product," in line:
             impl = impl or line.split(",")[6]
-    return {"isa": isa, "bf16_matmul_impl": impl,
-            "note": None if impl else "no oneDNN matmul ran: this torch build routes bf16 GEMM elsewhere"}
+    return {
+        "isa": isa,
+        "bf16_matmul_impl": impl,
+        "note": None if impl else "no oneDNN matmul ran: this torch build routes bf16 GEMM elsewhere",
+    }
 
 
 class CpuFacts(TypedDict):
     """What `detect` reads off this machine before classifying it (what `isa_class` and `explain` read)."""
+
     cpu_model: str
     vendor: str
     arch: str
@@ -160,6 +178,7 @@ class CpuFacts(TypedDict):
 
 class Detection(CpuFacts):
     """`detect()`'s record (chapter 01 prints it; JSON results keep it under "detect")."""
+
     isa_class: str  # see isa_class()
     why: str  # explain(): one sentence on what bf16 matmuls run on here
 
@@ -188,13 +207,24 @@ def detect(*, probe_onednn: bool = True) -> Detection:
     onednn: OneDnnDispatch = onednn_dispatch() if probe_onednn else {"isa": None, "bf16_matmul_impl": None}
     impl = onednn.get("bf16_matmul_impl") or ""
     facts: CpuFacts = {
-        "cpu_model": brand, "vendor": vendor, "arch": platform.machine(), "cpu_family": family,
-        "cores": _physical_cores(), "logical_cpus": os.cpu_count(), "torch_threads": torch.get_num_threads(),
-        "clock_ghz": round(clock, 3) if clock else None, "clock_source": clock_source,
-        "amx_bf16": amx["amx_bf16"], "amx_tile": amx["amx_tile"], "amx_int8": amx["amx_int8"],
-        "amx": has_amx, "avx512f": "avx512f" in flags, "avx512_bf16": "avx512_bf16" in flags,
+        "cpu_model": brand,
+        "vendor": vendor,
+        "arch": platform.machine(),
+        "cpu_family": family,
+        "cores": _physical_cores(),
+        "logical_cpus": os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+        "clock_ghz": round(clock, 3) if clock else None,
+        "clock_source": clock_source,
+        "amx_bf16": amx["amx_bf16"],
+        "amx_tile": amx["amx_tile"],
+        "amx_int8": amx["amx_int8"],
+        "amx": has_amx,
+        "avx512f": "avx512f" in flags,
+        "avx512_bf16": "avx512_bf16" in flags,
         "avx2": "avx2" in flags,
-        "onednn_isa": onednn.get("isa"), "onednn_bf16_impl": onednn.get("bf16_matmul_impl"),
+        "onednn_isa": onednn.get("isa"),
+        "onednn_bf16_impl": onednn.get("bf16_matmul_impl"),
         "onednn_uses_amx": ("amx" in impl) if probe_onednn else None,  # None: not probed (cheap detection)
         "torch_capability": torch.backends.cpu.get_cpu_capability(),
         "torch_version": torch.__version__,
@@ -215,11 +245,17 @@ def native_bf16() -> tuple[bool, str]:
         return True, f"a CUDA GPU ({torch.cuda.get_device_name(0)}) computes bf16 natively"
     proc = _read_proc_cpuinfo()
     flags = set(proc.get("flags", proc.get("Features", "")).split())
-    for flag, what in (("amx_bf16", "Intel AMX"), ("avx512_bf16", "AVX512_BF16"), ("bf16", "Arm's bf16 extension")):
+    for flag, what in (
+        ("amx_bf16", "Intel AMX"),
+        ("avx512_bf16", "AVX512_BF16"),
+        ("bf16", "Arm's bf16 extension"),
+    ):
         if flag in flags:
             return True, f"this CPU has {what} (native bf16 math)"
-    return False, ("this CPU has no native bf16 math (no AMX, AVX512_BF16 or Arm bf16): bf16 would be emulated "
-                   "through fp32, many times slower")
+    return False, (
+        "this CPU has no native bf16 math (no AMX, AVX512_BF16 or Arm bf16): bf16 would be emulated "
+        "through fp32, many times slower"
+    )
 
 
 def has_cxx_compiler() -> bool:
@@ -253,10 +289,15 @@ def explain(d: CpuFacts) -> str:
     """One sentence a learner can act on: what bf16 matmuls run on here, and why."""
     if d["amx"]:
         if d.get("onednn_uses_amx") is None:  # not probed: say nothing about oneDNN rather than guess
-            return ("AMX present (amx_bf16, amx_tile): bf16 matmuls can run on its tile unit "
-                    "(`python -m workshop hw` shows which oneDNN kernel really runs them).")
-        used = "and oneDNN dispatches bf16 matmuls to it" if d.get("onednn_uses_amx") else (
-            "but oneDNN did not pick an AMX kernel (check the kernel >= 5.16 and the torch build)")
+            return (
+                "AMX present (amx_bf16, amx_tile): bf16 matmuls can run on its tile unit "
+                "(`python -m workshop hw` shows which oneDNN kernel really runs them)."
+            )
+        used = (
+            "and oneDNN dispatches bf16 matmuls to it"
+            if d.get("onednn_uses_amx")
+            else ("but oneDNN did not pick an AMX kernel (check the kernel >= 5.16 and the torch build)")
+        )
         return f"AMX present (amx_bf16, amx_tile) {used}: {d.get('onednn_bf16_impl')}."
     vendor = d.get("vendor") or "this CPU"
     if d["arch"] in ("aarch64", "arm64"):
@@ -265,14 +306,18 @@ def explain(d: CpuFacts) -> str:
         why = "an AMD CPU: AMD implements AVX-512 (Zen 4+) but not AMX"
     else:
         why = "an x86 CPU older than 4th gen Xeon (Sapphire Rapids), or a VM/kernel that hides AMX"
-    path = ("avx512_bf16 dot products" if d.get("avx512_bf16") else
-            "fp32 FMA units (bf16 is converted, no native bf16 math)")
+    path = (
+        "avx512_bf16 dot products"
+        if d.get("avx512_bf16")
+        else "fp32 FMA units (bf16 is converted, no native bf16 math)"
+    )
     return f"No AMX: {why}. bf16 matmuls run on {path}; oneDNN kernel: {d.get('onednn_bf16_impl')}."
 
 
 @dataclass
 class Peak:
     """Theoretical peak = cores x clock x FLOP/cycle/core, with every factor named."""
+
     label: str
     path: str
     cores: int
@@ -294,6 +339,7 @@ def peak_tflops(path: str, cores: int, clock_ghz: float) -> Peak:
 
 class MachinePeaks(TypedDict):
     """Peaks of the matmul paths found here (None: no clock known, or no such path), and AMX's beside."""
+
     bf16: Peak | None
     fp32: Peak | None
     amx_reference: Peak  # the same cores on a Xeon with AMX, at XEON_REFERENCE's clock
@@ -304,12 +350,21 @@ def machine_peaks(d: Detection, cores: int | None = None) -> MachinePeaks:
     cores = cores or d["cores"]
     clock = d.get("clock_ghz")
     cls = d.get("isa_class") or isa_class(d)
-    bf16_path = {"intel_amx": "amx_bf16", "zen4": "avx512_bf16_zen4", "zen5": "avx512_bf16_zen5",
-                 "intel_avx512": "avx512_bf16_intel"}.get(cls)
+    bf16_path = {
+        "intel_amx": "amx_bf16",
+        "zen4": "avx512_bf16_zen4",
+        "zen5": "avx512_bf16_zen5",
+        "intel_avx512": "avx512_bf16_intel",
+    }.get(cls)
     if bf16_path and bf16_path.startswith("avx512_bf16") and not d.get("avx512_bf16"):
         bf16_path = None  # AVX-512 without bf16 dot products: bf16 runs through fp32 units
-    fp32_path = {"intel_amx": "avx512_fp32_intel", "intel_avx512": "avx512_fp32_intel",
-                 "zen4": "avx512_fp32_zen4", "zen5": "avx512_fp32_zen5", "avx2": "avx2_fp32"}.get(cls)
+    fp32_path = {
+        "intel_amx": "avx512_fp32_intel",
+        "intel_avx512": "avx512_fp32_intel",
+        "zen4": "avx512_fp32_zen4",
+        "zen5": "avx512_fp32_zen5",
+        "avx2": "avx2_fp32",
+    }.get(cls)
     bf16: Peak | None = None
     fp32: Peak | None = None
     if clock:
@@ -322,6 +377,7 @@ def machine_peaks(d: Detection, cores: int | None = None) -> MachinePeaks:
 
 class GemmCell(TypedDict):
     """GemmResult.as_dict(): one row of chapter 01's GEMM table (and of gemm.json's "results")."""
+
     size: int
     dtype: str
     threads: int
@@ -334,6 +390,7 @@ class GemmCell(TypedDict):
 @dataclass
 class GemmResult:
     """One (size, dtype, threads) cell: every repeat kept, so the spread is visible, never one timing."""
+
     size: int
     dtype: str
     threads: int
@@ -352,17 +409,29 @@ class GemmResult:
         return min(self.tflops)
 
     def as_dict(self) -> GemmCell:
-        return {"size": self.size, "dtype": self.dtype, "threads": self.threads, "tflops": list(self.tflops),
-                "median_tflops": self.median, "best_tflops": self.best, "worst_tflops": self.worst}
-
+        return {
+            "size": self.size,
+            "dtype": self.dtype,
+            "threads": self.threads,
+            "tflops": list(self.tflops),
+            "median_tflops": self.median,
+            "best_tflops": self.best,
+            "worst_tflops": self.worst,
+        }
 
 
 _DTYPES = ("bf16", "fp32")
 
 
-def gemm_benchmark(sizes: Sequence[int] = (512, 1024, 2048), dtypes: Sequence[str] = _DTYPES,
-                   threads: Sequence[int] | None = None, *, warmup: int = 2,
-                   repeats: int = 5, min_seconds: float = 0.05) -> list[GemmResult]:
+def gemm_benchmark(
+    sizes: Sequence[int] = (512, 1024, 2048),
+    dtypes: Sequence[str] = _DTYPES,
+    threads: Sequence[int] | None = None,
+    *,
+    warmup: int = 2,
+    repeats: int = 5,
+    min_seconds: float = 0.05,
+) -> list[GemmResult]:
     """Square n x n GEMMs: each repeat times enough back-to-back matmuls to last >= min_seconds.
 
     Threads default to (1, physical cores). Warm-up runs first so oneDNN's kernel generation (JIT) and
@@ -410,6 +479,7 @@ def gemm_benchmark(sizes: Sequence[int] = (512, 1024, 2048), dtypes: Sequence[st
 
 class GemmPeaks(TypedDict):
     """The three peaks behind GemmSummary's percentages, each Peak as a dict (None: no such path here)."""
+
     bf16: dict[str, Any] | None
     fp32: dict[str, Any] | None
     amx_reference: dict[str, Any]
@@ -417,6 +487,7 @@ class GemmPeaks(TypedDict):
 
 class GemmSummary(TypedDict):
     """`summarize()`'s record: the numbers chapter 01 quotes (and gemm.json stores), at one thread count."""
+
     amx: bool
     isa_class: str
     why: str
@@ -452,6 +523,7 @@ def summarize(d: Detection, results: list[GemmResult]) -> GemmSummary:
     neighbour's process. The ratio at every thread count is kept too (`bf16_over_fp32_by_threads`), and the
     peaks are those of the thread count used.
     """
+
     def best(dtype: str, threads: int | None) -> GemmResult | None:
         cells = [r for r in results if r.dtype == dtype and r.threads == threads]
         return max(cells, key=lambda r: r.median) if cells else None
@@ -474,44 +546,63 @@ def summarize(d: Detection, results: list[GemmResult]) -> GemmSummary:
     bf16_t = bf16.median if bf16 else None
     fp32_t = fp32.median if fp32 else None
     out: GemmSummary = {
-        "amx": d["amx"], "isa_class": d["isa_class"], "why": d["why"],
+        "amx": d["amx"],
+        "isa_class": d["isa_class"],
+        "why": d["why"],
         "threads": threads,
-        "bf16_tflops": bf16_t, "bf16_best_tflops": bf16.best if bf16 else None,
+        "bf16_tflops": bf16_t,
+        "bf16_best_tflops": bf16.best if bf16 else None,
         "bf16_size": bf16.size if bf16 else None,
-        "fp32_tflops": fp32_t, "fp32_best_tflops": fp32.best if fp32 else None,
+        "fp32_tflops": fp32_t,
+        "fp32_best_tflops": fp32.best if fp32 else None,
         "fp32_size": fp32.size if fp32 else None,
         "bf16_over_fp32": ratios.get(threads) if threads is not None else None,
         "bf16_over_fp32_by_threads": ratios,
-        "peak_bf16_tflops": pb.tflops if pb else None, "peak_bf16_path": pb.path if pb else None,
-        "peak_fp32_tflops": pf.tflops if pf else None, "peak_fp32_path": pf.path if pf else None,
+        "peak_bf16_tflops": pb.tflops if pb else None,
+        "peak_bf16_path": pb.path if pb else None,
+        "peak_fp32_tflops": pf.tflops if pf else None,
+        "peak_fp32_path": pf.path if pf else None,
         "peak_amx_bf16_tflops": pa.tflops,
-        "bf16_pct_of_peak": pct(bf16_t, pb), "fp32_pct_of_peak": pct(fp32_t, pf),
+        "bf16_pct_of_peak": pct(bf16_t, pb),
+        "fp32_pct_of_peak": pct(fp32_t, pf),
         "bf16_pct_of_amx_peak": pct(bf16_t, pa),
-        "clock_ghz": d.get("clock_ghz"), "clock_source": d.get("clock_source"),
-        "peaks": {"bf16": asdict(pb) if pb else None, "fp32": asdict(pf) if pf else None,
-                  "amx_reference": asdict(pa)},
+        "clock_ghz": d.get("clock_ghz"),
+        "clock_source": d.get("clock_source"),
+        "peaks": {
+            "bf16": asdict(pb) if pb else None,
+            "fp32": asdict(pf) if pf else None,
+            "amx_reference": asdict(pa),
+        },
         "peaks_by_threads": {t: peak_lines(d, t) for t in counts},
         "note": None,
     }
     if any((v or 0) > 100 for v in (out["bf16_pct_of_peak"], out["fp32_pct_of_peak"])):
-        out["note"] = ("above 100% of peak: the clock used is below the one the cores really ran at "
-                       f"({d.get('clock_source')}; VMs report the base clock, cores boost higher)")
+        out["note"] = (
+            "above 100% of peak: the clock used is below the one the cores really ran at "
+            f"({d.get('clock_source')}; VMs report the base clock, cores boost higher)"
+        )
     return out
 
 
 def peak_lines(d: Detection, threads: int) -> dict[str, float | None]:
     """The peaks a figure panel for `threads` threads draws: this CPU's bf16 and fp32 paths and AMX's."""
     peaks = machine_peaks(d, cores=min(threads, d["cores"]))
-    return {"bf16 peak here": peaks["bf16"].tflops if peaks["bf16"] else None,
-            "fp32 peak here": peaks["fp32"].tflops if peaks["fp32"] else None,
-            "AMX peak, same cores": peaks["amx_reference"].tflops}
+    return {
+        "bf16 peak here": peaks["bf16"].tflops if peaks["bf16"] else None,
+        "fp32 peak here": peaks["fp32"].tflops if peaks["fp32"] else None,
+        "AMX peak, same cores": peaks["amx_reference"].tflops,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="workshop hw", description=__doc__.splitlines()[0])
     counts = comma_list(int, minimum=1, noun="integers >= 1")
-    parser.add_argument("--sizes", type=counts, default="512,1024,2048", help="GEMM sizes n (n x n), comma-separated")
-    parser.add_argument("--threads", type=counts, default=None, help="thread counts, comma-separated (default: 1,cores)")
+    parser.add_argument(
+        "--sizes", type=counts, default="512,1024,2048", help="GEMM sizes n (n x n), comma-separated"
+    )
+    parser.add_argument(
+        "--threads", type=counts, default=None, help="thread counts, comma-separated (default: 1,cores)"
+    )
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--no-bench", action="store_true", help="detection only")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
@@ -529,21 +620,27 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         print(json.dumps(out, indent=2, default=str))
         return 0
-    print(f"CPU: {d['cpu_model']} ({d['vendor']}), {d['cores']} cores, clock {d['clock_ghz']} GHz "
-          f"[{d['clock_source']}]")
+    print(
+        f"CPU: {d['cpu_model']} ({d['vendor']}), {d['cores']} cores, clock {d['clock_ghz']} GHz "
+        f"[{d['clock_source']}]"
+    )
     print(f"AMX: {d['amx']} | avx512_bf16: {d['avx512_bf16']} | torch capability: {d['torch_capability']}")
     print(f"oneDNN ISA: {d['onednn_isa']} | bf16 matmul kernel: {d['onednn_bf16_impl']}")
     print(d["why"])
     if "results" in out:
         for r in out["results"]:
-            print(f"  {r['dtype']:>4} n={r['size']:>5} threads={r['threads']}: median {r['median_tflops']:.3f}"
-                  f" best {r['best_tflops']:.3f} worst {r['worst_tflops']:.3f} TFLOPS")
+            print(
+                f"  {r['dtype']:>4} n={r['size']:>5} threads={r['threads']}: median {r['median_tflops']:.3f}"
+                f" best {r['best_tflops']:.3f} worst {r['worst_tflops']:.3f} TFLOPS"
+            )
         if out["note"]:
             print(f"note: {out['note']}")
-        print(f"bf16 {out['bf16_tflops']:.3f} vs fp32 {out['fp32_tflops']:.3f} TFLOPS "
-              f"(x{out['bf16_over_fp32']}); peak here bf16 {out['peak_bf16_tflops']:.2f} "
-              f"({out['bf16_pct_of_peak']}%), AMX peak of the same cores {out['peak_amx_bf16_tflops']:.2f} "
-              f"({out['bf16_pct_of_amx_peak']}%)")
+        print(
+            f"bf16 {out['bf16_tflops']:.3f} vs fp32 {out['fp32_tflops']:.3f} TFLOPS "
+            f"(x{out['bf16_over_fp32']}); peak here bf16 {out['peak_bf16_tflops']:.2f} "
+            f"({out['bf16_pct_of_peak']}%), AMX peak of the same cores {out['peak_amx_bf16_tflops']:.2f} "
+            f"({out['bf16_pct_of_amx_peak']}%)"
+        )
     return 0
 
 

@@ -34,6 +34,7 @@ SUB_GROUP_SIZE = 1_000_000_000
 
 class PlanOptions(TypedDict):
     """plan_memory's training options (all but the model and the ranks), as `recommend` passes them on."""
+
     zero_stage: int
     offload_optimizer: bool
     offload_param: bool
@@ -45,6 +46,7 @@ class PlanOptions(TypedDict):
 
 class RunSpec(PlanOptions):
     """A whole run as plan_memory's keyword arguments: `plan_memory(**spec)`."""
+
     model: str
     world_size: int
     procs_per_node: int
@@ -53,9 +55,19 @@ class RunSpec(PlanOptions):
 
 # The original workshop's measured run (chapter 002): Llama-3-8B, ZeRO-3, offload_param + offload_optimizer to cpu, bf16,
 # 4 ranks on one host, micro-batch 1, seq 512. DeepSpeed prints these in GiB (bytes / 1024**3).
-ORIGINAL_RUN: RunSpec = {"model": "llama-3-8b", "world_size": 4, "procs_per_node": 4, "zero_stage": 3,
-            "offload_optimizer": True, "offload_param": True, "micro_batch": 1, "seq_len": 512,
-            "grad_ckpt": False, "dtype": "bf16", "device": "cpu"}
+ORIGINAL_RUN: RunSpec = {
+    "model": "llama-3-8b",
+    "world_size": 4,
+    "procs_per_node": 4,
+    "zero_stage": 3,
+    "offload_optimizer": True,
+    "offload_param": True,
+    "micro_batch": 1,
+    "seq_len": 512,
+    "grad_ckpt": False,
+    "dtype": "bf16",
+    "device": "cpu",
+}
 ORIGINAL_STAGES_GIB = {
     "Stage 3 initialize beginning": 4.81,
     "After creating fp16 partitions": 5.44,
@@ -71,8 +83,9 @@ MAX_PODS = 110  # kubelet default; kube-reserved memory = 255 MiB + 11 MiB per p
 EVICTION_MIB = 100
 
 
-def activation_bytes(arch: Architecture, micro_batch: int, seq_len: int, grad_ckpt: bool,
-                     dtype_bytes: int = 2) -> dict[str, int]:
+def activation_bytes(
+    arch: Architecture, micro_batch: int, seq_len: int, grad_ckpt: bool, dtype_bytes: int = 2
+) -> dict[str, int]:
     """Bytes autograd keeps for backward in a Llama decoder (SDPA attention), per micro-batch.
 
     Per token and layer: 2 RMSNorms (fp32 upcast 4h + normalized 2h + its scaled output 2h = 8h each), q and
@@ -90,12 +103,17 @@ def activation_bytes(arch: Architecture, micro_batch: int, seq_len: int, grad_ck
     working = per_layer if grad_ckpt else 0  # the layer being recomputed
     # the bf16 logits and their fp32 upcast exist together for a moment at the loss
     transient = (int(s * 2) + 4) * arch.vocab
-    return {"saved": tokens * (kept + head), "recompute": tokens * working, "loss_transient": tokens * transient}
+    return {
+        "saved": tokens * (kept + head),
+        "recompute": tokens * working,
+        "loss_transient": tokens * transient,
+    }
 
 
 @dataclass
 class MemoryPlan:
     """Per-rank bytes by component, where each lives, and the totals a pod and a node must hold."""
+
     model: str
     params: int
     world_size: int
@@ -142,15 +160,24 @@ class MemoryPlan:
     def stages(self) -> list[tuple[str, int]]:
         """Cumulative per-rank bytes in the order DeepSpeed's stage-3 log reports them, then training."""
         c = self.components
-        steps = [("Stage 3 initialize beginning", c["runtime"] + c["params"]),
-                 ("After creating fp16 partitions", 0),
-                 ("After creating fp32 partitions", c.get("master_fp32", 0)),
-                 ("After initializing optimizer states", c["optimizer_grads_fp32"] if self.offload_optimizer else 0),
-                 ("After initializing ZeRO optimizer", c["grads"]),
-                 ("After the first step (Adam moments)", c["adam_moments"]),
-                 ("Training peak (activations, gathered layer, step buffers)",
-                  c["activations"] + c["gathered_params"] + c.get("cuda_context", 0)
-                  + (0 if self.offload_optimizer else c["optimizer_grads_fp32"]))]
+        steps = [
+            ("Stage 3 initialize beginning", c["runtime"] + c["params"]),
+            ("After creating fp16 partitions", 0),
+            ("After creating fp32 partitions", c.get("master_fp32", 0)),
+            (
+                "After initializing optimizer states",
+                c["optimizer_grads_fp32"] if self.offload_optimizer else 0,
+            ),
+            ("After initializing ZeRO optimizer", c["grads"]),
+            ("After the first step (Adam moments)", c["adam_moments"]),
+            (
+                "Training peak (activations, gathered layer, step buffers)",
+                c["activations"]
+                + c["gathered_params"]
+                + c.get("cuda_context", 0)
+                + (0 if self.offload_optimizer else c["optimizer_grads_fp32"]),
+            ),
+        ]
         out, running = [], 0
         for label, add in steps:
             running += add
@@ -165,24 +192,39 @@ class MemoryPlan:
             "params": f"{self.dtype} parameters" + (f", 1/{w} each (ZeRO-3)" if self.zero_stage >= 3 else ""),
             "grads": f"{self.dtype} gradients" + (f", 1/{w} each (ZeRO-2+)" if self.zero_stage >= 2 else ""),
             "master_fp32": "fp32 master copy of the weights" + (f", 1/{w}" if self.zero_stage >= 1 else ""),
-            "adam_moments": "Adam's two fp32 moments, created at the first step" + (f", 1/{w}" if self.zero_stage else ""),
-            "optimizer_grads_fp32": (f"fp32 copy of the gradient partition that CPU Adam reads (offload), 1/{w}" if offl
-                                     else "fp32 gradient of ONE optimizer sub-group, built at step time (DeepSpeed's "
-                                          f"sub_group_size = {SUB_GROUP_SIZE:.0e} parameters x 4 B)"),
+            "adam_moments": "Adam's two fp32 moments, created at the first step"
+            + (f", 1/{w}" if self.zero_stage else ""),
+            "optimizer_grads_fp32": (
+                f"fp32 copy of the gradient partition that CPU Adam reads (offload), 1/{w}"
+                if offl
+                else "fp32 gradient of ONE optimizer sub-group, built at step time (DeepSpeed's "
+                f"sub_group_size = {SUB_GROUP_SIZE:.0e} parameters x 4 B)"
+            ),
             "gathered_params": "the largest layer, all-gathered whole (fp32-sized working buffer)",
-            "activations": (f"activations kept for backward: micro-batch {self.micro_batch} x {self.seq_len} tokens"
-                            + (", checkpointed" if self.grad_ckpt else "")),
+            "activations": (
+                f"activations kept for backward: micro-batch {self.micro_batch} x {self.seq_len} tokens"
+                + (", checkpointed" if self.grad_ckpt else "")
+            ),
             "cuda_context": "CUDA context and NCCL buffers",
             "load_staging": "checkpoint shard read into host memory before the GPU copy",
         }
-        lines = [f"{k:22s} {v / GiB:7.2f} GiB  {self.placement[k]:6s}  {why.get(k, '')}" for k, v in self.components.items()]
+        lines = [
+            f"{k:22s} {v / GiB:7.2f} GiB  {self.placement[k]:6s}  {why.get(k, '')}"
+            for k, v in self.components.items()
+        ]
         lines.append(f"{'total per rank':22s} {self.total / GiB:7.2f} GiB")
         return "\n".join(lines)
 
     def as_dict(self) -> dict:
-        return {**asdict(self), "total": self.total, "host_bytes": self.host_bytes,
-                "device_bytes": self.device_bytes, "host_total": self.host_total,
-                "at_zero_init": self.at_zero_init, "stages": self.stages()}
+        return {
+            **asdict(self),
+            "total": self.total,
+            "host_bytes": self.host_bytes,
+            "device_bytes": self.device_bytes,
+            "host_total": self.host_total,
+            "at_zero_init": self.at_zero_init,
+            "stages": self.stages(),
+        }
 
 
 def _check_int(what: str, value: object, minimum: int = 1) -> None:
@@ -190,9 +232,20 @@ def _check_int(what: str, value: object, minimum: int = 1) -> None:
         raise WorkshopError(f"{what} must be an integer >= {minimum}, got {value!r}")
 
 
-def plan_memory(model: str, *, world_size: int, zero_stage: int = 3, offload_optimizer: bool = False,
-                offload_param: bool = False, micro_batch: int = 1, seq_len: int = 512, grad_ckpt: bool = False,
-                dtype: str = "bf16", device: str = "cpu", procs_per_node: int | None = None) -> MemoryPlan:
+def plan_memory(
+    model: str,
+    *,
+    world_size: int,
+    zero_stage: int = 3,
+    offload_optimizer: bool = False,
+    offload_param: bool = False,
+    micro_batch: int = 1,
+    seq_len: int = 512,
+    grad_ckpt: bool = False,
+    dtype: str = "bf16",
+    device: str = "cpu",
+    procs_per_node: int | None = None,
+) -> MemoryPlan:
     """Per-rank bytes for params, grads, fp32 master, Adam moments, activations and runtime overhead.
 
     ZeRO-1 partitions the optimizer state (master + moments), ZeRO-2 also the gradients, ZeRO-3 also the
@@ -228,8 +281,9 @@ def plan_memory(model: str, *, world_size: int, zero_stage: int = 3, offload_opt
         "adam_moments": part(8, 1),
         # offloaded optimizer: CPU Adam reads an fp32 copy of the gradient partition; otherwise stage 3
         # builds one sub-group's fp32 gradient at step time.
-        "optimizer_grads_fp32": (part(4, 1) if offload_optimizer else
-                                 (4 * min(P // W, SUB_GROUP_SIZE) if zero_stage == 3 else 0)),
+        "optimizer_grads_fp32": (
+            part(4, 1) if offload_optimizer else (4 * min(P // W, SUB_GROUP_SIZE) if zero_stage == 3 else 0)
+        ),
         "gathered_params": 4 * arch.largest_layer_params if zero_stage == 3 else 0,
         "activations": sum(acts.values()),
     }
@@ -240,16 +294,39 @@ def plan_memory(model: str, *, world_size: int, zero_stage: int = 3, offload_opt
     host = "host"
     dev = "host" if device == "cpu" else "device"
     opt_where = host if offload_optimizer else dev
-    placement = {"runtime": host, "params": host if offload_param else dev, "grads": opt_where,
-                 "master_fp32": opt_where, "adam_moments": opt_where, "optimizer_grads_fp32": opt_where,
-                 "gathered_params": dev, "activations": dev, "cuda_context": dev,
-                 "load_staging": host}
-    return MemoryPlan(model, P, W, procs_per_node, zero_stage, offload_optimizer, offload_param, micro_batch,
-                      seq_len, grad_ckpt, dtype, device, comp, {k: placement[k] for k in comp})
+    placement = {
+        "runtime": host,
+        "params": host if offload_param else dev,
+        "grads": opt_where,
+        "master_fp32": opt_where,
+        "adam_moments": opt_where,
+        "optimizer_grads_fp32": opt_where,
+        "gathered_params": dev,
+        "activations": dev,
+        "cuda_context": dev,
+        "load_staging": host,
+    }
+    return MemoryPlan(
+        model,
+        P,
+        W,
+        procs_per_node,
+        zero_stage,
+        offload_optimizer,
+        offload_param,
+        micro_batch,
+        seq_len,
+        grad_ckpt,
+        dtype,
+        device,
+        comp,
+        {k: placement[k] for k in comp},
+    )
 
 
 class DeepSpeedEstimate(TypedDict):
     """Bytes from DeepSpeed's estimator (model states only)."""
+
     host_per_node: float
     host_per_rank: float
     device_per_rank: float
@@ -257,8 +334,15 @@ class DeepSpeedEstimate(TypedDict):
     buffer_factor: float
 
 
-def deepspeed_estimate(model: str, *, nodes: int, procs_per_node: int, offload_optimizer: bool = True,
-                       offload_param: bool = True, buffer_factor: float = 1.0) -> DeepSpeedEstimate:
+def deepspeed_estimate(
+    model: str,
+    *,
+    nodes: int,
+    procs_per_node: int,
+    offload_optimizer: bool = True,
+    offload_param: bool = True,
+    buffer_factor: float = 1.0,
+) -> DeepSpeedEstimate:
     """DeepSpeed's own ZeRO-3 model-states estimate (params, grads, optimizer; no activations), per rank.
 
     Calls `estimate_zero3_model_states_mem_needs`, the function behind
@@ -269,15 +353,27 @@ def deepspeed_estimate(model: str, *, nodes: int, procs_per_node: int, offload_o
 
     arch = architecture(model)
     cpu_node, gpu_rank, largest = estimate_zero3_model_states_mem_needs(
-        arch.params, arch.largest_layer_params, num_gpus_per_node=procs_per_node, num_nodes=nodes,
-        cpu_offload=offload_optimizer, cpu_offload_params=offload_param, zero_init=True,
-        additional_buffer_factor=buffer_factor)
-    return {"host_per_node": cpu_node, "host_per_rank": cpu_node / procs_per_node, "device_per_rank": gpu_rank,
-            "largest_layer_bytes": largest, "buffer_factor": buffer_factor}
+        arch.params,
+        arch.largest_layer_params,
+        num_gpus_per_node=procs_per_node,
+        num_nodes=nodes,
+        cpu_offload=offload_optimizer,
+        cpu_offload_params=offload_param,
+        zero_init=True,
+        additional_buffer_factor=buffer_factor,
+    )
+    return {
+        "host_per_node": cpu_node,
+        "host_per_rank": cpu_node / procs_per_node,
+        "device_per_rank": gpu_rank,
+        "largest_layer_bytes": largest,
+        "buffer_factor": buffer_factor,
+    }
 
 
 class StageRow(TypedDict):
     """A row of chapter 01's stage table: the planner's cumulative GiB per rank beside the original log's."""
+
     stage: str
     plan_gib: float
     original_gib: float | None  # None: a stage the original workshop's log does not print
@@ -291,8 +387,14 @@ def original_comparison() -> list[StageRow]:
     for label, planned in plan.stages():
         seed = ORIGINAL_STAGES_GIB.get(label)
         gib = planned / GiB
-        rows.append({"stage": label, "plan_gib": round(gib, 2), "original_gib": seed,
-                     "diff_pct": round(100 * (gib - seed) / seed, 1) if seed else None})
+        rows.append(
+            {
+                "stage": label,
+                "plan_gib": round(gib, 2),
+                "original_gib": seed,
+                "diff_pct": round(100 * (gib - seed) / seed, 1) if seed else None,
+            }
+        )
     return rows
 
 
@@ -312,6 +414,7 @@ RECONCILE_TERMS = [
 
 class ReconcileRow(TypedDict):
     """One model-state term of `reconcile()`: its bytes per parameter, the planner's GiB, who counts it."""
+
     term: str  # a MemoryPlan component
     bytes_per_param: int
     planner_gib: float
@@ -321,6 +424,7 @@ class ReconcileRow(TypedDict):
 
 class Reconciliation(TypedDict):
     """`reconcile()`'s record: planner, DeepSpeed's estimator and the original log, GiB per rank."""
+
     rows: list[ReconcileRow]
     model_states_bytes_per_param: int
     deepspeed_bytes_per_param: int
@@ -344,18 +448,32 @@ def reconcile(plan: MemoryPlan | None = None) -> Reconciliation:
     """
     plan = plan or plan_memory(**ORIGINAL_RUN)
     P, W = plan.params, plan.world_size
-    ds = deepspeed_estimate(plan.model, nodes=max(1, W // plan.procs_per_node), procs_per_node=plan.procs_per_node,
-                            offload_optimizer=plan.offload_optimizer, offload_param=plan.offload_param)
+    ds = deepspeed_estimate(
+        plan.model,
+        nodes=max(1, W // plan.procs_per_node),
+        procs_per_node=plan.procs_per_node,
+        offload_optimizer=plan.offload_optimizer,
+        offload_param=plan.offload_param,
+    )
     rows: list[ReconcileRow] = []
     for comp, bpp, in_ds, log_line in RECONCILE_TERMS:
         planned = plan.components.get(comp, 0)
         if not planned or (comp == "optimizer_grads_fp32" and not plan.offload_optimizer):
             continue  # without offload this is one sub-group's step buffer, not bytes per parameter
-        rows.append({"term": comp, "bytes_per_param": bpp, "planner_gib": round(planned / GiB, 2),
-                     "deepspeed_counts_it": in_ds, "original_log": log_line})
+        rows.append(
+            {
+                "term": comp,
+                "bytes_per_param": bpp,
+                "planner_gib": round(planned / GiB, 2),
+                "deepspeed_counts_it": in_ds,
+                "original_log": log_line,
+            }
+        )
     states_bpp = sum(r["bytes_per_param"] for r in rows)
     ds_bpp = sum(r["bytes_per_param"] for r in rows if r["deepspeed_counts_it"])
-    rest = {k: round(plan.components.get(k, 0) / GiB, 2) for k in ("runtime", "activations", "gathered_params")}
+    rest = {
+        k: round(plan.components.get(k, 0) / GiB, 2) for k in ("runtime", "activations", "gathered_params")
+    }
     if not plan.offload_optimizer and plan.components.get("optimizer_grads_fp32"):
         rest["fp32 grad sub-group"] = round(plan.components["optimizer_grads_fp32"] / GiB, 2)
     return {
@@ -374,18 +492,31 @@ def reconcile(plan: MemoryPlan | None = None) -> Reconciliation:
 
 def format_reconcile(r: Reconciliation) -> str:
     """The reconciliation as the table and three lines chapter 01 prints."""
-    lines = [f"{'term':22s} {'B/param':>7s} {'planner GiB':>11s}  DeepSpeed?  original log",
-             *(f"{x['term']:22s} {x['bytes_per_param']:7d} {x['planner_gib']:11.2f}  "
-               f"{'yes' if x['deepspeed_counts_it'] else 'no':10s}  {x['original_log']}" for x in r["rows"]),
-             (f"model states: planner {r['model_states_bytes_per_param']} B/param = {r['planner_model_states_gib']} GiB"
-             f" per rank; DeepSpeed {r['deepspeed_bytes_per_param']} B/param = {r['deepspeed_model_states_gib']} GiB"
-             " (no bf16 gradient partition)"),
-             f"planner only: {', '.join(f'{k} {v} GiB' for k, v in r['planner_only_gib'].items())}",
-             (f"before the first step: planner {r['planner_at_zero_init_gib']} GiB, original workshop's log "
-             f"{r['original_log_at_zero_init_gib']} GiB resident (DeepSpeed's MA)"),
-             f"training peak: planner {r['planner_training_peak_gib']} GiB resident"
-             + (f"; the original workshop's ~{r['original_virtual_gb_per_process']} GB per process is VIRTUAL memory (address space "
-                "reserved, not resident): size pods from the resident figure" if r["original_virtual_gb_per_process"] else "")]
+    lines = [
+        f"{'term':22s} {'B/param':>7s} {'planner GiB':>11s}  DeepSpeed?  original log",
+        *(
+            f"{x['term']:22s} {x['bytes_per_param']:7d} {x['planner_gib']:11.2f}  "
+            f"{'yes' if x['deepspeed_counts_it'] else 'no':10s}  {x['original_log']}"
+            for x in r["rows"]
+        ),
+        (
+            f"model states: planner {r['model_states_bytes_per_param']} B/param = {r['planner_model_states_gib']} GiB"
+            f" per rank; DeepSpeed {r['deepspeed_bytes_per_param']} B/param = {r['deepspeed_model_states_gib']} GiB"
+            " (no bf16 gradient partition)"
+        ),
+        f"planner only: {', '.join(f'{k} {v} GiB' for k, v in r['planner_only_gib'].items())}",
+        (
+            f"before the first step: planner {r['planner_at_zero_init_gib']} GiB, original workshop's log "
+            f"{r['original_log_at_zero_init_gib']} GiB resident (DeepSpeed's MA)"
+        ),
+        f"training peak: planner {r['planner_training_peak_gib']} GiB resident"
+        + (
+            f"; the original workshop's ~{r['original_virtual_gb_per_process']} GB per process is VIRTUAL memory (address space "
+            "reserved, not resident): size pods from the resident figure"
+            if r["original_virtual_gb_per_process"]
+            else ""
+        ),
+    ]
     return "\n".join(lines)
 
 
@@ -408,6 +539,7 @@ def _pow2_gib(x: float) -> int:
 @dataclass
 class Recommendation:
     """What to ask Karpenter and the TrainJob for. hourly_cost_usd is for all nodes (None if unknown)."""
+
     model: str
     instance_type: str
     nodes: int
@@ -438,6 +570,7 @@ class Recommendation:
 
 class _Fit(TypedDict):
     """What `_fit` found for an instance type that holds the plan."""
+
     plan: MemoryPlan
     ppn: int
     host_need: float  # GiB per node, headroom included
@@ -445,8 +578,15 @@ class _Fit(TypedDict):
     cpu_alloc: float
 
 
-def _fit(row: InstanceRow, *, model: str, nodes: int, procs_per_node: int | None, headroom: float,
-         plan_kw: PlanOptions) -> tuple[_Fit | None, str]:
+def _fit(
+    row: InstanceRow,
+    *,
+    model: str,
+    nodes: int,
+    procs_per_node: int | None,
+    headroom: float,
+    plan_kw: PlanOptions,
+) -> tuple[_Fit | None, str]:
     """Does `row` hold the plan? -> (details, '') or (None, why not)."""
     gpu = row.gpus > 0
     ppn = procs_per_node or (row.gpus if gpu else 1)
@@ -454,25 +594,45 @@ def _fit(row: InstanceRow, *, model: str, nodes: int, procs_per_node: int | None
         return None, f"{ppn} ranks per node but {row.instance_type} has {row.gpus} GPU(s)"
     if not gpu and ppn > row.cores:
         return None, f"{ppn} ranks per node but only {row.cores} physical cores"
-    plan = plan_memory(model, world_size=nodes * ppn, procs_per_node=ppn, device="gpu" if gpu else "cpu",
-                       **plan_kw)
+    plan = plan_memory(
+        model, world_size=nodes * ppn, procs_per_node=ppn, device="gpu" if gpu else "cpu", **plan_kw
+    )
     mem_alloc, cpu_alloc = allocatable(row)
     host_need = plan.host_total / GiB * (1 + headroom)
     if gpu:
         dev_need = plan.device_bytes / GiB * (1 + headroom)
         if dev_need > row.gpu_memory_gib:
-            return None, (f"{dev_need:.1f} GiB per GPU with headroom > {row.gpu_memory_gib:.0f} GiB "
-                          f"({row.gpu_name})")
+            return None, (
+                f"{dev_need:.1f} GiB per GPU with headroom > {row.gpu_memory_gib:.0f} GiB ({row.gpu_name})"
+            )
     if host_need > mem_alloc:
         return None, f"needs {host_need:.0f} GiB host memory with headroom > {mem_alloc:.0f} GiB allocatable"
-    return {"plan": plan, "ppn": ppn, "host_need": host_need, "mem_alloc": mem_alloc, "cpu_alloc": cpu_alloc}, ""
+    return {
+        "plan": plan,
+        "ppn": ppn,
+        "host_need": host_need,
+        "mem_alloc": mem_alloc,
+        "cpu_alloc": cpu_alloc,
+    }, ""
 
 
-def recommend(model: str, *, nodes: int | None = None, procs_per_node: int | None = None,
-              families=("c7i", "m7i", "r7i"), zero_stage: int = 3, offload_optimizer: bool = False,
-              offload_param: bool = False, micro_batch: int = 1, seq_len: int = 512, grad_ckpt: bool = False,
-              dtype: str = "bf16", headroom: float = 0.2, efa: bool | None = None,
-              source: str | None = None) -> Recommendation:
+def recommend(
+    model: str,
+    *,
+    nodes: int | None = None,
+    procs_per_node: int | None = None,
+    families=("c7i", "m7i", "r7i"),
+    zero_stage: int = 3,
+    offload_optimizer: bool = False,
+    offload_param: bool = False,
+    micro_batch: int = 1,
+    seq_len: int = 512,
+    grad_ckpt: bool = False,
+    dtype: str = "bf16",
+    headroom: float = 0.2,
+    efa: bool | None = None,
+    source: str | None = None,
+) -> Recommendation:
     """The smallest instance type (then node count, if `nodes` is None) of `families` that fits with headroom.
 
     CPU families: one pod per node holds `procs_per_node` ranks (default 1) in host memory. GPU families:
@@ -485,9 +645,15 @@ def recommend(model: str, *, nodes: int | None = None, procs_per_node: int | Non
     if procs_per_node is not None:
         _check_int("procs_per_node", procs_per_node)
     check_positive("headroom", headroom, allow_zero=True)
-    plan_kw: PlanOptions = {"zero_stage": zero_stage, "offload_optimizer": offload_optimizer,
-                            "offload_param": offload_param, "micro_batch": micro_batch, "seq_len": seq_len,
-                            "grad_ckpt": grad_ckpt, "dtype": dtype}
+    plan_kw: PlanOptions = {
+        "zero_stage": zero_stage,
+        "offload_optimizer": offload_optimizer,
+        "offload_param": offload_param,
+        "micro_batch": micro_batch,
+        "seq_len": seq_len,
+        "grad_ckpt": grad_ckpt,
+        "dtype": dtype,
+    }
     plan_memory(model, world_size=1, **plan_kw)  # validate model and options before any catalog query
     families = [families] if isinstance(families, str) else list(families)
     rows, _ = list_instances(families, source=source)
@@ -500,8 +666,9 @@ def recommend(model: str, *, nodes: int | None = None, procs_per_node: int | Non
             if need_efa and not r.efa:
                 why_not[r.instance_type] = "no EFA (needed between nodes)"
                 continue
-            got, why = _fit(r, model=model, nodes=n, procs_per_node=procs_per_node, headroom=headroom,
-                            plan_kw=plan_kw)
+            got, why = _fit(
+                r, model=model, nodes=n, procs_per_node=procs_per_node, headroom=headroom, plan_kw=plan_kw
+            )
             if got:
                 fits.append((r, got))
             else:
@@ -510,20 +677,39 @@ def recommend(model: str, *, nodes: int | None = None, procs_per_node: int | Non
             fits.sort(key=lambda f: (f[0].gpus, f[0].memory_gib, f[0].vcpus, f[0].bare_metal))
             best, got = fits[0]
             rec = _recommendation(model, best, got, n, fits, headroom, PRICE_SOURCE)
-            rec.constraints = _constraints(rec, rows, need_efa, efa, families, model=model, nodes=n,
-                                           procs_per_node=procs_per_node, headroom=headroom, plan_kw=plan_kw,
-                                           source=source)
+            rec.constraints = _constraints(
+                rec,
+                rows,
+                need_efa,
+                efa,
+                families,
+                model=model,
+                nodes=n,
+                procs_per_node=procs_per_node,
+                headroom=headroom,
+                plan_kw=plan_kw,
+                source=source,
+            )
             rec.reason = " ".join([rec.reason, *rec.constraints])
             return rec
     biggest = max(rows, key=lambda r: (r.memory_gib, r.gpus), default=None)
-    detail = f"; largest candidate {biggest.instance_type}: {why_not.get(biggest.instance_type)}" if biggest else ""
+    detail = (
+        f"; largest candidate {biggest.instance_type}: {why_not.get(biggest.instance_type)}"
+        if biggest
+        else ""
+    )
     gpu = any(r.gpus for r in rows)
     # offload moves state from GPU memory to the host; on a CPU node everything is host memory already, and
     # offloading only adds CPU Adam's fp32 gradient copy
-    opts = ("more nodes, " + ("--offload-optimizer/--offload-param, " if gpu else "")
-            + "gradient checkpointing, a smaller micro-batch, or a larger family")
-    raise WorkshopError(f"nothing fits: {model} with ZeRO-{zero_stage} on {nodes or 'up to 32'} node(s) of "
-                        f"{', '.join(families)}{detail}. Try {opts}.")
+    opts = (
+        "more nodes, "
+        + ("--offload-optimizer/--offload-param, " if gpu else "")
+        + "gradient checkpointing, a smaller micro-batch, or a larger family"
+    )
+    raise WorkshopError(
+        f"nothing fits: {model} with ZeRO-{zero_stage} on {nodes or 'up to 32'} node(s) of "
+        f"{', '.join(families)}{detail}. Try {opts}."
+    )
 
 
 def _constraints(rec, rows, need_efa, efa, families, **kw) -> list[str]:
@@ -532,91 +718,156 @@ def _constraints(rec, rows, need_efa, efa, families, **kw) -> list[str]:
     out = []
     if need_efa:
         with_efa = sorted({r.instance_type.split(".")[1] for r in rows if r.efa})
-        out.append(f"Multi-node needs EFA, which in {'/'.join(families)} only the {', '.join(with_efa) or 'no'} "
-                   f"size(s) offer.")
+        out.append(
+            f"Multi-node needs EFA, which in {'/'.join(families)} only the {', '.join(with_efa) or 'no'} "
+            f"size(s) offer."
+        )
         if efa is None:
             try:
-                alt = recommend(kw["model"], nodes=kw["nodes"], procs_per_node=kw["procs_per_node"],
-                                families=families, headroom=kw["headroom"], efa=False, source=kw["source"],
-                                **kw["plan_kw"])
+                alt = recommend(
+                    kw["model"],
+                    nodes=kw["nodes"],
+                    procs_per_node=kw["procs_per_node"],
+                    families=families,
+                    headroom=kw["headroom"],
+                    efa=False,
+                    source=kw["source"],
+                    **kw["plan_kw"],
+                )
             except WorkshopError:
                 alt = None
             if alt and alt.instance_type != rec.instance_type:
                 cost = f" at ${alt.hourly_cost_usd:.2f}/h" if alt.hourly_cost_usd is not None else ""
-                mine = f"${rec.hourly_cost_usd:.2f}/h" if rec.hourly_cost_usd is not None else "an unknown price"
-                out.append(f"Without EFA (efa=False, `--no-efa`): {alt.nodes} x {alt.instance_type}{cost} instead of "
-                           f"{mine}, with collectives over plain ENI TCP (chapter 06 models the cost).")
+                mine = (
+                    f"${rec.hourly_cost_usd:.2f}/h" if rec.hourly_cost_usd is not None else "an unknown price"
+                )
+                out.append(
+                    f"Without EFA (efa=False, `--no-efa`): {alt.nodes} x {alt.instance_type}{cost} instead of "
+                    f"{mine}, with collectives over plain ENI TCP (chapter 06 models the cost)."
+                )
     elif efa is False and rec.nodes > 1:
         out.append("EFA not required (efa=False): collectives between nodes run over plain ENI TCP.")
     if rec.device == "cpu":
-        out.append(f"One pod per node with {rec.procs_per_node} rank(s), {rec.threads_per_rank} thread(s) each.")
+        out.append(
+            f"One pod per node with {rec.procs_per_node} rank(s), {rec.threads_per_rank} thread(s) each."
+        )
     return out
 
 
-def _recommendation(model: str, row: InstanceRow, got: _Fit, nodes: int, fits: list[tuple[InstanceRow, _Fit]],
-                    headroom: float, price_source: str) -> Recommendation:
+def _recommendation(
+    model: str,
+    row: InstanceRow,
+    got: _Fit,
+    nodes: int,
+    fits: list[tuple[InstanceRow, _Fit]],
+    headroom: float,
+    price_source: str,
+) -> Recommendation:
     plan, ppn = got["plan"], got["ppn"]
     mem_req = math.ceil(got["host_need"])
     cpu_req = max(1, math.floor(got["cpu_alloc"]) - 1)  # leave a core for daemonsets (CNI, EFA plugin, ...)
     shm = min(64, _pow2_gib(mem_req / 4))
     price = row.hourly_usd
     gpu = row.gpus > 0
-    where = (f"{plan.device_bytes / GiB:.1f} GiB per GPU of {row.gpu_memory_gib:.0f} and "
-             if gpu else "")
-    reason = (f"{row.instance_type} is the smallest {'/'.join(sorted({f[0].family for f in fits}))} type that "
-              f"holds {ppn} rank(s) x {plan.total / GiB:.1f} GiB ({where}{plan.host_total / GiB:.1f} GiB host per "
-              f"node, +{headroom:.0%} headroom = {mem_req} GiB) within {got['mem_alloc']:.0f} GiB allocatable; "
-              f"{nodes} node(s), world size {plan.world_size}.")
+    where = f"{plan.device_bytes / GiB:.1f} GiB per GPU of {row.gpu_memory_gib:.0f} and " if gpu else ""
+    reason = (
+        f"{row.instance_type} is the smallest {'/'.join(sorted({f[0].family for f in fits}))} type that "
+        f"holds {ppn} rank(s) x {plan.total / GiB:.1f} GiB ({where}{plan.host_total / GiB:.1f} GiB host per "
+        f"node, +{headroom:.0%} headroom = {mem_req} GiB) within {got['mem_alloc']:.0f} GiB allocatable; "
+        f"{nodes} node(s), world size {plan.world_size}."
+    )
     return Recommendation(
-        model=model, instance_type=row.instance_type, nodes=nodes, procs_per_node=ppn,
-        cpu_request=str(cpu_req), memory_request=f"{mem_req}Gi", shm_size=f"{shm}Gi",
-        hourly_cost_usd=round(price * nodes, 4) if price is not None else None, node_hourly_usd=price,
-        reason=reason, instance_types=[f[0].instance_type for f in fits], family=row.family,
-        device="gpu" if gpu else "cpu", gpus_per_node=row.gpus, threads_per_rank=max(1, row.cores // ppn),
-        need_per_node_gib=round(got["host_need"], 2), allocatable_gib=round(got["mem_alloc"], 2),
-        headroom=headroom, plan=plan, price_source=price_source)
+        model=model,
+        instance_type=row.instance_type,
+        nodes=nodes,
+        procs_per_node=ppn,
+        cpu_request=str(cpu_req),
+        memory_request=f"{mem_req}Gi",
+        shm_size=f"{shm}Gi",
+        hourly_cost_usd=round(price * nodes, 4) if price is not None else None,
+        node_hourly_usd=price,
+        reason=reason,
+        instance_types=[f[0].instance_type for f in fits],
+        family=row.family,
+        device="gpu" if gpu else "cpu",
+        gpus_per_node=row.gpus,
+        threads_per_rank=max(1, row.cores // ppn),
+        need_per_node_gib=round(got["host_need"], 2),
+        allocatable_gib=round(got["mem_alloc"], 2),
+        headroom=headroom,
+        plan=plan,
+        price_source=price_source,
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="workshop plan", description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="llama-3-8b")
     parser.add_argument("--nodes", type=int, default=None, help="node count (default: the fewest that fit)")
-    parser.add_argument("--procs-per-node", type=int, default=None,
-                        help="ranks per node (default: 1 on CPU, all GPUs on GPU types)")
+    parser.add_argument(
+        "--procs-per-node",
+        type=int,
+        default=None,
+        help="ranks per node (default: 1 on CPU, all GPUs on GPU types)",
+    )
     parser.add_argument("--zero", type=int, default=3, help="ZeRO stage 0-3")
     parser.add_argument("--offload-optimizer", action="store_true")
     parser.add_argument("--offload-param", action="store_true")
     parser.add_argument("--micro-batch", type=int, default=1)
     parser.add_argument("--seq-len", type=int, default=512)
     parser.add_argument("--grad-ckpt", action="store_true", help="gradient checkpointing")
-    parser.add_argument("--family", action="append", metavar="GLOB", help="instance families (default c7i m7i r7i)")
+    parser.add_argument(
+        "--family", action="append", metavar="GLOB", help="instance families (default c7i m7i r7i)"
+    )
     parser.add_argument("--headroom", type=float, default=0.2)
-    parser.add_argument("--efa", action=argparse.BooleanOptionalAction, default=None,
-                        help="require EFA (default: only when nodes > 1)")
+    parser.add_argument(
+        "--efa",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="require EFA (default: only when nodes > 1)",
+    )
     parser.add_argument("--source", default=None, help="catalog source: auto, aws or moto")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     try:
-        rec = recommend(args.model, nodes=args.nodes, procs_per_node=args.procs_per_node,
-                        families=args.family or ("c7i", "m7i", "r7i"), zero_stage=args.zero,
-                        offload_optimizer=args.offload_optimizer, offload_param=args.offload_param,
-                        micro_batch=args.micro_batch, seq_len=args.seq_len, grad_ckpt=args.grad_ckpt,
-                        headroom=args.headroom, efa=args.efa, source=args.source)
+        rec = recommend(
+            args.model,
+            nodes=args.nodes,
+            procs_per_node=args.procs_per_node,
+            families=args.family or ("c7i", "m7i", "r7i"),
+            zero_stage=args.zero,
+            offload_optimizer=args.offload_optimizer,
+            offload_param=args.offload_param,
+            micro_batch=args.micro_batch,
+            seq_len=args.seq_len,
+            grad_ckpt=args.grad_ckpt,
+            headroom=args.headroom,
+            efa=args.efa,
+            source=args.source,
+        )
     except WorkshopError as exc:
         return report(exc)
     plan = rec.plan
     if args.json:
-        out = {"params": plan.params, "per_rank_bytes": plan.total, "components": plan.components,
-               "placement": plan.placement, "host_total_bytes": plan.host_total, "recommendation": rec.as_dict()}
+        out = {
+            "params": plan.params,
+            "per_rank_bytes": plan.total,
+            "components": plan.components,
+            "placement": plan.placement,
+            "host_total_bytes": plan.host_total,
+            "recommendation": rec.as_dict(),
+        }
         print(json.dumps(out, indent=2, default=str))
         return 0
     print(f"{rec.model}: {plan.params:,} parameters, ZeRO-{plan.zero_stage}, world size {plan.world_size}")
     for k, v in plan.components.items():
         print(f"  {k:<22} {v / GiB:8.2f} GiB  ({plan.placement[k]})")
     print(f"  {'per-rank total':<22} {plan.total / GiB:8.2f} GiB")
-    print(f"-> {rec.nodes} x {rec.instance_type}, {rec.procs_per_node} rank(s)/node; pod requests cpu "
-          f"{rec.cpu_request}, memory {rec.memory_request}, /dev/shm {rec.shm_size}; "
-          f"${rec.hourly_cost_usd if rec.hourly_cost_usd is not None else '?'}/h on demand")
+    print(
+        f"-> {rec.nodes} x {rec.instance_type}, {rec.procs_per_node} rank(s)/node; pod requests cpu "
+        f"{rec.cpu_request}, memory {rec.memory_request}, /dev/shm {rec.shm_size}; "
+        f"${rec.hourly_cost_usd if rec.hourly_cost_usd is not None else '?'}/h on demand"
+    )
     print(f"   {rec.reason}")
     print(f"   acceptable: {', '.join(rec.instance_types)}")
     return 0

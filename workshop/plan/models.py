@@ -23,38 +23,109 @@ class Preset:
     config: dict = field(default_factory=dict)
 
 
-_LLAMA3_ROPE = {"rope_type": "llama3", "factor": 32.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
-                "original_max_position_embeddings": 8192, "rope_theta": 500000.0}
+_LLAMA3_ROPE = {
+    "rope_type": "llama3",
+    "factor": 32.0,
+    "low_freq_factor": 1.0,
+    "high_freq_factor": 4.0,
+    "original_max_position_embeddings": 8192,
+    "rope_theta": 500000.0,
+}
 
-PRESETS: dict[str, Preset] = {p.name: p for p in [
-    Preset("tiny", "~7M params; CI and laptops, trains in seconds per step", None, {
-        "vocab_size": 8192, "hidden_size": 256, "intermediate_size": 688, "num_hidden_layers": 4,
-        "num_attention_heads": 8, "num_key_value_heads": 4, "max_position_embeddings": 1024}),
-    Preset("small", "~63M params; benchmarks on a 2-core box", None, {
-        "vocab_size": 8192, "hidden_size": 768, "intermediate_size": 2048, "num_hidden_layers": 8,
-        "num_attention_heads": 12, "num_key_value_heads": 4, "max_position_embeddings": 1024}),
-    Preset("medium", "~350M params; big enough that loading-memory effects are unmistakable", None, {
-        "vocab_size": 32000, "hidden_size": 1024, "intermediate_size": 2816, "num_hidden_layers": 24,
-        "num_attention_heads": 16, "num_key_value_heads": 8, "max_position_embeddings": 2048}),
-    Preset("llama-3.2-1b", "Meta Llama 3.2 1B (published config)", "meta-llama/Llama-3.2-1B", {
-        "vocab_size": 128256, "hidden_size": 2048, "intermediate_size": 8192, "num_hidden_layers": 16,
-        "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 64, "max_position_embeddings": 131072,
-        "rms_norm_eps": 1e-5, "tie_word_embeddings": True, "rope_parameters": _LLAMA3_ROPE,
-        "bos_token_id": 128000, "eos_token_id": 128001}),
-    Preset("llama-3-8b", "Meta Llama 3 8B (published config)", "meta-llama/Meta-Llama-3-8B", {
-        "vocab_size": 128256, "hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32,
-        "num_attention_heads": 32, "num_key_value_heads": 8, "max_position_embeddings": 8192,
-        "rms_norm_eps": 1e-5, "tie_word_embeddings": False,
-        "rope_parameters": {"rope_type": "default", "rope_theta": 500000.0},
-        "bos_token_id": 128000, "eos_token_id": 128001}),
-]}
+PRESETS: dict[str, Preset] = {
+    p.name: p
+    for p in [
+        Preset(
+            "tiny",
+            "~7M params; CI and laptops, trains in seconds per step",
+            None,
+            {
+                "vocab_size": 8192,
+                "hidden_size": 256,
+                "intermediate_size": 688,
+                "num_hidden_layers": 4,
+                "num_attention_heads": 8,
+                "num_key_value_heads": 4,
+                "max_position_embeddings": 1024,
+            },
+        ),
+        Preset(
+            "small",
+            "~63M params; benchmarks on a 2-core box",
+            None,
+            {
+                "vocab_size": 8192,
+                "hidden_size": 768,
+                "intermediate_size": 2048,
+                "num_hidden_layers": 8,
+                "num_attention_heads": 12,
+                "num_key_value_heads": 4,
+                "max_position_embeddings": 1024,
+            },
+        ),
+        Preset(
+            "medium",
+            "~350M params; big enough that loading-memory effects are unmistakable",
+            None,
+            {
+                "vocab_size": 32000,
+                "hidden_size": 1024,
+                "intermediate_size": 2816,
+                "num_hidden_layers": 24,
+                "num_attention_heads": 16,
+                "num_key_value_heads": 8,
+                "max_position_embeddings": 2048,
+            },
+        ),
+        Preset(
+            "llama-3.2-1b",
+            "Meta Llama 3.2 1B (published config)",
+            "meta-llama/Llama-3.2-1B",
+            {
+                "vocab_size": 128256,
+                "hidden_size": 2048,
+                "intermediate_size": 8192,
+                "num_hidden_layers": 16,
+                "num_attention_heads": 32,
+                "num_key_value_heads": 8,
+                "head_dim": 64,
+                "max_position_embeddings": 131072,
+                "rms_norm_eps": 1e-5,
+                "tie_word_embeddings": True,
+                "rope_parameters": _LLAMA3_ROPE,
+                "bos_token_id": 128000,
+                "eos_token_id": 128001,
+            },
+        ),
+        Preset(
+            "llama-3-8b",
+            "Meta Llama 3 8B (published config)",
+            "meta-llama/Meta-Llama-3-8B",
+            {
+                "vocab_size": 128256,
+                "hidden_size": 4096,
+                "intermediate_size": 14336,
+                "num_hidden_layers": 32,
+                "num_attention_heads": 32,
+                "num_key_value_heads": 8,
+                "max_position_embeddings": 8192,
+                "rms_norm_eps": 1e-5,
+                "tie_word_embeddings": False,
+                "rope_parameters": {"rope_type": "default", "rope_theta": 500000.0},
+                "bos_token_id": 128000,
+                "eos_token_id": 128001,
+            },
+        ),
+    ]
+}
 
 
 def get_preset(name: str) -> Preset:
     """A preset by name, or by its hub id (the architecture of meta-llama/Meta-Llama-3-8B is llama-3-8b)."""
     preset = preset_for(name)
-    check_choice("model preset", preset or name,
-                 [*PRESETS, *(p.hub_id for p in PRESETS.values() if p.hub_id)])
+    check_choice(
+        "model preset", preset or name, [*PRESETS, *(p.hub_id for p in PRESETS.values() if p.hub_id)]
+    )
     assert preset is not None  # check_choice refused a name that is neither a preset nor a preset's hub id
     return PRESETS[preset]
 
@@ -69,6 +140,7 @@ def build_config(name: str, **overrides):
 @dataclass(frozen=True)
 class Architecture:
     """The numbers the memory, traffic and FLOP models need, with the exact parameter count."""
+
     name: str
     params: int
     largest_layer_params: int  # the biggest module's own parameters: what ZeRO-3 gathers whole at once
@@ -102,9 +174,19 @@ def architecture(name: str) -> Architecture:
         params += own
         largest = max(largest, own)
     head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
-    return Architecture(name, params, largest, cfg.num_hidden_layers, cfg.hidden_size, cfg.intermediate_size,
-                        cfg.num_attention_heads, cfg.num_key_value_heads, head_dim, cfg.vocab_size,
-                        bool(cfg.tie_word_embeddings))
+    return Architecture(
+        name,
+        params,
+        largest,
+        cfg.num_hidden_layers,
+        cfg.hidden_size,
+        cfg.intermediate_size,
+        cfg.num_attention_heads,
+        cfg.num_key_value_heads,
+        head_dim,
+        cfg.vocab_size,
+        bool(cfg.tie_word_embeddings),
+    )
 
 
 # ------------------------------------------------------------------------------------- where weights come from
@@ -117,9 +199,9 @@ class ModelSource:
     """What `--model` means, decided once: a preset's architecture with RANDOM weights (offline lessons), a
     model's own weights and tokenizer from the hub, or a saved checkpoint directory (both: fine-tuning)."""
 
-    kind: str               # preset | hub | local
-    name: str               # as given
-    preset: str | None      # the preset with this architecture, when one is known (sizes the memory plan)
+    kind: str  # preset | hub | local
+    name: str  # as given
+    preset: str | None  # the preset with this architecture, when one is known (sizes the memory plan)
 
     @property
     def pretrained(self) -> bool:
@@ -128,8 +210,9 @@ class ModelSource:
     def describe(self) -> str:
         if self.kind == "preset":
             hub = PRESETS[self.name].hub_id
-            return (f"preset {self.name}: its architecture with RANDOM weights (training from scratch)"
-                    + (f"; for the real weights use --model {hub}" if hub else ""))
+            return f"preset {self.name}: its architecture with RANDOM weights (training from scratch)" + (
+                f"; for the real weights use --model {hub}" if hub else ""
+            )
         where = "the Hugging Face hub" if self.kind == "hub" else "a local directory"
         return f"{self.name}: real weights and the model's own tokenizer from {where} (fine-tuning)"
 
@@ -138,7 +221,9 @@ def preset_for(model: str) -> str | None:
     """The preset whose architecture `model` has: a preset name itself, or a preset's hub id."""
     if model in PRESETS:
         return model
-    return next((p.name for p in PRESETS.values() if p.hub_id and p.hub_id.lower() == str(model).lower()), None)
+    return next(
+        (p.name for p in PRESETS.values() if p.hub_id and p.hub_id.lower() == str(model).lower()), None
+    )
 
 
 def resolve_source(model: str) -> ModelSource:
@@ -152,8 +237,10 @@ def resolve_source(model: str) -> ModelSource:
     if HUB_ID.match(model) and not model.startswith((".", "/", "~")):
         return ModelSource("hub", model, preset_for(model))
     hubs = ", ".join(p.hub_id for p in PRESETS.values() if p.hub_id)
-    raise WorkshopError(f"unknown model {model!r}; use a preset ({', '.join(PRESETS)}), an existing checkpoint "
-                        f"directory, or a hub id such as {hubs}")
+    raise WorkshopError(
+        f"unknown model {model!r}; use a preset ({', '.join(PRESETS)}), an existing checkpoint "
+        f"directory, or a hub id such as {hubs}"
+    )
 
 
 def hub_token() -> str | None:
@@ -183,17 +270,22 @@ def check_hub_access(hub_id: str, token: str | None = None, revision: str | None
             "approval e-mail, then put that token in the Secret (`kubectl create secret generic hf-token ...`)"
         ) from exc
     except RepositoryNotFoundError as exc:
-        raise WorkshopError(f"no model {hub_id!r} on the hub (or it is private and the token cannot see it); "
-                            f"check the spelling, e.g. {preset_hub_ids()}") from exc
+        raise WorkshopError(
+            f"no model {hub_id!r} on the hub (or it is private and the token cannot see it); "
+            f"check the spelling, e.g. {preset_hub_ids()}"
+        ) from exc
     except RevisionNotFoundError as exc:
         raise WorkshopError(f"{hub_id} has no revision {revision!r}") from exc
     except (LocalEntryNotFoundError, OfflineModeIsEnabled) as exc:
         offline = os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on")
         raise WorkshopError(
             f"{hub_id} is not in the hub cache ({os.environ.get('HF_HUB_CACHE') or os.environ.get('HF_HOME') or '~/.cache/huggingface'})"
-            + (" and HF_HUB_OFFLINE is set: download it once with network access (`hf download "
-               f"{hub_id}`), or unset HF_HUB_OFFLINE" if offline else
-               " and the hub could not be reached: check the network, or use a preset for an offline run")
+            + (
+                " and HF_HUB_OFFLINE is set: download it once with network access (`hf download "
+                f"{hub_id}`), or unset HF_HUB_OFFLINE"
+                if offline
+                else " and the hub could not be reached: check the network, or use a preset for an offline run"
+            )
         ) from exc
 
 
@@ -204,11 +296,27 @@ def preset_hub_ids() -> str:
 # ------------------------------------------------------------------------------------- training recipes
 # Fine-tuning real weights: the original workshop's settings (its train.py): lr 2e-5, gradient accumulation 4, bf16,
 # wikitext-2 (empty lines dropped) -- packed here instead of padded to 512, so every token trains.
-FINETUNE = {"lr": 2e-5, "grad_accum": 4, "precision": "bf16", "dataset": "wikitext", "packing": True,
-            "seq_len": 512, "micro_batch": 1, "warmup_steps": 10}
+FINETUNE = {
+    "lr": 2e-5,
+    "grad_accum": 4,
+    "precision": "bf16",
+    "dataset": "wikitext",
+    "packing": True,
+    "seq_len": 512,
+    "micro_batch": 1,
+    "warmup_steps": 10,
+}
 # From scratch (random weights): the lessons' own numbers; a large lr is what makes a tiny model learn in 20 steps.
-SCRATCH = {"lr": 1e-3, "grad_accum": 1, "precision": "bf16", "dataset": "local", "packing": True,
-           "seq_len": 128, "micro_batch": 4, "warmup_steps": 2}
+SCRATCH = {
+    "lr": 1e-3,
+    "grad_accum": 1,
+    "precision": "bf16",
+    "dataset": "local",
+    "packing": True,
+    "seq_len": 128,
+    "micro_batch": 4,
+    "warmup_steps": 2,
+}
 
 
 def recipe(model: str) -> dict:

@@ -38,22 +38,55 @@ DMA_EFFICIENCY = 0.8
 # 2 threads x 8 sockets per peer); it is CPU-bound far below the NIC. Stated, not fitted.
 SOCKET_EFFICIENCY = 0.2
 
-LINKS: dict[str, Link] = {k.name: k for k in [
-    Link("nvlink3", 300.0, DMA_EFFICIENCY, "P2P/CUMEM (NVLink)",
-         "NVIDIA A100 datasheet: third-generation NVLink, 600 GB/s per GPU (both directions) via NVSwitch"),
-    Link("nvlink4", 450.0, DMA_EFFICIENCY, "P2P/CUMEM (NVLink)",
-         "NVIDIA H100 SXM datasheet: fourth-generation NVLink, 900 GB/s per GPU (both directions)"),
-    Link("pcie4", 31.5, DMA_EFFICIENCY, "P2P/CUMEM or SHM (PCIe)",
-         "PCIe 4.0 x16: 16 GT/s x 16 lanes, 128b/130b encoding = 31.5 GB/s per direction"),
-    Link("pcie5", 63.0, DMA_EFFICIENCY, "P2P/CUMEM or SHM (PCIe)",
-         "PCIe 5.0 x16: 32 GT/s x 16 lanes, 128b/130b encoding = 63 GB/s per direction"),
-    Link("efa", 12.5, DMA_EFFICIENCY, "NET/Libfabric/GDRDMA",
-         "AWS EC2 p4d page: 400 Gbps = 4 x 100 Gbps EFA per instance; one 100 Gbps EFA = 12.5 GB/s",
-         "per EFA device; a pod gets as many as its vpc.amazonaws.com/efa request"),
-    Link("eni", 12.5, SOCKET_EFFICIENCY, "NET/Socket",
-         "ENA network card: 100 Gbps line rate; NCCL net_socket.cc uses 2 threads x 8 sockets on ENA",
-         "TCP through host memory; AWS caps a single TCP flow at 5 Gbps (10 inside a cluster placement group)"),
-]}
+LINKS: dict[str, Link] = {
+    k.name: k
+    for k in [
+        Link(
+            "nvlink3",
+            300.0,
+            DMA_EFFICIENCY,
+            "P2P/CUMEM (NVLink)",
+            "NVIDIA A100 datasheet: third-generation NVLink, 600 GB/s per GPU (both directions) via NVSwitch",
+        ),
+        Link(
+            "nvlink4",
+            450.0,
+            DMA_EFFICIENCY,
+            "P2P/CUMEM (NVLink)",
+            "NVIDIA H100 SXM datasheet: fourth-generation NVLink, 900 GB/s per GPU (both directions)",
+        ),
+        Link(
+            "pcie4",
+            31.5,
+            DMA_EFFICIENCY,
+            "P2P/CUMEM or SHM (PCIe)",
+            "PCIe 4.0 x16: 16 GT/s x 16 lanes, 128b/130b encoding = 31.5 GB/s per direction",
+        ),
+        Link(
+            "pcie5",
+            63.0,
+            DMA_EFFICIENCY,
+            "P2P/CUMEM or SHM (PCIe)",
+            "PCIe 5.0 x16: 32 GT/s x 16 lanes, 128b/130b encoding = 63 GB/s per direction",
+        ),
+        Link(
+            "efa",
+            12.5,
+            DMA_EFFICIENCY,
+            "NET/Libfabric/GDRDMA",
+            "AWS EC2 p4d page: 400 Gbps = 4 x 100 Gbps EFA per instance; one 100 Gbps EFA = 12.5 GB/s",
+            "per EFA device; a pod gets as many as its vpc.amazonaws.com/efa request",
+        ),
+        Link(
+            "eni",
+            12.5,
+            SOCKET_EFFICIENCY,
+            "NET/Socket",
+            "ENA network card: 100 Gbps line rate; NCCL net_socket.cc uses 2 threads x 8 sockets on ENA",
+            "TCP through host memory; AWS caps a single TCP flow at 5 Gbps (10 inside a cluster placement group)",
+        ),
+    ]
+}
 
 
 def link(name: str) -> Link:
@@ -76,16 +109,49 @@ class GpuInstance:
     note: str = ""
 
 
-INSTANCES: dict[str, GpuInstance] = {i.name: i for i in [
-    GpuInstance("p4d.24xlarge", "A100 40GB SXM4", 8, "nvlink3", "pcie4", 4, 400, 96, 1152,
-                "aws.amazon.com/ec2/instance-types/p4/"),
-    GpuInstance("p5.48xlarge", "H100 80GB SXM5", 8, "nvlink4", "pcie5", 32, 3200, 192, 2048,
-                "aws.amazon.com/ec2/instance-types/p5/"),
-    GpuInstance("g6e.48xlarge", "L40S 48GB", 8, "pcie4", "pcie4", 4, 400, 192, 1536,
-                "aws.amazon.com/ec2/instance-types/g6e/",
-                "no NVLink: GPUs inside a pod talk over PCIe; EFA device count as listed by "
-                "describe-instance-types (verify in your region)"),
-]}
+INSTANCES: dict[str, GpuInstance] = {
+    i.name: i
+    for i in [
+        GpuInstance(
+            "p4d.24xlarge",
+            "A100 40GB SXM4",
+            8,
+            "nvlink3",
+            "pcie4",
+            4,
+            400,
+            96,
+            1152,
+            "aws.amazon.com/ec2/instance-types/p4/",
+        ),
+        GpuInstance(
+            "p5.48xlarge",
+            "H100 80GB SXM5",
+            8,
+            "nvlink4",
+            "pcie5",
+            32,
+            3200,
+            192,
+            2048,
+            "aws.amazon.com/ec2/instance-types/p5/",
+        ),
+        GpuInstance(
+            "g6e.48xlarge",
+            "L40S 48GB",
+            8,
+            "pcie4",
+            "pcie4",
+            4,
+            400,
+            192,
+            1536,
+            "aws.amazon.com/ec2/instance-types/g6e/",
+            "no NVLink: GPUs inside a pod talk over PCIe; EFA device count as listed by "
+            "describe-instance-types (verify in your region)",
+        ),
+    ]
+}
 
 
 def instance(name: str) -> GpuInstance:
@@ -94,8 +160,10 @@ def instance(name: str) -> GpuInstance:
 
 
 ORIGINAL_003 = "the original workshop's chapter 003 (p4d.24xlarge table, NCCL_DEBUG transports)"
-NOT_IN_ORIGINAL = ("not in the original workshop chapters (chapter 003 tables p4d only and leaves its ENI row '???'): a timing "
-                "from the workbook's brief, not reproducible from the original workshop")
+NOT_IN_ORIGINAL = (
+    "not in the original workshop chapters (chapter 003 tables p4d only and leaves its ENI row '???'): a timing "
+    "from the workbook's brief, not reproducible from the original workshop"
+)
 
 
 @dataclass(frozen=True)
@@ -106,7 +174,9 @@ class OriginalRun:
     pods: int
     gpus_per_pod: int
     wall: str  # h:mm:ss as the original workshop printed it
-    network: str | None  # LINKS key between pods; None for a single pod; "unrecorded" if the original workshop did not say
+    network: (
+        str | None
+    )  # LINKS key between pods; None for a single pod; "unrecorded" if the original workshop did not say
     transport: str  # what NCCL_DEBUG printed, or "not recorded"
     retest: bool = False
     note: str = ""
@@ -130,11 +200,15 @@ ORIGINAL_STEPS = 50
 ORIGINAL_RUNS: list[OriginalRun] = [
     OriginalRun("p4d.24xlarge", 1, 4, "0:16:21", None, "P2P/CUMEM/read"),
     OriginalRun("p4d.24xlarge", 4, 1, "0:39:32", "efa", "NET/Libfabric/0/GDRDMA", note="1 EFA of 4 per pod"),
-    OriginalRun("p4d.24xlarge", 4, 1, "1:20:29", "eni", "NET/Socket", note="no EFA requested", source=NOT_IN_ORIGINAL),
+    OriginalRun(
+        "p4d.24xlarge", 4, 1, "1:20:29", "eni", "NET/Socket", note="no EFA requested", source=NOT_IN_ORIGINAL
+    ),
     OriginalRun("g6e.48xlarge", 1, 4, "0:38:32", None, "not recorded", source=NOT_IN_ORIGINAL),
     OriginalRun("g6e.48xlarge", 4, 1, "2:09:40", "unrecorded", "not recorded", source=NOT_IN_ORIGINAL),
     OriginalRun("p5.48xlarge", 1, 4, "0:20:06", None, "not recorded", retest=True, source=NOT_IN_ORIGINAL),
-    OriginalRun("p5.48xlarge", 4, 1, "1:06:09", "unrecorded", "not recorded", retest=True, source=NOT_IN_ORIGINAL),
+    OriginalRun(
+        "p5.48xlarge", 4, 1, "1:06:09", "unrecorded", "not recorded", retest=True, source=NOT_IN_ORIGINAL
+    ),
 ]
 
 
@@ -159,8 +233,10 @@ class OriginalWorkload:
 
 
 CONFOUNDERS: list[str] = [
-    ("CPU offload of parameters and optimizer: the step is dominated by host work (CPU Adam, PCIe copies), "
-     "so a faster GPU barely helps (p5's single pod is slower than p4d's)."),
+    (
+        "CPU offload of parameters and optimizer: the step is dominated by host work (CPU Adam, PCIe copies), "
+        "so a faster GPU barely helps (p5's single pod is slower than p4d's)."
+    ),
     "Only 1 of the instance's EFA devices per pod in the 4-pod runs (p4d has 4): 100 Gbps per rank, not 400.",
     "Pod placement was not recorded: 4 one-GPU pods may share one node (shared CPU and memory) or not.",
     "Script version: the original workshop's training script changed between runs; sequence length is not recorded.",

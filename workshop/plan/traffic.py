@@ -22,6 +22,7 @@ from workshop.plan.topology import (
 
 # ---------------------------------------------------------------- traffic model
 
+
 def ring_factor(world: int) -> float:
     """A ring moves (N-1)/N of the buffer through every rank's link."""
     check_positive("world size", world)
@@ -58,9 +59,18 @@ class Traffic:
         return max(self.pcie_h2d, self.pcie_d2h)  # PCIe is full duplex: the busier direction sets the time
 
 
-def zero_traffic(params: int, world: int, stage: int, *, grad_accum: int = 1, bytes_per_param: int = 2,
-                 grad_ckpt: bool = False, offload_param: bool = False, offload_optimizer: bool = False,
-                 reduce_scatter_as_all_reduce: bool = False) -> Traffic:
+def zero_traffic(
+    params: int,
+    world: int,
+    stage: int,
+    *,
+    grad_accum: int = 1,
+    bytes_per_param: int = 2,
+    grad_ckpt: bool = False,
+    offload_param: bool = False,
+    offload_optimizer: bool = False,
+    reduce_scatter_as_all_reduce: bool = False,
+) -> Traffic:
     """Per-rank bytes per optimizer step for ZeRO stage 0-3 (0 = plain data parallel).
 
     stage 0: one all-reduce of the gradients per step (accumulation stays local).
@@ -99,6 +109,7 @@ def zero_traffic(params: int, world: int, stage: int, *, grad_accum: int = 1, by
 
 # ---------------------------------------------------------------- step time
 
+
 @dataclass(frozen=True)
 class StepPrediction:
     compute_s: float
@@ -112,8 +123,14 @@ class StepPrediction:
         return self.total_s - self.compute_s
 
 
-def step_time(traffic: Traffic, *, collective_gbytes_per_s: float, compute_s: float, overlap: float = 0.0,
-              pcie_gbytes_per_s: float | None = None) -> StepPrediction:
+def step_time(
+    traffic: Traffic,
+    *,
+    collective_gbytes_per_s: float,
+    compute_s: float,
+    overlap: float = 0.0,
+    pcie_gbytes_per_s: float | None = None,
+) -> StepPrediction:
     """compute + (1 - overlap) x communication; `overlap` is the stated fraction hidden behind compute."""
     check_positive("collective bandwidth", collective_gbytes_per_s)
     check_positive("compute time", compute_s, allow_zero=True)
@@ -126,12 +143,21 @@ def step_time(traffic: Traffic, *, collective_gbytes_per_s: float, compute_s: fl
 
 def original_traffic(w: OriginalWorkload | None = None) -> Traffic:
     w = w or OriginalWorkload()
-    return zero_traffic(w.params, w.world, w.zero_stage, grad_accum=w.grad_accum,
-                        bytes_per_param=w.bytes_per_param, grad_ckpt=w.grad_ckpt,
-                        offload_param=w.offload_param, offload_optimizer=w.offload_optimizer)
+    return zero_traffic(
+        w.params,
+        w.world,
+        w.zero_stage,
+        grad_accum=w.grad_accum,
+        bytes_per_param=w.bytes_per_param,
+        grad_ckpt=w.grad_ckpt,
+        offload_param=w.offload_param,
+        offload_optimizer=w.offload_optimizer,
+    )
 
 
-def collective_bandwidth(instance_name: str, pods: int, network: str | None, *, efa_per_pod: int = 1) -> float:
+def collective_bandwidth(
+    instance_name: str, pods: int, network: str | None, *, efa_per_pod: int = 1
+) -> float:
     """Effective GB/s of the slowest edge of the ring: NVLink/PCIe inside one pod, the pod's NIC(s) across pods."""
     inst = instance(instance_name)
     intra = link(inst.intra_link).effective_gbytes_per_s
@@ -163,16 +189,28 @@ class OriginalRow:
         return self.predicted_s / self.measured_s - 1
 
 
-def _predict(run: OriginalRun, network: str | None, compute_s: float, overlap: float, efa_per_pod: int,
-             traffic: Traffic) -> StepPrediction:
+def _predict(
+    run: OriginalRun,
+    network: str | None,
+    compute_s: float,
+    overlap: float,
+    efa_per_pod: int,
+    traffic: Traffic,
+) -> StepPrediction:
     inst = instance(run.instance)
     bw = collective_bandwidth(run.instance, run.pods, network, efa_per_pod=efa_per_pod)
-    return step_time(traffic, collective_gbytes_per_s=bw, compute_s=compute_s, overlap=overlap,
-                     pcie_gbytes_per_s=link(inst.pcie).effective_gbytes_per_s)
+    return step_time(
+        traffic,
+        collective_gbytes_per_s=bw,
+        compute_s=compute_s,
+        overlap=overlap,
+        pcie_gbytes_per_s=link(inst.pcie).effective_gbytes_per_s,
+    )
 
 
-def original_comparison(*, overlap: float = 0.0, efa_per_pod: int = 1,
-                    workload: OriginalWorkload | None = None) -> list[OriginalRow]:
+def original_comparison(
+    *, overlap: float = 0.0, efa_per_pod: int = 1, workload: OriginalWorkload | None = None
+) -> list[OriginalRow]:
     """Predict every run of the original workshop. Per instance, compute time = its single-pod step minus the modelled comms.
 
     A multi-pod run whose transport the original workshop did not record is predicted twice (EFA and ENI).
@@ -194,8 +232,22 @@ def original_comparison(*, overlap: float = 0.0, efa_per_pod: int = 1,
                 nets = [(n, run.label.replace("?", f"{n.upper()}?")) for n in ("efa", "eni")]
             for net, label in nets:
                 p = _predict(run, net, compute, overlap, efa_per_pod, traffic)
-                rows.append(OriginalRow(label, name, run.pods, net, run.transport, run.seconds / ORIGINAL_STEPS,
-                                    p.total_s, compute, p.collective_s, p.pcie_s, run.pods == 1, run.retest))
+                rows.append(
+                    OriginalRow(
+                        label,
+                        name,
+                        run.pods,
+                        net,
+                        run.transport,
+                        run.seconds / ORIGINAL_STEPS,
+                        p.total_s,
+                        compute,
+                        p.collective_s,
+                        p.pcie_s,
+                        run.pods == 1,
+                        run.retest,
+                    )
+                )
     return rows
 
 
@@ -207,6 +259,7 @@ class InstanceOrdering(TypedDict):
 
 class OriginalChecks(TypedDict):
     """`original_checks()`'s record: what chapter 06 claims about the model against the original runs."""
+
     ordering: dict[str, InstanceOrdering]  # per instance type
     ordering_ok: bool
     global_order_swaps: list[tuple[str, str]]  # (faster measured, slower measured) pairs the model swaps
@@ -226,18 +279,27 @@ def original_checks(rows: list[OriginalRow]) -> OriginalChecks:
         ok = all(r.predicted_s > single.predicted_s for r in mine if r.pods > 1)
         measured_order = [r.label for r in sorted(recorded, key=lambda r: r.measured_s)]
         predicted_order = [r.label for r in sorted(recorded, key=lambda r: r.predicted_s)]
-        ordering[name] = {"single_pod_fastest": ok, "recorded_order_matches": measured_order == predicted_order,
-                          "measured_order": measured_order}
+        ordering[name] = {
+            "single_pod_fastest": ok,
+            "recorded_order_matches": measured_order == predicted_order,
+            "measured_order": measured_order,
+        }
     # across instances (rows whose transport was recorded): which neighbouring pairs swap places
     recorded = sorted((r for r in rows if "?" not in r.label), key=lambda r: r.measured_s)
-    swaps = [(a.label, b.label) for i, a in enumerate(recorded) for b in recorded[i + 1:]
-             if a.predicted_s > b.predicted_s]
+    swaps = [
+        (a.label, b.label)
+        for i, a in enumerate(recorded)
+        for b in recorded[i + 1 :]
+        if a.predicted_s > b.predicted_s
+    ]
     p4d = {r.network: r for r in rows if r.instance == "p4d.24xlarge"}
     measured_ratio = p4d["efa"].measured_s / p4d[None].measured_s
     predicted_ratio = p4d["efa"].predicted_s / p4d[None].predicted_s
     return {
         "ordering": ordering,
-        "ordering_ok": all(v["single_pod_fastest"] and v["recorded_order_matches"] for v in ordering.values()),
+        "ordering_ok": all(
+            v["single_pod_fastest"] and v["recorded_order_matches"] for v in ordering.values()
+        ),
         "global_order_swaps": swaps,
         "p4d_ratio_measured": measured_ratio,
         "p4d_ratio_predicted": predicted_ratio,
@@ -257,8 +319,13 @@ def overlap_sweep(overlaps: Sequence[float] = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5)) ->
     out: list[OverlapPoint] = []
     for ov in overlaps:
         c = original_checks(original_comparison(overlap=ov))
-        out.append({"overlap": ov, "p4d_ratio_predicted": c["p4d_ratio_predicted"],
-                    "p4d_ratio_error": c["p4d_ratio_error"]})
+        out.append(
+            {
+                "overlap": ov,
+                "p4d_ratio_predicted": c["p4d_ratio_predicted"],
+                "p4d_ratio_error": c["p4d_ratio_error"],
+            }
+        )
     return out
 
 
@@ -267,10 +334,26 @@ class BandwidthPoint(TypedDict):
     step_s: float
 
 
-def bandwidth_sweep(gbytes_per_s: list[float], *, compute_s: float, traffic: Traffic | None = None,
-                    pcie_gbytes_per_s: float | None = None, overlap: float = 0.0) -> list[BandwidthPoint]:
+def bandwidth_sweep(
+    gbytes_per_s: list[float],
+    *,
+    compute_s: float,
+    traffic: Traffic | None = None,
+    pcie_gbytes_per_s: float | None = None,
+    overlap: float = 0.0,
+) -> list[BandwidthPoint]:
     """Step time as the inter-rank bandwidth varies: where a run stops being compute-bound."""
     traffic = traffic or original_traffic()
-    return [{"gbytes_per_s": b, "step_s": step_time(traffic, collective_gbytes_per_s=b, compute_s=compute_s,
-                                                    overlap=overlap, pcie_gbytes_per_s=pcie_gbytes_per_s).total_s}
-            for b in gbytes_per_s]
+    return [
+        {
+            "gbytes_per_s": b,
+            "step_s": step_time(
+                traffic,
+                collective_gbytes_per_s=b,
+                compute_s=compute_s,
+                overlap=overlap,
+                pcie_gbytes_per_s=pcie_gbytes_per_s,
+            ).total_s,
+        }
+        for b in gbytes_per_s
+    ]

@@ -12,39 +12,80 @@ from workshop.errors import check_choice
 from workshop.plan.memory import DTYPES, plan_memory
 from workshop.plan.traffic import zero_traffic
 
-SHARDS = {0: "nothing (plain data parallel: every rank keeps everything)",
-          1: "optimizer state (fp32 master + Adam moments)",
-          2: "optimizer state + gradients",
-          3: "optimizer state + gradients + parameters"}
-GiB = 1024 ** 3
+SHARDS = {
+    0: "nothing (plain data parallel: every rank keeps everything)",
+    1: "optimizer state (fp32 master + Adam moments)",
+    2: "optimizer state + gradients",
+    3: "optimizer state + gradients + parameters",
+}
+GiB = 1024**3
 
 
-def stages(model: str = "llama-3-8b", world: int = 4, *, grad_accum: int = 1, grad_ckpt: bool = False,
-           micro_batch: int = 1, seq_len: int = 512, dtype: str = "bf16") -> list[dict]:
+def stages(
+    model: str = "llama-3-8b",
+    world: int = 4,
+    *,
+    grad_accum: int = 1,
+    grad_ckpt: bool = False,
+    micro_batch: int = 1,
+    seq_len: int = 512,
+    dtype: str = "bf16",
+) -> list[dict]:
     """One row per ZeRO stage 0-3: model-state GiB per rank (planner) and GB sent per rank per step (model)."""
 
     check_choice("dtype", dtype, DTYPES)
     rows = []
     for stage in (0, 1, 2, 3):
-        plan = plan_memory(model, world_size=world, zero_stage=stage, micro_batch=micro_batch, seq_len=seq_len,
-                           grad_ckpt=grad_ckpt, dtype=dtype)
+        plan = plan_memory(
+            model,
+            world_size=world,
+            zero_stage=stage,
+            micro_batch=micro_batch,
+            seq_len=seq_len,
+            grad_ckpt=grad_ckpt,
+            dtype=dtype,
+        )
         c = plan.components
         states = c["params"] + c["grads"] + c["master_fp32"] + c["adam_moments"]
-        t = zero_traffic(plan.params, world, stage, grad_accum=grad_accum, bytes_per_param=DTYPES[dtype],
-                         grad_ckpt=grad_ckpt)
-        rows.append({"stage": stage, "shards": SHARDS[stage], "states_gib_per_rank": round(states / GiB, 2),
-                     "peak_gib_per_rank": round(plan.total / GiB, 2),
-                     "all_reduce_gb": round(t.all_reduce / 1e9, 2), "reduce_scatter_gb": round(t.reduce_scatter / 1e9, 2),
-                     "all_gather_gb": round(t.all_gather / 1e9, 2), "sent_gb_per_step": round(t.collective / 1e9, 2)})
+        t = zero_traffic(
+            plan.params,
+            world,
+            stage,
+            grad_accum=grad_accum,
+            bytes_per_param=DTYPES[dtype],
+            grad_ckpt=grad_ckpt,
+        )
+        rows.append(
+            {
+                "stage": stage,
+                "shards": SHARDS[stage],
+                "states_gib_per_rank": round(states / GiB, 2),
+                "peak_gib_per_rank": round(plan.total / GiB, 2),
+                "all_reduce_gb": round(t.all_reduce / 1e9, 2),
+                "reduce_scatter_gb": round(t.reduce_scatter / 1e9, 2),
+                "all_gather_gb": round(t.all_gather / 1e9, 2),
+                "sent_gb_per_step": round(t.collective / 1e9, 2),
+            }
+        )
     return rows
 
 
 def format_stages(rows: list[dict]) -> str:
-    head = (f"{'stage':5s} {'states GiB/rank':>15s} {'peak GiB/rank':>13s} {'all-reduce':>10s} {'red.-scatter':>12s} "
-            f"{'all-gather':>10s} {'sent GB/step':>12s}  shards")
-    return "\n".join([head, *(f"{r['stage']:5d} {r['states_gib_per_rank']:15.2f} {r['peak_gib_per_rank']:13.2f} "
-                              f"{r['all_reduce_gb']:10.2f} {r['reduce_scatter_gb']:12.2f} {r['all_gather_gb']:10.2f} "
-                              f"{r['sent_gb_per_step']:12.2f}  {r['shards']}" for r in rows)])
+    head = (
+        f"{'stage':5s} {'states GiB/rank':>15s} {'peak GiB/rank':>13s} {'all-reduce':>10s} {'red.-scatter':>12s} "
+        f"{'all-gather':>10s} {'sent GB/step':>12s}  shards"
+    )
+    return "\n".join(
+        [
+            head,
+            *(
+                f"{r['stage']:5d} {r['states_gib_per_rank']:15.2f} {r['peak_gib_per_rank']:13.2f} "
+                f"{r['all_reduce_gb']:10.2f} {r['reduce_scatter_gb']:12.2f} {r['all_gather_gb']:10.2f} "
+                f"{r['sent_gb_per_step']:12.2f}  {r['shards']}"
+                for r in rows
+            ),
+        ]
+    )
 
 
 # What each key of the DeepSpeed config the entry point writes (workshop.train.ds_config) does, keyed by its
@@ -56,18 +97,18 @@ CONFIG_KEYS = {
     "zero_optimization": "the ZeRO section",
     "zero_optimization.stage": "0-3: what is sharded (the table above)",
     "zero_optimization.contiguous_gradients": "copy gradients into one flat buffer as they are produced: fewer, "
-                                              "larger reduce-scatters and less fragmentation",
+    "larger reduce-scatters and less fragmentation",
     "zero_optimization.overlap_comm": "overlap reduce-scatter with the backward pass; off here: on CPU the same "
-                                      "cores compute and communicate, so overlap only adds buffers",
+    "cores compute and communicate, so overlap only adds buffers",
     "zero_optimization.offload_optimizer": "keep the optimizer state in host memory and step it with DeepSpeed's "
-                                           "CPU Adam (for GPUs; on a CPU it only adds copies)",
+    "CPU Adam (for GPUs; on a CPU it only adds copies)",
     "zero_optimization.offload_optimizer.device": "'cpu' (or 'nvme')",
     "zero_optimization.offload_param": "keep the parameter partitions in host memory between uses (ZeRO-3 only)",
     "zero_optimization.offload_param.device": "'cpu' (or 'nvme')",
     "zero_optimization.stage3_gather_16bit_weights_on_model_save": "on save, gather the partitions into whole "
-                                                                   "16-bit weights that from_pretrained can load",
+    "16-bit weights that from_pretrained can load",
     "zero_optimization.stage3_param_persistence_threshold": "parameters smaller than this stay whole on every rank "
-                                                            "(not worth a gather)",
+    "(not worth a gather)",
     "zero_optimization.stage3_prefetch_bucket_size": "elements fetched ahead of use per all-gather bucket",
     "zero_optimization.stage3_max_live_parameters": "most gathered elements kept alive at once",
     "gradient_accumulation_steps": "'auto': from TrainingArguments (micro-steps per optimizer step)",
@@ -104,8 +145,8 @@ def explain_config(cfg: dict) -> str:
     lines = []
     for path, value in _paths(cfg):
         shown = "" if isinstance(value, dict) else f" = {value!r}"
-        lines.append(f"{'  ' * path.count('.')}{path.rsplit('.', 1)[-1]}{shown}  # "
-                     + CONFIG_KEYS.get(path, "(not explained: add it to workshop.plan.zero.CONFIG_KEYS)"))
+        lines.append(
+            f"{'  ' * path.count('.')}{path.rsplit('.', 1)[-1]}{shown}  # "
+            + CONFIG_KEYS.get(path, "(not explained: add it to workshop.plan.zero.CONFIG_KEYS)")
+        )
     return "\n".join(lines)
-
-

@@ -12,6 +12,7 @@ from workshop.plan.traffic import Traffic, gathers_per_micro_step, ring_factor
 
 # ---------------------------------------------------------------- DeepSpeed ZeRO-3, call by call
 
+
 @dataclass(frozen=True)
 class Zero3Settings:
     """The DeepSpeed ZeRO-3 knobs that decide how many collectives a step issues (DeepSpeed's defaults)."""
@@ -41,8 +42,19 @@ class Zero3Calls:
     def traffic(self, world: int, grad_accum: int = 1) -> Traffic:
         """The same step as per-rank wire bytes ((N-1)/N of every buffer), for collective_time()."""
         r = ring_factor(world)
-        return Traffic(3, world, self.params, grad_accum, 2, self.gather_passes, r * self.all_gather_bytes,
-                       r * self.reduce_scatter_bytes, 0.0, 0.0, 0.0)
+        return Traffic(
+            3,
+            world,
+            self.params,
+            grad_accum,
+            2,
+            self.gather_passes,
+            r * self.all_gather_bytes,
+            r * self.reduce_scatter_bytes,
+            0.0,
+            0.0,
+            0.0,
+        )
 
     @property
     def n_ops(self) -> dict:
@@ -50,8 +62,14 @@ class Zero3Calls:
         return {"all_gather": self.all_gather_waves, "reduce_scatter": self.reduce_scatter_calls}
 
 
-def zero3_calls(model: str, *, grad_accum: int = 1, grad_ckpt: bool = False, bytes_per_param: int = 2,
-                settings: Zero3Settings | None = None) -> Zero3Calls:
+def zero3_calls(
+    model: str,
+    *,
+    grad_accum: int = 1,
+    grad_ckpt: bool = False,
+    bytes_per_param: int = 2,
+    settings: Zero3Settings | None = None,
+) -> Zero3Calls:
     """Count ZeRO-3's collectives from the architecture (meta device, no weights), the way DeepSpeed issues them.
 
     - A parameter with at most `param_persistence_threshold` elements stays whole on every rank; after each
@@ -66,7 +84,6 @@ def zero3_calls(model: str, *, grad_accum: int = 1, grad_ckpt: bool = False, byt
     import torch
     from transformers import AutoModelForCausalLM
 
-
     st = settings or Zero3Settings()
     with torch.device("meta"):
         net = AutoModelForCausalLM.from_config(build_config(model))
@@ -78,15 +95,17 @@ def zero3_calls(model: str, *, grad_accum: int = 1, grad_ckpt: bool = False, byt
     fetch_calls = math.ceil(part / st.prefetch_bucket_size) if part else 0
     rs_calls = math.ceil(total / st.reduce_bucket_size)
     return Zero3Calls(
-        params=total, partitioned=part, persistent_params=len(persistent), persistent=sum(persistent),
+        params=total,
+        partitioned=part,
+        persistent_params=len(persistent),
+        persistent=sum(persistent),
         gather_passes=passes,
         all_gather_calls=grad_accum * passes * fetch_calls + len(persistent),
         all_gather_bytes=float(bytes_per_param) * (grad_accum * passes * part + sum(persistent)),
         reduce_scatter_calls=grad_accum * rs_calls,
         reduce_scatter_bytes=float(bytes_per_param) * grad_accum * total,
-        all_gather_waves=grad_accum * passes * fetch_calls + (1 if persistent else 0))
+        all_gather_waves=grad_accum * passes * fetch_calls + (1 if persistent else 0),
+    )
 
 
 # ---------------------------------------------------------------- counting what ZeRO-3 really calls
-
-

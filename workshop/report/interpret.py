@@ -22,8 +22,10 @@ def machine(d: hardware.Detection | None = None) -> str:
 
     d = d or hardware.detect(probe_onednn=False)
     native, _ = hardware.native_bf16()
-    return (f"{d.get('cpu_model') or 'unknown CPU'}, {d.get('cores')} cores, {d.get('isa_class')}, "
-            f"{'native' if native else 'no native'} bf16, {'AMX' if d.get('amx') else 'no AMX'}")
+    return (
+        f"{d.get('cpu_model') or 'unknown CPU'}, {d.get('cores')} cores, {d.get('isa_class')}, "
+        f"{'native' if native else 'no native'} bf16, {'AMX' if d.get('amx') else 'no AMX'}"
+    )
 
 
 def measured_on(result: Mapping[str, Any] | None) -> str:
@@ -34,11 +36,18 @@ def measured_on(result: Mapping[str, Any] | None) -> str:
     if not result:
         return "-"
     env = {**(result.get("peaks") or {}), **(result.get("machine") or {}), **(result.get("env") or {})}
-    cpu = (env.get("cpu_model") or env.get("cpu") or result.get("cpu_model")
-           or (env.get("bf16") or {}).get("path") or "a machine not recorded")
+    cpu = (
+        env.get("cpu_model")
+        or env.get("cpu")
+        or result.get("cpu_model")
+        or (env.get("bf16") or {}).get("path")
+        or "a machine not recorded"
+    )
     isa = env.get("isa_class") or env.get("isa") or result.get("isa_class") or ""
     cores = env.get("cpus") or env.get("cores") or result.get("host_cores")
-    when = result.get("date") or env.get("date") or (result.get("measured_at") or "")[:10] or "date not recorded"
+    when = (
+        result.get("date") or env.get("date") or (result.get("measured_at") or "")[:10] or "date not recorded"
+    )
     return f"{cpu}{f' {isa}' if isa and isa != cpu else ''}{f', {cores} CPUs' if cores else ''}, {when}"
 
 
@@ -52,11 +61,14 @@ def provenance(result: Mapping[str, Any], *, here: str | None = None) -> str:
     line = f"stored result, measured on {measured_on(result)}{f' ({vers})' if vers else ''}"
     if here:
         same = bool(cpu and cpu.split(",")[0] in here and (not isa or isa in here))
-        line += "; this machine: " + here + ("" if same else " -- numbers from another machine, not this run's")
+        line += (
+            "; this machine: " + here + ("" if same else " -- numbers from another machine, not this run's")
+        )
     return line
 
 
 # ---------------------------------------------------------------- chapter 01: bf16 against fp32
+
 
 def gemm(summary: hardware.GemmSummary, d: hardware.Detection) -> str:
     """Which precision won this machine's GEMMs, by how much, and the hardware reason."""
@@ -68,25 +80,39 @@ def gemm(summary: hardware.GemmSummary, d: hardware.Detection) -> str:
         where += f", both at {summary['threads']} thread(s)"
     kernel = d.get("onednn_bf16_impl") or "no native bf16 kernel"
     if ratio >= 1.2:
-        why = ("each bf16 instruction does twice the work of an fp32 one"
-               + (", and AMX's tile unit many times more" if d.get("amx") else "")
-               + f" (oneDNN ran {kernel})")
-        return (f"On this machine ({where}) bf16 GEMMs ran x{ratio:.2f} as fast as fp32: {why}. "
-                "Train in bf16 here.")
+        why = (
+            "each bf16 instruction does twice the work of an fp32 one"
+            + (", and AMX's tile unit many times more" if d.get("amx") else "")
+            + f" (oneDNN ran {kernel})"
+        )
+        return (
+            f"On this machine ({where}) bf16 GEMMs ran x{ratio:.2f} as fast as fp32: {why}. "
+            "Train in bf16 here."
+        )
     if ratio >= 0.8:
-        return (f"On this machine ({where}) bf16 and fp32 GEMMs ran at about the same rate (x{ratio:.2f}): "
-                "bf16 halves the bytes moved but adds no FLOPs per instruction here. Either precision trains; "
-                "bf16 saves memory.")
-    return (f"On this machine ({where}) bf16 GEMMs ran at x{ratio:.3g} of fp32, i.e. {1 / ratio:.0f}x SLOWER: "
-            f"the CPU has no bf16 arithmetic (oneDNN: {kernel}), so every bf16 product is converted to fp32 and "
-            "back. Train in fp32 here; precision 'auto' does. On an AMX Xeon (c7i/m7i/r7i) or a CPU with "
-            "AVX512_BF16 the ratio reverses.")
+        return (
+            f"On this machine ({where}) bf16 and fp32 GEMMs ran at about the same rate (x{ratio:.2f}): "
+            "bf16 halves the bytes moved but adds no FLOPs per instruction here. Either precision trains; "
+            "bf16 saves memory."
+        )
+    return (
+        f"On this machine ({where}) bf16 GEMMs ran at x{ratio:.3g} of fp32, i.e. {1 / ratio:.0f}x SLOWER: "
+        f"the CPU has no bf16 arithmetic (oneDNN: {kernel}), so every bf16 product is converted to fp32 and "
+        "back. Train in fp32 here; precision 'auto' does. On an AMX Xeon (c7i/m7i/r7i) or a CPU with "
+        "AVX512_BF16 the ratio reverses."
+    )
 
 
 # ---------------------------------------------------------------- chapter 03: loading peaks
 
-def loading(table: Sequence[Mapping[str, Any]], *, world_size: int = 2, model_gb: float | None = None,
-            lcmu_peak_gb: float | None = None) -> list[str]:
+
+def loading(
+    table: Sequence[Mapping[str, Any]],
+    *,
+    world_size: int = 2,
+    model_gb: float | None = None,
+    lcmu_peak_gb: float | None = None,
+) -> list[str]:
     """What this run's loading table shows: peak per method against naive, rank 0 against the others, and
     (given the `low_cpu_mem_usage=False` run's peak) which method that run behaved like."""
     rows = [r for r in table if r["world_size"] == world_size]
@@ -98,39 +124,53 @@ def loading(table: Sequence[Mapping[str, Any]], *, world_size: int = 2, model_gb
     model_gb = model_gb if model_gb is not None else rows[0]["model_bytes"] / 1e9
     out = []
     if model_gb < 0.5 * base or (naive - min(peak.values())) / naive < 0.1:
-        out.append(f"a {model_gb:.3f} GB model against a {base:.2f} GB baseline per process (interpreter and "
-                   f"libraries); peaks span only {min(peak.values()):.2f}-{naive:.2f} GB: the model is too small "
-                   "for the methods to differ; "
-                   "use a larger model (model = \"medium\") to see them apart.")
+        out.append(
+            f"a {model_gb:.3f} GB model against a {base:.2f} GB baseline per process (interpreter and "
+            f"libraries); peaks span only {min(peak.values()):.2f}-{naive:.2f} GB: the model is too small "
+            "for the methods to differ; "
+            'use a larger model (model = "medium") to see them apart.'
+        )
     for m in ("meta", "zero3", "zero3-stream"):
         ranks = sorted(r for (mm, r) in peak if mm == m)
         if not ranks:
             continue
         vals = [peak[(m, r)] / naive for r in ranks]
-        out.append(f"{m}: peak per rank = {', '.join(f'rank {r} x{v:.2f}' for r, v in zip(ranks, vals))} of naive"
-                   + (f" (rank 0 carries the mapped file: x{vals[0]:.2f} vs x{min(vals[1:]):.2f})"
-                      if len(vals) > 1 and vals[0] - min(vals[1:]) > 0.1 else ""))
+        out.append(
+            f"{m}: peak per rank = {', '.join(f'rank {r} x{v:.2f}' for r, v in zip(ranks, vals))} of naive"
+            + (
+                f" (rank 0 carries the mapped file: x{vals[0]:.2f} vs x{min(vals[1:]):.2f})"
+                if len(vals) > 1 and vals[0] - min(vals[1:]) > 0.1
+                else ""
+            )
+        )
     # What a rank needs at worst: its peak while loading, or its resident size once every weight has been read.
     need: dict[str, float] = {}
     for r in rows:
         need[r["method"]] = max(need.get(r["method"], 0.0), r["peak_rss_gb"], r.get("used_rss_gb") or 0.0)
     used_meta = need.get("meta")
     if used_meta is not None and used_meta > 1.5 * max(v for (m, _), v in peak.items() if m == "meta"):
-        out.append(f"meta's low peak is file pages not yet read: once every weight is used a rank holds "
-                   f"{used_meta:.2f} GB, x{used_meta / naive:.2f} of naive's peak")
+        out.append(
+            f"meta's low peak is file pages not yet read: once every weight is used a rank holds "
+            f"{used_meta:.2f} GB, x{used_meta / naive:.2f} of naive's peak"
+        )
     best = min(need, key=need.__getitem__)
-    out.append(f"least memory any rank needs at N = {world_size}: {best} ({need[best]:.2f} GB, "
-               f"x{need[best] / naive:.2f} of naive's {naive:.2f} GB)")
+    out.append(
+        f"least memory any rank needs at N = {world_size}: {best} ({need[best]:.2f} GB, "
+        f"x{need[best] / naive:.2f} of naive's {naive:.2f} GB)"
+    )
     one = {r["method"]: r["peak_rss_gb"] for r in table if r["world_size"] == 1}
     if lcmu_peak_gb is not None and {"meta", "naive"} <= set(one):
         like = min(("meta", "naive"), key=lambda m: abs(one[m] - lcmu_peak_gb))
-        out.append(f"from_pretrained(low_cpu_mem_usage=False) peaked at {lcmu_peak_gb:.2f} GB: meta (N = 1) "
-                   f"{one['meta']:.2f}, naive {one['naive']:.2f} -> it loaded like {like}"
-                   + (": the argument is ignored" if like == "meta" else ""))
+        out.append(
+            f"from_pretrained(low_cpu_mem_usage=False) peaked at {lcmu_peak_gb:.2f} GB: meta (N = 1) "
+            f"{one['meta']:.2f}, naive {one['naive']:.2f} -> it loaded like {like}"
+            + (": the argument is ignored" if like == "meta" else "")
+        )
     return out
 
 
 # ---------------------------------------------------------------- chapter 04: threads and precision
+
 
 def threads(rows: Sequence[Mapping[str, Any]], cores: int, nproc: int) -> str:
     """Which ranks x threads layout won here, and whether over-subscribing the cores cost anything."""
@@ -138,14 +178,18 @@ def threads(rows: Sequence[Mapping[str, Any]], cores: int, nproc: int) -> str:
     worst = min(rows, key=lambda r: r["tokens_per_s"])
     gain = best["tokens_per_s"] / worst["tokens_per_s"]
     over = [r for r in rows if nproc * r["threads"] > cores]
-    line = (f"fastest here: {best['label']} at {best['tokens_per_s']:.0f} tokens/s, x{gain:.2f} the slowest "
-            f"({worst['label']}), on {cores} physical cores.")
+    line = (
+        f"fastest here: {best['label']} at {best['tokens_per_s']:.0f} tokens/s, x{gain:.2f} the slowest "
+        f"({worst['label']}), on {cores} physical cores."
+    )
     if gain < 1.05:
         line += " Within 5%: on this machine the thread count barely matters for this model."
     elif best in over:
-        line += (f" Here the over-subscribed layout ({nproc} x {best['threads']} > {cores} cores) won: while one "
-                 "rank waits on gloo its core is free for the other's threads. The rule ranks x threads <= cores "
-                 "is a starting point to measure around, not a law.")
+        line += (
+            f" Here the over-subscribed layout ({nproc} x {best['threads']} > {cores} cores) won: while one "
+            "rank waits on gloo its core is free for the other's threads. The rule ranks x threads <= cores "
+            "is a starting point to measure around, not a law."
+        )
     else:
         line += " It keeps ranks x threads within the physical cores, the usual starting point."
     return line
@@ -164,9 +208,11 @@ def ceiling(res: Mapping[str, Any]) -> list[str]:
     pct = rec["pct_of_ceiling"]["median"]
     unit = "GPU" if res.get("device") == "cuda" else "rank"
     rows = res["config"]["micro_batch"] * res["config"]["seq_len"]
-    head = (f"{measured_on(res)} ({res['isa_path']}): the workbook recipe's step computes {per_rank:.3g} model "
-            f"TFLOPS per {unit}, {pct:.0f}% of the {ceil:.3g} TFLOPS the same cores reach on the model's own "
-            f"matmuls ({rows} rows, {rec['precision']}).")
+    head = (
+        f"{measured_on(res)} ({res['isa_path']}): the workbook recipe's step computes {per_rank:.3g} model "
+        f"TFLOPS per {unit}, {pct:.0f}% of the {ceil:.3g} TFLOPS the same cores reach on the model's own "
+        f"matmuls ({rows} rows, {rec['precision']})."
+    )
     out = [head]
     for name, v in lv.items():
         if name == "recipe":
@@ -176,20 +222,26 @@ def ceiling(res: Mapping[str, Any]) -> list[str]:
             continue
         eff = v.get("effect_vs_base") or {}
         other = v.get("precision") != rec["precision"]
-        out.append(f"  {v['label']}: {v['pct_of_ceiling']['median']:.0f}%"
-                   + (f" of the {v['precision']} ceiling" if other else "")
-                   + (f", x{eff['median']:.2f} the tokens/s of {v['base']}" if eff else ""))
-    out.append(f"The other {100 - pct:.0f}% is what the step spends beyond those matmuls at that rate: attention, "
-               "norms, activations, the loss, the optimizer and the all-reduce (each a pass over memory), and its "
-               "matmuls running below the ceiling between them. That work grows with the model's width, the "
-               "matmuls with its square: the share rises with the model.")
+        out.append(
+            f"  {v['label']}: {v['pct_of_ceiling']['median']:.0f}%"
+            + (f" of the {v['precision']} ceiling" if other else "")
+            + (f", x{eff['median']:.2f} the tokens/s of {v['base']}" if eff else "")
+        )
+    out.append(
+        f"The other {100 - pct:.0f}% is what the step spends beyond those matmuls at that rate: attention, "
+        "norms, activations, the loss, the optimizer and the all-reduce (each a pass over memory), and its "
+        "matmuls running below the ceiling between them. That work grows with the model's width, the "
+        "matmuls with its square: the share rises with the model."
+    )
     return out
 
 
 # ---------------------------------------------------------------- chapter 05: does the network matter?
 
-def bandwidth(rows: Sequence[Mapping[str, Any]], *, parse_rate=None,
-              model_mb: float | None = None) -> list[str]:
+
+def bandwidth(
+    rows: Sequence[Mapping[str, Any]], *, parse_rate=None, model_mb: float | None = None
+) -> list[str]:
     """Bytes each node sent per steady step / the cap, against the step time: network-bound or compute-bound;
     and what start-up sent apart from the steps (node 0 more than the others, and why)."""
     parse_rate = parse_rate or topology.parse_rate
@@ -205,43 +257,59 @@ def bandwidth(rows: Sequence[Mapping[str, Any]], *, parse_rate=None,
         if per_step and bits:
             wire_s = per_step * 1e6 * 8 / bits
             share = wire_s / r["step_time_s_median"]
-            out.append(f"{r['rate']}: {per_step:.0f} MB sent per node per step -> at least "
-                       f"{wire_s:.2f} s on the wire of a {r['step_time_s_median']:.2f} s step ({share:.0%})")
+            out.append(
+                f"{r['rate']}: {per_step:.0f} MB sent per node per step -> at least "
+                f"{wire_s:.2f} s on the wire of a {r['step_time_s_median']:.2f} s step ({share:.0%})"
+            )
     start = [b for b in ok[0].get("mb_startup_per_node") or [] if b is not None]
     steady0 = [b for b in ok[0].get("mb_per_step_per_node") or [] if b is not None]
     if len(start) > 1 and len(steady0) == len(start):
         extra = start[0] - max(start[1:])
-        why = (f"; the model's weights are {model_mb:.0f} MB, which rank 0 broadcasts to every rank once as "
-               "deepspeed.zero.Init partitions them, and node 0 also hosts the rendezvous store"
-               if model_mb else "")
-        out.append(f"start-up (rendezvous, initial weights, the first step): node 0 sent {start[0]:.0f} MB, the "
-                   f"others {max(start[1:]):.0f} MB, {extra:+.0f} MB for node 0{why}. The steps after it are even: "
-                   f"{' / '.join(f'{b:.0f}' for b in steady0)} MB per step per node.")
+        why = (
+            f"; the model's weights are {model_mb:.0f} MB, which rank 0 broadcasts to every rank once as "
+            "deepspeed.zero.Init partitions them, and node 0 also hosts the rendezvous store"
+            if model_mb
+            else ""
+        )
+        out.append(
+            f"start-up (rendezvous, initial weights, the first step): node 0 sent {start[0]:.0f} MB, the "
+            f"others {max(start[1:]):.0f} MB, {extra:+.0f} MB for node 0{why}. The steps after it are even: "
+            f"{' / '.join(f'{b:.0f}' for b in steady0)} MB per step per node."
+        )
     walls = [r["wall_s"] for r in ok if r.get("wall_s")]
     if len(walls) == len(ok):
-        out.append("wall time per cap (start-up included; DeepSpeed's ops and the tokenizer were built before the "
-                   "first one): " + ", ".join(f"{r['rate']} {r['wall_s']:.0f} s" for r in ok))
+        out.append(
+            "wall time per cap (start-up included; DeepSpeed's ops and the tokenizer were built before the "
+            "first one): " + ", ".join(f"{r['rate']} {r['wall_s']:.0f} s" for r in ok)
+        )
     fast, slow = ok[0], ok[-1]
     grow = slow["step_time_s_median"] / fast["step_time_s_median"] - 1
     if abs(grow) < 0.10:
-        out.append(f"step time {fast['rate']} -> {slow['rate']}: {grow:+.0%}. The step is compute-bound here: the "
-                   "wire time is a small share of it. A tighter cap (sim_rates = [\"10gbit\", \"100mbit\"]) or "
-                   "more bytes per step (a larger model, fp32) makes the network show.")
+        out.append(
+            f"step time {fast['rate']} -> {slow['rate']}: {grow:+.0%}. The step is compute-bound here: the "
+            'wire time is a small share of it. A tighter cap (sim_rates = ["10gbit", "100mbit"]) or '
+            "more bytes per step (a larger model, fp32) makes the network show."
+        )
     else:
-        out.append(f"step time {fast['rate']} -> {slow['rate']}: {grow:+.0%}. The network shows: ZeRO-3 moves the "
-                   "same bytes at every cap, and the tighter cap makes each step wait for them.")
+        out.append(
+            f"step time {fast['rate']} -> {slow['rate']}: {grow:+.0%}. The network shows: ZeRO-3 moves the "
+            "same bytes at every cap, and the tighter cap makes each step wait for them."
+        )
     return out
 
 
 # ---------------------------------------------------------------- chapter 06: the model against the original workshop
+
 
 def original_model(rows) -> list[str]:
     """Per multi-pod row: over or under, and for unrecorded transports which prediction the measurement is near."""
     multi = [r for r in rows if r.pods > 1]
     under = [r.label for r in multi if r.error < -0.05]
     over = [r.label for r in multi if r.error > 0.05]
-    out = [f"multi-pod rows the model under-predicts (>5% short): {', '.join(under) or 'none'}",
-           f"multi-pod rows it over-predicts (>5% long): {', '.join(over) or 'none'}"]
+    out = [
+        f"multi-pod rows the model under-predicts (>5% short): {', '.join(under) or 'none'}",
+        f"multi-pod rows it over-predicts (>5% long): {', '.join(over) or 'none'}",
+    ]
     by_run: dict[tuple, dict] = {}
     for r in multi:
         if "?" in r.label:
@@ -250,15 +318,22 @@ def original_model(rows) -> list[str]:
         if {"efa", "eni"} <= set(pair):
             m, efa, eni = pair["efa"].measured_s, pair["efa"].predicted_s, pair["eni"].predicted_s
             lo, hi = sorted((efa, eni))
-            where = ("between the EFA and ENI predictions" if lo <= m <= hi else
-                     "above both predictions (slower than even plain ENI predicts)" if m > hi else
-                     "below both predictions")
-            out.append(f"{inst}, transport not recorded: measured {m:.1f} s/step, EFA predicts {efa:.1f}, "
-                       f"ENI {eni:.1f}: {where}")
+            where = (
+                "between the EFA and ENI predictions"
+                if lo <= m <= hi
+                else "above both predictions (slower than even plain ENI predicts)"
+                if m > hi
+                else "below both predictions"
+            )
+            out.append(
+                f"{inst}, transport not recorded: measured {m:.1f} s/step, EFA predicts {efa:.1f}, "
+                f"ENI {eni:.1f}: {where}"
+            )
     return out
 
 
 # ---------------------------------------------------------------- runtimes
+
 
 class Stopwatch:
     """A chapter's own runtime, stated at its end instead of a promise written on another machine."""

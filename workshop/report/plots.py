@@ -46,6 +46,7 @@ def _save(fig, path, *, rect=None) -> Figure:
 
 # ---------------------------------------------------------------- chapter 06 (comms)
 
+
 def plot_original_prediction(rows: list[dict], path) -> Path:
     """Predicted vs measured seconds per optimizer step for every topology of the original workshop (bars side by side)."""
     fig, ax = plt.subplots(figsize=(9, 4.2))
@@ -78,8 +79,9 @@ def plot_bytes_by_stage(traffic: dict[int, dict], path) -> Path:
     return _save(fig, path)
 
 
-def plot_step_vs_bandwidth(sweep: list[BandwidthPoint], path, *,
-                           marks: dict[str, float] | None = None) -> Path:
+def plot_step_vs_bandwidth(
+    sweep: list[BandwidthPoint], path, *, marks: dict[str, float] | None = None
+) -> Path:
     """Step time against link bandwidth (log x), with the named links marked."""
     fig, ax = plt.subplots(figsize=(6.5, 4))
     ax.plot([p["gbytes_per_s"] for p in sweep], [p["step_s"] for p in sweep])
@@ -112,8 +114,15 @@ def plot_local_prediction(rows: list[dict], path, *, machine: str = "machine not
     meas = [r["measured_s"] for r in rows]
     ax.bar([x - 0.2 for x in xs], meas, 0.4, label="measured")
     ax.bar([x + 0.2 for x in xs], [r["predicted_s"] for r in rows], 0.4, label="model")
-    ax.errorbar([x + 0.2 for x in xs], meas, yerr=[0.2 * m for m in meas], fmt="none", ecolor="grey",
-                capsize=4, label="measured +-20%")
+    ax.errorbar(
+        [x + 0.2 for x in xs],
+        meas,
+        yerr=[0.2 * m for m in meas],
+        fmt="none",
+        ecolor="grey",
+        capsize=4,
+        label="measured +-20%",
+    )
     ax.set_xticks(list(xs), [r["label"] for r in rows], rotation=20, ha="right", fontsize=8)
     ax.set_ylabel("seconds per optimizer step")
     ax.set_title(f"ZeRO-3 over gloo, model vs measurement\nmeasured on {machine}", fontsize=9)
@@ -122,6 +131,7 @@ def plot_local_prediction(rows: list[dict], path, *, machine: str = "machine not
 
 
 # ---------------------------------------------------------------- chapter 01 (AMX, instance selection)
+
 
 def plot_gemm_tflops(results: list[GemmCell], peaks: dict, path, *, machine: str = "") -> Path:
     """bf16 vs fp32 GEMM TFLOPS by size (median bar, best-worst whisker) at each thread count, with peak lines.
@@ -143,13 +153,17 @@ def plot_gemm_tflops(results: list[GemmCell], peaks: dict, path, *, machine: str
             lo = [cells[s]["median_tflops"] - cells[s]["worst_tflops"] for s in sizes if s in cells]
             hi = [cells[s]["best_tflops"] - cells[s]["median_tflops"] for s in sizes if s in cells]
             ax.bar(xs, med, 0.38, yerr=[lo, hi], capsize=3, color=colors[dtype], label=f"{dtype} (median)")
-        merged: dict[float, list[str]] = {}  # equal peaks (no native bf16: bf16 peak = fp32 peak) share one line
+        merged: dict[
+            float, list[str]
+        ] = {}  # equal peaks (no native bf16: bf16 peak = fp32 peak) share one line
         for label, value in (peaks.get(t) or peaks.get(str(t)) or {}).items():
             if value:
                 merged.setdefault(value, []).append(label)
         for k, (label, value) in enumerate((" = ".join(ls), v) for v, ls in merged.items()):
             ax.axhline(value, ls=("--", ":", "-.")[k % 3], color="0.3", lw=1)
-            ax.annotate(f"{label}: {value:.2f}", (len(sizes) - 0.5, value), ha="right", va="bottom", fontsize=7)
+            ax.annotate(
+                f"{label}: {value:.2f}", (len(sizes) - 0.5, value), ha="right", va="bottom", fontsize=7
+            )
         ax.set_xticks(range(len(sizes)), [f"{s}" for s in sizes])
         ax.set_xlabel("n (n x n GEMM)")
         ax.set_title(f"{t} thread(s): peaks of {t} core(s)")
@@ -157,7 +171,10 @@ def plot_gemm_tflops(results: list[GemmCell], peaks: dict, path, *, machine: str
     axes[0][0].set_ylabel("TFLOPS (log)")
     handles, labels = axes[0][0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="lower center", ncol=2, fontsize=8, frameon=False)
-    fig.suptitle("GEMM throughput vs theoretical peak (whiskers: best and worst repeat)" + (f"\n{machine}" if machine else ""))
+    fig.suptitle(
+        "GEMM throughput vs theoretical peak (whiskers: best and worst repeat)"
+        + (f"\n{machine}" if machine else "")
+    )
     return _save(fig, path, rect=(0, 0.06, 1, 1))
 
 
@@ -168,7 +185,9 @@ def plot_memory_stages(rows: list[StageRow], path) -> Path:
     ax.bar([x - 0.2 for x in xs], [r["plan_gib"] for r in rows], 0.4, label="planner")
     seed = [(x, v) for x, r in zip(xs, rows) if (v := r.get("original_gib")) is not None]
     ax.bar([x + 0.2 for x, _ in seed], [v for _, v in seed], 0.4, label="original workshop (measured)")
-    labels = [textwrap.fill(r["stage"].replace("After ", "").replace("initializing", "init"), 24) for r in rows]
+    labels = [
+        textwrap.fill(r["stage"].replace("After ", "").replace("initializing", "init"), 24) for r in rows
+    ]
     ax.set_xticks(list(xs), labels, rotation=30, ha="right", fontsize=8)  # wrapped, never cut
     ax.set_ylabel("GiB per rank")
     ax.set_title("Llama-3-8B, ZeRO-3 + offload, 4 ranks: planner vs the original workshop's log")
@@ -177,6 +196,7 @@ def plot_memory_stages(rows: list[StageRow], path) -> Path:
 
 
 # ---------------------------------------------------------------- chapter 04 (training)
+
 
 def plot_training(steps: list[dict], path, title: str = "ZeRO-3 training on CPU (gloo)") -> Path:
     """Loss and useful tokens/s per optimizer step, side by side."""
@@ -208,6 +228,7 @@ def plot_thread_comparison(rows: list[dict], path, *, machine: str = "") -> Path
 
 # ---------------------------------------------------------------- chapter 05 (multi-node, netsim)
 
+
 def plot_netsim(rows: list[dict], path, *, machine: str = "") -> Path:
     """Per rate cap: median step time (left) and MB each simulated node sent (right), from netsim's table."""
     fig, (a, b) = plt.subplots(1, 2, figsize=(9, 3.6))
@@ -235,8 +256,10 @@ def plot_netsim(rows: list[dict], path, *, machine: str = "") -> Path:
 
 # ---------------------------------------------------------------- chapter 03 (sharded loading)
 
-def plot_loading_peaks(rows: Sequence[Mapping[str, Any]], path, *,
-                       title: str = "Peak RSS while loading, per rank") -> Path:
+
+def plot_loading_peaks(
+    rows: Sequence[Mapping[str, Any]], path, *, title: str = "Peak RSS while loading, per rank"
+) -> Path:
     """Peak RSS per method and world size, one bar per rank (anon solid, file-backed hatched on top)."""
     groups: dict[tuple[str, int], list[Mapping[str, Any]]] = {}
     for r in rows:
@@ -252,15 +275,34 @@ def plot_loading_peaks(rows: Sequence[Mapping[str, Any]], path, *,
             anon = r.get("peak_anon_gb", r["peak_rss_gb"])
             ax.bar(pos, anon, width * 0.95, color=f"C{j}", label=None if j in named else f"rank {j}")
             named.add(j)
-            ax.bar(pos, r["peak_rss_gb"] - anon, width * 0.95, bottom=anon, color=f"C{j}", alpha=0.4,
-                   hatch="//", edgecolor="white")
+            ax.bar(
+                pos,
+                r["peak_rss_gb"] - anon,
+                width * 0.95,
+                bottom=anon,
+                color=f"C{j}",
+                alpha=0.4,
+                hatch="//",
+                edgecolor="white",
+            )
             if r.get("plan_load_gb") is not None:
-                ax.plot([pos - width / 2, pos + width / 2], [r["plan_load_gb"]] * 2, color="black", lw=1.5,
-                        label=None if "plan" in named else "planner (measured baseline)")
+                ax.plot(
+                    [pos - width / 2, pos + width / 2],
+                    [r["plan_load_gb"]] * 2,
+                    color="black",
+                    lw=1.5,
+                    label=None if "plan" in named else "planner (measured baseline)",
+                )
                 named.add("plan")
             if r.get("used_rss_gb") is not None:
-                ax.plot(pos, r["used_rss_gb"], marker="x", color="black", ls="none",
-                        label=None if "used" in named else "after every weight is read once")
+                ax.plot(
+                    pos,
+                    r["used_rss_gb"],
+                    marker="x",
+                    color="black",
+                    ls="none",
+                    label=None if "used" in named else "after every weight is read once",
+                )
                 named.add("used")
         labels.append((x, f"{method}\nN={n}"))
         x += 1.0
@@ -274,6 +316,7 @@ def plot_loading_peaks(rows: Sequence[Mapping[str, Any]], path, *,
 
 # ---------------------------------------------------------------- benchmarks (workshop bench)
 
+
 def plot_bench_recipes(bars: list[dict], path, *, machine: str = "") -> Path:
     """Median useful tokens/s per training variant (log scale) with min-max whiskers over interleaved runs.
 
@@ -282,20 +325,30 @@ def plot_bench_recipes(bars: list[dict], path, *, machine: str = "") -> Path:
     fig, ax = plt.subplots(figsize=(7.5, 3.8))
     xs = range(len(bars))
     med = [b["median"] for b in bars]
-    ax.bar(xs, med, 0.6, color=[f"C{i}" for i in xs],
-           yerr=[[b["median"] - b["min"] for b in bars], [b["max"] - b["median"] for b in bars]], capsize=4)
+    ax.bar(
+        xs,
+        med,
+        0.6,
+        color=[f"C{i}" for i in xs],
+        yerr=[[b["median"] - b["min"] for b in bars], [b["max"] - b["median"] for b in bars]],
+        capsize=4,
+    )
     for x, b in zip(xs, bars):
         ax.annotate(f"{b['median']:.0f}", (x, b["max"]), ha="center", va="bottom", fontsize=8)
     ax.set_xticks(list(xs), [b["label"] for b in bars], fontsize=8)
     ax.set_yscale("log")
     ax.set_ylabel("useful tokens / s (median, log)")
-    ax.set_title("Same model, same corpus, same steps, 2 ranks (whiskers: min-max over runs)"
-                 + (f"\nmeasured on {machine}" if machine else ""), fontsize=9)
+    ax.set_title(
+        "Same model, same corpus, same steps, 2 ranks (whiskers: min-max over runs)"
+        + (f"\nmeasured on {machine}" if machine else ""),
+        fontsize=9,
+    )
     return _save(fig, path)
 
 
-def plot_ceiling(rows: Sequence[Mapping[str, Any]], path, *,
-                 title: str = "training step vs this machine's GEMM ceiling") -> Path:
+def plot_ceiling(
+    rows: Sequence[Mapping[str, Any]], path, *, title: str = "training step vs this machine's GEMM ceiling"
+) -> Path:
     """Per lever: the step's model-FLOP rate as % of the same cores' GEMM ceiling (left) and its effect on
     tokens/s against its base (right); whiskers are min-max over interleaved rounds.
 
@@ -306,20 +359,38 @@ def plot_ceiling(rows: Sequence[Mapping[str, Any]], path, *,
     pct = [r["pct_of_ceiling"] for r in rows]
     # a lever in another precision (fp32 where the recipe is bf16) is % of ITS ceiling: hatched, and said so
     other = [bool(r.get("ceiling_of")) for r in rows]
-    bars = ax1.barh(ys, pct, 0.6, color=["0.75" if o else "tab:blue" for o in other],
-                    xerr=[[p - r["pct_range"][0] for p, r in zip(pct, rows)],
-                          [r["pct_range"][1] - p for p, r in zip(pct, rows)]], capsize=3)
+    bars = ax1.barh(
+        ys,
+        pct,
+        0.6,
+        color=["0.75" if o else "tab:blue" for o in other],
+        xerr=[
+            [p - r["pct_range"][0] for p, r in zip(pct, rows)],
+            [r["pct_range"][1] - p for p, r in zip(pct, rows)],
+        ],
+        capsize=3,
+    )
     for bar, o in zip(bars, other):
         if o:
             bar.set(hatch="//", edgecolor="0.4")
-    ax1.set_yticks(ys, [r["label"] + (f"\n(of the {r['ceiling_of']})" if r.get("ceiling_of") else "") for r in rows],
-                   fontsize=8)
+    ax1.set_yticks(
+        ys,
+        [r["label"] + (f"\n(of the {r['ceiling_of']})" if r.get("ceiling_of") else "") for r in rows],
+        fontsize=8,
+    )
     ax1.set_xlabel("step model FLOP/s, % of GEMM ceiling")
     eff = [r["effect"] or 1.0 for r in rows]
     lo = [e - (r["effect_range"] or (e, e))[0] for e, r in zip(eff, rows)]
     hi = [(r["effect_range"] or (e, e))[1] - e for e, r in zip(eff, rows)]
-    ax2.barh(ys, [e - 1 for e in eff], 0.6, left=1, xerr=[lo, hi], capsize=3,
-             color=["tab:green" if e >= 1 else "tab:red" for e in eff])
+    ax2.barh(
+        ys,
+        [e - 1 for e in eff],
+        0.6,
+        left=1,
+        xerr=[lo, hi],
+        capsize=3,
+        color=["tab:green" if e >= 1 else "tab:red" for e in eff],
+    )
     ax2.axvline(1, color="0.3", lw=1)
     left = min([1.0] + [e - d for e, d in zip(eff, lo)])
     right = max([1.0] + [e + d for e, d in zip(eff, hi)])
@@ -332,8 +403,14 @@ def plot_ceiling(rows: Sequence[Mapping[str, Any]], path, *,
 
 # ---------------------------------------------------------------- chapter 02 (Karpenter)
 
-def plot_pool_admission(rows: list[dict], path, *, need_gib: float | None = None,
-                        title: str = "Which instance types each NodePool may launch") -> Path:
+
+def plot_pool_admission(
+    rows: list[dict],
+    path,
+    *,
+    need_gib: float | None = None,
+    title: str = "Which instance types each NodePool may launch",
+) -> Path:
     """vCPUs vs memory of every candidate type, marked by which pool admits it (the plan's memory as a line).
 
     rows: dicts with instance_type, vcpus, memory_gib, workbook (bool), original (bool): the original workshop's pool.
@@ -341,22 +418,40 @@ def plot_pool_admission(rows: list[dict], path, *, need_gib: float | None = None
     fig, ax = plt.subplots(figsize=(8.5, 4.6))
     # drawn bottom to top; hollow rings stay visible where two types share vCPUs and memory (48xlarge / metal)
     styles: list[tuple[str, Callable[[dict], bool], dict[str, Any]]] = [  # (legend, rows, scatter kwargs)
-        ("neither", lambda r: not r["original"] and not r["workbook"],
-         {"c": "lightgray", "marker": ".", "s": 40}),
-        ("original workshop's pool only", lambda r: r["original"] and not r["workbook"],
-         {"c": "tab:red", "marker": "x", "s": 40}),
-        ("workbook pool only", lambda r: r["workbook"] and not r["original"],
-         {"facecolors": "none", "edgecolors": "tab:blue", "marker": "o", "s": 140, "linewidths": 1.5}),
-        ("both pools", lambda r: r["workbook"] and r["original"], {"c": "tab:green", "marker": "o", "s": 35})]
+        (
+            "neither",
+            lambda r: not r["original"] and not r["workbook"],
+            {"c": "lightgray", "marker": ".", "s": 40},
+        ),
+        (
+            "original workshop's pool only",
+            lambda r: r["original"] and not r["workbook"],
+            {"c": "tab:red", "marker": "x", "s": 40},
+        ),
+        (
+            "workbook pool only",
+            lambda r: r["workbook"] and not r["original"],
+            {"facecolors": "none", "edgecolors": "tab:blue", "marker": "o", "s": 140, "linewidths": 1.5},
+        ),
+        ("both pools", lambda r: r["workbook"] and r["original"], {"c": "tab:green", "marker": "o", "s": 35}),
+    ]
     for label, pick, style in styles:
         sel = [r for r in rows if pick(r)]
         if sel:
-            ax.scatter([r["vcpus"] for r in sel], [r["memory_gib"] for r in sel], label=f"{label} ({len(sel)})",
-                       **style)
+            ax.scatter(
+                [r["vcpus"] for r in sel],
+                [r["memory_gib"] for r in sel],
+                label=f"{label} ({len(sel)})",
+                **style,
+            )
     if need_gib:
         ax.axhline(need_gib, ls="--", c="k", lw=1)
-        ax.annotate(f"memory one node needs: {need_gib:.0f} GiB", (min(r["vcpus"] for r in rows), need_gib),
-                    va="bottom", fontsize=8)
+        ax.annotate(
+            f"memory one node needs: {need_gib:.0f} GiB",
+            (min(r["vcpus"] for r in rows), need_gib),
+            va="bottom",
+            fontsize=8,
+        )
     ax.set_xscale("log", base=2)
     ax.set_yscale("log", base=2)
     ax.set_xlabel("vCPUs")

@@ -27,14 +27,19 @@ DESCRIPTION = "The ONE training entry point: `python -m workshop.train` (== `wor
 PRECISIONS = ("auto", "bf16", "fp32")
 ENGINES = ("deepspeed", "ddp")
 BACKENDS = ("auto", "gloo", "nccl")
-ATTENTIONS = ("sdpa", "eager")  # transformers' attn_implementation: fused scaled_dot_product_attention, or plain matmuls
+ATTENTIONS = (
+    "sdpa",
+    "eager",
+)  # transformers' attn_implementation: fused scaled_dot_product_attention, or plain matmuls
 # How long a rank may wait in one collective before the process group gives up (gloo raises, NCCL's watchdog
 # aborts). 10 minutes is DeepSpeed's own default (deepspeed.constants.default_pg_timeout) and plenty for the
 # lessons, where every collective takes seconds. The EKS jobs render a larger value (workshop.k8s.trainjob
 # JOB_SETTINGS): ranks there wait in a collective for another rank's hub download, for rank 0 writing the
 # gathered 16-bit model, and for a ~100 GiB checkpoint to reach FSx.
 DIST_TIMEOUT_MIN = 10
-DIST_TIMEOUT_MAX_MIN = 7 * 24 * 60  # a week: beyond it a timeout only hides a hang (and overflows timedelta near 1e12)
+DIST_TIMEOUT_MAX_MIN = (
+    7 * 24 * 60
+)  # a week: beyond it a timeout only hides a hang (and overflows timedelta near 1e12)
 
 
 def _json_object(text: str) -> dict:
@@ -43,7 +48,9 @@ def _json_object(text: str) -> dict:
     except json.JSONDecodeError as e:
         raise argparse.ArgumentTypeError(f"malformed JSON {text!r}: {e.msg} at column {e.colno}") from None
     if not isinstance(value, dict):
-        raise argparse.ArgumentTypeError(f"expected a JSON object such as '{{\"overlap_comm\": true}}', got {text!r}")
+        raise argparse.ArgumentTypeError(
+            f"expected a JSON object such as '{{\"overlap_comm\": true}}', got {text!r}"
+        )
     return value
 
 
@@ -63,12 +70,18 @@ class TrainArgs:
     # bf16 where the hardware has native bf16 math, else fp32 (hardware.resolve_precision)
     precision: str = arg("auto", "auto (bf16 on GPUs and CPUs with AMX/AVX512_BF16, else fp32) | bf16 | fp32")
     master_weights: bool = arg(  # DDP + bf16: bf16 weights, fp32 masters in the optimizer, no autocast
-        False, "bf16 only: keep the model in bf16 and fp32 master copies in the optimizer, no autocast "
-               "(DDP then all-reduces bf16 gradients); DeepSpeed's bf16 mode always works this way")
+        False,
+        "bf16 only: keep the model in bf16 and fp32 master copies in the optimizer, no autocast "
+        "(DDP then all-reduces bf16 gradients); DeepSpeed's bf16 mode always works this way",
+    )
     engine: str = arg("deepspeed", "deepspeed | ddp")
-    allreduce: str = arg(  # DDP's gradient all-reduce: shm on one host, else the backend's (workshop.train.shm)
-        "auto", "DDP's gradient all-reduce: auto (DeepSpeed's shared-memory kernel when every rank is on "
-                "this host, else the backend's) | shm | backend")
+    allreduce: str = (
+        arg(  # DDP's gradient all-reduce: shm on one host, else the backend's (workshop.train.shm)
+            "auto",
+            "DDP's gradient all-reduce: auto (DeepSpeed's shared-memory kernel when every rank is on "
+            "this host, else the backend's) | shm | backend",
+        )
+    )
     ddp_bucket_mb: int | None = arg(None, "DDP's gradient bucket size (default 25)")  # torch's default: 25 MB
     zero_stage: int = arg(3)
     offload_optimizer: bool = arg(False)
@@ -89,20 +102,28 @@ class TrainArgs:
     compile: bool = arg(False, "torch.compile the model (Inductor)")
     attn_implementation: str = arg("sdpa", " | ".join(ATTENTIONS))
     pin_cores: bool = arg(  # pin each rank to its own `threads` cores (launch.rank_cores)
-        False, "pin each rank to its own --threads cores (os.sched_setaffinity, before torch starts)")
+        False, "pin each rank to its own --threads cores (os.sched_setaffinity, before torch starts)"
+    )
     extra_ds: dict = field(default_factory=dict, metadata={"help": "JSON merged into zero_optimization"})
-    max_grad_jump: float = arg(1e3, "stop when a step's grad norm exceeds this many times the median so far "
-                                    "(0: off); a non-finite loss or a loss of exactly 0 always stops the run")
+    max_grad_jump: float = arg(
+        1e3,
+        "stop when a step's grad norm exceeds this many times the median so far "
+        "(0: off); a non-finite loss or a loss of exactly 0 always stops the run",
+    )
     save_model: bool = arg(  # gather the final weights (16-bit from ZeRO-3) into <output-dir>/final
-        False, "save the final model (ZeRO-3: 16-bit weights gathered on rank 0) to <output-dir>/final")
+        False, "save the final model (ZeRO-3: 16-bit weights gathered on rank 0) to <output-dir>/final"
+    )
     save_total_limit: int | None = arg(None, "keep only the newest N checkpoints")
     sync_to: str | None = arg(  # s3://bucket/prefix: upload every checkpoint and the final model there
-        None, "s3://bucket/prefix: upload checkpoints and the final model (credentials: IRSA / AWS chain)")
+        None, "s3://bucket/prefix: upload checkpoints and the final model (credentials: IRSA / AWS chain)"
+    )
     dist_timeout_min: float = arg(  # the process group's collective timeout, minutes (see DIST_TIMEOUT_MIN)
-        DIST_TIMEOUT_MIN, "minutes a rank may wait in one collective before the process group fails the run "
-                          "(gloo and NCCL; replaces DeepSpeed's DEEPSPEED_TIMEOUT). 10 = DeepSpeed's default, "
-                          "ample for the lessons; the EKS jobs use 60: ranks wait there for another rank's hub "
-                          "download, the 16-bit gather at save and a first checkpoint to FSx")
+        DIST_TIMEOUT_MIN,
+        "minutes a rank may wait in one collective before the process group fails the run "
+        "(gloo and NCCL; replaces DeepSpeed's DEEPSPEED_TIMEOUT). 10 = DeepSpeed's default, "
+        "ample for the lessons; the EKS jobs use 60: ranks wait there for another rank's hub "
+        "download, the 16-bit gather at save and a first checkpoint to FSx",
+    )
 
     def to_argv(self) -> list[str]:
         """The command-line form of these arguments (what torchrun or a TrainJob passes to the entry point):
@@ -130,26 +151,39 @@ class TrainArgs:
         check_choice("zero stage", self.zero_stage, (0, 1, 2, 3))
         check_choice("attn-implementation", self.attn_implementation, ATTENTIONS)
         if self.master_weights and self.precision == "fp32":
-            raise WorkshopError("--master-weights keeps the weights in bf16 (fp32 copies in the optimizer); it needs "
-                                "--precision bf16 or auto, got fp32")
+            raise WorkshopError(
+                "--master-weights keeps the weights in bf16 (fp32 copies in the optimizer); it needs "
+                "--precision bf16 or auto, got fp32"
+            )
         if self.offload_param and self.zero_stage != 3:
             raise WorkshopError(f"--offload-param needs --zero-stage 3, got {self.zero_stage}")
         if self.engine == "ddp" and (self.offload_param or self.offload_optimizer):
             raise WorkshopError("offload flags need --engine deepspeed (DDP keeps everything on each rank)")
-        if resolve_source(self.model).kind == "local":  # preset, local directory or hub id; else names all three
-            read_json(Path(self.model).expanduser() / "config.json", "--model", "a checkpoint folder's config.json")
+        if (
+            resolve_source(self.model).kind == "local"
+        ):  # preset, local directory or hub id; else names all three
+            read_json(
+                Path(self.model).expanduser() / "config.json", "--model", "a checkpoint folder's config.json"
+            )
         context = PRESETS[self.model].config.get("max_position_embeddings") if self.model in PRESETS else None
         if context and self.seq_len > context:
-            raise WorkshopError(f"seq-len {self.seq_len} is longer than {self.model}'s context of {context} tokens; "
-                                f"allowed: 1..{context}")
+            raise WorkshopError(
+                f"seq-len {self.seq_len} is longer than {self.model}'s context of {context} tokens; "
+                f"allowed: 1..{context}"
+            )
         if not isinstance(self.extra_ds, dict):
-            raise WorkshopError(f"extra-ds must be a JSON object such as '{{\"overlap_comm\": true}}', "
-                                f"got {self.extra_ds!r}")
+            raise WorkshopError(
+                f"extra-ds must be a JSON object such as '{{\"overlap_comm\": true}}', got {self.extra_ds!r}"
+            )
         self._check_places()
-        required = ["torch", "transformers", "datasets", "accelerate"] + (["deepspeed"] if self.engine == "deepspeed" else [])
+        required = ["torch", "transformers", "datasets", "accelerate"] + (
+            ["deepspeed"] if self.engine == "deepspeed" else []
+        )
         missing = [m for m in required if importlib.util.find_spec(m) is None]
         if missing:
-            raise WorkshopError(f"missing packages: {', '.join(missing)}; install the workbook with `pip install -e .`")
+            raise WorkshopError(
+                f"missing packages: {', '.join(missing)}; install the workbook with `pip install -e .`"
+            )
         check_choice("--optimizer", self.optimizer, optimizer_names())
 
     def _check_numbers(self) -> None:
@@ -159,8 +193,10 @@ class TrainArgs:
         check_positive("max-grad-jump", self.max_grad_jump, allow_zero=True)
         check_positive("dist-timeout-min", self.dist_timeout_min)
         if not self.dist_timeout_min <= DIST_TIMEOUT_MAX_MIN:  # inf too
-            raise WorkshopError(f"dist-timeout-min {self.dist_timeout_min!r} is longer than a week; allowed: "
-                                f"minutes > 0 and <= {DIST_TIMEOUT_MAX_MIN}")
+            raise WorkshopError(
+                f"dist-timeout-min {self.dist_timeout_min!r} is longer than a week; allowed: "
+                f"minutes > 0 and <= {DIST_TIMEOUT_MAX_MIN}"
+            )
         for name in ("min_chars", "save_steps", "seed"):
             check_positive(name.replace("_", "-"), getattr(self, name), allow_zero=True)
         if self.threads is not None:
@@ -178,9 +214,16 @@ class TrainArgs:
             check_positive("save-total-limit", self.save_total_limit)
         if self.sync_to is not None:
             parse_s3_uri(self.sync_to)
-        if self.dataset not in ("local", "wikitext"):  # its head: a folder, an empty or a binary file fail here
-            read_text(self.dataset, "--dataset", "'local', 'wikitext' or a UTF-8 text file, one sample a line",
-                      limit=1 << 16)
+        if self.dataset not in (
+            "local",
+            "wikitext",
+        ):  # its head: a folder, an empty or a binary file fail here
+            read_text(
+                self.dataset,
+                "--dataset",
+                "'local', 'wikitext' or a UTF-8 text file, one sample a line",
+                limit=1 << 16,
+            )
 
 
 def optimizer_names() -> list[str]:
@@ -194,14 +237,23 @@ def optimizer_names() -> list[str]:
 def _check_resumable(out: Path) -> None:
     """--resume continues from the newest checkpoint-N in --output-dir: refuse one that cannot be resumed
     (a run killed while saving leaves a folder without trainer_state.json) before any rank starts."""
-    found = sorted((p for p in out.glob("checkpoint-*") if re.fullmatch(r"checkpoint-\d+", p.name)),
-                   key=lambda p: int(p.name.split("-")[1])) if out.is_dir() else []
+    found = (
+        sorted(
+            (p for p in out.glob("checkpoint-*") if re.fullmatch(r"checkpoint-\d+", p.name)),
+            key=lambda p: int(p.name.split("-")[1]),
+        )
+        if out.is_dir()
+        else []
+    )
     if found and not (found[-1] / "trainer_state.json").is_file():
-        raise WorkshopError(f"cannot resume from {found[-1]}: it has no trainer_state.json (a save that was cut "
-                            f"short?); delete that folder to resume from {found[-2].name if len(found) > 1 else 'scratch'}")
+        raise WorkshopError(
+            f"cannot resume from {found[-1]}: it has no trainer_state.json (a save that was cut "
+            f"short?); delete that folder to resume from {found[-2].name if len(found) > 1 else 'scratch'}"
+        )
 
 
 # ---------------------------------------------------------------- the command line, derived from the fields
+
 
 def _flag(name: str) -> str:
     return "--" + name.replace("_", "-")
@@ -218,8 +270,9 @@ def _kind(hint) -> type:
     union = typing.get_origin(hint) in (typing.Union, types.UnionType)
     kinds = [k for k in typing.get_args(hint) if k is not type(None)] if union else [hint]
     if len(kinds) != 1 or kinds[0] not in (str, int, float, bool, dict):
-        raise TypeError(f"TrainArgs: no command-line form for the type {hint!r}; "
-                        "use str, int, float, bool or dict")
+        raise TypeError(
+            f"TrainArgs: no command-line form for the type {hint!r}; use str, int, float, bool or dict"
+        )
     return kinds[0]
 
 
@@ -239,8 +292,9 @@ def _argument(f: dataclasses.Field, hint) -> dict:
 
 def build_parser() -> argparse.ArgumentParser:
     """`python -m workshop.train`'s parser: one flag per TrainArgs field, in declaration order."""
-    p = argparse.ArgumentParser(prog=PROG, description=DESCRIPTION,
-                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog=PROG, description=DESCRIPTION, formatter_class=argparse.ArgumentDefaultsHelpFormatter
+    )
     hints = typing.get_type_hints(TrainArgs)
     for f in fields(TrainArgs):
         p.add_argument(_flag(f.name), **_argument(f, hints[f.name]))

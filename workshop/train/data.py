@@ -19,16 +19,93 @@ from workshop.errors import WorkshopError, check_positive
 
 # Standard-library modules whose docstrings make a stable, paragraph-rich English corpus.
 CORPUS_MODULES = (
-    "argparse", "asyncio", "base64", "bisect", "calendar", "collections", "concurrent.futures", "configparser",
-    "contextlib", "copy", "csv", "dataclasses", "datetime", "decimal", "difflib", "email", "enum", "fractions",
-    "functools", "gettext", "glob", "gzip", "hashlib", "heapq", "hmac", "html", "http.client", "http.server",
-    "imaplib", "io", "ipaddress", "itertools", "json", "logging", "mailbox", "mimetypes",
-    "multiprocessing", "numbers", "operator", "optparse", "os", "pathlib", "pdb", "pickle", "pkgutil",
-    "platform", "plistlib", "pprint", "queue", "random", "re", "sched", "secrets", "selectors", "shelve",
-    "shlex", "shutil", "signal", "smtplib", "socket", "socketserver", "sqlite3", "ssl", "statistics", "string",
-    "struct", "subprocess", "tarfile", "tempfile", "textwrap", "threading", "timeit", "tokenize", "trace",
-    "traceback", "turtle", "unittest", "urllib.parse", "urllib.request", "uuid", "warnings",
-    "wave", "weakref", "xml.dom.minidom", "xml.etree.ElementTree", "zipfile", "zoneinfo",
+    "argparse",
+    "asyncio",
+    "base64",
+    "bisect",
+    "calendar",
+    "collections",
+    "concurrent.futures",
+    "configparser",
+    "contextlib",
+    "copy",
+    "csv",
+    "dataclasses",
+    "datetime",
+    "decimal",
+    "difflib",
+    "email",
+    "enum",
+    "fractions",
+    "functools",
+    "gettext",
+    "glob",
+    "gzip",
+    "hashlib",
+    "heapq",
+    "hmac",
+    "html",
+    "http.client",
+    "http.server",
+    "imaplib",
+    "io",
+    "ipaddress",
+    "itertools",
+    "json",
+    "logging",
+    "mailbox",
+    "mimetypes",
+    "multiprocessing",
+    "numbers",
+    "operator",
+    "optparse",
+    "os",
+    "pathlib",
+    "pdb",
+    "pickle",
+    "pkgutil",
+    "platform",
+    "plistlib",
+    "pprint",
+    "queue",
+    "random",
+    "re",
+    "sched",
+    "secrets",
+    "selectors",
+    "shelve",
+    "shlex",
+    "shutil",
+    "signal",
+    "smtplib",
+    "socket",
+    "socketserver",
+    "sqlite3",
+    "ssl",
+    "statistics",
+    "string",
+    "struct",
+    "subprocess",
+    "tarfile",
+    "tempfile",
+    "textwrap",
+    "threading",
+    "timeit",
+    "tokenize",
+    "trace",
+    "traceback",
+    "turtle",
+    "unittest",
+    "urllib.parse",
+    "urllib.request",
+    "uuid",
+    "warnings",
+    "wave",
+    "weakref",
+    "xml.dom.minidom",
+    "xml.etree.ElementTree",
+    "zipfile",
+    "zoneinfo",
 )
 SPECIAL_TOKENS = {"bos_token": "<|begin_of_text|>", "eos_token": "<|end_of_text|>", "pad_token": "<|pad|>"}
 
@@ -40,12 +117,21 @@ def _docstrings(module_name: str):
         return
     seen = set()
     # only objects defined in the module itself: re-exports vary with what else was imported first
-    objs = [module] + [obj for _, obj in sorted(vars(module).items())
-                       if (inspect.isclass(obj) or inspect.isfunction(obj)) and obj.__module__ == module.__name__]
+    objs = [module] + [
+        obj
+        for _, obj in sorted(vars(module).items())
+        if (inspect.isclass(obj) or inspect.isfunction(obj)) and obj.__module__ == module.__name__
+    ]
     for obj in objs:
-        members = [obj] + ([m for _, m in sorted(vars(obj).items())
-                            if inspect.isfunction(m) and m.__module__ == module.__name__]
-                           if inspect.isclass(obj) else [])
+        members = [obj] + (
+            [
+                m
+                for _, m in sorted(vars(obj).items())
+                if inspect.isfunction(m) and m.__module__ == module.__name__
+            ]
+            if inspect.isclass(obj)
+            else []
+        )
         for member in members:
             doc = inspect.getdoc(member)
             if doc and doc not in seen:
@@ -94,8 +180,12 @@ def train_tokenizer(corpus: str | Path, out_dir: str | Path, vocab_size: int = 8
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=list(SPECIAL_TOKENS.values()),
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=list(SPECIAL_TOKENS.values()),
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
     tok.train([str(corpus)], trainer)
     hf = PreTrainedTokenizerFast(tokenizer_object=tok, **SPECIAL_TOKENS)
     hf.save_pretrained(str(out_dir))
@@ -136,7 +226,9 @@ def load_text(dataset: str, cache_dir: str | Path):
     path = build_corpus(Path(cache_dir) / "corpus.txt") if dataset == "local" else Path(dataset)
     if not path.is_file():
         raise WorkshopError(f"dataset {dataset!r} is not 'local', 'wikitext' or an existing text file")
-    return load_dataset("text", data_files=str(path), split="train", cache_dir=str(Path(cache_dir) / "hf-datasets"))
+    return load_dataset(
+        "text", data_files=str(path), split="train", cache_dir=str(Path(cache_dir) / "hf-datasets")
+    )
 
 
 def tokenize_dataset(ds, tokenizer, *, seq_len: int, packing: bool = True, min_chars: int = 1):
@@ -147,13 +239,19 @@ def tokenize_dataset(ds, tokenizer, *, seq_len: int, packing: bool = True, min_c
     useful-token count ignore them.
     """
     check_positive("seq_len", seq_len)
-    ds = ds.filter(lambda ex: len(ex["text"].strip()) > min_chars - 1 if min_chars > 1 else bool(ex["text"].strip()))
+    ds = ds.filter(
+        lambda ex: len(ex["text"].strip()) > min_chars - 1 if min_chars > 1 else bool(ex["text"].strip())
+    )
     if not packing:
+
         def pad(batch):
             enc = tokenizer(batch["text"], truncation=True, max_length=seq_len, padding="max_length")
-            enc["labels"] = [[t if m else -100 for t, m in zip(ids, mask)]
-                             for ids, mask in zip(enc["input_ids"], enc["attention_mask"])]
+            enc["labels"] = [
+                [t if m else -100 for t, m in zip(ids, mask)]
+                for ids, mask in zip(enc["input_ids"], enc["attention_mask"])
+            ]
             return enc
+
         return ds.map(pad, batched=True, remove_columns=ds.column_names)
 
     eos = tokenizer.eos_token_id
@@ -161,10 +259,12 @@ def tokenize_dataset(ds, tokenizer, *, seq_len: int, packing: bool = True, min_c
     def pack(batch):
         ids = [t for text in batch["text"] for t in tokenizer(text)["input_ids"] + [eos]]
         n = len(ids) // seq_len * seq_len
-        blocks = [ids[i:i + seq_len] for i in range(0, n, seq_len)]
+        blocks = [ids[i : i + seq_len] for i in range(0, n, seq_len)]
         return {"input_ids": blocks, "attention_mask": [[1] * seq_len for _ in blocks], "labels": blocks}
 
     out = ds.map(pack, batched=True, batch_size=1000, remove_columns=ds.column_names)
     if len(out) == 0:
-        raise WorkshopError(f"no {seq_len}-token block could be packed from the dataset; use a smaller --seq-len")
+        raise WorkshopError(
+            f"no {seq_len}-token block could be packed from the dataset; use a smaller --seq-len"
+        )
     return out

@@ -14,7 +14,9 @@ def ds_config(args: TrainArgs) -> dict:
         zero["offload_optimizer"] = {"device": "cpu"}
     if args.offload_param:
         zero["offload_param"] = {"device": "cpu"}
-    if args.zero_stage == 3:  # save_model() then writes whole 16-bit weights (from_pretrained-loadable), not shards
+    if (
+        args.zero_stage == 3
+    ):  # save_model() then writes whole 16-bit weights (from_pretrained-loadable), not shards
         zero["stage3_gather_16bit_weights_on_model_save"] = True
     zero.update(args.extra_ds)
     cfg = {
@@ -29,8 +31,10 @@ def ds_config(args: TrainArgs) -> dict:
     }
     if args.offload_optimizer:
         # ZeRO-Offload needs DeepSpeed's own CPU Adam (a C++ op, built once and cached).
-        cfg["optimizer"] = {"type": "AdamW", "params": {"lr": "auto", "betas": "auto", "eps": "auto",
-                                                         "weight_decay": "auto"}}
+        cfg["optimizer"] = {
+            "type": "AdamW",
+            "params": {"lr": "auto", "betas": "auto", "eps": "auto", "weight_decay": "auto"},
+        }
     else:
         cfg["zero_allow_untested_optimizer"] = True
     if args.sync_to:  # no shared filesystem: each node writes its own ranks' checkpoint files
@@ -39,9 +43,15 @@ def ds_config(args: TrainArgs) -> dict:
 
 
 ZERO_STAGE_MESSAGES = (
-    "Stage 3 initialize beginning", "DeepSpeedZeRoOffload initialize", "Before creating fp16 partitions",
-    "After creating fp16 partitions", "Before creating fp32 partitions", "After creating fp32 partitions",
-    "Before initializing optimizer states", "After initializing optimizer states", "After initializing ZeRO optimizer",
+    "Stage 3 initialize beginning",
+    "DeepSpeedZeRoOffload initialize",
+    "Before creating fp16 partitions",
+    "After creating fp16 partitions",
+    "Before creating fp32 partitions",
+    "After creating fp32 partitions",
+    "Before initializing optimizer states",
+    "After initializing optimizer states",
+    "After initializing ZeRO optimizer",
 )
 
 

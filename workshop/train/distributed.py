@@ -31,8 +31,14 @@ def ensure_process_env() -> None:
     reads LOCAL_SIZE, which torchrun does not set (it sets LOCAL_WORLD_SIZE), and crashes without it.
     """
     if "RANK" not in os.environ:
-        os.environ.update(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", LOCAL_WORLD_SIZE="1",
-                          MASTER_ADDR="127.0.0.1", MASTER_PORT=str(_free_port()))
+        os.environ.update(
+            RANK="0",
+            WORLD_SIZE="1",
+            LOCAL_RANK="0",
+            LOCAL_WORLD_SIZE="1",
+            MASTER_ADDR="127.0.0.1",
+            MASTER_PORT=str(_free_port()),
+        )
     os.environ.setdefault("LOCAL_SIZE", os.environ.get("LOCAL_WORLD_SIZE", "1"))
 
 
@@ -66,7 +72,9 @@ def resolve_backend(backend: str) -> str:
     if backend == "auto":
         return "nccl" if torch.cuda.is_available() else "gloo"
     if backend == "nccl" and not torch.cuda.is_available():
-        raise WorkshopError("backend 'nccl' needs CUDA GPUs and none is visible; use --backend gloo (or auto)")
+        raise WorkshopError(
+            "backend 'nccl' needs CUDA GPUs and none is visible; use --backend gloo (or auto)"
+        )
     return backend
 
 
@@ -134,6 +142,7 @@ def start_shm_allreduce(args: TrainArgs, why: str) -> tuple[str, str]:
 
 
 # ---------------------------------------------------------------- rank helpers
+
 
 def rank() -> int:
     import torch.distributed as dist

@@ -37,8 +37,10 @@ def check_deepspeed(backend: str, zero_stage: int, version: str | None = None) -
     version = version or metadata.version("deepspeed")
     if _release(version) < GLOO_ZERO3_FIXED_IN:
         fixed = ".".join(map(str, GLOO_ZERO3_FIXED_IN))
-        raise WorkshopError(f"deepspeed {version} corrupts ZeRO-3 on gloo (its coalesced all-gather waits only on "
-                            f"the last handle; fixed in {fixed}); install the tested set: {FIX_COMMAND}")
+        raise WorkshopError(
+            f"deepspeed {version} corrupts ZeRO-3 on gloo (its coalesced all-gather waits only on "
+            f"the last handle; fixed in {fixed}); install the tested set: {FIX_COMMAND}"
+        )
 
 
 def versions() -> dict[str, str | None]:
@@ -73,8 +75,10 @@ class NumericsGuard:
         if not math.isfinite(loss):
             raise TrainingDiverged(f"step {step}: loss is {loss}; stopping instead of training on")
         if loss == 0.0:
-            raise TrainingDiverged(f"step {step}: loss is exactly 0.0, which a language model only reports when "
-                                   "its numbers are wrong (a corrupted ZeRO-3 gather does this); stopping")
+            raise TrainingDiverged(
+                f"step {step}: loss is exactly 0.0, which a language model only reports when "
+                "its numbers are wrong (a corrupted ZeRO-3 gather does this); stopping"
+            )
         if grad_norm is None:
             return
         if not math.isfinite(grad_norm):
@@ -84,5 +88,6 @@ class NumericsGuard:
             if ref > 0 and grad_norm > self.max_grad_jump * ref:
                 raise TrainingDiverged(
                     f"step {step}: grad norm {grad_norm:.4g} is {grad_norm / ref:.3g}x the median {ref:.4g} of the "
-                    f"steps before (limit: --max-grad-jump {self.max_grad_jump:g}, 0 turns this check off); stopping")
+                    f"steps before (limit: --max-grad-jump {self.max_grad_jump:g}, 0 turns this check off); stopping"
+                )
         self.history.append(grad_norm)

@@ -25,7 +25,7 @@ def parse_metrics(text: str) -> list[dict]:
         line = _strip(line)
         if line.startswith(METRIC_PREFIX):
             try:
-                out.append(json.loads(line[len(METRIC_PREFIX):]))
+                out.append(json.loads(line[len(METRIC_PREFIX) :]))
             except json.JSONDecodeError:
                 continue  # a line cut by a crash
     return out
@@ -43,13 +43,16 @@ def parse_zero_stages(text: str) -> list[dict]:
         m = _STAGE_MA.search(line)
         if not m or i == 0:
             continue
-        vm = next((_STAGE_VM.search(x) for x in lines[i + 1:i + 3] if _STAGE_VM.search(x)), None)
-        stages.append({
-            "stage": lines[i - 1],
-            "ma_gb": float(m.group(1)), "max_ma_gb": float(m.group(2)),
-            "host_used_gb": float(vm.group(1)) if vm else None,
-            "host_percent": float(vm.group(2)) if vm else None,
-        })
+        vm = next((_STAGE_VM.search(x) for x in lines[i + 1 : i + 3] if _STAGE_VM.search(x)), None)
+        stages.append(
+            {
+                "stage": lines[i - 1],
+                "ma_gb": float(m.group(1)),
+                "max_ma_gb": float(m.group(2)),
+                "host_used_gb": float(vm.group(1)) if vm else None,
+                "host_percent": float(vm.group(2)) if vm else None,
+            }
+        )
     return stages
 
 
@@ -61,4 +64,6 @@ def table(rows: list[dict], columns: list[str] | None = None) -> str:
     cells = [[str(r.get(c, "")) for c in columns] for r in rows]
     widths = [max(len(c), *(len(row[i]) for row in cells)) for i, c in enumerate(columns)]
     fmt = "  ".join(f"{{:<{w}}}" for w in widths)
-    return "\n".join([fmt.format(*columns), fmt.format(*("-" * w for w in widths))] + [fmt.format(*r) for r in cells])
+    return "\n".join(
+        [fmt.format(*columns), fmt.format(*("-" * w for w in widths))] + [fmt.format(*r) for r in cells]
+    )

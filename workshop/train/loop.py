@@ -86,8 +86,16 @@ def run(args: TrainArgs, chosen: Chosen) -> dict:
     final = save_final_model(trainer, out) if args.save_model else None  # 6. save
     if final and args.sync_to and rank() == 0:
         upload_dir(final, args.sync_to)
-    result = record_run(args, state, model, global_step=trainer.state.global_step, backend=chosen.backend,
-                        precision_why=chosen.precision_why, resumed_from=resume_from, final=final)
+    result = record_run(
+        args,
+        state,
+        model,
+        global_step=trainer.state.global_step,
+        backend=chosen.backend,
+        precision_why=chosen.precision_why,
+        resumed_from=resume_from,
+        final=final,
+    )
     leave_group()
     return result
 
@@ -133,8 +141,9 @@ def training_data(args: TrainArgs, tok, targs, cache_dir: Path):
     """The dataset, tokenized once per node (the main process first, the others then read its cache)."""
     text = load_text(args.dataset, cache_dir)
     with targs.main_process_first(desc="tokenize"):
-        return tokenize_dataset(text, tok, seq_len=args.seq_len, packing=args.packing,
-                                min_chars=args.min_chars)
+        return tokenize_dataset(
+            text, tok, seq_len=args.seq_len, packing=args.packing, min_chars=args.min_chars
+        )
 
 
 def announce(args: TrainArgs, chosen: Chosen, samples: int, resume_from: str | None) -> None:
@@ -144,14 +153,17 @@ def announce(args: TrainArgs, chosen: Chosen, samples: int, resume_from: str | N
 
     if dist.get_rank() != 0:
         return
-    print(f"workshop.train: world_size={dist.get_world_size()} backend={chosen.backend} engine={args.engine} "
-          f"zero={args.zero_stage} precision={args.precision} ({chosen.precision_why}) "
-          f"weights={weights_kind(args)} "
-          f"dist_timeout={(pg_timeout() or dist_timeout(args)).total_seconds() / 60:g}min "
-          + (f"allreduce={args.allreduce} ({chosen.allreduce_why}) " if args.engine == "ddp" else "")
-          + f"threads/rank={torch.get_num_threads()} samples={samples} "
-          f"cpu_capability={torch.backends.cpu.get_cpu_capability()}"
-          + (f" resuming from {resume_from}" if resume_from else ""), flush=True)
+    print(
+        f"workshop.train: world_size={dist.get_world_size()} backend={chosen.backend} engine={args.engine} "
+        f"zero={args.zero_stage} precision={args.precision} ({chosen.precision_why}) "
+        f"weights={weights_kind(args)} "
+        f"dist_timeout={(pg_timeout() or dist_timeout(args)).total_seconds() / 60:g}min "
+        + (f"allreduce={args.allreduce} ({chosen.allreduce_why}) " if args.engine == "ddp" else "")
+        + f"threads/rank={torch.get_num_threads()} samples={samples} "
+        f"cpu_capability={torch.backends.cpu.get_cpu_capability()}"
+        + (f" resuming from {resume_from}" if resume_from else ""),
+        flush=True,
+    )
 
 
 def _record(fn):

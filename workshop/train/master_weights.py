@@ -27,8 +27,21 @@ import torch
 MASTER_KEY = "fp32_master_weights"
 
 
-def _adamw_update(params, grads, masters, exp_avgs, exp_avg_sqs, scale, lr, step_size, bc2_sqrt,
-                  beta1: float, beta2: float, eps: float, weight_decay: float) -> None:
+def _adamw_update(
+    params,
+    grads,
+    masters,
+    exp_avgs,
+    exp_avg_sqs,
+    scale,
+    lr,
+    step_size,
+    bc2_sqrt,
+    beta1: float,
+    beta2: float,
+    eps: float,
+    weight_decay: float,
+) -> None:
     """torch.optim.AdamW's update (decoupled weight decay, bias-corrected moments) on fp32 masters, reading the
     bf16 gradients times the clip `scale` and writing the rounded bf16 weights: one pass per tensor once
     Inductor fuses it. Every per-step number is a 0-d tensor, so a new learning rate does not recompile."""
@@ -58,8 +71,13 @@ def clip_scale(grads, max_norm: float, divisor: float = 1.0):
     return total, torch.clamp(max_norm / (total + 1e-6), max=1.0)
 
 
-def with_master_weights(optimizer_cls: type, *, compiled_step: bool = False, max_grad_norm: float | None = None,
-                        grad_divisor: float = 1.0) -> type:
+def with_master_weights(
+    optimizer_cls: type,
+    *,
+    compiled_step: bool = False,
+    max_grad_norm: float | None = None,
+    grad_divisor: float = 1.0,
+) -> type:
     """A subclass of `optimizer_cls` that steps fp32 masters of the (bf16) parameters it is given.
 
     `max_grad_norm`: clip the gradients' total norm inside the step (the Trainer's own clipping is then off);
@@ -68,9 +86,16 @@ def with_master_weights(optimizer_cls: type, *, compiled_step: bool = False, max
     the division joins the clip factor instead of costing a pass of its own.
     """
     name = f"{optimizer_cls.__name__}WithMasterWeights"
-    return type(name, (MasterWeights, optimizer_cls), {
-        "__qualname__": name, "_compiled_step_asked": compiled_step, "_max_grad_norm": max_grad_norm,
-        "_grad_divisor": grad_divisor})
+    return type(
+        name,
+        (MasterWeights, optimizer_cls),
+        {
+            "__qualname__": name,
+            "_compiled_step_asked": compiled_step,
+            "_max_grad_norm": max_grad_norm,
+            "_grad_divisor": grad_divisor,
+        },
+    )
 
 
 # The mixin calls the torch optimizer it is always combined with (super().step, self.state, ...); for the type
@@ -105,8 +130,11 @@ class MasterWeights(_OptimizerBase):
             master_groups.append({**g, "params": ms})
         super().__init__(master_groups, *args, **kwargs)
         self._model_of = {id(m): p for m, p in zip(self.master_params, self.model_params)}
-        self.compiled_step = self._compiled_step_asked and isinstance(self, torch.optim.AdamW) and not any(
-            g.get("amsgrad") or g.get("maximize") for g in self.param_groups)
+        self.compiled_step = (
+            self._compiled_step_asked
+            and isinstance(self, torch.optim.AdamW)
+            and not any(g.get("amsgrad") or g.get("maximize") for g in self.param_groups)
+        )
 
     @torch.no_grad()
     def step(self, closure=None):
@@ -137,15 +165,19 @@ class MasterWeights(_OptimizerBase):
         checkpoint loads into either path."""
         update = _compiled_update()
         for group in self.param_groups:
-            rows = [(self._model_of[id(m)], m) for m in group["params"]
-                    if self._model_of[id(m)].grad is not None]
+            rows = [
+                (self._model_of[id(m)], m) for m in group["params"] if self._model_of[id(m)].grad is not None
+            ]
             if not rows:
                 continue
             for _, m in rows:
                 st = self.state[m]
                 if not st:  # torch.optim.AdamW keeps `step` on the CPU unless capturable
-                    st.update(step=torch.zeros((), dtype=torch.float32), exp_avg=torch.zeros_like(m),
-                              exp_avg_sq=torch.zeros_like(m))
+                    st.update(
+                        step=torch.zeros((), dtype=torch.float32),
+                        exp_avg=torch.zeros_like(m),
+                        exp_avg_sq=torch.zeros_like(m),
+                    )
                 st["step"] += 1
             step = float(self.state[rows[0][1]]["step"])
             beta1, beta2 = group["betas"]
@@ -154,10 +186,21 @@ class MasterWeights(_OptimizerBase):
             def scalar(x: float, device=rows[0][1].device):
                 return torch.tensor(x, device=device)
 
-            update([p for p, _ in rows], [p.grad for p, _ in rows], [m for _, m in rows],
-                   [self.state[m]["exp_avg"] for _, m in rows], [self.state[m]["exp_avg_sq"] for _, m in rows],
-                   scale, scalar(lr), scalar(lr / (1 - beta1 ** step)), scalar((1 - beta2 ** step) ** 0.5),
-                   float(beta1), float(beta2), float(group["eps"]), float(group["weight_decay"]))
+            update(
+                [p for p, _ in rows],
+                [p.grad for p, _ in rows],
+                [m for _, m in rows],
+                [self.state[m]["exp_avg"] for _, m in rows],
+                [self.state[m]["exp_avg_sq"] for _, m in rows],
+                scale,
+                scalar(lr),
+                scalar(lr / (1 - beta1**step)),
+                scalar((1 - beta2**step) ** 0.5),
+                float(beta1),
+                float(beta2),
+                float(group["eps"]),
+                float(group["weight_decay"]),
+            )
 
     def zero_grad(self, set_to_none: bool = True) -> None:
         super().zero_grad(set_to_none)
@@ -179,8 +222,9 @@ class MasterWeights(_OptimizerBase):
         if masters is None:  # a checkpoint written without master weights: start them from the model
             masters = [p.to(torch.float32) for p in self.model_params]
         if len(masters) != len(self.master_params):
-            raise ValueError(f"checkpoint holds {len(masters)} master weights, this model has "
-                             f"{len(self.master_params)}")
+            raise ValueError(
+                f"checkpoint holds {len(masters)} master weights, this model has {len(self.master_params)}"
+            )
         for m, saved, p in zip(self.master_params, masters, self.model_params):
             m.copy_(saved)
             p.copy_(m)

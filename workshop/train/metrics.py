@@ -27,12 +27,12 @@ class RunState:
     """The run's counters between the Trainer's hooks."""
 
     steps: list[dict] = field(default_factory=list)  # one record per logged optimizer step
-    tokens: int = 0                  # useful (non-pad) tokens this rank saw since the last optimizer step
-    t0: float = 0.0                  # perf_counter at the start of training
-    t_last: float = 0.0              # perf_counter at the end of the last step
-    pending: dict | None = None      # the step just ended, waiting for its loss (on_log)
+    tokens: int = 0  # useful (non-pad) tokens this rank saw since the last optimizer step
+    t0: float = 0.0  # perf_counter at the start of training
+    t_last: float = 0.0  # perf_counter at the end of the last step
+    pending: dict | None = None  # the step just ended, waiting for its loss (on_log)
     allreduce_hooked: bool | None = None  # the shared-memory all-reduce is on DDP (None: not tried yet)
-    average_in_allreduce: bool = True     # False: the fused optimizer step divides by the world size instead
+    average_in_allreduce: bool = True  # False: the fused optimizer step divides by the world size instead
 
 
 def rss_gb() -> float:
@@ -61,25 +61,37 @@ class MetricsCallback(TrainerCallback):
         tokens = sum(gather(tokens))
         rss = [round(r, 3) for r in gather(rss_gb())]
         dt, state.t_last = now - state.t_last, now
-        state.pending = {"step": st.global_step, "step_time_s": round(dt, 4), "tokens": tokens,
-                         "tokens_per_s": round(tokens / dt, 1) if dt > 0 else None, "rss_gb": rss,
-                         "elapsed_s": round(now - state.t0, 2)}
+        state.pending = {
+            "step": st.global_step,
+            "step_time_s": round(dt, 4),
+            "tokens": tokens,
+            "tokens_per_s": round(tokens / dt, 1) if dt > 0 else None,
+            "rss_gb": rss,
+            "elapsed_s": round(now - state.t0, 2),
+        }
 
     def on_log(self, args, st, control, logs=None, **kw):
         rec, self.state.pending = self.state.pending, None
         if rec is None or not logs or "loss" not in logs:
             return
         grad_norm = logs.get("grad_norm")
-        if grad_norm is None:  # the master-weights optimizer clips, so it knows the norm (workshop.train.master_weights)
+        if (
+            grad_norm is None
+        ):  # the master-weights optimizer clips, so it knows the norm (workshop.train.master_weights)
             opt = kw.get("optimizer")
             grad_norm = getattr(getattr(opt, "optimizer", opt), "last_grad_norm", None)
         grad_norm = None if grad_norm is None else float(grad_norm)
-        rec.update(loss=round(float(logs["loss"]), 4), lr=logs.get("learning_rate"),
-                   grad_norm=None if grad_norm is None else float(f"{grad_norm:.6g}"))
+        rec.update(
+            loss=round(float(logs["loss"]), 4),
+            lr=logs.get("learning_rate"),
+            grad_norm=None if grad_norm is None else float(f"{grad_norm:.6g}"),
+        )
         self.state.steps.append(rec)
         if st.is_world_process_zero:
             print(METRIC_PREFIX + json.dumps(rec), flush=True)
-        if self.guard is not None:  # every rank sees the same (all-reduced) loss and norm, so all stop together
+        if (
+            self.guard is not None
+        ):  # every rank sees the same (all-reduced) loss and norm, so all stop together
             self.guard.check(rec["step"], float(logs["loss"]), grad_norm)
 
 
@@ -103,8 +115,17 @@ def summarize(steps: list[dict], **extra) -> dict:
     }
 
 
-def record_run(args: TrainArgs, state: RunState, model, *, global_step: int, backend: str, precision_why: str,
-               resumed_from: str | None, final: Path | None) -> dict:
+def record_run(
+    args: TrainArgs,
+    state: RunState,
+    model,
+    *,
+    global_step: int,
+    backend: str,
+    precision_why: str,
+    resumed_from: str | None,
+    final: Path | None,
+) -> dict:
     """The run's result: every rank takes part in the gathers, rank 0 writes metrics.json and says so."""
     import torch
     import torch.distributed as dist
@@ -112,16 +133,28 @@ def record_run(args: TrainArgs, state: RunState, model, *, global_step: int, bac
     world, out = dist.get_world_size(), Path(args.output_dir)
     partition = zero3_partition(model, world)
     peaks = gather(round(peak_rss_gb(), 3))
-    result = summarize(state.steps, world_size=world, backend=backend, peak_rss_gb_per_rank=peaks,
-                       partition=partition, resumed_from=resumed_from, global_step=global_step,
-                       final_model=str(final) if final else None, params=parameter_count(model),
-                       torch=torch.__version__, versions=versions(), precision_why=precision_why,
-                       args=asdict(args))
+    result = summarize(
+        state.steps,
+        world_size=world,
+        backend=backend,
+        peak_rss_gb_per_rank=peaks,
+        partition=partition,
+        resumed_from=resumed_from,
+        global_step=global_step,
+        final_model=str(final) if final else None,
+        params=parameter_count(model),
+        torch=torch.__version__,
+        versions=versions(),
+        precision_why=precision_why,
+        args=asdict(args),
+    )
     if dist.get_rank() == 0:
         (out / "metrics.json").write_text(json.dumps(result, indent=2))
-        print(f"workshop.train: done, {len(state.steps)} steps, loss {result['first_loss']} -> "
-              f"{result['final_loss']}, median {result['tokens_per_s_median']} tokens/s, metrics in {out / 'metrics.json'}",
-              flush=True)
+        print(
+            f"workshop.train: done, {len(state.steps)} steps, loss {result['first_loss']} -> "
+            f"{result['final_loss']}, median {result['tokens_per_s_median']} tokens/s, metrics in {out / 'metrics.json'}",
+            flush=True,
+        )
     return result
 
 
@@ -135,7 +168,13 @@ def zero3_partition(model, world: int, max_params: int = 1000) -> dict | None:
         return None
     local = [int(p.ds_tensor.numel()) for _, p in params]
     per_rank = gather(local)
-    rows = [{"name": n, "numel": int(p.ds_numel), "local_numel": [r[i] for r in per_rank]}
-            for i, (n, p) in enumerate(params)][:max_params]
-    return {"world_size": world, "total_numel": sum(int(p.ds_numel) for _, p in params),
-            "local_numel_per_rank": [sum(r) for r in per_rank], "params": rows}
+    rows = [
+        {"name": n, "numel": int(p.ds_numel), "local_numel": [r[i] for r in per_rank]}
+        for i, (n, p) in enumerate(params)
+    ][:max_params]
+    return {
+        "world_size": world,
+        "total_numel": sum(int(p.ds_numel) for _, p in params),
+        "local_numel_per_rank": [sum(r) for r in per_rank],
+        "params": rows,
+    }

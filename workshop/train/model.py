@@ -50,20 +50,33 @@ def load_model_and_tokenizer(args: TrainArgs, cache_dir: Path):
     if source.kind == "preset":
         vocab = PRESETS[args.model].config["vocab_size"]
         _, tok = local_kit(cache_dir, vocab_size=min(vocab, 8192))
-        config = build_config(args.model, vocab_size=max(vocab, len(tok)), bos_token_id=tok.bos_token_id,
-                              eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id)
+        config = build_config(
+            args.model,
+            vocab_size=max(vocab, len(tok)),
+            bos_token_id=tok.bos_token_id,
+            eos_token_id=tok.eos_token_id,
+            pad_token_id=tok.pad_token_id,
+        )
         torch.manual_seed(args.seed)
-        model = AutoModelForCausalLM.from_config(config, dtype=dtype, attn_implementation=args.attn_implementation)
+        model = AutoModelForCausalLM.from_config(
+            config, dtype=dtype, attn_implementation=args.attn_implementation
+        )
     else:
         token = hub_token()  # from the Kubernetes Secret in the TrainJob; never logged
         if source.kind == "hub":
-            check_hub_access(source.name, token)  # gated / missing / not cached: plain words, before any weights
+            check_hub_access(
+                source.name, token
+            )  # gated / missing / not cached: plain words, before any weights
         tok = load_tokenizer(source.name, token=token)
-        model = AutoModelForCausalLM.from_pretrained(source.name, dtype=dtype, token=token,
-                                                     attn_implementation=args.attn_implementation)
+        model = AutoModelForCausalLM.from_pretrained(
+            source.name, dtype=dtype, token=token, attn_implementation=args.attn_implementation
+        )
         if args.lr >= 1e-4 and int(os.environ.get("RANK", "0")) == 0:
-            print(f"workshop.train: warning: lr {args.lr:g} on pretrained weights; fine-tuning uses ~2e-5 "
-                  "(workshop.plan.models.FINETUNE), a from-scratch lr can wreck them in a few steps", flush=True)
+            print(
+                f"workshop.train: warning: lr {args.lr:g} on pretrained weights; fine-tuning uses ~2e-5 "
+                "(workshop.plan.models.FINETUNE), a from-scratch lr can wreck them in a few steps",
+                flush=True,
+            )
     if args.grad_ckpt:
         model.config.use_cache = False
     return model, tok

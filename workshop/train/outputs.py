@@ -24,8 +24,10 @@ def parse_s3_uri(uri: str) -> tuple[str, str]:
     """'s3://bucket/some/prefix' -> ('bucket', 'some/prefix'); anything else is an error showing the form."""
     m = _S3.match(str(uri))
     if not m:
-        raise WorkshopError(f"--sync-to {uri!r} is not an S3 URI such as s3://my-bucket/llama3-run "
-                            "(bucket: 3-63 lowercase letters, digits, '.' or '-')")
+        raise WorkshopError(
+            f"--sync-to {uri!r} is not an S3 URI such as s3://my-bucket/llama3-run "
+            "(bucket: 3-63 lowercase letters, digits, '.' or '-')"
+        )
     return m.group(1), (m.group(2) or "").strip("/")
 
 
@@ -47,7 +49,9 @@ def upload_dir(local: str | Path, uri: str, *, client=None, marker: bool = True)
     bucket, prefix = parse_s3_uri(uri)
     local = Path(local)
     s3, n = _client(client), 0
-    files = sorted((p for p in local.rglob("*") if p.is_file()), key=lambda p: (p.name == COMPLETE_MARKER, str(p)))
+    files = sorted(
+        (p for p in local.rglob("*") if p.is_file()), key=lambda p: (p.name == COMPLETE_MARKER, str(p))
+    )
     for path in files:
         if path.name == COMPLETE_MARKER and path.parent == local and not marker:
             continue
@@ -61,9 +65,11 @@ def remote_checkpoints(uri: str, *, client=None) -> dict[int, list[str]]:
     """step -> object keys of every checkpoint-<step>/ under the prefix."""
     bucket, prefix = parse_s3_uri(uri)
     out: dict[int, list[str]] = {}
-    for page in _client(client).get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=_key(prefix, "")):
+    for page in (
+        _client(client).get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=_key(prefix, ""))
+    ):
         for obj in page.get("Contents", []):
-            rel = obj["Key"][len(_key(prefix, "")):].lstrip("/")
+            rel = obj["Key"][len(_key(prefix, "")) :].lstrip("/")
             m = _CKPT.match(rel.split("/", 1)[0])
             if m:
                 out.setdefault(int(m.group(1)), []).append(obj["Key"])
@@ -83,7 +89,7 @@ def restore_latest(uri: str, out_dir: str | Path, *, client=None) -> Path | None
     target = Path(out_dir) / f"checkpoint-{step}"
     base = _key(prefix, "")
     for key in ckpts[step]:
-        dest = Path(out_dir) / key[len(base):].lstrip("/")
+        dest = Path(out_dir) / key[len(base) :].lstrip("/")
         if not dest.exists():
             dest.parent.mkdir(parents=True, exist_ok=True)
             tmp = dest.with_name(f".{dest.name}.{os.getpid()}")
@@ -101,7 +107,7 @@ def prune(uri: str, keep: int, *, client=None) -> list[int]:
     for step in gone:
         keys = ckpts[step]
         for i in range(0, len(keys), 1000):
-            s3.delete_objects(Bucket=bucket, Delete={"Objects": [{"Key": k} for k in keys[i:i + 1000]]})
+            s3.delete_objects(Bucket=bucket, Delete={"Objects": [{"Key": k} for k in keys[i : i + 1000]]})
     return gone
 
 
@@ -121,9 +127,12 @@ def sync_callback(uri: str, keep: int | None = None):
             dist.barrier()  # every node's part is in S3: now the marker makes the checkpoint count
             if rank0 and (ckpt / COMPLETE_MARKER).is_file():
                 bucket, prefix = parse_s3_uri(uri)
-                _client().upload_file(str(ckpt / COMPLETE_MARKER), bucket,
-                                      _key(prefix, f"{ckpt.name}/{COMPLETE_MARKER}"))
-                print(f"workshop.train: uploaded {ckpt.name} ({n + 1} files from node 0) to {uri}", flush=True)
+                _client().upload_file(
+                    str(ckpt / COMPLETE_MARKER), bucket, _key(prefix, f"{ckpt.name}/{COMPLETE_MARKER}")
+                )
+                print(
+                    f"workshop.train: uploaded {ckpt.name} ({n + 1} files from node 0) to {uri}", flush=True
+                )
                 if keep:
                     prune(uri, keep)
             dist.barrier()

@@ -55,7 +55,7 @@ def held_shm_paths() -> set[str]:
         targets = (read(fd, os.readlink) for fd in read(proc / "fd", lambda p: list(p.iterdir())) or ())
         held.update(t for t in targets if t and t.startswith(prefix))
         maps = read(proc / "maps", Path.read_text) or ""
-        held.update(line[line.index(prefix):] for line in maps.splitlines() if prefix in line)
+        held.update(line[line.index(prefix) :] for line in maps.splitlines() if prefix in line)
     return held
 
 
@@ -83,7 +83,9 @@ def release_orphaned_buffers(paths=None) -> list[str]:
 ALLREDUCES = ("auto", "shm", "backend")
 
 
-def resolve_allreduce(choice: str, *, engine: str, backend: str, env: Mapping[str, str] | None = None) -> tuple[str, str]:
+def resolve_allreduce(
+    choice: str, *, engine: str, backend: str, env: Mapping[str, str] | None = None
+) -> tuple[str, str]:
     """How DDP's gradient all-reduce travels: 'shm' or 'backend' (the process group's), and why.
 
     gloo moves a CPU all-reduce through loopback TCP, copying every byte through the kernel's socket buffers
@@ -97,15 +99,23 @@ def resolve_allreduce(choice: str, *, engine: str, backend: str, env: Mapping[st
     ranks: Mapping[str, str] = os.environ if env is None else env
     world = int(ranks.get("WORLD_SIZE", "1"))
     local = int(ranks.get("LOCAL_WORLD_SIZE", ranks.get("WORLD_SIZE", "1")))
-    why_not = ("DeepSpeed's engine runs its own collectives" if engine != "ddp" else
-               f"backend {backend}: the shared-memory kernel reduces CPU tensors (gloo's)" if backend != "gloo" else
-               "one rank: nothing to reduce" if world == 1 else
-               f"{world} ranks on {world // max(local, 1)} hosts: shared memory reaches only one host's" if local != world
-               else None)
+    why_not = (
+        "DeepSpeed's engine runs its own collectives"
+        if engine != "ddp"
+        else f"backend {backend}: the shared-memory kernel reduces CPU tensors (gloo's)"
+        if backend != "gloo"
+        else "one rank: nothing to reduce"
+        if world == 1
+        else f"{world} ranks on {world // max(local, 1)} hosts: shared memory reaches only one host's"
+        if local != world
+        else None
+    )
     if why_not is None:
-        return "shm", f"all {world} ranks on this host: DeepSpeed's shared-memory kernel instead of gloo's TCP"
+        return (
+            "shm",
+            f"all {world} ranks on this host: DeepSpeed's shared-memory kernel instead of gloo's TCP",
+        )
     if choice == "shm":
-
         raise WorkshopError(f"--allreduce shm is not possible here ({why_not}); allowed: auto or backend")
     return "backend", why_not
 
@@ -117,7 +127,6 @@ def start_shm_kernel() -> str | None:
     compiler to build it, or a CPU without the AVX-512 its bf16 kernel needs).
     """
     import torch
-
 
     use_versioned_extensions_dir()
     if not probe_deepspeed_ops().get("deepspeed_shm_comm"):

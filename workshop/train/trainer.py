@@ -36,17 +36,33 @@ def trainer_settings(args: TrainArgs, backend: str, ds: dict | None) -> dict:
     because TrainingArguments itself sets up accelerate's device state, which needs the process group."""
     masters = ddp_masters(args)  # the master-weights optimizer casts instead of autocast
     return dict(
-        output_dir=str(Path(args.output_dir)), per_device_train_batch_size=args.micro_batch,
-        gradient_accumulation_steps=args.grad_accum, max_steps=args.max_steps, learning_rate=args.lr,
-        warmup_steps=args.warmup_steps, lr_scheduler_type="constant_with_warmup", weight_decay=0.0,
-        logging_steps=1, save_strategy="steps" if args.save_steps else "no", save_steps=args.save_steps or 500,
-        bf16=args.precision == "bf16" and not masters, use_cpu=backend == "gloo", ddp_backend=backend,
+        output_dir=str(Path(args.output_dir)),
+        per_device_train_batch_size=args.micro_batch,
+        gradient_accumulation_steps=args.grad_accum,
+        max_steps=args.max_steps,
+        learning_rate=args.lr,
+        warmup_steps=args.warmup_steps,
+        lr_scheduler_type="constant_with_warmup",
+        weight_decay=0.0,
+        logging_steps=1,
+        save_strategy="steps" if args.save_steps else "no",
+        save_steps=args.save_steps or 500,
+        bf16=args.precision == "bf16" and not masters,
+        use_cpu=backend == "gloo",
+        ddp_backend=backend,
         deepspeed=ds,
-        **{checkpointing_keyword(): args.grad_ckpt}, seed=args.seed, report_to="none", disable_tqdm=True,
-        dataloader_drop_last=True, optim=args.optimizer, torch_compile=args.compile, save_only_model=False,
+        **{checkpointing_keyword(): args.grad_ckpt},
+        seed=args.seed,
+        report_to="none",
+        disable_tqdm=True,
+        dataloader_drop_last=True,
+        optim=args.optimizer,
+        torch_compile=args.compile,
+        save_only_model=False,
         save_total_limit=args.save_total_limit,
         max_grad_norm=0.0 if masters else MAX_GRAD_NORM,  # the master-weights optimizer clips in its own pass
-        ddp_bucket_cap_mb=args.ddp_bucket_mb, ddp_find_unused_parameters=False,  # a Llama uses every weight
+        ddp_bucket_cap_mb=args.ddp_bucket_mb,
+        ddp_find_unused_parameters=False,  # a Llama uses every weight
         # transformers 5.23 hands this to accelerate's PartialState only when it starts the group itself (GPU
         # paths, not use_cpu), and accelerate skips that when a group exists, as it does here (init_distributed):
         # the same value in seconds keeps the record (training_args.bin) and any such path in agreement
@@ -76,7 +92,9 @@ class CountingTrainer(Trainer):
         if self.shm_allreduce and state.allreduce_hooked is None:
             state.allreduce_hooked = register_shm_allreduce(model, average=state.average_in_allreduce)
             if not state.allreduce_hooked:
-                raise RuntimeError(f"--allreduce shm: the model the Trainer trains is not DDP ({type(model)})")
+                raise RuntimeError(
+                    f"--allreduce shm: the model the Trainer trains is not DDP ({type(model)})"
+                )
         return super().training_step(model, inputs, *a, **kw)
 
 
@@ -98,12 +116,15 @@ def master_weights_optimizer(args: TrainArgs, targs: TrainingArguments, model, w
     fused_step = args.compile and args.optimizer == "adamw_torch_fused"
     divisor = world if fused_step and args.allreduce == "shm" else 1
     state.average_in_allreduce = divisor == 1
-    masters = with_master_weights(cls, compiled_step=fused_step, max_grad_norm=MAX_GRAD_NORM, grad_divisor=divisor)
+    masters = with_master_weights(
+        cls, compiled_step=fused_step, max_grad_norm=MAX_GRAD_NORM, grad_divisor=divisor
+    )
     return masters, kwargs
 
 
-def build_trainer(args: TrainArgs, targs: TrainingArguments, model, tok, data,
-                  state: RunState) -> CountingTrainer:
+def build_trainer(
+    args: TrainArgs, targs: TrainingArguments, model, tok, data, state: RunState
+) -> CountingTrainer:
     """The Trainer for this run: its callbacks (metrics and the numerics guard, the S3 sync) and, for DDP with
     bf16 master weights, the optimizer that keeps them."""
     import torch.distributed as dist
@@ -115,5 +136,13 @@ def build_trainer(args: TrainArgs, targs: TrainingArguments, model, tok, data,
     if ddp_masters(args):
         optimizer = master_weights_optimizer(args, targs, model, dist.get_world_size(), state)
         cls = MasterWeightsTrainer
-    return cls(model=model, args=targs, train_dataset=data, processing_class=tok, callbacks=callbacks,
-               optimizer_cls_and_kwargs=optimizer, run_state=state, shm_allreduce=args.allreduce == "shm")
+    return cls(
+        model=model,
+        args=targs,
+        train_dataset=data,
+        processing_class=tok,
+        callbacks=callbacks,
+        optimizer_cls_and_kwargs=optimizer,
+        run_state=state,
+        shm_allreduce=args.allreduce == "shm",
+    )

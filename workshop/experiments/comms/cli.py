@@ -1,5 +1,4 @@
-"""`workshop comms model|bench|local|netsim`: run a part, print its verdict, merge the result into a JSON file.
-"""
+"""`workshop comms model|bench|local|netsim`: run a part, print its verdict, merge the result into a JSON file."""
 
 from __future__ import annotations
 
@@ -40,6 +39,7 @@ NETSIM_RESULTS = RESULTS_DIR / "netsim.json"
 
 class ModelReport(TypedDict):
     """The traffic model against the original workshop's runs (comms.json "model")."""
+
     workload: dict[str, Any]  # OriginalWorkload's fields
     traffic_per_rank_per_step: dict[str, Any]  # Traffic's fields
     overlap: float
@@ -55,6 +55,7 @@ class NetsimSection(NetsimCheck):
 
 class CommsResult(TypedDict, total=False):
     """What one `workshop comms` command merges into comms.json: each writes its own keys."""
+
     model: ModelReport  # comms model
     bench: CollectiveBench  # comms bench, comms local
     local: list[LocalRow]  # comms local
@@ -65,17 +66,24 @@ class CommsResult(TypedDict, total=False):
 def model_report(overlap: float = 0.0, efa_per_pod: int = 1) -> ModelReport:
     rows = original_comparison(overlap=overlap, efa_per_pod=efa_per_pod)
     tr = original_traffic()
-    return {"workload": asdict(OriginalWorkload()), "traffic_per_rank_per_step": asdict(tr),
-            "overlap": overlap, "efa_per_pod": efa_per_pod,
-            "rows": [{**asdict(r), "error": r.error} for r in rows], "checks": original_checks(rows),
-            "overlap_sweep": overlap_sweep()}
+    return {
+        "workload": asdict(OriginalWorkload()),
+        "traffic_per_rank_per_step": asdict(tr),
+        "overlap": overlap,
+        "efa_per_pod": efa_per_pod,
+        "rows": [{**asdict(r), "error": r.error} for r in rows],
+        "checks": original_checks(rows),
+        "overlap_sweep": overlap_sweep(),
+    }
 
 
 def _merged_into(path: Path) -> dict:
     """What --out already holds (results are merged into it), read before any part runs: a file that is not
     a JSON object would otherwise fail only after minutes of benchmarks."""
     check_output(path, "--out")
-    return read_json(path, "--out", "a JSON object (results are merged into it)") if Path(path).exists() else {}
+    return (
+        read_json(path, "--out", "a JSON object (results are merged into it)") if Path(path).exists() else {}
+    )
 
 
 def _write(result: CommsResult, path: Path, old: dict | None = None) -> Path:
@@ -88,7 +96,10 @@ def _write(result: CommsResult, path: Path, old: dict | None = None) -> Path:
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="workshop comms", description="How many bytes ZeRO moves per step, over which wire, and what that costs.")
+    p = argparse.ArgumentParser(
+        prog="workshop comms",
+        description="How many bytes ZeRO moves per step, over which wire, and what that costs.",
+    )
     sub = p.add_subparsers(dest="cmd", required=True)
     m = sub.add_parser("model", help="predict the original workshop's GPU topologies and check the claims")
     m.add_argument("--overlap", type=float, default=0.0)
@@ -99,10 +110,18 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument("--sizes-mb", type=float, nargs="+", default=list(SIZES_MB))
     b.add_argument("--iters", type=int, default=5)
     loc = sub.add_parser("local", help="bench + local ZeRO-3 step times vs the model")
-    loc.add_argument("--models", nargs="+", default=["tiny", "small"], choices=list(PRESETS), metavar="PRESET",
-                     help=f"presets, from: {', '.join(PRESETS)}")
+    loc.add_argument(
+        "--models",
+        nargs="+",
+        default=["tiny", "small"],
+        choices=list(PRESETS),
+        metavar="PRESET",
+        help=f"presets, from: {', '.join(PRESETS)}",
+    )
     loc.add_argument("--steps", type=int, default=10)
-    ns = sub.add_parser("netsim", help="bench inside chapter 05's rate-capped namespaces; check its step times")
+    ns = sub.add_parser(
+        "netsim", help="bench inside chapter 05's rate-capped namespaces; check its step times"
+    )
     ns.add_argument("--rates", nargs="+", default=["10gbit", "1gbit"])
     ns.add_argument("--netsim-json", default=str(NETSIM_RESULTS), help="workshop netsim --json output")
     for s in (m, b, loc, ns):
@@ -124,17 +143,26 @@ def main(argv: list[str] | None = None) -> int:
         check_positive("--iters", getattr(a, "iters", 1))
         if a.cmd == "netsim":  # read before the namespaces are made and the benchmark runs
             if not Path(a.netsim_json).exists():
-                raise WorkshopError(f"{a.netsim_json} not found: run `python -m workshop netsim --json {a.netsim_json}` first")
-            measured = read_json(a.netsim_json, "--netsim-json", "the JSON report of `workshop netsim --json`")
+                raise WorkshopError(
+                    f"{a.netsim_json} not found: run `python -m workshop netsim --json {a.netsim_json}` first"
+                )
+            measured = read_json(
+                a.netsim_json, "--netsim-json", "the JSON report of `workshop netsim --json`"
+            )
         res: CommsResult
         if a.cmd == "model":
             res = {"model": model_report(a.overlap, a.efa_per_pod)}
             c = res["model"]["checks"]
-            print(f"p4d ratio predicted {c['p4d_ratio_predicted']:.2f} vs measured {c['p4d_ratio_measured']:.2f} "
-                  f"({c['p4d_ratio_error']:+.0%}); ordering ok: {c['ordering_ok']}")
+            print(
+                f"p4d ratio predicted {c['p4d_ratio_predicted']:.2f} vs measured {c['p4d_ratio_measured']:.2f} "
+                f"({c['p4d_ratio_error']:+.0%}); ordering ok: {c['ordering_ok']}"
+            )
         elif a.cmd == "bench":
-            res = {"bench": run_collective_bench(backend=a.backend, nproc=a.nproc, sizes_mb=a.sizes_mb,
-                                                 iters=a.iters)}
+            res = {
+                "bench": run_collective_bench(
+                    backend=a.backend, nproc=a.nproc, sizes_mb=a.sizes_mb, iters=a.iters
+                )
+            }
             for op, f in res["bench"]["fit"].items():
                 print(f"{op:15s} {f['gbytes_per_s']:.2f} GB/s  latency {f['alpha_s'] * 1e3:.2f} ms")
         elif a.cmd == "netsim":
@@ -142,17 +170,20 @@ def main(argv: list[str] | None = None) -> int:
             check = netsim_check(capped, measured)
             res = {"netsim": {"bench": capped, **check}}
             for row in check["rows"]:
-                print(f"{row['rate']:8s} measured {row['measured_s']:.3f} s  "
-                      f"model {row['predicted_s']:.3f} s "
-                      f"({row['error']:+.0%}); line rate only {row['line_rate_predicted_s']:.3f} s")
+                print(
+                    f"{row['rate']:8s} measured {row['measured_s']:.3f} s  "
+                    f"model {row['predicted_s']:.3f} s "
+                    f"({row['error']:+.0%}); line rate only {row['line_rate_predicted_s']:.3f} s"
+                )
         else:
             bench = run_collective_bench()
             rows = local_comparison(bench["fit"], models=a.models, steps=a.steps)
-            res = {"bench": bench, "local": rows,
-                   "local_max_abs_error": max(abs(r["error"]) for r in rows)}
+            res = {"bench": bench, "local": rows, "local_max_abs_error": max(abs(r["error"]) for r in rows)}
             for r in rows:
-                print(f"{r['model']:6s} offload={r['offload']!s:5s} predicted {r['predicted_s']:.3f} s "
-                      f"measured {r['measured_s']:.3f} s ({r['error']:+.0%})")
+                print(
+                    f"{r['model']:6s} offload={r['offload']!s:5s} predicted {r['predicted_s']:.3f} s "
+                    f"measured {r['measured_s']:.3f} s ({r['error']:+.0%})"
+                )
         print(f"wrote {_write(res, Path(a.out), old)}")
     except WorkshopError as e:
         return report(e)

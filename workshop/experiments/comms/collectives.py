@@ -28,6 +28,7 @@ SIZES_MB = (0.004, 0.064, 0.25, 1, 4, 16, 64)  # <= 0.1 MB pin the per-call late
 
 class BenchRow(TypedDict):
     """One (collective, message size) measurement; chapter 06 plots busbw over bytes."""
+
     op: str
     bytes: int  # message size (the full buffer)
     time_s: float  # per call, mean over iters
@@ -38,6 +39,7 @@ class BenchRow(TypedDict):
 
 class CollectiveFit(TypedDict):
     """t = alpha_s + per-rank bytes / gbytes_per_s, for one collective."""
+
     alpha_s: float  # latency per call
     gbytes_per_s: float  # effective per-rank bandwidth (inf: time did not grow with size)
     wire_bytes_over_model_bytes: float | None  # loopback bytes / modelled bytes at the largest size
@@ -45,6 +47,7 @@ class CollectiveFit(TypedDict):
 
 class CollectiveBench(TypedDict):
     """`run_collective_bench()`'s record (comms.json "bench"); chapter 06 prints its fit."""
+
     backend: str
     world: int
     results: list[BenchRow]
@@ -53,11 +56,13 @@ class CollectiveBench(TypedDict):
 
 class RateBench(CollectiveBench):
     """The benchmark at one rate cap of chapter 05's namespaces."""
+
     tx_bytes_per_node: list[int | None]
 
 
 class NetsimBench(TypedDict):
     """`netsim_collective_bench()`'s record: the benchmark at every rate cap."""
+
     mode: str
     reason: str
     gap_ms: float
@@ -92,7 +97,9 @@ def _worker(argv: list[str]) -> int:
     p.add_argument("--ops", nargs="+", default=list(OPS))
     p.add_argument("--iters", type=int, default=5)
     p.add_argument("--backend", default="gloo")
-    p.add_argument("--gap-ms", type=float, default=0.0, help="idle time before each timed call, as compute leaves")
+    p.add_argument(
+        "--gap-ms", type=float, default=0.0, help="idle time before each timed call, as compute leaves"
+    )
     p.add_argument("--out", help="JSON written by rank 0 (default: <output-dir>/collectives.json)")
     # what a node launcher such as workshop.launch.netsim appends for the training entry point
     p.add_argument("--output-dir")
@@ -103,7 +110,11 @@ def _worker(argv: list[str]) -> int:
     out = Path(a.out or Path(a.output_dir) / "collectives.json")
     dist.init_process_group(a.backend)
     rank, world = dist.get_rank(), dist.get_world_size()
-    dev = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0"))) if a.backend == "nccl" else torch.device("cpu")
+    dev = (
+        torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
+        if a.backend == "nccl"
+        else torch.device("cpu")
+    )
     if dev.type == "cuda":
         torch.cuda.set_device(dev)
     sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
@@ -121,6 +132,7 @@ def _worker(argv: list[str]) -> int:
                     dist.all_gather_into_tensor(full, shard)
                 else:
                     dist.reduce_scatter_tensor(shard, full)
+
             once()
             sync()
             dist.barrier()
@@ -136,9 +148,16 @@ def _worker(argv: list[str]) -> int:
             dt /= a.iters
             lo1 = loopback_bytes()
             size = n * 4
-            rows.append({"op": op, "bytes": size, "time_s": dt, "algbw_gbytes_per_s": size / dt / GB,
-                         "busbw_gbytes_per_s": size / dt / GB * bus_factor(op, world),
-                         "loopback_bytes_per_rank": (lo1 - lo0) / a.iters / world})
+            rows.append(
+                {
+                    "op": op,
+                    "bytes": size,
+                    "time_s": dt,
+                    "algbw_gbytes_per_s": size / dt / GB,
+                    "busbw_gbytes_per_s": size / dt / GB * bus_factor(op, world),
+                    "loopback_bytes_per_rank": (lo1 - lo0) / a.iters / world,
+                }
+            )
             dist.barrier()
     if rank == 0:
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -147,27 +166,48 @@ def _worker(argv: list[str]) -> int:
     return 0
 
 
-def _torchrun(module_args: list[str], *, nproc: int, env: dict | None = None, prefix: list[str] | None = None,
-              timeout: float = 900, log_path: Path | None = None) -> subprocess.CompletedProcess:
+def _torchrun(
+    module_args: list[str],
+    *,
+    nproc: int,
+    env: dict | None = None,
+    prefix: list[str] | None = None,
+    timeout: float = 900,
+    log_path: Path | None = None,
+) -> subprocess.CompletedProcess:
     """A collective-benchmark torchrun, built and set up like every other run (workshop.launch.torchrun)."""
 
     if module_args[:2] != ["-m", "workshop.experiments.comms"]:
         raise ValueError(f"expected ['-m', 'workshop.experiments.comms', ...], got {module_args[:2]}")
     port = 29500 + (os.getpid() * 7 + int(time.time())) % 2000
-    cmd = torchrun_command(module_args[2:], module="workshop.experiments.comms", nproc_per_node=nproc, prefix=prefix,
-                           master_addr="127.0.0.1", master_port=port)
+    cmd = torchrun_command(
+        module_args[2:],
+        module="workshop.experiments.comms",
+        nproc_per_node=nproc,
+        prefix=prefix,
+        master_addr="127.0.0.1",
+        master_port=port,
+    )
     backend = module_args[module_args.index("--backend") + 1] if "--backend" in module_args else "gloo"
-    full_env = rank_env(None, {"GLOO_SOCKET_IFNAME": "lo", **(env or {})}, nproc_per_node=nproc,
-                        cpu_only=backend != "nccl")
+    full_env = rank_env(
+        None, {"GLOO_SOCKET_IFNAME": "lo", **(env or {})}, nproc_per_node=nproc, cpu_only=backend != "nccl"
+    )
     proc = run_captured(cmd, env=full_env, timeout=timeout)
     if log_path:
         Path(log_path).write_text(proc.stdout + proc.stderr)
     return proc
 
 
-def run_collective_bench(*, backend: str = "gloo", sizes_mb=SIZES_MB, ops=OPS, nproc: int = 2,
-                         iters: int = 5, env: dict | None = None,
-                         prefix: list[str] | None = None) -> CollectiveBench:
+def run_collective_bench(
+    *,
+    backend: str = "gloo",
+    sizes_mb=SIZES_MB,
+    ops=OPS,
+    nproc: int = 2,
+    iters: int = 5,
+    env: dict | None = None,
+    prefix: list[str] | None = None,
+) -> CollectiveBench:
     """All-reduce / all-gather / reduce-scatter over message sizes: gloo on CPU, nccl on GPUs."""
     check_choice("backend", backend, ("gloo", "nccl"))
     check_positive("nproc", nproc)
@@ -185,8 +225,21 @@ def run_collective_bench(*, backend: str = "gloo", sizes_mb=SIZES_MB, ops=OPS, n
             raise WorkshopError("backend 'nccl' needs CUDA GPUs and none is visible; use --backend gloo")
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "bench.json"
-        args = ["-m", "workshop.experiments.comms", "_worker", "--backend", backend, "--iters", str(iters), "--out", str(out),
-                "--sizes-mb", *map(str, sizes_mb), "--ops", *ops]
+        args = [
+            "-m",
+            "workshop.experiments.comms",
+            "_worker",
+            "--backend",
+            backend,
+            "--iters",
+            str(iters),
+            "--out",
+            str(out),
+            "--sizes-mb",
+            *map(str, sizes_mb),
+            "--ops",
+            *ops,
+        ]
         proc = _torchrun(args, nproc=nproc, env={"OMP_NUM_THREADS": "1", **(env or {})}, prefix=prefix)
         if proc.returncode != 0 or not out.exists():
             raise WorkshopError(f"collective benchmark failed (rc={proc.returncode}):\n{proc.stderr[-2000:]}")
@@ -213,16 +266,35 @@ def _two_regime_fit(sizes: list[float], xs: list[float], ys: list[float]) -> tup
     return a, b
 
 
-def netsim_collective_bench(rates=("10gbit", "1gbit"), *, sizes_mb=SIZES_MB, iters: int = 3, gap_ms: float = 0.0,
-                            out_dir: Path | None = None) -> NetsimBench:
+def netsim_collective_bench(
+    rates=("10gbit", "1gbit"),
+    *,
+    sizes_mb=SIZES_MB,
+    iters: int = 3,
+    gap_ms: float = 0.0,
+    out_dir: Path | None = None,
+) -> NetsimBench:
     """The same benchmark with each rank in its own network namespace behind a tc rate cap (chapter 05's
     workshop.launch.netsim): what the link really delivers to gloo at each cap. Falls back to loopback (no caps)
     where namespaces cannot be created, and says so in "mode"/"reason"."""
 
     tmp = Path(out_dir or tempfile.mkdtemp(prefix="comms-netsim-"))
-    cfg = netsim.NetSimConfig(nodes=2, rates=list(rates), module="workshop.experiments.comms", out_dir=tmp, timeout_s=600,
-                              train_args=["_worker", "--iters", str(iters), "--gap-ms", str(gap_ms),
-                                          "--sizes-mb", *map(str, sizes_mb)])
+    cfg = netsim.NetSimConfig(
+        nodes=2,
+        rates=list(rates),
+        module="workshop.experiments.comms",
+        out_dir=tmp,
+        timeout_s=600,
+        train_args=[
+            "_worker",
+            "--iters",
+            str(iters),
+            "--gap-ms",
+            str(gap_ms),
+            "--sizes-mb",
+            *map(str, sizes_mb),
+        ],
+    )
     report = netsim.run(cfg, progress=lambda *_: None)
     rates_out: dict[str, RateBench] = {}
     out: NetsimBench = {"mode": report.mode, "reason": report.reason, "gap_ms": gap_ms, "rates": rates_out}
@@ -246,24 +318,39 @@ def fit_collectives(rows: list[BenchRow], world: int) -> dict[str, CollectiveFit
     """
     fit: dict[str, CollectiveFit] = {}
     for op in OPS:
-        pts = [(r["bytes"] * bus_factor(op, world), r["time_s"], r.get("loopback_bytes_per_rank", 0.0), r["bytes"])
-               for r in rows if r["op"] == op]
+        pts = [
+            (
+                r["bytes"] * bus_factor(op, world),
+                r["time_s"],
+                r.get("loopback_bytes_per_rank", 0.0),
+                r["bytes"],
+            )
+            for r in rows
+            if r["op"] == op
+        ]
         if len(pts) < 2:
             continue
         alpha, slope = _two_regime_fit([p[3] for p in pts], [p[0] for p in pts], [p[1] for p in pts])
         big = max(pts)
         wire = big[2] / big[0] if big[0] and big[2] else None
-        fit[op] = {"alpha_s": alpha, "gbytes_per_s": (1 / slope / GB) if slope > 0 else math.inf,
-                   "wire_bytes_over_model_bytes": wire}
+        fit[op] = {
+            "alpha_s": alpha,
+            "gbytes_per_s": (1 / slope / GB) if slope > 0 else math.inf,
+            "wire_bytes_over_model_bytes": wire,
+        }
     return fit
 
 
-def collective_time(traffic: Traffic, fit: dict[str, CollectiveFit], *,
-                    n_ops: dict[str, int] | None = None) -> float:
+def collective_time(
+    traffic: Traffic, fit: dict[str, CollectiveFit], *, n_ops: dict[str, int] | None = None
+) -> float:
     """Seconds per step for a traffic pattern on a calibrated backend (bytes / B + ops x latency)."""
     t = 0.0
-    for op, nbytes in (("all_gather", traffic.all_gather), ("reduce_scatter", traffic.reduce_scatter),
-                       ("all_reduce", traffic.all_reduce)):
+    for op, nbytes in (
+        ("all_gather", traffic.all_gather),
+        ("reduce_scatter", traffic.reduce_scatter),
+        ("all_reduce", traffic.all_reduce),
+    ):
         if nbytes:
             f = fit[op]
             t += nbytes / (f["gbytes_per_s"] * GB) + (n_ops or {}).get(op, 0) * f["alpha_s"]

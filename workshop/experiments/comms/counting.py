@@ -12,8 +12,17 @@ from pathlib import Path
 
 from workshop import train
 
-_COUNTED = ("all_reduce", "all_gather", "all_gather_into_tensor", "reduce_scatter", "reduce_scatter_tensor",
-            "broadcast", "barrier", "all_gather_object", "broadcast_object_list")
+_COUNTED = (
+    "all_reduce",
+    "all_gather",
+    "all_gather_into_tensor",
+    "reduce_scatter",
+    "reduce_scatter_tensor",
+    "broadcast",
+    "barrier",
+    "all_gather_object",
+    "broadcast_object_list",
+)
 
 
 def _nbytes(op: str, args, kwargs) -> int:
@@ -21,8 +30,11 @@ def _nbytes(op: str, args, kwargs) -> int:
     import torch
 
     tensors = [a for a in (*args, *kwargs.values()) if isinstance(a, torch.Tensor)]
-    lists = [a for a in (*args, *kwargs.values()) if isinstance(a, (list, tuple)) and a
-             and isinstance(a[0], torch.Tensor)]
+    lists = [
+        a
+        for a in (*args, *kwargs.values())
+        if isinstance(a, (list, tuple)) and a and isinstance(a[0], torch.Tensor)
+    ]
     if op in ("all_gather", "reduce_scatter") and lists:
         return sum(t.numel() * t.element_size() for t in lists[0])
     return max((t.numel() * t.element_size() for t in tensors), default=0)
@@ -50,6 +62,7 @@ def _count_worker(argv: list[str]) -> int:
             c[1] += n
             trace.append((len(snaps), op, n))
             return fn(*args, **kwargs)
+
         return counted
 
     for op in _COUNTED:
@@ -63,6 +76,7 @@ def _count_worker(argv: list[str]) -> int:
         step_s[0] += time.perf_counter() - t0
         snaps.append({**{op: list(v) for op, v in live.items()}, "_step_s": [0, step_s[0]]})
         return r
+
     DeepSpeedEngine._take_model_step = snap_after
 
     rc = train.main(train_argv)
@@ -76,8 +90,17 @@ def per_step_calls(snapshots: list[dict], skip: int = 1) -> dict[str, dict]:
 
     The pseudo-op "_step_s" carries the seconds spent in DeepSpeed's optimizer step (as its "bytes")."""
     diffs = []
-    for a, b in zip(snapshots[skip:], snapshots[skip + 1:]):
+    for a, b in zip(snapshots[skip:], snapshots[skip + 1 :]):
         diffs.append({op: (v[0] - a.get(op, [0, 0])[0], v[1] - a.get(op, [0, 0])[1]) for op, v in b.items()})
     ops = sorted({op for d in diffs for op in d})
-    return {op: {"calls": statistics.median(d.get(op, (0, 0))[0] for d in diffs),
-                 "bytes": statistics.median(d.get(op, (0, 0))[1] for d in diffs)} for op in ops} if diffs else {}
+    return (
+        {
+            op: {
+                "calls": statistics.median(d.get(op, (0, 0))[0] for d in diffs),
+                "bytes": statistics.median(d.get(op, (0, 0))[1] for d in diffs),
+            }
+            for op in ops
+        }
+        if diffs
+        else {}
+    )

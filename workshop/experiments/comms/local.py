@@ -27,6 +27,7 @@ from workshop.plan.zero3 import Zero3Calls, zero3_calls
 
 # ---------------------------------------------------------------- local ZeRO-3 check
 
+
 @dataclass
 class LocalRun:
     model: str
@@ -45,11 +46,30 @@ class LocalRun:
         return 2 if self.precision == "bf16" else 4
 
 
-def train_argv(model: str, *, offload: bool = False, grad_ckpt: bool = False, steps: int = 6,
-               micro_batch: int = 4, seq_len: int = 128) -> list[str]:
+def train_argv(
+    model: str,
+    *,
+    offload: bool = False,
+    grad_ckpt: bool = False,
+    steps: int = 6,
+    micro_batch: int = 4,
+    seq_len: int = 128,
+) -> list[str]:
     """The ZeRO-3 command this chapter measures (one thread per rank, so ranks do not fight for cores)."""
-    args = ["--model", model, "--zero-stage", "3", "--max-steps", str(steps), "--micro-batch", str(micro_batch),
-            "--seq-len", str(seq_len), "--threads", "1"]
+    args = [
+        "--model",
+        model,
+        "--zero-stage",
+        "3",
+        "--max-steps",
+        str(steps),
+        "--micro-batch",
+        str(micro_batch),
+        "--seq-len",
+        str(seq_len),
+        "--threads",
+        "1",
+    ]
     if offload:
         args += ["--offload-optimizer", "--offload-param"]
     if grad_ckpt:
@@ -57,17 +77,37 @@ def train_argv(model: str, *, offload: bool = False, grad_ckpt: bool = False, st
     return args
 
 
-def run_training(model: str, *, world: int, offload: bool = False, grad_ckpt: bool = False, steps: int = 6,
-                 micro_batch: int = 4, seq_len: int = 128, out_dir: Path | None = None,
-                 prefix: list[str] | None = None) -> LocalRun:
+def run_training(
+    model: str,
+    *,
+    world: int,
+    offload: bool = False,
+    grad_ckpt: bool = False,
+    steps: int = 6,
+    micro_batch: int = 4,
+    seq_len: int = 128,
+    out_dir: Path | None = None,
+    prefix: list[str] | None = None,
+) -> LocalRun:
     """One ZeRO-3 run of the lead's entry point with counted collectives: median step time (after the
     first), time in the optimizer step, collective calls and bytes per step, loopback bytes."""
-    out = Path(out_dir or tempfile.mkdtemp(prefix="comms-")) / f"{model}-w{world}-o{int(offload)}-c{int(grad_ckpt)}"
+    out = (
+        Path(out_dir or tempfile.mkdtemp(prefix="comms-"))
+        / f"{model}-w{world}-o{int(offload)}-c{int(grad_ckpt)}"
+    )
     out.mkdir(parents=True, exist_ok=True)
     calls_path = out / "calls.json"
-    args = ["-m", "workshop.experiments.comms", "_count", str(calls_path),
-            *train_argv(model, offload=offload, grad_ckpt=grad_ckpt, steps=steps, micro_batch=micro_batch,
-                        seq_len=seq_len), "--output-dir", str(out)]
+    args = [
+        "-m",
+        "workshop.experiments.comms",
+        "_count",
+        str(calls_path),
+        *train_argv(
+            model, offload=offload, grad_ckpt=grad_ckpt, steps=steps, micro_batch=micro_batch, seq_len=seq_len
+        ),
+        "--output-dir",
+        str(out),
+    ]
     lo0 = loopback_bytes()
     proc = _torchrun(args, nproc=world, prefix=prefix, env={"OMP_NUM_THREADS": "1"}, log_path=out / "log.txt")
     lo1 = loopback_bytes()
@@ -79,12 +119,22 @@ def run_training(model: str, *, world: int, offload: bool = False, grad_ckpt: bo
     calls = per_step_calls(json.loads(calls_path.read_text())["snapshots"])
     opt = calls.pop("_step_s", {}).get("bytes", 0.0)
     lo = (lo1 - lo0) / steps / world if world > 1 and lo1 > lo0 else None
-    return LocalRun(model, world, offload, grad_ckpt, statistics.median(times), opt, calls, lo,
-                    precision=m.get("args", {}).get("precision", "bf16"))
+    return LocalRun(
+        model,
+        world,
+        offload,
+        grad_ckpt,
+        statistics.median(times),
+        opt,
+        calls,
+        lo,
+        precision=m.get("args", {}).get("precision", "bf16"),
+    )
 
 
 class Prediction(TypedDict):
     """An N-rank ZeRO-3 step predicted from the 1-rank step and the fitted collectives (seconds)."""
+
     compute_s: float
     comm_s: float
     latency_s: float
@@ -93,8 +143,9 @@ class Prediction(TypedDict):
     predicted_if_every_call_waits_s: float
 
 
-def predict_from_single_rank(base: LocalRun, calls: Zero3Calls, fit: dict[str, CollectiveFit],
-                             world: int) -> Prediction:
+def predict_from_single_rank(
+    base: LocalRun, calls: Zero3Calls, fit: dict[str, CollectiveFit], world: int
+) -> Prediction:
     """N-rank ZeRO-3 step = the 1-rank step with the same micro-batch per rank, whose optimizer-step share
     shrinks to 1/N (each rank updates its partition only), + the collectives: counted calls x the fitted
     latency + per-rank bytes / the fitted bandwidth, per collective."""
@@ -103,14 +154,20 @@ def predict_from_single_rank(base: LocalRun, calls: Zero3Calls, fit: dict[str, C
     latency = sum(n * fit[op]["alpha_s"] for op, n in calls.n_ops.items())
     comm = collective_time(tr, fit, n_ops=calls.n_ops)
     every_call = fit["all_gather"]["alpha_s"] * (calls.all_gather_calls - calls.all_gather_waves)
-    return {"compute_s": compute, "comm_s": comm, "latency_s": latency, "bandwidth_s": comm - latency,
-            "predicted_s": compute + comm,
-            # the alternative reading: every call pays a full latency, even those launched together
-            "predicted_if_every_call_waits_s": compute + comm + every_call}
+    return {
+        "compute_s": compute,
+        "comm_s": comm,
+        "latency_s": latency,
+        "bandwidth_s": comm - latency,
+        "predicted_s": compute + comm,
+        # the alternative reading: every call pays a full latency, even those launched together
+        "predicted_if_every_call_waits_s": compute + comm + every_call,
+    }
 
 
 class LocalRow(Prediction):
     """One row of `local_comparison()` (comms.json "local"): chapter 06 prints model against measurement."""
+
     model: str
     params: int
     offload: bool
@@ -128,8 +185,15 @@ class LocalRow(Prediction):
     counted: dict[str, dict[str, float]]  # collective -> {"calls", "bytes"} per step
 
 
-def local_comparison(fit: dict[str, CollectiveFit], *, models=("tiny", "small"), offloads=(False, True),
-                     steps: int = 10, world: int = 2, out_dir: Path | None = None) -> list[LocalRow]:
+def local_comparison(
+    fit: dict[str, CollectiveFit],
+    *,
+    models=("tiny", "small"),
+    offloads=(False, True),
+    steps: int = 10,
+    world: int = 2,
+    out_dir: Path | None = None,
+) -> list[LocalRow]:
     """Measure 1-rank and N-rank ZeRO-3 runs and compare the N-rank step with the model's prediction."""
     rows: list[LocalRow] = []
     for model in models:
@@ -139,21 +203,32 @@ def local_comparison(fit: dict[str, CollectiveFit], *, models=("tiny", "small"),
             calls = zero3_calls(model, bytes_per_param=run.bytes_per_param)
             pred = predict_from_single_rank(base, calls, fit, world)
             counted = run.calls
-            rows.append({"model": model, "params": calls.params, "offload": off, "world": world,
-                         "base_1rank_s": base.step_time_s, "optimizer_1rank_s": base.optimizer_step_s, **pred,
-                         "measured_s": run.step_time_s, "error": pred["predicted_s"] / run.step_time_s - 1,
-                         "all_gather_calls_model": calls.all_gather_calls,
-                         "all_gather_calls_counted": counted.get("all_gather_into_tensor", {}).get("calls"),
-                         "all_gather_bytes_model": calls.all_gather_bytes,
-                         "all_gather_bytes_counted": counted.get("all_gather_into_tensor", {}).get("bytes"),
-                         "reduce_scatter_calls_model": calls.reduce_scatter_calls,
-                         "reduce_scatter_calls_counted": counted.get("reduce_scatter_tensor", {}).get("calls"),
-                         "counted": counted})
+            rows.append(
+                {
+                    "model": model,
+                    "params": calls.params,
+                    "offload": off,
+                    "world": world,
+                    "base_1rank_s": base.step_time_s,
+                    "optimizer_1rank_s": base.optimizer_step_s,
+                    **pred,
+                    "measured_s": run.step_time_s,
+                    "error": pred["predicted_s"] / run.step_time_s - 1,
+                    "all_gather_calls_model": calls.all_gather_calls,
+                    "all_gather_calls_counted": counted.get("all_gather_into_tensor", {}).get("calls"),
+                    "all_gather_bytes_model": calls.all_gather_bytes,
+                    "all_gather_bytes_counted": counted.get("all_gather_into_tensor", {}).get("bytes"),
+                    "reduce_scatter_calls_model": calls.reduce_scatter_calls,
+                    "reduce_scatter_calls_counted": counted.get("reduce_scatter_tensor", {}).get("calls"),
+                    "counted": counted,
+                }
+            )
     return rows
 
 
 class NetsimCheckRow(TypedDict):
     """One rate cap of `netsim_check()`: measured step against the calibrated and the line-rate prediction."""
+
     rate: str
     measured_s: float
     predicted_s: float
@@ -175,10 +250,14 @@ def netsim_check(bench: NetsimBench, netsim_result: dict, *, model: str = "tiny"
     only the collective time (calls x latency + bytes / bandwidth, both fitted at each cap), and compare with
     the prediction from the cap's line rate alone."""
 
-    rows = {r["rate"]: r for r in netsim_result.get("table", []) if r.get("ok") and r.get("step_time_s_median")}
+    rows = {
+        r["rate"]: r for r in netsim_result.get("table", []) if r.get("ok") and r.get("step_time_s_median")
+    }
     rates = [r for r in bench["rates"] if r in rows]
     if len(rates) < 2:
-        raise WorkshopError(f"need step times at two caps; netsim has {sorted(rows)}, bench has {sorted(bench['rates'])}")
+        raise WorkshopError(
+            f"need step times at two caps; netsim has {sorted(rows)}, bench has {sorted(bench['rates'])}"
+        )
     rates.sort(key=lambda r: -(parse_rate(r) or math.inf))
     argv = netsim_result.get("train_args") or ["--precision", "bf16"]  # results from before "auto" were bf16
     asked = argv[argv.index("--precision") + 1] if "--precision" in argv else "auto"
@@ -195,7 +274,16 @@ def netsim_check(bench: NetsimBench, netsim_result: dict, *, model: str = "tiny"
         measured = rows[r]["step_time_s_median"]
         calibrated = rows[ref]["step_time_s_median"] - comm[ref] + comm[r]
         naive = rows[ref]["step_time_s_median"] - line[ref] + line[r]
-        out.append({"rate": r, "measured_s": measured, "predicted_s": calibrated, "error": calibrated / measured - 1,
-                    "line_rate_predicted_s": naive, "line_rate_error": naive / measured - 1,
-                    "comm_s": comm[r], "reference": r == ref})
+        out.append(
+            {
+                "rate": r,
+                "measured_s": measured,
+                "predicted_s": calibrated,
+                "error": calibrated / measured - 1,
+                "line_rate_predicted_s": naive,
+                "line_rate_error": naive / measured - 1,
+                "comm_s": comm[r],
+                "reference": r == ref,
+            }
+        )
     return {"mode": bench.get("mode"), "model": model, "rows": out}

@@ -37,16 +37,27 @@ def _write_tokenizer(out_dir: Path, vocab_size: int) -> None:
     tok = Tokenizer(models.BPE(unk_token=None))
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=min(vocab_size, 1024), special_tokens=["<s>", "</s>"],
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    trainer = trainers.BpeTrainer(
+        vocab_size=min(vocab_size, 1024),
+        special_tokens=["<s>", "</s>"],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+    )
     tok.train_from_iterator(text, trainer)
-    PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>",
-                            pad_token="</s>").save_pretrained(out_dir)
+    PreTrainedTokenizerFast(
+        tokenizer_object=tok, bos_token="<s>", eos_token="</s>", pad_token="</s>"
+    ).save_pretrained(out_dir)
 
 
-def write_checkpoint(out_dir: str | Path, model: str = "medium", *, dtype: str = "bf16",
-                     max_shard_size: str = "200MB", seed: int = 0, force: bool = False,
-                     overrides: dict | None = None) -> Path:
+def write_checkpoint(
+    out_dir: str | Path,
+    model: str = "medium",
+    *,
+    dtype: str = "bf16",
+    max_shard_size: str = "200MB",
+    seed: int = 0,
+    force: bool = False,
+    overrides: dict | None = None,
+) -> Path:
     """Write a checkpoint shaped like a hub one: sharded safetensors + index + config + tokenizer.
 
     Random weights (no hub here), but a fixed seed, so a re-run with the same arguments is skipped.
@@ -56,10 +67,14 @@ def write_checkpoint(out_dir: str | Path, model: str = "medium", *, dtype: str =
     import torch
     from transformers import AutoModelForCausalLM
 
-
     out = Path(out_dir)
-    spec = {"model": model, "dtype": dtype, "max_shard_size": max_shard_size, "seed": seed,
-            **({"overrides": overrides} if overrides else {})}
+    spec = {
+        "model": model,
+        "dtype": dtype,
+        "max_shard_size": max_shard_size,
+        "seed": seed,
+        **({"overrides": overrides} if overrides else {}),
+    }
     marker = out / _MARKER
     if not force and marker.exists() and json.loads(marker.read_text()).get("spec") == spec:
         try:
@@ -81,8 +96,9 @@ def write_checkpoint(out_dir: str | Path, model: str = "medium", *, dtype: str =
     del net
     gc.collect()
     _write_tokenizer(out, config.vocab_size)
-    marker.write_text(json.dumps({"spec": spec, "numel": numel,
-                                  "bytes": numel * _BYTES_PER[dtype]}, indent=1))
+    marker.write_text(
+        json.dumps({"spec": spec, "numel": numel, "bytes": numel * _BYTES_PER[dtype]}, indent=1)
+    )
     return out
 
 
@@ -102,14 +118,20 @@ def verify_checkpoint(path: str | Path) -> CheckpointInfo:
 
     root = Path(path)
     if not root.is_dir():
-        raise WorkshopError(f"checkpoint directory {str(root)!r} {'is a file' if root.exists() else 'does not exist'}; "
-                            "write one with `python -m workshop load checkpoint --out DIR`")
+        raise WorkshopError(
+            f"checkpoint directory {str(root)!r} {'is a file' if root.exists() else 'does not exist'}; "
+            "write one with `python -m workshop load checkpoint --out DIR`"
+        )
     config = read_json(root / "config.json", "checkpoint config", "a transformers checkpoint's config.json")
     index_file = root / "model.safetensors.index.json"
     if index_file.exists():
-        weight_map = read_json(index_file, "safetensors index", "a JSON object with a weight_map").get("weight_map")
+        weight_map = read_json(index_file, "safetensors index", "a JSON object with a weight_map").get(
+            "weight_map"
+        )
         if not isinstance(weight_map, dict) or not all(isinstance(v, str) for v in weight_map.values()):
-            raise WorkshopError(f"{index_file} is not a valid safetensors index: no weight_map of tensor -> file")
+            raise WorkshopError(
+                f"{index_file} is not a valid safetensors index: no weight_map of tensor -> file"
+            )
         shards = sorted(set(weight_map.values()))
     elif (root / "model.safetensors").exists():
         weight_map, shards = None, ["model.safetensors"]
@@ -147,7 +169,6 @@ def verify_checkpoint(path: str | Path) -> CheckpointInfo:
     return CheckpointInfo(str(root), shards, numel, nbytes, dtype, model_type)
 
 
-
 def checkpoint_preset(checkpoint: str | Path) -> str | None:
     """The preset a checkpoint was written from (None for foreign checkpoints)."""
     marker = Path(checkpoint) / _MARKER
@@ -166,13 +187,17 @@ def preflight_checkpoint(config, dtype: str, out: Path, world_sizes=(1,), method
     size = numel * _BYTES_PER[dtype]
     have = psutil.virtual_memory().available
     if size * 1.2 > have:
-        raise WorkshopError(f"writing this checkpoint builds the model in memory: about {size * 1.2 / GB:.1f} GB "
-                            f"needed, {have / GB:.1f} GB available; choose a smaller model or --dtype")
+        raise WorkshopError(
+            f"writing this checkpoint builds the model in memory: about {size * 1.2 / GB:.1f} GB "
+            f"needed, {have / GB:.1f} GB available; choose a smaller model or --dtype"
+        )
     probe = out if out.exists() else next(p for p in out.parents if p.exists())
     free = shutil.disk_usage(probe).free
     if size * 1.05 > free:
-        raise WorkshopError(f"the checkpoint needs about {size / GB:.1f} GB on disk, {free / GB:.1f} GB free "
-                            f"under {probe}; choose another --work-dir")
+        raise WorkshopError(
+            f"the checkpoint needs about {size / GB:.1f} GB on disk, {free / GB:.1f} GB free "
+            f"under {probe}; choose another --work-dir"
+        )
     for n in world_sizes:
         check_world_size(n, model_bytes=size, method=method)
     return size
@@ -186,11 +211,15 @@ def check_world_size(world_size: int, *, model_bytes: int | None = None, method:
         raise WorkshopError(f"world size must be an integer >= 1, got {world_size!r}")
     cores = os.cpu_count() or 1
     if world_size > cores:
-        raise WorkshopError(f"world size {world_size} is larger than this machine allows: {cores} CPU cores "
-                            f"(one rank per core at most); allowed: 1..{cores}")
+        raise WorkshopError(
+            f"world size {world_size} is larger than this machine allows: {cores} CPU cores "
+            f"(one rank per core at most); allowed: 1..{cores}"
+        )
     if model_bytes:
         per_rank = {"naive": 2.0}.get(method, 1.0) * model_bytes + 0.8 * GB
         need, have = world_size * per_rank, psutil.virtual_memory().available
         if need > have:
-            raise WorkshopError(f"{method} loading with {world_size} ranks needs about {need / GB:.1f} GB but "
-                                f"only {have / GB:.1f} GB is available; use fewer ranks or a smaller model")
+            raise WorkshopError(
+                f"{method} loading with {world_size} ranks needs about {need / GB:.1f} GB but "
+                f"only {have / GB:.1f} GB is available; use fewer ranks or a smaller model"
+            )

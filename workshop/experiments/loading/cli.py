@@ -1,5 +1,4 @@
-"""`workshop load checkpoint|run|bench|verify`, and the internal `worker`/`pitfall` commands torchrun starts.
-"""
+"""`workshop load checkpoint|run|bench|verify`, and the internal `worker`/`pitfall` commands torchrun starts."""
 
 from __future__ import annotations
 
@@ -28,7 +27,9 @@ def _shard_size(text: str) -> str:
     """A shard size save_pretrained accepts (200MB, 2GB; KB, MB, GB, TB), checked before a model is built."""
     m = re.fullmatch(r"(\d+(?:\.\d+)?)\s*[kmgt]b", text.strip(), re.IGNORECASE)
     if not m or float(m.group(1)) <= 0:
-        raise argparse.ArgumentTypeError(f"expected a size such as 200MB or 2GB (KB, MB, GB, TB), got {text!r}")
+        raise argparse.ArgumentTypeError(
+            f"expected a size such as 200MB or 2GB (KB, MB, GB, TB), got {text!r}"
+        )
     return text
 
 
@@ -37,11 +38,16 @@ def _bool(text: str) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="workshop load", description="Sharded loading, measured: naive vs meta device vs ZeRO-3 partitioned construction.")
+    parser = argparse.ArgumentParser(
+        prog="workshop load",
+        description="Sharded loading, measured: naive vs meta device vs ZeRO-3 partitioned construction.",
+    )
     sub = parser.add_subparsers(dest="cmd", required=True)
     ranks = comma_list(int, minimum=1, noun="integers >= 1")
     methods = comma_list(choices=METHODS, noun="methods")
-    c = sub.add_parser("checkpoint", help="write a sharded safetensors checkpoint of a preset (random weights)")
+    c = sub.add_parser(
+        "checkpoint", help="write a sharded safetensors checkpoint of a preset (random weights)"
+    )
     c.add_argument("--model", default="tiny", help="preset name (tiny, small, medium, ...)")
     c.add_argument("--out", required=True, help="directory to write")
     c.add_argument("--dtype", default="bf16", choices=DTYPES)
@@ -78,7 +84,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.cmd == "checkpoint":
             check_output(args.out, "--out", folder=True)
-            path = write_checkpoint(args.out, args.model, dtype=args.dtype, max_shard_size=args.max_shard_size)
+            path = write_checkpoint(
+                args.out, args.model, dtype=args.dtype, max_shard_size=args.max_shard_size
+            )
             print(json.dumps(asdict(verify_checkpoint(path))))
         elif args.cmd == "verify":
             print(json.dumps(asdict(verify_checkpoint(args.checkpoint))))
@@ -89,20 +97,35 @@ def main(argv: list[str] | None = None) -> int:
             if args.cmd == "bench":
                 if args.work_dir:
                     check_output(args.work_dir, "--work-dir", folder=True)
-                res = bench(args.json_out, model=args.model, world_sizes=ranks, methods=methods,
-                            work_dir=args.work_dir, dtype=args.dtype, max_shard_size=args.max_shard_size)
+                res = bench(
+                    args.json_out,
+                    model=args.model,
+                    world_sizes=ranks,
+                    methods=methods,
+                    work_dir=args.work_dir,
+                    dtype=args.dtype,
+                    max_shard_size=args.max_shard_size,
+                )
                 print(format_table(res["rows"]))
                 print(json.dumps(res["ratio_vs_naive"]))
             else:
-                rows = run_experiment(args.checkpoint, methods=methods, world_sizes=ranks, out_dir=args.out_dir)
+                rows = run_experiment(
+                    args.checkpoint, methods=methods, world_sizes=ranks, out_dir=args.out_dir
+                )
                 summary = summarize(rows, model=checkpoint_preset(args.checkpoint))
                 print(format_table(summary))
                 if args.json_out:
                     Path(args.json_out).write_text(json.dumps(summary, indent=1))
         elif args.cmd == "worker":
             try:
-                run_worker(args.method, args.checkpoint, args.out_dir, dtype=args.dtype,
-                           low_cpu_mem_usage=args.low_cpu_mem_usage, verify=not args.no_verify)
+                run_worker(
+                    args.method,
+                    args.checkpoint,
+                    args.out_dir,
+                    dtype=args.dtype,
+                    low_cpu_mem_usage=args.low_cpu_mem_usage,
+                    verify=not args.no_verify,
+                )
             finally:  # os._exit below skips atexit: release DeepSpeed's /dev/shm buffers here, however it went
                 release_shm_buffers()
             # The report is on disk and the process group is gone. Skip interpreter teardown: a DeepSpeed/gloo

@@ -34,12 +34,23 @@ def _worker_env(nproc: int, threads: int | None) -> dict:
     # glibc otherwise keeps large freed buffers (ZeRO-3's gathered modules) in its heap, where RSS still
     # counts them; a fixed threshold returns them to the OS. Same for every method, so the comparison is fair.
     extra = {"MALLOC_MMAP_THRESHOLD_": os.environ.get("MALLOC_MMAP_THRESHOLD_", "65536")}
-    return rank_env(threads or max(1, (os.cpu_count() or 1) // nproc), extra, nproc_per_node=nproc, cpu_only=True)
+    return rank_env(
+        threads or max(1, (os.cpu_count() or 1) // nproc), extra, nproc_per_node=nproc, cpu_only=True
+    )
 
 
-def run_method(checkpoint: str | Path, method: str, nproc: int, *, dtype: str | None = None,
-               out_dir: str | Path, low_cpu_mem_usage: bool | None = None, verify: bool = True,
-               threads: int | None = None, timeout: float = 1800) -> list[RankRecord]:
+def run_method(
+    checkpoint: str | Path,
+    method: str,
+    nproc: int,
+    *,
+    dtype: str | None = None,
+    out_dir: str | Path,
+    low_cpu_mem_usage: bool | None = None,
+    verify: bool = True,
+    threads: int | None = None,
+    timeout: float = 1800,
+) -> list[RankRecord]:
     """Launch one method on `nproc` ranks with torchrun; returns each rank's report (dicts, rank order)."""
     check_choice("method", method, METHODS)
     info = verify_checkpoint(checkpoint)
@@ -50,8 +61,21 @@ def run_method(checkpoint: str | Path, method: str, nproc: int, *, dtype: str | 
     for old in out.glob("rank*.json"):
         old.unlink()
 
-    cmd = torchrun_command(["worker", "--method", method, "--checkpoint", str(checkpoint), "--out-dir", str(out),
-                            "--dtype", dtype], module="workshop.experiments.loading", nproc_per_node=nproc)
+    cmd = torchrun_command(
+        [
+            "worker",
+            "--method",
+            method,
+            "--checkpoint",
+            str(checkpoint),
+            "--out-dir",
+            str(out),
+            "--dtype",
+            dtype,
+        ],
+        module="workshop.experiments.loading",
+        nproc_per_node=nproc,
+    )
     if low_cpu_mem_usage is not None:
         cmd += ["--low-cpu-mem-usage", str(low_cpu_mem_usage).lower()]
     if not verify:
@@ -59,16 +83,26 @@ def run_method(checkpoint: str | Path, method: str, nproc: int, *, dtype: str | 
     proc = run_captured(cmd, env=_worker_env(nproc, threads), timeout=timeout)
     (out / "log.txt").parent.mkdir(parents=True, exist_ok=True)
     (out / "log.txt").write_text(proc.stdout + proc.stderr)
-    reports: list[RankRecord] = [json.loads((out / f"rank{r}.json").read_text()) for r in range(nproc)
-               if (out / f"rank{r}.json").exists()]
+    reports: list[RankRecord] = [
+        json.loads((out / f"rank{r}.json").read_text())
+        for r in range(nproc)
+        if (out / f"rank{r}.json").exists()
+    ]
     if proc.returncode != 0 or len(reports) != nproc:
         tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-15:])
         raise RuntimeError(f"{method} on {nproc} rank(s) failed (exit {proc.returncode}); log tail:\n{tail}")
     return reports
 
 
-def run_experiment(checkpoint: str | Path, *, methods=METHODS, world_sizes=(1, 2), out_dir: str | Path,
-                   verify: bool = True, progress: bool = True) -> list[RankRecord]:
+def run_experiment(
+    checkpoint: str | Path,
+    *,
+    methods=METHODS,
+    world_sizes=(1, 2),
+    out_dir: str | Path,
+    verify: bool = True,
+    progress: bool = True,
+) -> list[RankRecord]:
     """Every method on every world size, one torchrun each; returns one row per rank."""
     for m in methods:
         check_choice("method", m, METHODS)
@@ -81,22 +115,26 @@ def run_experiment(checkpoint: str | Path, *, methods=METHODS, world_sizes=(1, 2
             got = run_method(checkpoint, method, n, out_dir=out_dir, verify=verify)
             if progress:
                 peaks = ", ".join(f"{r['peak_rss_gb']:.2f}" for r in got)
-                print(f"{method:>12} N={n}: peak RSS per rank [{peaks}] GB  ({time.perf_counter() - t0:.0f} s)",
-                      flush=True)
+                print(
+                    f"{method:>12} N={n}: peak RSS per rank [{peaks}] GB  ({time.perf_counter() - t0:.0f} s)",
+                    flush=True,
+                )
             rows.extend(got)
     return rows
 
 
 class LoadPrediction(TypedDict):
     """The planner's loading numbers for one rank, GB."""
+
     runtime_gb: float  # the per-rank process overhead the planner assumes
     keep_gb: float  # the weights a rank keeps
     peak_rank0_gb: float
     peak_other_gb: float
 
 
-def planner_prediction(model: str, world_size: int, method: str, *, dtype: str = "bf16",
-                       shard_bytes: int = 0) -> LoadPrediction:
+def planner_prediction(
+    model: str, world_size: int, method: str, *, dtype: str = "bf16", shard_bytes: int = 0
+) -> LoadPrediction:
     """Chapter 01's planner, applied to loading: what each rank keeps, and the peak on rank 0 and the others.
 
     The planner's `params` component is the weights a rank keeps (1/N under ZeRO-3); its `runtime` is the
@@ -106,20 +144,29 @@ def planner_prediction(model: str, world_size: int, method: str, *, dtype: str =
     """
 
     check_choice("method", method, METHODS)
-    plan = plan_memory(model, world_size=world_size, zero_stage=3 if method.startswith("zero3") else 0,
-                       dtype=dtype)
+    plan = plan_memory(
+        model, world_size=world_size, zero_stage=3 if method.startswith("zero3") else 0, dtype=dtype
+    )
     c = plan.components
     full = plan_memory(model, world_size=1, zero_stage=0, dtype=dtype).components["params"]
     layer = architecture(model).largest_layer_params * _BYTES_PER[dtype]
-    extra0, extra = {"naive": (full + shard_bytes, full + shard_bytes), "meta": (0, 0),
-                     "zero3": (full + layer, layer), "zero3-stream": (shard_bytes + layer, layer)}[method]
-    return {"runtime_gb": c["runtime"] / GB, "keep_gb": c["params"] / GB,
-            "peak_rank0_gb": (c["runtime"] + c["params"] + extra0) / GB,
-            "peak_other_gb": (c["runtime"] + c["params"] + extra) / GB}
+    extra0, extra = {
+        "naive": (full + shard_bytes, full + shard_bytes),
+        "meta": (0, 0),
+        "zero3": (full + layer, layer),
+        "zero3-stream": (shard_bytes + layer, layer),
+    }[method]
+    return {
+        "runtime_gb": c["runtime"] / GB,
+        "keep_gb": c["params"] / GB,
+        "peak_rank0_gb": (c["runtime"] + c["params"] + extra0) / GB,
+        "peak_other_gb": (c["runtime"] + c["params"] + extra) / GB,
+    }
 
 
 class LoadingRow(TypedDict):
     """One line of chapter 03's loading table (loading.json "rows"): a rank's measurements, planner beside."""
+
     method: str
     world_size: int
     rank: int
@@ -150,16 +197,27 @@ def summarize(rows: list[RankRecord], *, model: str | None = None, shard_bytes: 
     out: list[LoadingRow] = []
     for r in rows:
         line: LoadingRow = {
-            "method": r["method"], "world_size": r["world_size"], "rank": r["rank"],
-            "peak_rss_gb": r["peak_rss_gb"], "peak_anon_gb": r["peak_anon_gb"],
-            "peak_file_gb": r["peak_file_gb"], "ru_maxrss_gb": r["ru_maxrss_gb"],
-            "end_rss_gb": r["end_rss_gb"], "used_rss_gb": r["used_rss_gb"], "load_s": r["load_s"],
-            "local_numel": r["local_numel"], "full_numel": r["full_numel"], "model_bytes": r["model_bytes"],
-            "weights_match": r["weights_match"], "baseline_rss_gb": r["baseline_rss_gb"],
-            "share": r["local_numel"] / r["full_numel"]}
+            "method": r["method"],
+            "world_size": r["world_size"],
+            "rank": r["rank"],
+            "peak_rss_gb": r["peak_rss_gb"],
+            "peak_anon_gb": r["peak_anon_gb"],
+            "peak_file_gb": r["peak_file_gb"],
+            "ru_maxrss_gb": r["ru_maxrss_gb"],
+            "end_rss_gb": r["end_rss_gb"],
+            "used_rss_gb": r["used_rss_gb"],
+            "load_s": r["load_s"],
+            "local_numel": r["local_numel"],
+            "full_numel": r["full_numel"],
+            "model_bytes": r["model_bytes"],
+            "weights_match": r["weights_match"],
+            "baseline_rss_gb": r["baseline_rss_gb"],
+            "share": r["local_numel"] / r["full_numel"],
+        }
         if model is not None:
-            pred = planner_prediction(model, r["world_size"], r["method"], dtype=r["dtype"],
-                                      shard_bytes=shard_bytes)
+            pred = planner_prediction(
+                model, r["world_size"], r["method"], dtype=r["dtype"], shard_bytes=shard_bytes
+            )
             peak = pred["peak_rank0_gb"] if r["rank"] == 0 else pred["peak_other_gb"]
             line["plan_peak_gb"] = peak
             line["plan_load_gb"] = peak - pred["runtime_gb"] + r["baseline_rss_gb"]
@@ -168,10 +226,15 @@ def summarize(rows: list[RankRecord], *, model: str | None = None, shard_bytes: 
     return out
 
 
-def ratios(summary: list[LoadingRow], *, world_size: int = 2,
-           against: str = "naive") -> dict[str, list[float]]:
+def ratios(
+    summary: list[LoadingRow], *, world_size: int = 2, against: str = "naive"
+) -> dict[str, list[float]]:
     """Peak RSS of each method over `against`'s, rank by rank, at one world size (the issue's 0.6 test)."""
-    base = {r["rank"]: r["peak_rss_gb"] for r in summary if r["method"] == against and r["world_size"] == world_size}
+    base = {
+        r["rank"]: r["peak_rss_gb"]
+        for r in summary
+        if r["method"] == against and r["world_size"] == world_size
+    }
     out: dict[str, list[float]] = {}
     for r in sorted(summary, key=lambda r: r["rank"]):
         if r["world_size"] == world_size and r["rank"] in base:
@@ -182,24 +245,31 @@ def ratios(summary: list[LoadingRow], *, world_size: int = 2,
 def format_table(summary: list[LoadingRow]) -> str:
     """A plain-text table (the notebook prints it; no pandas needed)."""
     has_plan = any("plan_peak_gb" in r for r in summary)
-    head = (f"{'method':>12} {'N':>2} {'rank':>4} {'peak GB':>8} {'anon':>6} {'file':>6} {'maxrss':>7} "
-            f"{'kept':>6} {'used':>6} {'load s':>7} {'share':>6} {'match':>5}")
+    head = (
+        f"{'method':>12} {'N':>2} {'rank':>4} {'peak GB':>8} {'anon':>6} {'file':>6} {'maxrss':>7} "
+        f"{'kept':>6} {'used':>6} {'load s':>7} {'share':>6} {'match':>5}"
+    )
     if has_plan:
         head += f" {'plan GB':>8} {'plan*':>6}"
     lines = [head, "-" * len(head)]
     for r in summary:
-        line = (f"{r['method']:>12} {r['world_size']:>2} {r['rank']:>4} {r['peak_rss_gb']:>8.2f} "
-                f"{r['peak_anon_gb']:>6.2f} {r['peak_file_gb']:>6.2f} {r['ru_maxrss_gb']:>7.2f} "
-                f"{r['end_rss_gb']:>6.2f} {r['used_rss_gb']:>6.2f} {r['load_s']:>7.1f} {r['share']:>6.2f} "
-                f"{r['weights_match']!s:>5}")
+        line = (
+            f"{r['method']:>12} {r['world_size']:>2} {r['rank']:>4} {r['peak_rss_gb']:>8.2f} "
+            f"{r['peak_anon_gb']:>6.2f} {r['peak_file_gb']:>6.2f} {r['ru_maxrss_gb']:>7.2f} "
+            f"{r['end_rss_gb']:>6.2f} {r['used_rss_gb']:>6.2f} {r['load_s']:>7.1f} {r['share']:>6.2f} "
+            f"{r['weights_match']!s:>5}"
+        )
         if has_plan:
-            line += f" {r.get('plan_peak_gb', float('nan')):>8.2f} {r.get('plan_load_gb', float('nan')):>6.2f}"
+            line += (
+                f" {r.get('plan_peak_gb', float('nan')):>8.2f} {r.get('plan_load_gb', float('nan')):>6.2f}"
+            )
         lines.append(line)
     return "\n".join(lines)
 
 
 class LoadingResult(TypedDict):
     """`bench()`'s record: benchmarks/results/loading.json."""
+
     model: str
     params: int
     model_bytes: int
@@ -212,9 +282,16 @@ class LoadingResult(TypedDict):
     versions: dict[str, str | None]
 
 
-def bench(json_out: str | Path, *, model: str = "medium", world_sizes=(1, 2), methods=METHODS,
-          work_dir: str | Path | None = None, dtype: str = "bf16",
-          max_shard_size: str = "200MB") -> LoadingResult:
+def bench(
+    json_out: str | Path,
+    *,
+    model: str = "medium",
+    world_sizes=(1, 2),
+    methods=METHODS,
+    work_dir: str | Path | None = None,
+    dtype: str = "bf16",
+    max_shard_size: str = "200MB",
+) -> LoadingResult:
     """Write the checkpoint (cached), run every method x world size, save JSON with the planner beside it."""
     import platform
 
@@ -224,19 +301,32 @@ def bench(json_out: str | Path, *, model: str = "medium", world_sizes=(1, 2), me
 
     work = Path(work_dir) if work_dir else Path.home() / ".cache" / "workshop" / "loading"
 
-    work.mkdir(parents=True, exist_ok=True)  # judged before the checkpoint is written: minutes for a big model
-    preflight_checkpoint(build_config(model), dtype, work, world_sizes, "naive" if "naive" in methods else methods[0])
+    work.mkdir(
+        parents=True, exist_ok=True
+    )  # judged before the checkpoint is written: minutes for a big model
+    preflight_checkpoint(
+        build_config(model), dtype, work, world_sizes, "naive" if "naive" in methods else methods[0]
+    )
     ckpt = write_checkpoint(work / f"ckpt-{model}-{dtype}", model, dtype=dtype, max_shard_size=max_shard_size)
     info = verify_checkpoint(ckpt)
     shard = max((ckpt / s).stat().st_size for s in info.shards)
     rows = run_experiment(ckpt, methods=methods, world_sizes=world_sizes, out_dir=work / "runs")
     summary = summarize(rows, model=model, shard_bytes=shard)
     result: LoadingResult = {
-        "model": model, "params": info.numel, "model_bytes": info.bytes, "dtype": dtype,
-        "shards": len(info.shards), "largest_shard_bytes": shard,
-        "env": {"torch": torch.__version__, "transformers": transformers.__version__,
-                "deepspeed": deepspeed.__version__, "python": platform.python_version(),
-                "cpus": os.cpu_count(), "malloc_mmap_threshold": _worker_env(1, None).get("MALLOC_MMAP_THRESHOLD_")},
+        "model": model,
+        "params": info.numel,
+        "model_bytes": info.bytes,
+        "dtype": dtype,
+        "shards": len(info.shards),
+        "largest_shard_bytes": shard,
+        "env": {
+            "torch": torch.__version__,
+            "transformers": transformers.__version__,
+            "deepspeed": deepspeed.__version__,
+            "python": platform.python_version(),
+            "cpus": os.cpu_count(),
+            "malloc_mmap_threshold": _worker_env(1, None).get("MALLOC_MMAP_THRESHOLD_"),
+        },
         "rows": summary,
         "ratio_vs_naive": {str(n): ratios(summary, world_size=n) for n in world_sizes},
         "versions": versions(),

@@ -27,6 +27,7 @@ PITFALLS = {
 
 class PitfallBody(TypedDict, total=False):
     """What a pitfall that got as far as building something reports (no-process-group: only `partitioned`)."""
+
     partitioned: bool  # every parameter is a ZeRO-3 one
     local_numel: int  # elements rank 0 holds
     full_numel: int
@@ -34,6 +35,7 @@ class PitfallBody(TypedDict, total=False):
 
 class PitfallOutcome(PitfallBody):
     """`show_pitfall()`'s record (chapter 03 prints ok, error, partitioned and the element counts)."""
+
     name: str
     what: str
     ok: bool  # False: it raised, and `error` says what
@@ -68,9 +70,11 @@ def _pitfall_body(name: str, checkpoint: str) -> PitfallBody:
         keep = HfDeepSpeedConfig(cfg)  # noqa: F841  kept alive on purpose
         model = AutoModelForCausalLM.from_pretrained(checkpoint, dtype=torch.bfloat16)
     params = list(model.parameters())
-    return {"partitioned": all(hasattr(p, "ds_id") for p in params),
-            "local_numel": sum(p.ds_tensor.numel() if hasattr(p, "ds_tensor") else p.numel() for p in params),
-            "full_numel": sum(p.ds_numel if hasattr(p, "ds_numel") else p.numel() for p in params)}
+    return {
+        "partitioned": all(hasattr(p, "ds_id") for p in params),
+        "local_numel": sum(p.ds_tensor.numel() if hasattr(p, "ds_tensor") else p.numel() for p in params),
+        "full_numel": sum(p.ds_numel if hasattr(p, "ds_numel") else p.numel() for p in params),
+    }
 
 
 def run_pitfall_here(name: str, checkpoint: str, out_file: str) -> PitfallOutcome:
@@ -79,12 +83,16 @@ def run_pitfall_here(name: str, checkpoint: str, out_file: str) -> PitfallOutcom
     try:
         result.update(_pitfall_body(name, checkpoint))
     except Exception as exc:  # noqa: BLE001  the point is to show the error
-        result.update({"ok": False, "error": f"{type(exc).__name__}: {str(exc).strip().splitlines()[0][:300]}"})
+        result.update(
+            {"ok": False, "error": f"{type(exc).__name__}: {str(exc).strip().splitlines()[0][:300]}"}
+        )
     Path(out_file).write_text(json.dumps(result))
     return result
 
 
-def show_pitfall(name: str, checkpoint: str | Path, *, nproc: int = 2, timeout: float = 600) -> PitfallOutcome:
+def show_pitfall(
+    name: str, checkpoint: str | Path, *, nproc: int = 2, timeout: float = 600
+) -> PitfallOutcome:
     """Run a pitfall in fresh processes (torchrun, except "no-process-group") and return rank 0's outcome."""
     import tempfile
 
@@ -93,20 +101,34 @@ def show_pitfall(name: str, checkpoint: str | Path, *, nproc: int = 2, timeout: 
     check_world_size(nproc)
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "result.json"
-        args = ["-m", "workshop.experiments.loading", "pitfall", "--name", name, "--checkpoint", str(checkpoint),
-                "--out-file", str(out)]
+        args = [
+            "-m",
+            "workshop.experiments.loading",
+            "pitfall",
+            "--name",
+            name,
+            "--checkpoint",
+            str(checkpoint),
+            "--out-file",
+            str(out),
+        ]
         env = _worker_env(nproc, None)
         if name == "no-process-group":
             for var in ("LOCAL_RANK", "RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
                 env.pop(var, None)
             cmd = [sys.executable, *args]
         else:
-
-            cmd = torchrun_command(args[2:] + ["--rank0-only"], module="workshop.experiments.loading", nproc_per_node=nproc)
+            cmd = torchrun_command(
+                args[2:] + ["--rank0-only"], module="workshop.experiments.loading", nproc_per_node=nproc
+            )
         proc = run_captured(cmd, env=env, timeout=timeout)
         if not out.exists():
             tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-10:])
-            return {"name": name, "what": PITFALLS[name], "ok": False,
-                    "error": f"process died (exit {proc.returncode}): {tail[-600:]}"}
+            return {
+                "name": name,
+                "what": PITFALLS[name],
+                "ok": False,
+                "error": f"process died (exit {proc.returncode}): {tail[-600:]}",
+            }
         outcome: PitfallOutcome = json.loads(out.read_text())  # run_pitfall_here's, in the rank-0 process
         return outcome

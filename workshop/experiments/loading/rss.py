@@ -1,5 +1,4 @@
-"""Resident memory, measured as it happens: the peak during a load, split into heap and mapped file pages.
-"""
+"""Resident memory, measured as it happens: the peak during a load, split into heap and mapped file pages."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""One rank of one loading method, run under torchrun: load, measure, check the weights, report JSON.
-"""
+"""One rank of one loading method, run under torchrun: load, measure, check the weights, report JSON."""
 
 from __future__ import annotations
 
@@ -34,17 +33,17 @@ class RankReport:
     world_size: int
     rank: int
     dtype: str
-    baseline_rss_gb: float      # after imports + process group, before loading
-    peak_rss_gb: float          # sampled during the load (psutil rss, every 5 ms)
-    peak_anon_gb: float         # ... of which anonymous memory (tensors the process owns)
-    peak_file_gb: float         # ... of which file-backed pages (the mmap'd checkpoint)
-    ru_maxrss_gb: float         # kernel's lifetime high-water mark
-    end_rss_gb: float           # after the load, what the rank keeps
-    used_rss_gb: float          # after every weight this rank holds was read once (mmap'd pages count now)
+    baseline_rss_gb: float  # after imports + process group, before loading
+    peak_rss_gb: float  # sampled during the load (psutil rss, every 5 ms)
+    peak_anon_gb: float  # ... of which anonymous memory (tensors the process owns)
+    peak_file_gb: float  # ... of which file-backed pages (the mmap'd checkpoint)
+    ru_maxrss_gb: float  # kernel's lifetime high-water mark
+    end_rss_gb: float  # after the load, what the rank keeps
+    used_rss_gb: float  # after every weight this rank holds was read once (mmap'd pages count now)
     load_s: float
-    local_numel: int            # elements this rank holds (ds_tensor for zero3)
-    full_numel: int             # elements of the whole model
-    model_bytes: int            # full model in the load dtype
+    local_numel: int  # elements this rank holds (ds_tensor for zero3)
+    full_numel: int  # elements of the whole model
+    model_bytes: int  # full model in the load dtype
     weights_match: bool | None  # gathered weights equal the file (checked after the peak is taken)
     partitioned: bool
     notes: list[str] = field(default_factory=list)
@@ -52,6 +51,7 @@ class RankReport:
 
 class RankRecord(TypedDict):
     """A RankReport as the rank's JSON (asdict): what `run_method` reads back, one per rank."""
+
     method: str
     world_size: int
     rank: int
@@ -83,14 +83,16 @@ def _load(method: str, checkpoint: str, dtype: str, low_cpu_mem_usage: bool | No
         config = AutoConfig.from_pretrained(checkpoint)
         model = AutoModelForCausalLM.from_config(config, dtype=tdt)  # 1x: real, randomly initialised
         state = {}
-        for shard in verify_checkpoint(checkpoint).shards:           # 2x: the whole state dict in RAM
+        for shard in verify_checkpoint(checkpoint).shards:  # 2x: the whole state dict in RAM
             state.update({k: v.clone() for k, v in load_file(Path(checkpoint) / shard).items()})
         # tied embeddings (llama-3.2-1b): the file keeps one copy, lm_head shares it once re-tied
         tied = set(getattr(model, "_tied_weights_keys", None) or ()) if config.tie_word_embeddings else set()
         missing, unexpected = model.load_state_dict(state, strict=False)
         if set(missing) - tied or unexpected:
-            raise WorkshopError(f"checkpoint {checkpoint} does not fit its config: missing "
-                                f"{sorted(set(missing) - tied)[:3]}, unexpected {sorted(unexpected)[:3]}")
+            raise WorkshopError(
+                f"checkpoint {checkpoint} does not fit its config: missing "
+                f"{sorted(set(missing) - tied)[:3]}, unexpected {sorted(unexpected)[:3]}"
+            )
         if tied:
             model.tie_weights()
         del state
@@ -104,7 +106,9 @@ def _load(method: str, checkpoint: str, dtype: str, low_cpu_mem_usage: bool | No
     if method == "zero3":
         return AutoModelForCausalLM.from_pretrained(checkpoint, dtype=tdt, **kwargs), keep
     config = AutoConfig.from_pretrained(checkpoint)
-    model = AutoModelForCausalLM.from_config(config, dtype=tdt)  # inside zero.Init: 1/N per rank from the start
+    model = AutoModelForCausalLM.from_config(
+        config, dtype=tdt
+    )  # inside zero.Init: 1/N per rank from the start
     load_shards_zero3(model, checkpoint)
     return model, keep
 
@@ -124,11 +128,16 @@ def load_shards_zero3(model, checkpoint: str | Path) -> None:
 
     root = Path(checkpoint)
     index = root / "model.safetensors.index.json"
-    weight_map = (json.loads(index.read_text())["weight_map"] if index.exists()
-                  else {n: "model.safetensors" for n, _ in model.named_parameters()})
+    weight_map = (
+        json.loads(index.read_text())["weight_map"]
+        if index.exists()
+        else {n: "model.safetensors" for n, _ in model.named_parameters()}
+    )
     params = dict(model.named_parameters())
     if missing := sorted(set(params) - set(weight_map)):
-        raise WorkshopError(f"checkpoint {root} lacks {len(missing)} of the model's tensors, e.g. {missing[:3]}")
+        raise WorkshopError(
+            f"checkpoint {root} lacks {len(missing)} of the model's tensors, e.g. {missing[:3]}"
+        )
     by_shard: dict[str, dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
     for name, shard in weight_map.items():
         if name in params:
@@ -188,13 +197,22 @@ def _weights_match(model, checkpoint: str) -> bool:
     return ok
 
 
-def run_worker(method: str, checkpoint: str, out_dir: str, *, dtype: str = "bf16",
-               low_cpu_mem_usage: bool | None = None, verify: bool = True) -> RankReport:
+def run_worker(
+    method: str,
+    checkpoint: str,
+    out_dir: str,
+    *,
+    dtype: str = "bf16",
+    low_cpu_mem_usage: bool | None = None,
+    verify: bool = True,
+) -> RankReport:
     """One rank of one method: set up, measure the load, report. Meant to run under torchrun."""
     check_choice("method", method, METHODS)
     if "LOCAL_RANK" not in os.environ:
-        raise WorkshopError("the worker needs torchrun's environment (LOCAL_RANK, RANK, WORLD_SIZE, "
-                            "MASTER_ADDR); start it with `python -m workshop load run`")
+        raise WorkshopError(
+            "the worker needs torchrun's environment (LOCAL_RANK, RANK, WORLD_SIZE, "
+            "MASTER_ADDR); start it with `python -m workshop load run`"
+        )
     import deepspeed  # noqa: F401  imported by every method, so baselines are comparable
     import torch
     import torch.distributed as dist
@@ -222,9 +240,26 @@ def run_worker(method: str, checkpoint: str, out_dir: str, *, dtype: str = "bf16
     if method.startswith("zero3") and not partitioned:
         notes.append("model is NOT partitioned: was the DeepSpeed config alive during from_pretrained?")
     match = _weights_match(model, checkpoint) if verify else None
-    report = RankReport(method, world, rank, dtype, baseline / GB, sampler.peak / GB, sampler.peak_anon / GB,
-                        sampler.peak_file / GB, maxrss / GB, end / GB, touched / GB,
-                        load_s, local, full, full * _BYTES_PER[dtype], match, partitioned, notes)
+    report = RankReport(
+        method,
+        world,
+        rank,
+        dtype,
+        baseline / GB,
+        sampler.peak / GB,
+        sampler.peak_anon / GB,
+        sampler.peak_file / GB,
+        maxrss / GB,
+        end / GB,
+        touched / GB,
+        load_s,
+        local,
+        full,
+        full * _BYTES_PER[dtype],
+        match,
+        partitioned,
+        notes,
+    )
     Path(out_dir).mkdir(parents=True, exist_ok=True)
     (Path(out_dir) / f"rank{rank}.json").write_text(json.dumps(asdict(report)))
     dist.barrier()
