@@ -1,7 +1,8 @@
 """A small Kubernetes API server on 127.0.0.1 for the cluster tests: discovery, objects, server-side apply
-(recorded in metadata.managedFields, as a real server does), JSON merge patches, lists filtered by labelSelector,
-deletion (with hooks that play a controller's part, e.g. Karpenter removing a deleted pool's NodeClaims), watch
-streams (scripted: cut mid-stream, 410 Gone), pod logs (followed, chunked), and injected failures.
+(recorded in metadata.managedFields, as a real server does), JSON merge patches, lists filtered by
+labelSelector, deletion (with hooks that play a controller's part, e.g. Karpenter removing a deleted pool's
+NodeClaims), watch streams (scripted: cut mid-stream, 410 Gone), pod logs (followed, chunked), and injected
+failures.
 
 It records every request so a test can assert what the client sent. Only what the workbook's client calls is
 served; anything else is a 404 Status, as a real server would answer."""
@@ -201,7 +202,7 @@ class FakeAPIServer:
                         return self.send_json(code, obj, headers)
                 return self.route(parts.path.rstrip("/") or "/", query, body)
 
-            do_GET = do_PATCH = do_DELETE = do_POST = handle_any
+            do_GET = do_PATCH = do_DELETE = do_POST = handle_any  # noqa: N815 (http.server's names)
 
             def route(self, path, query, body):
                 segs = path.strip("/").split("/")

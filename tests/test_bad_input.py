@@ -1,6 +1,7 @@
-"""Bad input, every command: a non-zero exit before anything starts, one plain `error:` line naming the bad value
-(and, where there is a list, the allowed ones), never a traceback. In-process through `workshop.cli.main`, so the
-whole table takes seconds; a traceback would surface here as an uncaught exception and fail the case.
+"""Bad input, every command: a non-zero exit before anything starts, one plain `error:` line naming the bad
+value (and, where there is a list, the allowed ones), never a traceback. In-process through
+`workshop.cli.main`, so the whole table takes seconds; a traceback would surface here as an uncaught exception
+and fail the case.
 
 An argument `@name` is a file of that kind made for the case (see BAD_FILES); a case's expected text is one
 string or a tuple of strings, all of which must be on the one error line."""
@@ -11,7 +12,8 @@ import pytest
 
 from workshop.cli import main
 
-# Files of the wrong kind, for every command that reads one (root reads any file: no unreadable-file case here).
+# Files of the wrong kind, for every command that reads one (root reads any file: no unreadable-file case
+# here).
 BAD_FILES = {
     "@empty": b"",
     "@blank": b"\n  \n",

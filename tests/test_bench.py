@@ -1,4 +1,5 @@
-"""workshop.experiments.bench: the statistics, interleaving and MFU math, the verdicts, and one tiny real interleaved run."""
+"""workshop.experiments.bench: the statistics, interleaving and MFU math, the verdicts, and one tiny real
+interleaved run."""
 
 import json
 import sys
@@ -68,7 +69,9 @@ def test_corpus_stats_counts_padding_waste(tmp_path):
     f = tmp_path / "c.txt"
     f.write_text("short\n" + "w " * 10 + "\n" + "w " * 1000 + "\n")
     s = bench.corpus_stats(f, Tok(), min_chars=11, max_length=100)
-    assert s["lines"] == 3 and s["kept_lines"] == 2  # "short" (5 chars) is dropped, like the seed
+    assert (
+        s["lines"] == 3 and s["kept_lines"] == 2
+    )  # "short" (5 chars) is dropped, like the original workshop
     assert s["mean_tokens_per_line"] == (10 + 100) / 2  # the long line is truncated at max_length
     assert s["padding_efficiency"] == pytest.approx(0.55)
 
@@ -97,7 +100,7 @@ def test_original_variant_matches_the_original_recipe():
     }
     assert (
         bench.VARIANTS["original"].allocator == "system" and not args.compile
-    )  # the seed's recipe as it was
+    )  # the original workshop's recipe as it was
 
 
 def test_without_a_compiler_the_workbook_recipe_runs_eager(monkeypatch):
@@ -224,11 +227,11 @@ def test_real_interleaved_recipes_tiny(tmp_path, kit_cache):
     )
     out = bench.training_benchmarks(["recipes"], cfg, echo=lambda *_: None)
     r = out["recipes"]
-    assert r["order"] == ["workbook#0", "seed#0"]
+    assert r["order"] == ["workbook#0", "original#0"]
     for name in ("workbook", "original"):
         v = r["variants"][name]
         assert v["tokens_per_s"]["median"] > 0 and v["runs"][0]["steps"] == 3
-    # padding wastes most of the seed's compute; packing wastes none
+    # padding wastes most of the original recipe's compute; packing wastes none
     assert (
         r["variants"]["original"]["computed_tokens_per_s"]
         > 2 * r["variants"]["original"]["tokens_per_s"]["median"]

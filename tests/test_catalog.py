@@ -1,4 +1,4 @@
-"""EC2 catalog: the seed's query and the broader ones answered from moto's real offline catalog."""
+"""EC2 catalog: the original workshop's query and the broader ones answered from moto's real offline catalog."""
 
 import json
 
@@ -12,8 +12,8 @@ def test_seed_query_returns_the_seeds_instances():
     rows, source = catalog.describe_instance_types(catalog.ORIGINAL_FILTERS, source="moto")
     assert source.startswith("moto")
     names = {r.instance_type for r in rows}
-    # every row the seed printed is still in the catalog (newer catalogs add u7i/u7in sizes)
-    seed = {
+    # every row the original workshop printed is still in the catalog (newer catalogs add u7i/u7in sizes)
+    original = {
         "u7i-6tb.112xlarge",
         "r7iz.32xlarge",
         "r7i.metal-48xl",
@@ -29,7 +29,7 @@ def test_seed_query_returns_the_seeds_instances():
         "c7i.48xlarge",
         "m7i.metal-48xl",
     }
-    assert seed <= names
+    assert original <= names
     assert all(r.efa and "7i" in r.instance_type for r in rows)
     r7i = next(r for r in rows if r.instance_type == "r7i.48xlarge")
     assert (r7i.vcpus, r7i.cores, r7i.memory_gib) == (192, 96, 1536)
@@ -45,7 +45,9 @@ def test_broad_families_gpu_and_amx_marks():
     assert (
         (p4d.gpus, p4d.gpu_memory_gib) == (8, 40) and not p4d.amx and p4d.hourly_usd == pytest.approx(32.7726)
     )
-    assert by["g6e.8xlarge"].network_performance == "25 Gigabit" and by["g6e.8xlarge"].efa  # the seed's spec
+    assert (
+        by["g6e.8xlarge"].network_performance == "25 Gigabit" and by["g6e.8xlarge"].efa
+    )  # the original workshop's spec
     assert all(r.amx for r in rows if r.family in ("c7i", "m8i"))
     assert not any(r.amx for r in rows if r.family in ("m7g", "m7a"))
     assert "Graviton" in by["m7g.large"].amx_reason and "AMD" in by["m7a.large"].amx_reason

@@ -1,5 +1,5 @@
-"""workshop.experiments.ceiling: the model's GEMM shapes and FLOPs, the lever -> TrainArgs/env mapping, the JSON and its
-table rows, the GPU path's configuration, bad input, and one tiny real `bench ceiling` run."""
+"""workshop.experiments.ceiling: the model's GEMM shapes and FLOPs, the lever -> TrainArgs/env mapping, the
+JSON and its table rows, the GPU path's configuration, bad input, and one tiny real `bench ceiling` run."""
 
 import json
 
@@ -175,8 +175,9 @@ def test_bases_are_added_and_requirements_skip_with_a_reason(kit_cache, tmp_path
 
 @pytest.mark.parametrize("native", [False, True], ids=["emulated-bf16", "native-bf16"])
 def test_autocast_lever_runs_only_where_the_recipe_is_bf16(kit_cache, tmp_path, monkeypatch, native):
-    """The autocast lever compares against the recipe's bf16 weights: where `auto` resolves to fp32 it is skipped
-    with the reason. Without a C++ compiler the recipe runs uncompiled, and the compile levers say why not."""
+    """The autocast lever compares against the recipe's bf16 weights: where `auto` resolves to fp32 it is
+    skipped with the reason. Without a C++ compiler the recipe runs uncompiled, and the compile levers say why
+    not."""
     from workshop.plan import hardware
 
     monkeypatch.setattr(hardware, "native_bf16", lambda: (native, "faked"))
@@ -246,7 +247,8 @@ def fake_trainer(speed: dict, calls: list):
 
 @pytest.mark.parametrize("native", [False, True], ids=["emulated-bf16", "native-bf16"])
 def test_json_schema_rows_and_summary(kit_cache, tmp_path, monkeypatch, native):
-    """The faked machine decides precision auto as well (an AMX or Zen 4 CI runner must not change the test)."""
+    """The faked machine decides precision auto as well (an AMX or Zen 4 CI runner must not change the
+    test)."""
     from workshop.plan import hardware
 
     cpu = {**FAKE_CPU, "native_bf16": native, "isa_flags": {**FAKE_CPU["isa_flags"], "avx512_bf16": native}}
@@ -360,7 +362,8 @@ def test_gpu_path_builds_nccl_ranks_and_the_gpu_peak(kit_cache, tmp_path, monkey
 
 @pytest.mark.slow
 def test_real_ceiling_run_tiny(kit_cache, tmp_path):
-    """One real `bench ceiling`: GEMM ranks and 2-rank training runs; every measured lever has a sane ratio."""
+    """One real `bench ceiling`: GEMM ranks and 2-rank training runs; every measured lever has a sane
+    ratio."""
     out = tmp_path / "ceiling.json"
     rc = bench.main(
         [
@@ -397,7 +400,8 @@ def test_real_ceiling_run_tiny(kit_cache, tmp_path):
 
 
 def test_a_lever_in_another_precision_is_not_the_best_step():
-    """fp32 on an AMX CPU fills more of fp32's far lower ceiling at half the speed: no step closer to the machine's."""
+    """fp32 on an AMX CPU fills more of fp32's far lower ceiling at half the speed: no step closer to the
+    machine's."""
 
     def lever(pct, precision, effect=1.0):
         return {

@@ -1,4 +1,5 @@
-"""The cluster layer against a fake API server on 127.0.0.1 (tests/fake_apiserver.py) that records requests."""
+"""The cluster layer against a fake API server on 127.0.0.1 (tests/fake_apiserver.py) that records
+requests."""
 
 from __future__ import annotations
 

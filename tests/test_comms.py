@@ -1,4 +1,4 @@
-"""Chapter 06: the ZeRO traffic model, the seed-table predictions, the collective benchmark, the pools."""
+"""Chapter 06: the ZeRO traffic model, the original workshop's table predicted, the collective benchmark, the pools."""
 
 from __future__ import annotations
 
@@ -186,7 +186,9 @@ def test_predict_from_single_rank_splits_the_optimizer():
 
 
 def test_netsim_check_swaps_only_the_collective_time():
-    fit = lambda a, b: {op: {"alpha_s": a, "gbytes_per_s": b} for op in comms.OPS}
+    def fit(a, b):
+        return {op: {"alpha_s": a, "gbytes_per_s": b} for op in comms.OPS}
+
     bench = {
         "mode": "netns",
         "rates": {

@@ -10,7 +10,10 @@ from workshop.train.data import build_corpus, load_text, load_tokenizer, tokeniz
 
 
 def test_corpus_is_deterministic_whatever_was_imported_first(tmp_path):
-    code = "import {pre}; from workshop.train.data import build_corpus, corpus_fingerprint; print(corpus_fingerprint(build_corpus('{p}')))"
+    code = (
+        "import {pre}; from workshop.train.data import build_corpus, corpus_fingerprint; "
+        "print(corpus_fingerprint(build_corpus('{p}')))"
+    )
     prints = {
         subprocess.run(
             [sys.executable, "-c", code.format(pre=pre, p=tmp_path / f"{i}.txt")],

@@ -1,4 +1,5 @@
-"""Every chapter's checked exercise runs and its stated outcome shows; every exercise names real parameters."""
+"""Every chapter's checked exercise runs and its stated outcome shows; every exercise names real
+parameters."""
 
 import json
 from pathlib import Path

@@ -1,6 +1,6 @@
-"""The training and launch layers stay readable in one screen: no function in workshop/train or workshop/launch
-is longer than 60 lines, counted with ast (end_lineno - lineno + 1, docstring included; methods and nested
-functions too), so the rule cannot erode one line at a time."""
+"""The training and launch layers stay readable in one screen: no function in workshop/train or
+workshop/launch is longer than 60 lines, counted with ast (end_lineno - lineno + 1, docstring included;
+methods and nested functions too), so the rule cannot erode one line at a time."""
 
 import ast
 from pathlib import Path

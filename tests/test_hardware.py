@@ -105,8 +105,8 @@ def test_gemm_benchmark_measures_real_throughput():
 
 
 def test_summary_compares_bf16_and_fp32_at_the_same_thread_count():
-    """The Zen 4 run of issue #28: bf16 best at 1 thread (0.219), fp32 best at 2 (0.189). Quoting those two gave
-    x1.16; at equal threads the ratios are x2.24 (1 thread) and x1.11 (2 threads)."""
+    """The Zen 4 run of issue #28: bf16 best at 1 thread (0.219), fp32 best at 2 (0.189). Quoting those two
+    gave x1.16; at equal threads the ratios are x2.24 (1 thread) and x1.11 (2 threads)."""
 
     def cell(dtype, threads, tflops):
         return hardware.GemmResult(1024, dtype, threads, [tflops])

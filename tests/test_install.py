@@ -1,4 +1,5 @@
-"""Kubeflow Trainer's install as code: pinned overlays, CRDs applied before the objects, runtimes waited for."""
+"""Kubeflow Trainer's install as code: pinned overlays, CRDs applied before the objects, runtimes waited
+for."""
 
 from __future__ import annotations
 
@@ -30,11 +31,16 @@ def fake_kustomize(cmd, **kw):
     assert cmd[:2] == ["kubectl", "kustomize"] and cmd[2].endswith("?ref=v2.3.0")
     if cmd[2].split("/overlays/")[1].startswith("manager"):
         text = (
-            "kind: Deployment\napiVersion: apps/v1\nmetadata: {name: kubeflow-trainer-controller-manager}\n---\n"
-            "kind: CustomResourceDefinition\napiVersion: apiextensions.k8s.io/v1\nmetadata: {name: trainjobs.trainer.kubeflow.org}\n"
+            "kind: Deployment\napiVersion: apps/v1\nmetadata: {name: "
+            "kubeflow-trainer-controller-manager}\n---\n"
+            "kind: CustomResourceDefinition\napiVersion: apiextensions.k8s.io/v1\nmetadata: {name: "
+            "trainjobs.trainer.kubeflow.org}\n"
         )
     else:
-        text = "kind: ClusterTrainingRuntime\napiVersion: trainer.kubeflow.org/v1alpha1\nmetadata: {name: torch-distributed}\n"
+        text = (
+            "kind: ClusterTrainingRuntime\napiVersion: trainer.kubeflow.org/v1alpha1\n"
+            "metadata: {name: torch-distributed}\n"
+        )
     return subprocess.CompletedProcess(cmd, 0, text, "")
 
 

@@ -92,8 +92,8 @@ def test_bandwidth_separates_start_up_from_the_steady_steps():
     assert "10gbit 21 s, 1gbit 26 s" in next(line for line in out if line.startswith("wall time"))
 
 
-def test_seed_model_sentences_follow_the_rows():
-    R = SimpleNamespace
+def test_original_model_sentences_follow_the_rows():
+    R = SimpleNamespace  # noqa: N806 (a row constructor)
     rows = [
         R(
             label="p4d 1 pod",

@@ -237,10 +237,10 @@ def test_rendered_pools_validate_on_both_releases(karpenter):
 
 
 def test_seed_static_yaml_passes_schema_but_is_not_our_output():
-    """The seed's heredoc is valid Karpenter; its fault (pip install on the host) is semantic."""
-    seed = copy.deepcopy(POOL)
-    seed[1]["spec"]["userData"] = "#!/bin/bash\npip install intel-extension-for-pytorch\n"
-    assert v.validate_documents(seed) == []
+    """The original workshop's heredoc is valid Karpenter; its fault (pip install on the host) is semantic."""
+    original = copy.deepcopy(POOL)
+    original[1]["spec"]["userData"] = "#!/bin/bash\npip install intel-extension-for-pytorch\n"
+    assert v.validate_documents(original) == []
 
 
 def test_unknown_kind_and_wrong_api_version_are_problems():
@@ -424,8 +424,8 @@ def test_checked_in_manifests_pass_with_no_flags(capsys):
         in out
     )
     assert (
-        "trainjob-cpu-v2.1.yaml): accepted by Trainer 2.1.0 (its shape targets 2.1.0: spec.podTemplateOverrides"
-        in out
+        "trainjob-cpu-v2.1.yaml): accepted by Trainer 2.1.0 (its shape targets 2.1.0: "
+        "spec.podTemplateOverrides" in out
     )
     assert "accepted by Karpenter 1.8.8, 1.14.1" in out  # no clue: every known release, each accepts
     v22 = [str(p) for p in MANIFESTS if p.name == "trainjob-cpu-v2.2.yaml"]

@@ -110,15 +110,15 @@ def test_vcpus_of_sizes():
 
 
 def test_admission_follows_the_requirements():
-    """admits() applies In/NotIn/Gt to a type's labels: the seed pool takes smaller sizes, the plan's pool only 48xl."""
+    """admits() applies In/NotIn/Gt to a type's labels: the original pool takes smaller sizes, the plan's pool only 48xl."""
     from workshop.k8s import karpenter as k
     from workshop.plan.catalog import list_instances
 
     rows, _ = list_instances(["c7i", "m7i", "r7i"], source="moto")
     by_name = {r.instance_type: r for r in rows}
-    seed = k.original_static_pool()[0]
+    original = k.original_static_pool()[0]
     ours = k.cpu_amx_pool(["r7i"], ["48xlarge"]).to_dicts()[0]
-    assert k.admits(seed, by_name["c7i.8xlarge"]) and not k.admits(seed, by_name["c7i.4xlarge"])
+    assert k.admits(original, by_name["c7i.8xlarge"]) and not k.admits(original, by_name["c7i.4xlarge"])
     assert k.admits(ours, by_name["r7i.48xlarge"]) and not k.admits(ours, by_name["m7i.48xlarge"])
     gt = {
         "spec": {
@@ -132,7 +132,7 @@ def test_admission_follows_the_requirements():
         }
     }
     assert k.admits(gt, by_name["r7i.48xlarge"]) and not k.admits(gt, by_name["r7i.16xlarge"])
-    table = k.admission_table(rows, {"seed": seed, "ours": ours})
-    assert sum(r["seed"] for r in table) == 12 and [r["instance_type"] for r in table if r["ours"]] == [
+    table = k.admission_table(rows, {"original": original, "ours": ours})
+    assert sum(r["original"] for r in table) == 12 and [r["instance_type"] for r in table if r["ours"]] == [
         "r7i.48xlarge"
     ]

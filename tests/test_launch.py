@@ -1,5 +1,5 @@
-"""The launcher reads the failing rank's own error out of torchrun's output (canned logs), and stops every process it
-started when a run times out."""
+"""The launcher reads the failing rank's own error out of torchrun's output (canned logs), and stops every
+process it started when a run times out."""
 
 import pytest
 

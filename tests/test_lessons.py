@@ -1,4 +1,5 @@
-"""The seed's lessons as the workbook teaches them: each demonstration measures what the chapter says it does."""
+"""The original workshop's lessons as the workbook teaches them: each demonstration measures what the chapter says it
+does."""
 
 from pathlib import Path
 
@@ -69,7 +70,10 @@ def test_debug_summary_reads_fingerprints_and_spots_a_rank_behind():
             for n in range(1, 4 if r == 0 else 3)
         ]
         + [
-            "[I1124 TCPStoreLibUvBackend.cpp:1005] [c10d - trace] wait key_count:1 keys[0]:/torch.rendezvous.x"
+            (
+                "[I1124 TCPStoreLibUvBackend.cpp:1005] [c10d - trace] wait key_count:1 "
+                "keys[0]:/torch.rendezvous.x"
+            )
         ]
     )
     s = debugging.summarize(log)

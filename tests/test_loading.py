@@ -1,4 +1,5 @@
-"""Sharded loading: checkpoint files, clear errors for bad input, the sampler, the planner comparison, real runs."""
+"""Sharded loading: checkpoint files, clear errors for bad input, the sampler, the planner comparison, real
+runs."""
 
 from __future__ import annotations
 
@@ -231,8 +232,8 @@ def test_tied_embeddings_load_in_every_method(tmp_path_factory, method, nproc):
 
 
 def test_preflight_refuses_before_a_checkpoint_is_written(tmp_path, monkeypatch):
-    """llama-3-8b, two naive ranks (~66 GB) on a machine with 40 GB free: refused at once, not after minutes of
-    writing a 16 GB checkpoint; with 10 GB free even building the model once is refused."""
+    """llama-3-8b, two naive ranks (~66 GB) on a machine with 40 GB free: refused at once, not after minutes
+    of writing a 16 GB checkpoint; with 10 GB free even building the model once is refused."""
     import psutil
 
     from workshop.errors import WorkshopError

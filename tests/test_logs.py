@@ -1,4 +1,4 @@
-"""Parsing the logs: the seed's own ZeRO-3 stage log, and the METRIC lines of the entry point."""
+"""Parsing the logs: the original workshop's own ZeRO-3 stage log, and the METRIC lines of the entry point."""
 
 from workshop.train.logs import parse_metrics, parse_zero_stages, table
 
@@ -27,13 +27,16 @@ def test_parse_seed_zero_stages():
 
 
 def test_parse_metrics_skips_noise_and_rank_prefixes():
-    text = 'noise\n[default0]:METRIC {"step": 1, "loss": 9.0}\nMETRIC {"step": 2, "loss": 8.5}\nMETRIC {"step": 3,'
+    text = (
+        'noise\n[default0]:METRIC {"step": 1, "loss": 9.0}\n'
+        'METRIC {"step": 2, "loss": 8.5}\nMETRIC {"step": 3,'
+    )
     assert [m["step"] for m in parse_metrics(text)] == [1, 2]
 
 
 def test_metrics_medians_skip_the_warm_up_step_and_are_statistics_median():
-    """An even number of steady steps gives the mean of the middle two (statistics.median, like the rest of the
-    package), not the upper one; a step without a rate is left out."""
+    """An even number of steady steps gives the mean of the middle two (statistics.median, like the rest of
+    the package), not the upper one; a step without a rate is left out."""
     from workshop.train.metrics import summarize
 
     steps = [{"loss": 9.0, "tokens_per_s": 1.0, "step_time_s": 9.0}] + [

@@ -1,4 +1,5 @@
-"""bf16 weights with fp32 master copies (workshop.train.master_weights): the update that bf16 alone would lose is kept."""
+"""bf16 weights with fp32 master copies (workshop.train.master_weights): the update that bf16 alone would lose
+is kept."""
 
 import copy
 
@@ -45,7 +46,8 @@ def test_small_updates_accumulate_in_the_masters_and_reach_the_bf16_weights():
 
 
 def test_matches_fp32_training_to_bf16_precision():
-    """Same steps on fp32 weights (the reference): the masters follow it far closer than plain bf16 weights do."""
+    """Same steps on fp32 weights (the reference): the masters follow it far closer than plain bf16 weights
+    do."""
     ref = bf16_model().float()
     masters, plain = bf16_model(), bf16_model()
     train(ref, torch.optim.AdamW(ref.parameters(), lr=1e-3), 30)
@@ -102,7 +104,8 @@ def test_a_checkpoint_from_another_model_is_refused():
 
 
 def test_clipping_inside_the_step_matches_torch_and_reports_the_norm():
-    """max_grad_norm clips like torch.nn.utils.clip_grad_norm_ (same norm, same update) in the optimizer's pass."""
+    """max_grad_norm clips like torch.nn.utils.clip_grad_norm_ (same norm, same update) in the optimizer's
+    pass."""
     a, b = bf16_model(), bf16_model()
     opt_a = with_master_weights(torch.optim.AdamW)(a.parameters(), lr=1e-2)
     opt_b = with_master_weights(torch.optim.AdamW, max_grad_norm=0.05)(b.parameters(), lr=1e-2)
@@ -122,8 +125,8 @@ def test_clipping_inside_the_step_matches_torch_and_reports_the_norm():
 
 
 def test_grad_divisor_turns_a_summed_all_reduce_into_the_average():
-    """A summed all-reduce over 2 ranks with grad_divisor=2 steps exactly like the averaged gradients (the norm
-    reported is the average's)."""
+    """A summed all-reduce over 2 ranks with grad_divisor=2 steps exactly like the averaged gradients (the
+    norm reported is the average's)."""
     a, b = bf16_model(), bf16_model()
     opt_a = with_master_weights(torch.optim.AdamW, max_grad_norm=1.0)(a.parameters(), lr=1e-3)
     opt_b = with_master_weights(torch.optim.AdamW, max_grad_norm=1.0, grad_divisor=2)(b.parameters(), lr=1e-3)
@@ -139,9 +142,9 @@ def test_grad_divisor_turns_a_summed_all_reduce_into_the_average():
 
 @pytest.mark.slow
 def test_compiled_step_is_torch_adamw_in_one_pass_and_checkpoints_alike():
-    """The compiled step (clip, cast, AdamW, round in one pass per tensor) follows torch's AdamW on the masters to
-    fp32 rounding across a changing learning rate and two parameter groups, without recompiling each step, and
-    its state loads into the eager path."""
+    """The compiled step (clip, cast, AdamW, round in one pass per tensor) follows torch's AdamW on the
+    masters to fp32 rounding across a changing learning rate and two parameter groups, without recompiling
+    each step, and its state loads into the eager path."""
     from torch._dynamo.utils import counters
 
     def groups(model):

@@ -1,4 +1,5 @@
-"""Memory planner: exact counts, the seed's measured ZeRO-3 log, DeepSpeed's estimator, a real forward pass."""
+"""Memory planner: exact counts, the original workshop's measured ZeRO-3 log, DeepSpeed's estimator, a real forward
+pass."""
 
 import json
 
@@ -27,13 +28,13 @@ def test_plan_matches_seed_log_after_calibration_stage():
         assert abs(rows[stage]["diff_pct"]) < 6, rows[stage]
     plan = memory.plan_memory(**memory.ORIGINAL_RUN)
     assert plan.at_zero_init / GiB == pytest.approx(24.47, rel=0.06)
-    # host total: 4 ranks + the seed host's own idle baseline (used at start minus 4 x 4.81 GiB)
+    # host total: 4 ranks + the original host's own idle baseline (used at start minus 4 x 4.81 GiB)
     baseline = (
         memory.ORIGINAL_HOST_USED_GIB["start"]
         - 4 * memory.ORIGINAL_STAGES_GIB["Stage 3 initialize beginning"]
     )
     assert 4 * plan.at_zero_init / GiB + baseline == pytest.approx(104.54, rel=0.06)
-    # the seed's line is before the first step: Adam's moments come on top of it
+    # the original workshop's line is before the first step: Adam's moments come on top of it
     assert plan.total > plan.at_zero_init + 14 * GiB
 
 

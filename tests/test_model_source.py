@@ -1,4 +1,5 @@
-"""--model means one thing: preset (random weights), hub id (real weights) or a directory; errors in plain words."""
+"""--model means one thing: preset (random weights), hub id (real weights) or a directory; errors in plain
+words."""
 
 from __future__ import annotations
 

@@ -36,7 +36,8 @@ FAKE_TRAIN = textwrap.dedent("""
             print("METRIC " + json.dumps(rec), flush=True)
     if dist.get_rank() == 0:
         os.makedirs(a.output_dir, exist_ok=True)
-        json.dump({"world_size": dist.get_world_size()}, open(os.path.join(a.output_dir, "metrics.json"), "w"))
+        with open(os.path.join(a.output_dir, "metrics.json"), "w") as f:
+            json.dump({"world_size": dist.get_world_size()}, f)
     dist.destroy_process_group()
 """)
 

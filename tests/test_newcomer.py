@@ -1,4 +1,5 @@
-"""A newcomer's first run: a fresh clone with nothing beside it, an empty HOME, no WORKSHOP_CRDS_DIR, no network.
+"""A newcomer's first run: a fresh clone with nothing beside it, an empty HOME, no WORKSHOP_CRDS_DIR, no
+network.
 
 The CRD schemas ship with the package, so the validation tests and chapters 02, 05 and 06 must VALIDATE there
 (a bad NodePool rejected with its field named), never skip. Where this test may (root, `unshare`), the clone

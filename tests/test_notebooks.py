@@ -107,7 +107,8 @@ def test_runner_refuses_a_parameter_no_notebook_declares(tmp_path):
 @pytest.mark.slow
 def test_workshop_run_passes_a_parameter_override_into_a_real_notebook(tmp_path, capsys):
     """Papermill stays the batch runner: `workshop run --only 02 -p cluster_name ...` reaches the notebook's
-    cells (chapter 02 is the cheapest chapter; the override shows in the rendered NodeClass's discovery tags)."""
+    cells (chapter 02 is the cheapest chapter; the override shows in the rendered NodeClass's discovery
+    tags)."""
     assert (
         run_main(["--out", str(tmp_path), "--only", "02", "-p", "cluster_name", "override-took-effect"]) == 0
     )

@@ -106,5 +106,8 @@ def test_fi_info_command_and_parse():
         "-t",
         "FI_EP_RDM",
     ]
-    out = "provider: efa\n    fabric: efa\n    domain: rdmap16s27-rdm\nprovider: efa\n    domain: rdmap32s27-rdm\n"
+    out = (
+        "provider: efa\n    fabric: efa\n    domain: rdmap16s27-rdm\n"
+        "provider: efa\n    domain: rdmap32s27-rdm\n"
+    )
     assert efa.count_efa_devices(out) == 2

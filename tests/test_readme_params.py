@@ -28,7 +28,8 @@ def full_size_items() -> dict[str, str]:
 
 
 def named(text: str) -> set[str]:
-    """`-p name value`, and `name=...` or `name` in backticks when it is followed by a value or called a parameter."""
+    """`-p name value`, and `name=...` or `name` in backticks when it is followed by a value or called a
+    parameter."""
     names = set(re.findall(r"-p (\w+) ", text))
     names |= set(re.findall(r"`(\w+)=", text))
     names |= {

@@ -1,5 +1,5 @@
-"""Typed records that copy a dataclass (its as_dict(), or its JSON read back) keep the dataclass's keys, in its
-order: asdict() picked up a new field by itself, an explicit record would silently drop it."""
+"""Typed records that copy a dataclass (its as_dict(), or its JSON read back) keep the dataclass's keys, in
+its order: asdict() picked up a new field by itself, an explicit record would silently drop it."""
 
 from dataclasses import asdict, fields
 

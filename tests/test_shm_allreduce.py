@@ -1,5 +1,6 @@
-"""DDP's gradient all-reduce through DeepSpeed's shared-memory kernel (workshop.train.shm): where it is chosen, why
-not elsewhere, and that it changes the transport only: a 2-rank run computes the same numbers either way."""
+"""DDP's gradient all-reduce through DeepSpeed's shared-memory kernel (workshop.train.shm): where it is
+chosen, why not elsewhere, and that it changes the transport only: a 2-rank run computes the same numbers
+either way."""
 
 from __future__ import annotations
 
@@ -54,8 +55,8 @@ def test_a_ddp_run_announces_the_kernel_build_unless_it_uses_the_backend(monkeyp
 
 @pytest.mark.slow
 def test_two_ranks_compute_the_same_numbers_through_shared_memory_as_through_gloo(tmp_path, kit_cache):
-    """fp32 (exact on any CPU): the same seed and data through either transport give the same loss and grad norm
-    at every step, value for value; the log says which transport ran and why."""
+    """fp32 (exact on any CPU): the same seed and data through either transport give the same loss and grad
+    norm at every step, value for value; the log says which transport ran and why."""
     runs = {}
     for allreduce in ("shm", "backend"):
         argv = [

@@ -65,7 +65,7 @@ def test_job_mounts_the_claim_writes_there_and_resumes(trainer):
     for flag in ("--resume", "--save-model"):
         assert flag in args
     assert args[args.index("--save-steps") + 1] == "50" and args[args.index("--save-total-limit") + 1] == "2"
-    # the real weights with the seed's fine-tuning settings
+    # the real weights with the original workshop's fine-tuning settings
     assert (
         args[args.index("--model") + 1] == "meta-llama/Meta-Llama-3-8B"
         and args[args.index("--lr") + 1] == "2e-05"

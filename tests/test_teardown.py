@@ -1,5 +1,6 @@
-"""`workshop cluster teardown` against the loopback fake API server (tests/fake_apiserver.py), seeded with what
-chapters 02 and 05 apply, built by the workbook's own builders and sent through its own server-side apply."""
+"""`workshop cluster teardown` against the loopback fake API server (tests/fake_apiserver.py), seeded with
+what chapters 02 and 05 apply, built by the workbook's own builders and sent through its own server-side
+apply."""
 
 from __future__ import annotations
 
@@ -55,8 +56,8 @@ def _job():
 
 
 def _seed(api, cluster, drain_after: float = 0.2):
-    """What chapter 02 and chapter 05 leave on a cluster, applied the workbook's way, plus what the cluster's own
-    controllers made of it (Karpenter's NodeClaims and Nodes, the job's pods, the FSx volume)."""
+    """What chapter 02 and chapter 05 leave on a cluster, applied the workbook's way, plus what the cluster's
+    own controllers made of it (Karpenter's NodeClaims and Nodes, the job's pods, the FSx volume)."""
     pool = karpenter.pool_from_recommendation({"instance_type": "r7i.48xlarge", "nodes": 2})
     cluster.apply(pool.to_dicts() + karpenter.gpu_pool().to_dicts(), karpenter="1.14.1")  # chapter 02
     assert pool.node_pool.name == "cpu-amx"
@@ -216,7 +217,8 @@ def _seed_foreign(api):
 
 def _play_controllers(api, drain_after: float = 0.2):
     """What the cluster's controllers do on deletion: the JobSet's pods go with their TrainJob, a claim's
-    Retain'ed volume turns Released, and Karpenter drains and removes a deleted pool's nodes a moment later."""
+    Retain'ed volume turns Released, and Karpenter drains and removes a deleted pool's nodes a moment
+    later."""
 
     def karpenter_drains(pool):
         for key in [
@@ -300,7 +302,8 @@ def test_dry_run_lists_everything_with_its_cost_and_deletes_nothing(api, capsys)
         assert [kind, ref] in rows, (kind, ref, text)
     kinds = [r[0] for r in rows if r[0] in teardown.ORDER]
     assert kinds == sorted(kinds, key=teardown.ORDER.index)  # listed in deletion order
-    # what each costs: the pool's nodes at the catalog's price, the FSx file system by id and size, the job's nodes
+    # what each costs: the pool's nodes at the catalog's price, the FSx file system by id and size, the job's
+    # nodes
     r7i = 0.1323 / 2 * 192
     nodes = (
         f"2 x r7i.48xlarge on-demand, ${r7i:.2f}/h each (ip-10-0-1-1.ec2.internal, ip-10-0-1-2.ec2.internal)"
@@ -381,9 +384,10 @@ def test_yes_deletes_in_dependency_order_and_waits_for_karpenter(api, capsys):
     code, out = _run(api, capsys=capsys)
     assert code == 0 and "Nothing of the workbook's on this cluster" in out.out
     assert (
-        f"PersistentVolume {PV} (was default/workshop-outputs): FSx for Lustre {FSX_ID}, 1200 GiB: price unknown "
-        "(its deployment type is no longer on the cluster; as SCRATCH_2, the workbook's default: ~$168/month [fsx])"
-        in out.out
+        f"PersistentVolume {PV} (was default/workshop-outputs): FSx for Lustre {FSX_ID}, 1200 GiB: price "
+        "unknown "
+        "(its deployment type is no longer on the cluster; as SCRATCH_2, the workbook's default: ~$168/month "
+        "[fsx])" in out.out
     )  # the StorageClass that said SCRATCH_2 is gone: an estimate, not a figure
     assert (
         f"remove: kubectl delete pv {PV} && aws fsx delete-file-system --file-system-id {FSX_ID}" in out.out
@@ -504,7 +508,8 @@ def test_delete_model_removes_the_claim_and_names_the_retained_file_system(api, 
     assert code == 0, out
     assert _deletes(api) == DELETE_ORDER
     assert (
-        f"Left behind by PersistentVolumeClaim default/workshop-outputs (reclaimPolicy Retain, still billed): "
+        f"Left behind by PersistentVolumeClaim default/workshop-outputs (reclaimPolicy Retain, still "
+        "billed): "
         f"PersistentVolume {PV}, FSx for Lustre {FSX_ID}, 1200 GiB: $0.23/h (~$168/month) [fsx]. When you no "
         f"longer need it: kubectl delete pv {PV} && aws fsx delete-file-system --file-system-id {FSX_ID}"
         in out.out

@@ -85,7 +85,8 @@ def _other_value(hint, default):
 
 def test_every_field_is_a_flag_that_survives_to_argv():
     """The parser is derived from TrainArgs: a field added to it is a flag, in declaration order, and a value
-    other than its default travels through to_argv and back. A field the derivation cannot express fails here."""
+    other than its default travels through to_argv and back. A field the derivation cannot express fails
+    here."""
     parser, hints = build_parser(), typing.get_type_hints(TrainArgs)
     assert [a.dest for a in parser._actions if a.dest != "help"] == [f.name for f in fields(TrainArgs)]
     for f in fields(TrainArgs):

@@ -1,4 +1,5 @@
-"""Real training runs of the entry point: torchrun with 2 ranks, a plain process, a killed rank and a resume."""
+"""Real training runs of the entry point: torchrun with 2 ranks, a plain process, a killed rank and a
+resume."""
 
 import json
 import math
@@ -62,7 +63,7 @@ def test_two_rank_zero3_trains_and_partitions(tmp_path, kit_cache):
 
 
 def test_plain_process_needs_no_launcher(tmp_path, kit_cache):
-    """The seed crashed with KeyError: 'LOCAL_RANK' when run without torchrun; the entry point must not."""
+    """The original workshop's script crashed with KeyError: 'LOCAL_RANK' when run without torchrun; the entry point must not."""
     env_clean = {
         k: v
         for k, v in __import__("os").environ.items()
@@ -144,8 +145,8 @@ def test_two_nodes_without_a_shared_filesystem(tmp_path, kit_cache):
 
 
 def test_runs_leave_no_deepspeed_shm_buffers(tmp_path, kit_cache):
-    """DeepSpeed never unlinks its ~66 MB-per-rank /dev/shm buffers; the entry point and the launcher must, and
-    a launch sweeps what an earlier run killed with its launcher left."""
+    """DeepSpeed never unlinks its ~66 MB-per-rank /dev/shm buffers; the entry point and the launcher must,
+    and a launch sweeps what an earlier run killed with its launcher left."""
     import os
     from pathlib import Path
 

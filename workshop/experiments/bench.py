@@ -1,4 +1,5 @@
-"""`workshop bench`: side-by-side benchmarks that prove (or refute) that the workbook's CPU recipe is the fast one.
+"""`workshop bench`: side-by-side benchmarks that prove (or refute) that the workbook's CPU recipe is the fast
+one.
 
 A 2-core VM drifts by about +-10% between batches, so a single A-then-B comparison can show a 10% win that is
 only drift. Every comparison here runs its variants interleaved (A B A B ...), keeps every run, and reports
@@ -79,8 +80,9 @@ def corpus_stats(
 ) -> CorpusStats:
     """What padding costs on this corpus: mean useful tokens per line against the padded length.
 
-    Counted like the original workshop: lines of fewer than min_chars characters dropped, each kept line truncated at
-    max_length. Tokens per line / max_length is the share of the padded recipe's compute that is useful.
+    Counted like the original workshop: lines of fewer than min_chars characters dropped, each kept line
+    truncated at max_length. Tokens per line / max_length is the share of the padded recipe's compute that is
+    useful.
     """
     lines = [x for x in Path(path).read_text(encoding="utf-8").splitlines()]
     kept = [x for x in lines if len(x.strip()) >= min_chars]
@@ -233,7 +235,8 @@ def run_interleaved(
     runner: Callable[[Variant, BenchConfig, int], RunRecord] = run_variant,
     echo=print,
 ) -> dict[str, list[RunRecord]]:
-    """Run every variant once per round, in the interleaved order; records grouped by variant, in round order."""
+    """Run every variant once per round, in the interleaved order; records grouped by variant, in round
+    order."""
     order = interleave(names, cfg.rounds)
     runs: dict[str, list[RunRecord]] = {n: [] for n in names}
     for i, (r, name) in enumerate(order):
@@ -456,7 +459,8 @@ def summary_rows(
             g["bf16_pct_of_amx_peak"],
             "%",
             judged=g["amx"],
-            detail=f"bf16 {g['bf16_tflops']:.3f} TFLOPS at n={g['bf16_size']} = {g['bf16_pct_of_peak']}% of that "
+            detail=f"bf16 {g['bf16_tflops']:.3f} TFLOPS at n={g['bf16_size']} = {g['bf16_pct_of_peak']}% of "
+            "that "
             f"CPU's {g['peak_bf16_path']} peak; bf16/fp32 GEMM x{g['bf16_over_fp32']}",
         )
     else:
@@ -479,7 +483,8 @@ def summary_rows(
             t["best"],
             "%",
             detail=f"{c['isa_path']}; recipe {t['recipe']:.1f}%, best lever "
-            f"{t['best_lever']}; {c['config']['model']}, {c['config']['nproc']} ranks x {c['config']['threads']} threads",
+            f"{t['best_lever']}; {c['config']['model']}, {c['config']['nproc']} ranks x "
+            f"{c['config']['threads']} threads",
         )
     ip = res.get("ipex")
     if ip:

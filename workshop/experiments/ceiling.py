@@ -1,11 +1,11 @@
 """`workshop bench ceiling`: the training step's FLOP rate as a share of THIS machine's own matmul ceiling.
 
-MFU against a datasheet peak mixes two gaps: how far the GEMM library is from the peak (clock, ISA, shapes) and
-how far the training step is from the GEMMs it is made of (framework overhead, optimizer, attention, memory).
-Only the second is ours to close, so one run measures both on the same cores: the GEMM rate at the model's own
-matmul shapes (tokens per micro-batch x the preset's q/k/v/o, gate/up/down and lm_head weights, forward and both
-backward GEMMs), with the ranks and threads the training uses, running at the same time; then the training
-step's model-FLOP rate, once per lever, every lever against its base in interleaved rounds.
+MFU against a datasheet peak mixes two gaps: how far the GEMM library is from the peak (clock, ISA, shapes)
+and how far the training step is from the GEMMs it is made of (framework overhead, optimizer, attention,
+memory). Only the second is ours to close, so one run measures both on the same cores: the GEMM rate at the
+model's own matmul shapes (tokens per micro-batch x the preset's q/k/v/o, gate/up/down and lm_head weights,
+forward and both backward GEMMs), with the ranks and threads the training uses, running at the same time; then
+the training step's model-FLOP rate, once per lever, every lever against its base in interleaved rounds.
 """
 
 from __future__ import annotations
@@ -94,7 +94,8 @@ def linear_shapes(config) -> list[Linear]:
 
 
 def distinct_shapes(shapes: list[Linear]) -> dict[tuple[int, int], list[str]]:
-    """(in, out) -> the weights with that shape: each shape is timed once (q and o of a square model share one)."""
+    """(in, out) -> the weights with that shape: each shape is timed once (q and o of a square model share
+    one)."""
     out: dict[tuple[int, int], list[str]] = {}
     for s in shapes:
         out.setdefault((s.inp, s.out), []).append(s.name)
@@ -107,7 +108,8 @@ _TORCH_DTYPES = ("fp32", "bf16")
 
 
 def gemm_child(spec: dict) -> dict:
-    """One rank's share of the ceiling: the three training GEMMs of every distinct shape, timed after a barrier.
+    """One rank's share of the ceiling: the three training GEMMs of every distinct shape, timed after a
+    barrier.
 
     All ranks start timing together (a file per rank in `ready_dir`), so they contend for the same memory and
     caches the training ranks do. Each GEMM repeats for at least `min_seconds`.
@@ -233,7 +235,7 @@ def gemm_ceiling(
                 )
             )
         outs = [p.communicate(timeout=timeout) for p in procs]
-    for p, (out, err) in zip(procs, outs):
+    for p, (_out, err) in zip(procs, outs):
         if p.returncode != 0:
             raise RuntimeError(f"GEMM probe failed (exit {p.returncode}): {err.strip()[-2000:]}")
     children = [json.loads(out.strip().splitlines()[-1]) for out, _ in outs]
@@ -348,7 +350,8 @@ def machine(device: str) -> dict:
 
 @dataclass(frozen=True)
 class Lever:
-    """One change to the workbook recipe: TrainArgs overrides and/or another allocator, measured against `base`.
+    """One change to the workbook recipe: TrainArgs overrides and/or another allocator, measured against
+    `base`.
 
     The recipe holds every lever that paid on the machines this was measured on, so most levers take one of
     them away (an ablation: what that part is worth here); the rest try what the recipe does not do."""
@@ -373,7 +376,8 @@ LEVERS: dict[str, Lever] = {
             "recipe",
             "workbook recipe",
             "packed blocks, DDP, precision auto (bf16: bf16 weights with fp32 masters), "
-            "torch.compile with eager attention, compiled AdamW step, shared-memory all-reduce, tcmalloc, 1 thread "
+            "torch.compile with eager attention, compiled AdamW step, shared-memory all-reduce, tcmalloc, 1 "
+            "thread "
             "per rank (uncompiled where no C++ compiler is found)",
             base=None,
         ),
@@ -428,7 +432,8 @@ LEVERS: dict[str, Lever] = {
             "autocast",
             "fp32 weights + bf16 autocast",
             "fp32 weights cast to bf16 on every forward (autocast) and "
-            "fp32 gradients all-reduced, instead of bf16 weights with fp32 masters (workshop.train.master_weights)",
+            "fp32 gradients all-reduced, instead of bf16 weights with fp32 masters "
+            "(workshop.train.master_weights)",
             {"master_weights": False},
             needs=("recipe_bf16",),
         ),
@@ -582,7 +587,8 @@ def requirement(
 
 
 def lever_args(lever: Lever, recipe: TrainArgs) -> TrainArgs:
-    """The TrainArgs of one lever: the recipe with the lever's overrides ('x2' and '/2' scale the micro-batch)."""
+    """The TrainArgs of one lever: the recipe with the lever's overrides ('x2' and '/2' scale the
+    micro-batch)."""
     known = {f.name for f in fields(recipe)}
     bad = sorted(set(lever.args) - known)
     if bad:
@@ -659,7 +665,8 @@ class CeilingConfig:
 
 
 def recipe_args(cfg: CeilingConfig) -> TrainArgs:
-    """The workbook recipe (bench.WORKBOOK_ENGINE, the one definition) as TrainArgs, at this benchmark's size."""
+    """The workbook recipe (bench.WORKBOOK_ENGINE, the one definition) as TrainArgs, at this benchmark's
+    size."""
 
     dataset = cfg.dataset
     if dataset is None:
@@ -870,7 +877,8 @@ def train_once(args: TrainArgs, env: dict, cfg: CeilingConfig, round_: int) -> d
 def run(
     cfg: CeilingConfig, *, trainer: Callable = train_once, prober: Callable = gemm_ceiling, echo=print
 ) -> CeilingResult:
-    """Interleaved rounds: per round, the GEMM ceiling at every shape the levers use, then every lever once."""
+    """Interleaved rounds: per round, the GEMM ceiling at every shape the levers use, then every lever
+    once."""
 
     cfg.validate()
     mach = machine(cfg.device)
@@ -957,7 +965,8 @@ def run(
                 continue
             runs[name].append(record(m, args, arch))
             echo(
-                f"[round {r + 1}] {name}: {m['tokens_per_s_median']:.0f} tokens/s, {m['step_time_s_median']:.2f} s/step"
+                f"[round {r + 1}] {name}: {m['tokens_per_s_median']:.0f} tokens/s, "
+                f"{m['step_time_s_median']:.2f} s/step"
             )
         last = probe_all(r, "end")
         for key in first:  # the round's ceiling brackets its levers; a neighbour's load shows up as drift_pct
@@ -1083,7 +1092,8 @@ def device_peaks(cfg: CeilingConfig, mach: dict) -> dict:
 def summarize_lever(
     recs: list[LeverRun], ceils: list[CeilingRound], peaks: dict, dtype: str, base: list[LeverRun] | None
 ) -> LeverSummary:
-    """Medians and spreads over the rounds; % of the SAME round's ceiling; effect paired with the base's run."""
+    """Medians and spreads over the rounds; % of the SAME round's ceiling; effect paired with the base's
+    run."""
     peak = peaks.get(f"{dtype}_tflops")
     out: LeverSummary = {
         "runs": recs,
@@ -1119,7 +1129,8 @@ def summarize_lever(
 
 
 def targets(res: CeilingResult) -> Targets:
-    """The issue's targets, judged where they can be: step >= 60% of the ceiling; bf16 >= 2x fp32 with native bf16."""
+    """The issue's targets, judged where they can be: step >= 60% of the ceiling; bf16 >= 2x fp32 with native
+    bf16."""
     lv = res["levers"]
     measured = {n: v for n, v in lv.items() if v["status"] == "measured"}
     # only levers in the recipe's precision compete: fp32 on an AMX CPU fills more of fp32's (six times lower)
@@ -1186,7 +1197,8 @@ class CeilingRow(TypedDict):
 
 
 def rows(result: CeilingResult | None = None, path: str | Path = CEILING_JSON) -> list[CeilingRow]:
-    """One row per lever: tokens/s, % of this machine's GEMM ceiling, MFU of the nominal peak, effect vs its base."""
+    """One row per lever: tokens/s, % of this machine's GEMM ceiling, MFU of the nominal peak, effect vs its
+    base."""
     res = load(path) if result is None else result
     out: list[CeilingRow] = []
     for name, lv in res["levers"].items():
@@ -1234,7 +1246,10 @@ def rows(result: CeilingResult | None = None, path: str | Path = CEILING_JSON) -
 def format_table(table: list[CeilingRow]) -> str:
     """Markdown for the notebook and the README."""
     lines = [
-        "| lever | tokens/s | % of GEMM ceiling (min-max) | MFU % of peak | effect vs base (min-max) | verdict |",
+        (
+            "| lever | tokens/s | % of GEMM ceiling (min-max) | MFU % of peak | effect vs base (min-max) | "
+            "verdict |"
+        ),
         "|---|---|---|---|---|---|",
     ]
     for r in table:

@@ -1,4 +1,5 @@
-"""The debugging switches the original workshop sets, what each one does, and what to read in a run that has them on.
+"""The debugging switches the original workshop sets, what each one does, and what to read in a run that has
+them on.
 
 A distributed job that hangs or diverges rarely says why by default. These environment variables make the
 layers talk: torch.distributed's own checks (TORCH_DISTRIBUTED_DEBUG), its C++ logging (TORCH_CPP_LOG_LEVEL),
@@ -21,13 +22,16 @@ SWITCHES = {
     "at once with both fingerprints instead of hanging. Costs an extra small collective per call.",
     "TORCH_CPP_LOG_LEVEL=INFO": "lets the C++ side of torch.distributed log: the rendezvous (TCPStore keys "
     "each rank waits for) and, with DETAIL, every fingerprint.",
-    "GLOO_LOG_LEVEL=TRACE": "gloo's own log level (the original workshop's switch); gloo itself says little, most of what "
+    "GLOO_LOG_LEVEL=TRACE": "gloo's own log level (the original workshop's switch); gloo itself says little, "
+    "most of what "
     "you see comes from torch's wrapper.",
     "NCCL_DEBUG=INFO": "NCCL only (GPUs): prints the transport each channel uses (P2P/CUMEM, NET/Libfabric, "
     "NET/Socket); on a CPU run with gloo it prints nothing.",
-    "TORCHINDUCTOR_COMPILE_THREADS=N": "torch.compile's Inductor compiles kernels in N worker processes per rank; "
+    "TORCHINDUCTOR_COMPILE_THREADS=N": "torch.compile's Inductor compiles kernels in N worker processes per "
+    "rank; "
     "with many ranks per node, N x ranks workers compete with training for cores: set it small (1-4).",
-    "TORCHINDUCTOR_CACHE_DIR=path": "where Inductor keeps compiled kernels between runs (the original workshop keeps it out of "
+    "TORCHINDUCTOR_CACHE_DIR=path": "where Inductor keeps compiled kernels between runs (the original "
+    "workshop keeps it out of "
     "/tmp so a restart does not recompile).",
 }
 DEBUG_ENV = {
@@ -116,7 +120,8 @@ def report(s: DebugSummary, *, plain_tokens_per_s: float | None = None) -> str:
     ]
     if plain_tokens_per_s and s.tokens_per_s:
         out.append(
-            f"throughput with the checks on: {s.tokens_per_s:.0f} tokens/s vs {plain_tokens_per_s:.0f} without "
+            f"throughput with the checks on: {s.tokens_per_s:.0f} tokens/s vs {plain_tokens_per_s:.0f} "
+            "without "
             f"(x{s.tokens_per_s / plain_tokens_per_s:.2f}): switch them off for real runs"
         )
     out += ["examples:", *(f"  {e}" for e in s.examples)]

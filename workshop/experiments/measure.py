@@ -64,7 +64,8 @@ class Stats:
 
 
 def paired_ratios(a: Sequence[float | None], b: Sequence[float | None]) -> Stats:
-    """a[i] / b[i] for runs made back to back in the same round: drift between rounds cancels in each ratio."""
+    """a[i] / b[i] for runs made back to back in the same round: drift between rounds cancels in each
+    ratio."""
     if len(a) != len(b):
         raise WorkshopError(f"paired ratios need as many A runs as B runs, got {len(a)} and {len(b)}")
     return Stats.of([x / y for x, y in zip(a, b) if x is not None and y])
@@ -115,7 +116,8 @@ class PeaksSummary(TypedDict):
 
 
 def peaks_for(cores: int) -> PeaksSummary:
-    """bf16/fp32 peak of the ISA present, and the AMX bf16 peak the same cores would have on a Xeon (chapter 01)."""
+    """bf16/fp32 peak of the ISA present, and the AMX bf16 peak the same cores would have on a Xeon (chapter
+    01)."""
 
     d = detect(probe_onednn=False)
     p = machine_peaks(d, cores=min(cores, d["cores"]))

@@ -38,7 +38,8 @@ def formats() -> list[dict]:
 
 
 def overflow_examples(seed: int = 0) -> list[dict]:
-    """Values and one real matmul that fp16 cannot hold and bf16 can (count of inf / lost entries, measured)."""
+    """Values and one real matmul that fp16 cannot hold and bf16 can (count of inf / lost entries,
+    measured)."""
     import torch
 
     g = torch.Generator().manual_seed(seed)
@@ -46,8 +47,8 @@ def overflow_examples(seed: int = 0) -> list[dict]:
     for label, value in (("an activation of 70,000", 70_000.0), ("a gradient of 1e-8", 1e-8)):
         x = torch.tensor(value)
         rows.append({"case": label, "fp32": float(x), "bf16": float(x.bfloat16()), "fp16": float(x.half())})
-    # Attention-like scores: q . k over a 4096-wide hidden size with activations of magnitude ~10; the diagonal
-    # (q . q = 4096 x 100) is past fp16's 65,504.
+    # Attention-like scores: q . k over a 4096-wide hidden size with activations of magnitude ~10; the
+    # diagonal (q . q = 4096 x 100) is past fp16's 65,504.
     q = torch.randn(64, 4096, generator=g) * 10
     exact = q @ q.T
     for name, dt in (("bf16", torch.bfloat16), ("fp16", torch.float16)):
@@ -57,7 +58,8 @@ def overflow_examples(seed: int = 0) -> list[dict]:
                 "case": f"64x64 scores q.k^T (hidden 4096, |x|~10) in {name}",
                 "inf_entries": int((~torch.isfinite(y)).sum()),
                 "entries": y.numel(),
-                # error of the finite entries, relative to the largest score (entries near 0 have no own scale)
+                # error of the finite entries, relative to the largest score (entries near 0 have no own
+                # scale)
                 "max_rel_error_finite": float((y - exact).abs()[torch.isfinite(y)].max() / exact.abs().max()),
             }
         )

@@ -7,7 +7,8 @@ from dataclasses import dataclass
 
 from workshop.plan import hardware
 
-# The original workshop's DeepSpeed file (chapter 000's cpu-ds.json) beyond stage and offload, reproduced as it is.
+# The original workshop's DeepSpeed file (chapter 000's cpu-ds.json) beyond stage and offload, reproduced as
+# it is.
 ORIGINAL_ZERO_EXTRA = {
     "overlap_comm": True,
     "stage3_max_live_parameters": 1e9,
@@ -21,7 +22,8 @@ ORIGINAL_MIN_CHARS = 11  # the original workshop drops lines of <= 10 characters
 
 @dataclass(frozen=True)
 class Variant:
-    """One training recipe: the entry point's flags (shared ones come from BenchConfig) and threads per rank."""
+    """One training recipe: the entry point's flags (shared ones come from BenchConfig) and threads per
+    rank."""
 
     name: str
     label: str
@@ -93,7 +95,8 @@ VARIANTS: dict[str, Variant] = {
             "workbook",
             "workbook recipe",
             "packed 512-token blocks, DDP (the model fits each rank), 1 thread per "
-            "rank, bf16 weights with fp32 masters, torch.compile, the compiled AdamW step, shared-memory all-reduce, "
+            "rank, bf16 weights with fp32 masters, torch.compile, the compiled AdamW step, shared-memory "
+            "all-reduce, "
             "tcmalloc",
             WORKBOOK_ENGINE + ("--precision", "bf16", "--master-weights", "--packing"),
             allocator=WORKBOOK_ALLOCATOR,
@@ -112,8 +115,8 @@ VARIANTS: dict[str, Variant] = {
 
 def runnable_here(argv, device: str = "cpu") -> list[str]:
     """An engine's arguments as this host runs them. Without a C++ compiler a compiled CPU recipe runs eager
-    (Inductor builds its CPU kernels with one) with SDPA, eager's best attention; on a GPU the attention is SDPA,
-    compiled or not (its flash kernels are a GPU's best)."""
+    (Inductor builds its CPU kernels with one) with SDPA, eager's best attention; on a GPU the attention is
+    SDPA, compiled or not (its flash kernels are a GPU's best)."""
 
     argv = list(argv)
     uncompiled = device == "cpu" and "--compile" in argv and not hardware.has_cxx_compiler()

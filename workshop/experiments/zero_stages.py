@@ -18,7 +18,8 @@ class StageRun(TypedDict):
 
 
 def measure(train_args, stages=(1, 2, 3), *, nproc: int = 2, steps: int = 6) -> list[StageRun]:
-    """The same tiny job once per ZeRO stage: tokens/s and peak RSS per rank, measured (workshop.launch.torchrun)."""
+    """The same tiny job once per ZeRO stage: tokens/s and peak RSS per rank, measured
+    (workshop.launch.torchrun)."""
     from dataclasses import replace
 
     rows: list[StageRun] = []

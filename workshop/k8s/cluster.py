@@ -1,4 +1,5 @@
-"""The cluster layer: connect, server-side apply, get/wait/watch, logs, delete — and a plain "no cluster" path.
+"""The cluster layer: connect, server-side apply, get/wait/watch, logs, delete — and a plain "no cluster"
+path.
 
 Everything goes through the `kubernetes` client's own APIs, the ones kubectl-like tools are built on:
 - `kubernetes.dynamic.DynamicClient` finds each kind through API discovery (no table of paths here) and does
@@ -15,12 +16,13 @@ going offline and shows what it would have applied (`required=True`: a NoCluster
 `teardown`, which has nothing to do offline).
 
 The Kubeflow SDK (`kubeflow` 0.5.0, TrainerClient) was evaluated for submit/wait/logs and is not used: it pins
-`kubernetes>=27.2.0,<36.0.0` (this environment resolves kubernetes 37.0.1; this module also runs on 35, so
-the two could share kubernetes 35, but the SDK would hold the client back) and `kubeflow-trainer-api>=2.3.0,<2.4`
+`kubernetes>=27.2.0,<36.0.0` (this environment resolves kubernetes 37.0.1; this module also runs on 35, so the
+two could share kubernetes 35, but the SDK would hold the client back) and `kubeflow-trainer-api>=2.3.0,<2.4`
 (its models speak Trainer 2.3 only, while the workbook renders 2.1 and 2.2+ forms); `train()` builds its own
 TrainJob from its runtime types rather than applying a rendered, offline-validated manifest, creates instead
 of server-side applying (no dry run), and wraps every API error into "Failed to create TrainJob". Its
-`get_job_logs(follow=True)` is `Watch().stream(read_namespaced_pod_log, follow=True)` — what `logs()` does here.
+`get_job_logs(follow=True)` is `Watch().stream(read_namespaced_pod_log, follow=True)` — what `logs()` does
+here.
 """
 
 from __future__ import annotations
@@ -37,9 +39,9 @@ from workshop.errors import WorkshopError, check_positive
 from workshop.k8s.base import read_yaml_docs
 from workshop.k8s.validate import KIND_FAMILY, ensure_valid
 
-# The oldest `kubernetes` release tests/test_cluster.py was run against (it passes on 31.0.0, 35.0.0 and 37.0.1).
-# Nothing here calls ApiClient.param_serialize (37+); DynamicClient.server_side_apply, the newest API used,
-# exists from 21 on (absent in 18.20).
+# The oldest `kubernetes` release tests/test_cluster.py was run against (it passes on 31.0.0, 35.0.0 and
+# 37.0.1). Nothing here calls ApiClient.param_serialize (37+); DynamicClient.server_side_apply, the newest API
+# used, exists from 21 on (absent in 18.20).
 MIN_KUBERNETES = 31
 
 # apiVersion of the kinds the workbook names by kind alone; paths, plurals and scope come from discovery.
@@ -492,7 +494,8 @@ class Cluster:
             labels = meta.get("labels") or {}
             ready = [c["type"] for c in status.get("conditions") or [] if c.get("status") == "True"]
             yield (
-                f"{kind:8} nodeclaim/{meta.get('name')} type={labels.get('node.kubernetes.io/instance-type', '?')}"
+                f"{kind:8} nodeclaim/{meta.get('name')} "
+                f"type={labels.get('node.kubernetes.io/instance-type', '?')}"
                 f" node={status.get('nodeName', '-')} true={','.join(ready) or '-'}"
             )
 
@@ -610,7 +613,8 @@ def connect(
         info = client.VersionApi(cluster.api).get_code(_request_timeout=timeout)
     except (HTTPError, OSError) as exc:
         say(
-            f"no cluster: the API server at {cfg.host} did not answer ({type(exc).__name__}); continuing offline"
+            f"no cluster: the API server at {cfg.host} did not answer ({type(exc).__name__}); continuing "
+            "offline"
         )
         return None
     except ApiException as exc:

@@ -37,7 +37,10 @@ NAME = {"karpenter": "Karpenter", "trainer": "Kubeflow Trainer"}
 DIGESTS_FILE = "SHA256SUMS"  # in a cached release's folder: the digests recorded when it was downloaded
 # A release's files: (path in the release folder, path in the repository at the tag, sha256).
 Files = tuple[tuple[str, str, str], ...]
-ADD = "`python -m workshop crds fetch --{family} VERSION` (needs the network) or `python -m workshop crds import DIR`"
+ADD = (
+    "`python -m workshop crds fetch --{family} VERSION` (needs the network) "
+    "or `python -m workshop crds import DIR`"
+)
 
 
 @dataclass(frozen=True)
@@ -268,7 +271,8 @@ def source(rel: Release) -> str:
 
 
 def folder(family: str, version: str, *, fetch_if_missing: bool = True) -> Path:
-    """The folder holding one release's CRD files, each checked against its digest (see the module's order)."""
+    """The folder holding one release's CRD files, each checked against its digest (see the module's
+    order)."""
     rel = release(family, version)
     override = _override()
     if override is not None:
@@ -322,7 +326,8 @@ def _record_digests(rel: Release, digests: dict[str, str]) -> None:
 
 
 def new_release(family: str, version: str) -> Release:
-    """A release not pinned here, laid out like the pinned ones of its family; digests recorded on download."""
+    """A release not pinned here, laid out like the pinned ones of its family; digests recorded on
+    download."""
     check_choice("CRD family", family, FAMILIES)
     if not re.fullmatch(r"\d+\.\d+\.\d+(-[0-9A-Za-z.]+)?", version):
         raise WorkshopError(
@@ -376,7 +381,8 @@ def fetch(rels, *, base_url: str | None = None, timeout: float = 30, quiet: bool
 
 def import_dir(src: str | Path) -> list[str]:
     """Copy release folders found in `src` (<release folder>/<file>) into the cache. A pinned release's files
-    are checked against their digests (one that differs is refused); another release's digests are recorded."""
+    are checked against their digests (one that differs is refused); another release's digests are
+    recorded."""
     src = Path(src).expanduser()
     if not src.is_dir():
         raise WorkshopError(f"{src} is not a folder; expected one holding e.g. {RELEASES[0].folder}/")
@@ -432,9 +438,18 @@ def sources_markdown() -> str:
         [
             "# The CRD files that ship with the workbook",
             "",
-            "Unmodified upstream files, byte for byte, so that a clone validates manifests offline. Both projects",
-            "publish them under the Apache License 2.0 (a copy is in `LICENSE` beside this file); the URL of each is",
-            f"`{BASE_URL}/<repository>/<tag>/<path>`. `workshop/k8s/crds.py` checks every read against the sha256",
+            (
+                "Unmodified upstream files, byte for byte, so that a clone validates manifests offline. Both "
+                "projects"
+            ),
+            (
+                "publish them under the Apache License 2.0 (a copy is in `LICENSE` beside this file); the URL of "
+                "each is"
+            ),
+            (
+                f"`{BASE_URL}/<repository>/<tag>/<path>`. `workshop/k8s/crds.py` checks every read against the "
+                "sha256"
+            ),
             "below. Regenerate this file with `python -m workshop crds sources`.",
             "",
             "| file | repository @ tag | path at the tag | sha256 |",

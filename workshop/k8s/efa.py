@@ -2,8 +2,8 @@
 
 EFA (and gloo/NCCL over it, and FSx for Lustre) needs every node to reach every other node on all protocols
 and ports: one inbound and one outbound rule on the nodes' security group whose source/destination is the
-group itself. Without it the job hangs at the first collective, not with an error. The original workshop said so in a
-sentence; here it is checked, and added when missing (boto3; tested against moto).
+group itself. Without it the job hangs at the first collective, not with an error. The original workshop said
+so in a sentence; here it is checked, and added when missing (boto3; tested against moto).
 """
 
 from __future__ import annotations
@@ -67,7 +67,8 @@ def ensure_self_rule(sg_id: str, *, ec2=None, dry_run: bool = False) -> list[str
 
 
 def node_security_groups(cluster_name: str, *, ec2=None) -> list[str]:
-    """The groups Karpenter gives the nodes: those tagged karpenter.sh/discovery=<cluster> (the EC2NodeClass's selector)."""
+    """The groups Karpenter gives the nodes: those tagged karpenter.sh/discovery=<cluster> (the EC2NodeClass's
+    selector)."""
     resp = _ec2(ec2).describe_security_groups(
         Filters=[{"Name": "tag:karpenter.sh/discovery", "Values": [cluster_name]}]
     )
@@ -75,8 +76,9 @@ def node_security_groups(cluster_name: str, *, ec2=None) -> list[str]:
 
 
 def fi_info_command(pod: str, namespace: str = "default", container: str = "node") -> list[str]:
-    """Run inside a GPU node pod: `fi_info -p efa` lists one provider entry per EFA device the pod got. An empty
-    answer ("fi_getinfo: -61") means the pod has no EFA device: check its `vpc.amazonaws.com/efa` limit."""
+    """Run inside a GPU node pod: `fi_info -p efa` lists one provider entry per EFA device the pod got. An
+    empty answer ("fi_getinfo: -61") means the pod has no EFA device: check its `vpc.amazonaws.com/efa`
+    limit."""
     return [
         "kubectl",
         "exec",

@@ -1,10 +1,12 @@
-"""Kubeflow Trainer on the cluster, as the original workshop installed it, with checks: pinned release manifests applied
-server-side, then wait until its ClusterTrainingRuntimes exist; and Karpenter's NodePool/EC2NodeClass Ready.
+"""Kubeflow Trainer on the cluster, as the original workshop installed it, with checks: pinned release
+manifests applied server-side, then wait until its ClusterTrainingRuntimes exist; and Karpenter's
+NodePool/EC2NodeClass Ready.
 
-The original workshop ran `kubectl apply --server-side -k github.com/kubeflow/trainer/manifests/overlays/{manager,runtimes}
-?ref=v2.1.0` and looked at `kubectl get clustertrainingruntimes`. Here the overlays are built with
-`kubectl kustomize` at the pinned tag (the version is chapter 05's `trainer_version`), applied with the same
-server-side apply as every other object (`Cluster.apply`), and the wait is a loop with a timeout.
+The original workshop ran `kubectl apply --server-side -k
+github.com/kubeflow/trainer/manifests/overlays/{manager,runtimes} ?ref=v2.1.0` and looked at `kubectl get
+clustertrainingruntimes`. Here the overlays are built with `kubectl kustomize` at the pinned tag (the version
+is chapter 05's `trainer_version`), applied with the same server-side apply as every other object
+(`Cluster.apply`), and the wait is a loop with a timeout.
 """
 
 from __future__ import annotations
@@ -53,7 +55,8 @@ def overlay_documents(version: str, overlay: str, *, run=subprocess.run) -> list
 
 
 def install_trainer(cluster, version: str, *, run=subprocess.run, wait_s: float = 300) -> list[str]:
-    """Apply the pinned manager overlay, then the runtimes overlay, server-side; then wait for the runtimes."""
+    """Apply the pinned manager overlay, then the runtimes overlay, server-side; then wait for the
+    runtimes."""
     applied = []
     for overlay in OVERLAYS:
         docs = overlay_documents(version, overlay, run=run)
@@ -75,7 +78,8 @@ def wait_for_runtimes(
     clock=time.monotonic,
     sleep=time.sleep,
 ) -> list[str]:
-    """Every named ClusterTrainingRuntime exists (what `kubectl get clustertrainingruntimes` showed the original workshop)."""
+    """Every named ClusterTrainingRuntime exists (what `kubectl get clustertrainingruntimes` showed the
+    original workshop)."""
 
     check_positive("timeout", timeout)
     deadline = clock() + timeout
@@ -99,8 +103,9 @@ def wait_for_runtimes(
 
 
 def pools_ready(cluster, docs: list[dict], *, timeout: float = 120) -> dict[str, bool]:
-    """'Kind/name' -> Ready for each NodePool / EC2NodeClass in docs (the original workshop's `kubectl get nodepool,ec2nodeclass`).
-    An EC2NodeClass stays not-Ready when its subnets, security groups, AMI or role cannot be resolved."""
+    """'Kind/name' -> Ready for each NodePool / EC2NodeClass in docs (the original workshop's `kubectl get
+    nodepool,ec2nodeclass`). An EC2NodeClass stays not-Ready when its subnets, security groups, AMI or role
+    cannot be resolved."""
     out = {}
     for d in docs:
         if d.get("kind") in ("NodePool", "EC2NodeClass"):

@@ -170,7 +170,8 @@ def delete(cluster, name: str, namespace: str = "default") -> bool:
 
 
 def saved_model(spec: TrainJobSpec) -> tuple[str, str] | None:
-    """(claim name, path of the final model on it) when the job saves its model onto an FSx claim, else None."""
+    """(claim name, path of the final model on it) when the job saves its model onto an FSx claim, else
+    None."""
     storage = spec.storage
     if storage is None or storage.kind != "fsx" or storage.claim is None:
         return None
@@ -205,9 +206,9 @@ def run_on_cluster(
     keep: bool = False,
     echo: Callable[[str], None] | None = print,
 ) -> dict | None:
-    """Submit, follow rank 0, wait, parse; delete only a job that ended Complete (its outputs are on the volume
-    or in S3 by then; a model on an FSx claim is first recorded on the claim, see `mark_saved_model`). A
-    failed, timed-out or interrupted job is kept for `kubectl describe` and logs, and a resubmission resumes
+    """Submit, follow rank 0, wait, parse; delete only a job that ended Complete (its outputs are on the
+    volume or in S3 by then; a model on an FSx claim is first recorded on the claim, see `mark_saved_model`).
+    A failed, timed-out or interrupted job is kept for `kubectl describe` and logs, and a resubmission resumes
     from its last checkpoint. No cluster -> one plain line, None."""
     if cluster is None:
         cluster = connect()
@@ -227,13 +228,15 @@ def run_on_cluster(
             keep = True
             if echo:
                 echo(
-                    f"could not mark the claim as holding the model ({exc}); the TrainJob is kept as the record"
+                    f"could not mark the claim as holding the model ({exc}); the TrainJob is kept as the "
+                    "record"
                 )
     if outcome == "Complete" and not keep:
         delete(cluster, spec.name, spec.namespace)
     elif echo:
         echo(
-            f"TrainJob {spec.namespace}/{spec.name} ended {outcome or 'not yet (timeout)'}: kept for inspection; "
+            f"TrainJob {spec.namespace}/{spec.name} ended {outcome or 'not yet (timeout)'}: kept for "
+            "inspection; "
             f"`kubectl delete trainjob {spec.name} -n {spec.namespace}` when done"
         )
     return {"submitted": sub, "outcome": outcome, **parse(lines)}

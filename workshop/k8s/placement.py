@@ -43,8 +43,8 @@ def placement_trainjob(
     nccl_debug: str = "INFO",
     workload: OriginalWorkload | None = None,
 ):
-    """The original workshop's job as "pods x gpus_per_pod" on one instance type: chapter 05's gpu_trainjob, with the
-    per-pod GPU and EFA counts this chapter compares.
+    """The original workshop's job as "pods x gpus_per_pod" on one instance type: chapter 05's gpu_trainjob,
+    with the per-pod GPU and EFA counts this chapter compares.
 
     EFA per pod: a single pod gets all of the instance's devices; several pods get one each, as in the
     original workshop (pass efa_per_pod to give them more); network="eni" requests none, so NCCL falls back to

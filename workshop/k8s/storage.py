@@ -1,9 +1,9 @@
 """Where a TrainJob's checkpoints and final model are kept: FSx for Lustre through a PVC, or S3.
 
-The original workshop pointed `output_dir` at an FSx for Lustre mount so every node wrote to one shared filesystem and a
-lost pod lost nothing. Here that is a typed StorageClass (the FSx CSI driver provisions the file system on
-first use) and a ReadWriteMany PersistentVolumeClaim that every node pod mounts; the job writes to
-`<mount>/<job name>` and resumes from the newest checkpoint there when it is restarted. The alternative is
+The original workshop pointed `output_dir` at an FSx for Lustre mount so every node wrote to one shared
+filesystem and a lost pod lost nothing. Here that is a typed StorageClass (the FSx CSI driver provisions the
+file system on first use) and a ReadWriteMany PersistentVolumeClaim that every node pod mounts; the job writes
+to `<mount>/<job name>` and resumes from the newest checkpoint there when it is restarted. The alternative is
 S3: the pods write locally and `--sync-to` uploads each checkpoint and the final model, with credentials from
 IRSA (a service account bound to an IAM role), never from the manifest.
 
@@ -30,8 +30,9 @@ _SG = re.compile(r"^sg-[0-9a-f]{8,17}$")
 _GI = re.compile(r"^(\d+)Gi$")
 # On a claim: `models.workshop.example.com/<job>: /fsx/<job>/final` says TrainJob <job> ended Complete with
 # --save-model and its trained model is on this claim. `jobs.run_on_cluster` sets it before it deletes the
-# finished job; `workshop cluster teardown` keeps such a claim unless told --keep-model or --delete-model.
-# For a job run another way: kubectl annotate pvc <claim> -n <ns> models.workshop.example.com/<job>=/fsx/<job>/final
+# finished job; `workshop cluster teardown` keeps such a claim unless told --keep-model or --delete-model. For
+# a job run another way: kubectl annotate pvc <claim> -n <ns>
+# models.workshop.example.com/<job>=/fsx/<job>/final
 MODEL_ANNOTATION = "models.workshop.example.com/"
 
 
@@ -41,8 +42,8 @@ def _labels() -> dict:
 
 @dataclass
 class FsxStorageClass:
-    """Dynamic FSx for Lustre provisioning (aws-fsx-csi-driver). SCRATCH_2: cheapest, no replication (fine for a
-    workshop's checkpoints); PERSISTENT_2: replicated, needs a per-TiB throughput."""
+    """Dynamic FSx for Lustre provisioning (aws-fsx-csi-driver). SCRATCH_2: cheapest, no replication (fine for
+    a workshop's checkpoints); PERSISTENT_2: replicated, needs a per-TiB throughput."""
 
     subnet_id: str
     security_group_ids: list[str]
@@ -138,7 +139,8 @@ class OutputClaim:
 
 @dataclass
 class OutputStorage:
-    """What the TrainJob needs to keep its outputs: a claim to mount (fsx) or a bucket and a service account (s3)."""
+    """What the TrainJob needs to keep its outputs: a claim to mount (fsx) or a bucket and a service account
+    (s3)."""
 
     kind: str = "fsx"
     claim: OutputClaim | None = None
@@ -204,7 +206,8 @@ def fsx_storage(
     claim: str = "workshop-outputs",
     mount_path: str = DEFAULT_MOUNT,
 ) -> OutputStorage:
-    """FSx for Lustre, as the original workshop used it: a StorageClass + claim, mounted at /fsx in every node pod."""
+    """FSx for Lustre, as the original workshop used it: a StorageClass + claim, mounted at /fsx in every node
+    pod."""
     sgs = (
         [s.strip() for s in security_group_ids.split(",")]
         if isinstance(security_group_ids, str)
@@ -235,7 +238,8 @@ def default_fsx() -> OutputStorage:
 
 
 def flag_value(args: list[str], flag: str) -> str | None:
-    """The value of `flag` in an argv list (`--flag value` or `--flag=value`); the last one wins, as argparse."""
+    """The value of `flag` in an argv list (`--flag value` or `--flag=value`); the last one wins, as
+    argparse."""
     found = None
     for i, arg in enumerate(args):
         if arg == flag and i + 1 < len(args):

@@ -6,7 +6,8 @@ What is the workbook's: an object labelled `app.kubernetes.io/part-of=workshop`,
 chapter 05's Trainer install included). Nothing else is ever touched: objects of the same kinds without either
 mark are listed as left alone. The kinds looked at, in the order `--yes` deletes them:
 
-  TrainJob -> PersistentVolumeClaim -> StorageClass -> NodePool -> EC2NodeClass -> ClusterTrainingRuntime -> Secret
+  TrainJob -> PersistentVolumeClaim -> StorageClass -> NodePool -> EC2NodeClass -> ClusterTrainingRuntime ->
+  Secret
 
 TrainJobs first (their pods hold nodes and mount the claim), then the claims (and the StorageClass that
 provisions their file systems), then the pools: deleting a NodePool makes Karpenter drain and terminate its
@@ -32,7 +33,8 @@ deletes the FSx file system: the released PersistentVolume is named with its fil
 `aws fsx delete-file-system` call that ends its cost (teardown never deletes a file system itself).
 
 Not removed on purpose: the Kubeflow Trainer controller (its CRDs hold every TrainJob on the cluster, other
-people's too), and chapter 05's self-referencing security-group rules (EC2, not the cluster; they cost nothing).
+people's too), and chapter 05's self-referencing security-group rules (EC2, not the cluster; they cost
+nothing).
 
 Exit codes: 0 listed (dry run) or everything removed; 1 something could not be listed or removed (a 403, a
 timeout while Karpenter drains); 2 bad flags or no cluster; 3 stopped, nothing deleted: a claim holds a model.
@@ -140,7 +142,8 @@ class Volume:
             cost = f"price unknown ({self.deployment_type}: only SCRATCH_2 is priced here)"
         elif self.fsx_id and self.size_gib:
             cost = (
-                "price unknown (its deployment type is no longer on the cluster; as SCRATCH_2, the workbook's "
+                "price unknown (its deployment type is no longer on the cluster; as SCRATCH_2, the "
+                "workbook's "
                 f"default: ~${self.size_gib * FSX_SCRATCH2_USD_PER_GB_MONTH:.0f}/month [fsx])"
             )
         else:
@@ -292,7 +295,8 @@ def _node_of(node: dict) -> Node:
 
 
 def _walk(value):
-    """Every dict nested anywhere in a TrainJob's spec (volumes and mounts sit at different depths per form)."""
+    """Every dict nested anywhere in a TrainJob's spec (volumes and mounts sit at different depths per
+    form)."""
     if isinstance(value, dict):
         yield value
         for v in value.values():
@@ -386,7 +390,8 @@ class _Reader:
 
 
 def inventory(cluster, *, namespace: str | None = None) -> Inventory:
-    """Everything of the workbook's on the cluster, with costs, plus the similar objects left alone. Reads only."""
+    """Everything of the workbook's on the cluster, with costs, plus the similar objects left alone. Reads
+    only."""
     inv = Inventory()
     read = _Reader(cluster, inv, namespace)
     listed: dict[str, list[dict]] = {}
@@ -455,10 +460,13 @@ def inventory(cluster, *, namespace: str | None = None) -> Inventory:
         trainer_ns = None
     if trainer_ns is not None and found_by(trainer_ns):
         inv.kept_on_purpose.append(
-            f"the Kubeflow Trainer controller (namespace {TRAINER_NAMESPACE}, installed by the workbook): its CRDs "
-            "hold every TrainJob on the cluster, other people's too, and it runs on the cluster's own nodes, not "
+            f"the Kubeflow Trainer controller (namespace {TRAINER_NAMESPACE}, installed by the workbook): "
+            "its CRDs "
+            "hold every TrainJob on the cluster, other people's too, and it runs on the cluster's own nodes, "
+            "not "
             "the workbook's pools. Uninstall it when nobody else uses it: kubectl delete -k "
-            '"https://github.com/kubeflow/trainer.git/manifests/overlays/manager?ref=v<the release you installed>"'
+            '"https://github.com/kubeflow/trainer.git/manifests/overlays/manager?ref=v<the release you '
+            'installed>"'
         )
     return inv
 
@@ -597,7 +605,8 @@ def listing(inv: Inventory) -> list[str]:
     else:
         lines = [
             (
-                f"Created by the workbook (label {PART_OF[0]}={PART_OF[1]} or field manager `{FIELD_MANAGER}`), "
+                f"Created by the workbook (label {PART_OF[0]}={PART_OF[1]} or field manager "
+                f"`{FIELD_MANAGER}`), "
                 "in the order --yes deletes them:"
             )
         ]
@@ -680,12 +689,14 @@ def teardown(
         what = "; ".join(f"{f.kind} {f.ref}: {', '.join(f.models)}" for f in holding)
         if not yes:
             echo(
-                f"Note: {what}. --yes will stop here unless --keep-model (keep the claim and its file system) "
+                f"Note: {what}. --yes will stop here unless --keep-model (keep the claim and its file "
+                "system) "
                 "or --delete-model (delete them with the rest) is given."
             )
         else:
             echo(
-                f"Stopped, nothing deleted: {what}. Deleting the claim would lose the model (under reclaimPolicy "
+                f"Stopped, nothing deleted: {what}. Deleting the claim would lose the model (under "
+                "reclaimPolicy "
                 "Retain: leave it on a file system no claim mounts). Run "
                 f"`{COMMAND} --yes --keep-model` to keep it (and the claim), or "
                 f"`{COMMAND} --yes --delete-model` to delete it with everything else."
@@ -714,7 +725,8 @@ def teardown(
             echo(
                 f"Dry run: nothing was deleted. `{COMMAND} --yes"
                 + (" --keep-model" if keep_model else " --delete-model" if delete_model else "")
-                + f"` deletes the {len(plan)} object(s) above{skip} and waits until Karpenter has drained the "
+                + f"` deletes the {len(plan)} object(s) above{skip} and waits until Karpenter has drained "
+                "the "
                 "nodes."
             )
         return 1 if inv.problems else 0
@@ -736,7 +748,8 @@ def teardown(
                 plan = [p for p in plan if not (p.kind == "TrainJob" and (p.namespace, p.name) in jobs)]
                 failures.append(f"could not record the model on {f.kind} {f.ref}: {exc}")
                 echo(
-                    f"could not annotate {f.kind} {f.ref} ({exc}); TrainJob(s) {', '.join(j for _, j in sorted(jobs))}"
+                    f"could not annotate {f.kind} {f.ref} ({exc}); TrainJob(s) "
+                    f"{', '.join(j for _, j in sorted(jobs))}"
                     " kept: they are the only record that the claim holds a model"
                 )
     deleted: list[Found] = []
@@ -801,13 +814,15 @@ def _wait_drained(cluster, pools: list[str], timeout: float, interval: float, ec
             return True
         if names != last or now - last_said >= PROGRESS_S:
             echo(
-                f"waiting for Karpenter to drain {len(names)} node(s) of {', '.join(pools)}: {', '.join(names)} "
+                f"waiting for Karpenter to drain {len(names)} node(s) of {', '.join(pools)}: "
+                f"{', '.join(names)} "
                 f"({max(0.0, deadline - now):.0f} s left)"
             )
             last, last_said = names, now
         if now + interval > deadline:
             echo(
-                f"timed out after {timeout:g} s: {len(names)} NodeClaim(s) left ({', '.join(names)}); Karpenter may "
+                f"timed out after {timeout:g} s: {len(names)} NodeClaim(s) left ({', '.join(names)}); "
+                "Karpenter may "
                 "still be draining them: `kubectl get nodeclaims`, `kubectl describe nodeclaim <name>`"
             )
             return False
@@ -820,15 +835,18 @@ def offline_plan() -> str:
         [
             (
                 f"No cluster was used here. On the cluster you used, `{COMMAND}` lists every object labelled "
-                f"{PART_OF[0]}={PART_OF[1]} or applied by field manager `{FIELD_MANAGER}`, with the nodes and file "
+                f"{PART_OF[0]}={PART_OF[1]} or applied by field manager `{FIELD_MANAGER}`, with the nodes "
+                "and file "
                 "system each keeps paying for, and the similar objects it leaves alone; it deletes nothing."
             ),
             (
-                f"`{COMMAND} --yes` then deletes them in this order: {' -> '.join(ORDER)}, and waits until Karpenter "
+                f"`{COMMAND} --yes` then deletes them in this order: {' -> '.join(ORDER)}, and waits until "
+                "Karpenter "
                 "has drained the nodes (--timeout)."
             ),
             (
-                "A claim that holds a trained model stops it, unless --keep-model (keep the claim and the FSx file "
+                "A claim that holds a trained model stops it, unless --keep-model (keep the claim and the "
+                "FSx file "
                 "system; the commands that remove them later are printed) or --delete-model."
             ),
             (

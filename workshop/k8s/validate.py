@@ -197,7 +197,10 @@ def _qualified_name_error(key: str) -> str | None:
     if prefix and (len(prefix) > 253 or not _DNS1123_SUBDOMAIN.match(prefix)):
         return f"prefix {prefix!r} must be a DNS-1123 subdomain"
     if not name or len(name) > 63 or not _QUALIFIED_NAME.match(name):
-        return f"name part {name!r} must be 1-63 alphanumerics, '-', '_' or '.', starting and ending alphanumeric"
+        return (
+            f"name part {name!r} must be 1-63 alphanumerics, '-', '_' or '.', "
+            "starting and ending alphanumeric"
+        )
     return None
 
 
@@ -368,7 +371,8 @@ CORE_SCHEMAS = {
 
 # ------------------------------------------------------------------ the Kubernetes dialect of jsonschema
 def _child(validator, value, schema, key):
-    """Descend into one field or item; a null is an error unless the field is `nullable` (as on the server)."""
+    """Descend into one field or item; a null is an error unless the field is `nullable` (as on the
+    server)."""
     if value is None:
         if not schema.get("nullable"):
             yield ValidationError(
@@ -783,7 +787,10 @@ def _shape_clue(per_release: dict[str, list[Problem]]) -> tuple[list[str], str]:
     )
     return (
         fits,
-        f"its shape targets {', '.join(fits)}: {what} in {', '.join(v for v in per_release if v not in fits)}",
+        (
+            f"its shape targets {', '.join(fits)}: {what} in "
+            f"{', '.join(v for v in per_release if v not in fits)}"
+        ),
     )
 
 

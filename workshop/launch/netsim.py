@@ -436,7 +436,8 @@ def _node_results(
 
 
 def run_cap(cfg: NetSimConfig, rate: str, topo: Topology | None, progress=print) -> CapResult:
-    """Launch one torchrun per node (inside its namespace, or on loopback), wait, collect logs and counters."""
+    """Launch one torchrun per node (inside its namespace, or on loopback), wait, collect logs and
+    counters."""
     label = re.sub(r"[^a-z0-9]+", "-", rate.lower())
     run_dir = cfg.out_dir / label
     run_dir.mkdir(parents=True, exist_ok=True)

@@ -10,7 +10,8 @@ def stop_tree(pid: int, *, grace_s: float = 5.0) -> None:
 
     torchrun starts each rank in a session of its own, so killing torchrun's process group leaves the ranks
     behind (a hung rank then lives on, holding its memory). The tree is read first; the launcher gets SIGTERM
-    (torchrun then stops its ranks and cleans up), and whatever is still alive after `grace_s` gets SIGKILL."""
+    (torchrun then stops its ranks and cleans up), and whatever is still alive after `grace_s` gets
+    SIGKILL."""
     import psutil
 
     try:
@@ -35,7 +36,8 @@ def run_captured(
     cmd: list[str], *, env: dict | None = None, timeout: float | None = None, cwd: str | None = None
 ) -> subprocess.CompletedProcess:
     """`subprocess.run(cmd, capture_output=True, text=True, timeout=...)` for launchers: on a timeout or an
-    interrupt it stops the launcher and all its ranks (stop_tree) before raising, so nothing is left running."""
+    interrupt it stops the launcher and all its ranks (stop_tree) before raising, so nothing is left
+    running."""
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=cwd)
     try:
         out, err = proc.communicate(timeout=timeout)

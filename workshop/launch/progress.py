@@ -1,9 +1,9 @@
 """Progress bars whose last state survives in a saved notebook.
 
 tqdm's notebook bar is a widget: a live frontend redraws it, but a saved notebook (papermill, nbval, GitHub's
-viewer) keeps only the text it had when first displayed, `0%| 0/20`. Here the widget is displayed under a display
-id, and closing the bar replaces that display with the bar's final line as text. Outside a notebook it is
-tqdm's ordinary text bar.
+viewer) keeps only the text it had when first displayed, `0%| 0/20`. Here the widget is displayed under a
+display id, and closing the bar replaces that display with the bar's final line as text. Outside a notebook it
+is tqdm's ordinary text bar.
 """
 
 from __future__ import annotations
@@ -33,8 +33,8 @@ def bar(total: int | None, desc: str, unit: str = "it"):
 
 @contextlib.contextmanager
 def no_library_bars():
-    """transformers' own bars ("Writing model shards: 0%| 0/4") for the length of a block: the caller says in a
-    line what was done, which a saved notebook keeps."""
+    """transformers' own bars ("Writing model shards: 0%| 0/4") for the length of a block: the caller says in
+    a line what was done, which a saved notebook keeps."""
     from transformers.utils import logging
 
     was_enabled = logging.is_progress_bar_enabled()

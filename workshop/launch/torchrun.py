@@ -54,8 +54,8 @@ class RunResult:
         return self
 
     def finished_metrics(self) -> dict:
-        """The metrics.json of a run that succeeded. A run can exit 0 without writing one; every reader would then
-        fail later on None, far from the cause: say so here instead."""
+        """The metrics.json of a run that succeeded. A run can exit 0 without writing one; every reader would
+        then fail later on None, far from the cause: say so here instead."""
         self.check()
         if self.metrics is None:
             raise RuntimeError(f"the run exited 0 but wrote no metrics.json (whole log: {self.log_path})")
@@ -134,7 +134,8 @@ def check_fits(
 
 
 def extensions_dir() -> Path:
-    """Where DeepSpeed's JIT-built C++ ops are cached (one folder per DeepSpeed version; see workshop.train.dsprobe)."""
+    """Where DeepSpeed's JIT-built C++ ops are cached (one folder per DeepSpeed version; see
+    workshop.train.dsprobe)."""
 
     return versioned()
 
@@ -251,7 +252,8 @@ def rank_env(
 
 
 ALLOCATORS = ("system", "auto", "tcmalloc", "jemalloc")
-# Intel's PyTorch CPU tuning guide settings for jemalloc: keep freed pages instead of returning them each step.
+# Intel's PyTorch CPU tuning guide settings for jemalloc: keep freed pages instead of returning them each
+# step.
 JEMALLOC_CONF = (
     "oversize_threshold:1,background_thread:true,metadata_thp:auto,dirty_decay_ms:9000000000,"
     "muzzy_decay_ms:9000000000"
@@ -263,7 +265,8 @@ _ALLOCATOR_LIBS = {
 
 
 def allocator_path(name: str) -> str | None:
-    """The shared library to LD_PRELOAD for tcmalloc or jemalloc, if installed (conda's lib, or ldconfig's cache)."""
+    """The shared library to LD_PRELOAD for tcmalloc or jemalloc, if installed (conda's lib, or ldconfig's
+    cache)."""
     import ctypes.util
 
     lib = _ALLOCATOR_LIBS[name][0]
@@ -278,9 +281,10 @@ def allocator_path(name: str) -> str | None:
 def allocator_env(name: str) -> tuple[dict, str]:
     """The rank environment that makes every rank (and torchrun) allocate through `name`, and what was chosen.
 
-    A training step frees and reallocates the same large buffers every step; glibc's malloc hands big ones back
-    to the kernel and faults them in again, a caching allocator keeps them. `auto` takes tcmalloc where it is
-    installed (torch.backends.xeon.run_cpu prefers it too) and glibc's otherwise; a named one must be installed.
+    A training step frees and reallocates the same large buffers every step; glibc's malloc hands big ones
+    back to the kernel and faults them in again, a caching allocator keeps them. `auto` takes tcmalloc where
+    it is installed (torch.backends.xeon.run_cpu prefers it too) and glibc's otherwise; a named one must be
+    installed.
     """
     check_choice("allocator", name, ALLOCATORS)
     if name == "system":
@@ -359,8 +363,8 @@ def _lines(proc: subprocess.Popen) -> queue.Queue:
 def _follow(
     proc: subprocess.Popen, job: _Job, *, bar, echo: bool, timeout: float | None, t0: float
 ) -> tuple[list[str], list[dict]]:
-    """Copy the merged log to job.log_path, collect the METRIC records and move the bar, until the output ends;
-    raise RunHung, naming each rank's last line, when the run outlives `timeout`."""
+    """Copy the merged log to job.log_path, collect the METRIC records and move the bar, until the output
+    ends; raise RunHung, naming each rank's last line, when the run outlives `timeout`."""
     lines: list[str] = []
     steps: list[dict] = []
     inbox = _lines(proc)

@@ -267,7 +267,7 @@ def plan_memory(
     if offload_optimizer and zero_stage == 0:
         raise WorkshopError("offload_optimizer needs ZeRO stage 1, 2 or 3 (got stage 0)")
     arch = architecture(model)
-    P, W, d = arch.params, world_size, DTYPES[dtype]
+    P, W, d = arch.params, world_size, DTYPES[dtype]  # noqa: N806 (the formulas' P and W)
 
     def part(n_bytes_per_param: float, stage_from: int) -> int:
         return math.ceil(n_bytes_per_param * P / (W if zero_stage >= stage_from else 1))
@@ -447,7 +447,7 @@ def reconcile(plan: MemoryPlan | None = None) -> Reconciliation:
     allocator reservations), not what a pod's memory request must hold.
     """
     plan = plan or plan_memory(**ORIGINAL_RUN)
-    P, W = plan.params, plan.world_size
+    P, W = plan.params, plan.world_size  # noqa: N806 (the formulas' P and W)
     ds = deepspeed_estimate(
         plan.model,
         nodes=max(1, W // plan.procs_per_node),

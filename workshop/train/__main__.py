@@ -1,4 +1,5 @@
-"""`python -m workshop.train`: what torchrun starts in every rank, and what a TrainJob's node container runs."""
+"""`python -m workshop.train`: what torchrun starts in every rank, and what a TrainJob's node container
+runs."""
 
 import sys
 

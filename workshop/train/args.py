@@ -1,8 +1,9 @@
-"""The training run's arguments, declared once: each `TrainArgs` field is a flag of `python -m workshop.train`.
+"""The training run's arguments, declared once: each `TrainArgs` field is a flag of `python -m
+workshop.train`.
 
-The parser and `to_argv` are derived from the fields (type, default, `metadata["help"]`), so an argument is one
-declaration here and torchrun, a TrainJob and a notebook pass the same flags. `validate` runs every check that
-can fail before a process group or a model exists.
+The parser and `to_argv` are derived from the fields (type, default, `metadata["help"]`), so an argument is
+one declaration here and torchrun, a TrainJob and a notebook pass the same flags. `validate` runs every check
+that can fail before a process group or a model exists.
 """
 
 from __future__ import annotations

@@ -152,7 +152,8 @@ def corpus_paragraphs(min_chars: int = 80):
 
 
 def build_corpus(path: str | Path, *, min_chars: int = 80, max_lines: int | None = None) -> Path:
-    """Write one paragraph per line (like wikitext's lines), deterministically; reuse the file if it is current."""
+    """Write one paragraph per line (like wikitext's lines), deterministically; reuse the file if it is
+    current."""
     check_positive("min_chars", min_chars)
     path = Path(path)
     lines = list(corpus_paragraphs(min_chars))[:max_lines]
@@ -193,11 +194,12 @@ def train_tokenizer(corpus: str | Path, out_dir: str | Path, vocab_size: int = 8
 
 
 def load_tokenizer(source: str | Path, token: str | None = None):
-    """A saved local tokenizer directory, or a hub id (the model's own; network or cache, and for Llama a token)."""
+    """A saved local tokenizer directory, or a hub id (the model's own; network or cache, and for Llama a
+    token)."""
     from transformers import AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(str(source), token=token)
-    if tok.pad_token is None:  # Llama-3's tokenizer has no pad token; padding (seed recipe) needs one
+    if tok.pad_token is None:  # Llama-3's tokenizer has no pad token; padding (the original recipe) needs one
         tok.pad_token = tok.eos_token
     return tok
 
@@ -218,7 +220,8 @@ def local_kit(cache_dir: str | Path, vocab_size: int = 8192):
 
 
 def load_text(dataset: str, cache_dir: str | Path):
-    """`local` (built here), `wikitext` (hub: wikitext-2-raw-v1 train), or a path to a text file, one sample a line."""
+    """`local` (built here), `wikitext` (hub: wikitext-2-raw-v1 train), or a path to a text file, one sample a
+    line."""
     from datasets import load_dataset
 
     if dataset == "wikitext":
@@ -234,9 +237,9 @@ def load_text(dataset: str, cache_dir: str | Path):
 def tokenize_dataset(ds, tokenizer, *, seq_len: int, packing: bool = True, min_chars: int = 1):
     """Drop short/empty lines, tokenize, and either PACK into seq_len blocks (no padding) or pad each line.
 
-    Packing concatenates samples separated by EOS and cuts fixed blocks, so every token is a training
-    token. Padding (the original workshop's recipe) wastes the pad positions; labels there are -100 so the loss and the
-    useful-token count ignore them.
+    Packing concatenates samples separated by EOS and cuts fixed blocks, so every token is a training token.
+    Padding (the original workshop's recipe) wastes the pad positions; labels there are -100 so the loss and
+    the useful-token count ignore them.
     """
     check_positive("seq_len", seq_len)
     ds = ds.filter(

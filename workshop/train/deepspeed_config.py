@@ -1,5 +1,6 @@
-"""The DeepSpeed config, a dict built from the run's arguments and handed to TrainingArguments (no file to share
-between ranks; rank 0 writes a copy as the record), and DeepSpeed's ZeRO-3 memory stages made visible again.
+"""The DeepSpeed config, a dict built from the run's arguments and handed to TrainingArguments (no file to
+share between ranks; rank 0 writes a copy as the record), and DeepSpeed's ZeRO-3 memory stages made visible
+again.
 """
 
 from __future__ import annotations
@@ -58,8 +59,8 @@ ZERO_STAGE_MESSAGES = (
 def show_zero_memory_stages() -> None:
     """Print DeepSpeed's ZeRO-3 memory stages ("MA ... GB / CPU Virtual Memory: used = ...").
 
-    Older DeepSpeed printed them at start-up (the original workshop's log shows them); 0.19 calls the same function
-    with force=False. We force just those start-up stages on, not the per-step ones.
+    Older DeepSpeed printed them at start-up (the original workshop's log shows them); 0.19 calls the same
+    function with force=False. We force just those start-up stages on, not the per-step ones.
     """
     from deepspeed.runtime import utils
     from deepspeed.runtime.zero import parameter_offload, stage3

@@ -1,5 +1,6 @@
-"""The process and its process group: what a rank sets up before torch starts, the group itself (started before
-TrainingArguments, with one timeout for every engine and backend), and the collectives the loop runs around it.
+"""The process and its process group: what a rank sets up before torch starts, the group itself (started
+before TrainingArguments, with one timeout for every engine and backend), and the collectives the loop runs
+around it.
 
 A plain `python -m workshop.train` is made to look like a one-rank torchrun here, so DeepSpeed never hits
 `KeyError: 'LOCAL_RANK'`.
@@ -53,7 +54,8 @@ def stop_on_sigterm() -> None:
 
 
 def set_up_process(args: TrainArgs) -> None:
-    """The rank's environment, its SIGTERM handling, threads and cores: what torch and OpenMP read at start."""
+    """The rank's environment, its SIGTERM handling, threads and cores: what torch and OpenMP read at
+    start."""
     ensure_process_env()
     stop_on_sigterm()
     if args.threads:
@@ -121,8 +123,8 @@ def pg_timeout() -> timedelta | None:
 
 
 def grad_dtype(args: TrainArgs):
-    """The dtype DDP all-reduces: bf16 when the model itself is bf16 (master weights), else fp32 (autocast keeps
-    fp32 weights, so their gradients are fp32 too)."""
+    """The dtype DDP all-reduces: bf16 when the model itself is bf16 (master weights), else fp32 (autocast
+    keeps fp32 weights, so their gradients are fp32 too)."""
     import torch
 
     return torch.bfloat16 if args.precision == "bf16" and args.master_weights else torch.float32

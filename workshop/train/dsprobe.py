@@ -17,8 +17,9 @@ from pathlib import Path
 
 def extensions_dir() -> Path:
     """Where DeepSpeed's JIT-built C++ ops are cached: `$TORCH_EXTENSIONS_DIR`, else one folder per DeepSpeed
-    version. torch's default folder is shared by every version, so after an upgrade (0.19.7 -> 0.19.8, say) the
-    old build is loaded and fails (`module 'deepspeed_shm_comm' has no attribute 'vector_kernel_level'`)."""
+    version. torch's default folder is shared by every version, so after an upgrade (0.19.7 -> 0.19.8, say)
+    the old build is loaded and fails (`module 'deepspeed_shm_comm' has no attribute
+    'vector_kernel_level'`)."""
     env = os.environ.get("TORCH_EXTENSIONS_DIR")
     if env:
         return Path(env)

@@ -11,8 +11,9 @@ FAULT_VARIABLES = (("WORKSHOP_KILL_AT", "kill"), ("WORKSHOP_RAISE_AT", "raise"),
 
 
 def inject_faults() -> None:
-    """WORKSHOP_KILL_AT / _RAISE_AT / _HANG_AT="RANK:STEP": that rank SIGKILLs itself, raises, or goes silent after
-    STEP steps (the fault tests use them: a killed rank, a rank whose exception must be shown, a hang)."""
+    """WORKSHOP_KILL_AT / _RAISE_AT / _HANG_AT="RANK:STEP": that rank SIGKILLs itself, raises, or goes silent
+    after STEP steps (the fault tests use them: a killed rank, a rank whose exception must be shown, a
+    hang)."""
     for var, action in FAULT_VARIABLES:
         if os.environ.get(var):
             rank, _, step = os.environ[var].partition(":")

@@ -168,7 +168,8 @@ def announce(args: TrainArgs, chosen: Chosen, samples: int, resume_from: str | N
 
 def _record(fn):
     """torch.elastic's @record: an uncaught exception in a rank is written to torchrun's error file, so its
-    summary (and workshop.launch.torchrun, which reads it) shows the rank's own traceback, not only an exit code."""
+    summary (and workshop.launch.torchrun, which reads it) shows the rank's own traceback, not only an exit
+    code."""
     try:
         from torch.distributed.elastic.multiprocessing.errors import record
     except ImportError:  # torch without the elastic package: the plain traceback still reaches the log

@@ -42,8 +42,8 @@ def _adamw_update(
     eps: float,
     weight_decay: float,
 ) -> None:
-    """torch.optim.AdamW's update (decoupled weight decay, bias-corrected moments) on fp32 masters, reading the
-    bf16 gradients times the clip `scale` and writing the rounded bf16 weights: one pass per tensor once
+    """torch.optim.AdamW's update (decoupled weight decay, bias-corrected moments) on fp32 masters, reading
+    the bf16 gradients times the clip `scale` and writing the rounded bf16 weights: one pass per tensor once
     Inductor fuses it. Every per-step number is a 0-d tensor, so a new learning rate does not recompile."""
     for p, g, m, a, s in zip(params, grads, masters, exp_avgs, exp_avg_sqs):
         g32 = g.to(torch.float32) * scale

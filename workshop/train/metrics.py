@@ -1,5 +1,6 @@
-"""What a run measures and reports: one `METRIC {...}` line per optimizer step on rank 0 (loss, useful tokens/s,
-step time, every rank's RSS) and `<output-dir>/metrics.json` at the end, the record every launcher reads back.
+"""What a run measures and reports: one `METRIC {...}` line per optimizer step on rank 0 (loss, useful
+tokens/s, step time, every rank's RSS) and `<output-dir>/metrics.json` at the end, the record every launcher
+reads back.
 
 `RunState` is what the Trainer subclass (it counts tokens) and the callback (it times steps) share.
 """
@@ -152,7 +153,8 @@ def record_run(
         (out / "metrics.json").write_text(json.dumps(result, indent=2))
         print(
             f"workshop.train: done, {len(state.steps)} steps, loss {result['first_loss']} -> "
-            f"{result['final_loss']}, median {result['tokens_per_s_median']} tokens/s, metrics in {out / 'metrics.json'}",
+            f"{result['final_loss']}, median {result['tokens_per_s_median']} tokens/s, metrics in "
+            f"{out / 'metrics.json'}",
             flush=True,
         )
     return result

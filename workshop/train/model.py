@@ -1,5 +1,5 @@
-"""The model: how its weights are kept, built or loaded (after TrainingArguments, so ZeRO-3 partitions it as it is
-built), and the final save every rank takes part in.
+"""The model: how its weights are kept, built or loaded (after TrainingArguments, so ZeRO-3 partitions it as
+it is built), and the final save every rank takes part in.
 """
 
 from __future__ import annotations

@@ -45,7 +45,8 @@ def _key(prefix: str, rel: str) -> str:
 
 def upload_dir(local: str | Path, uri: str, *, client=None, marker: bool = True) -> int:
     """Upload every file under `local` to uri/<name of local>/...; the completion marker last (or, with
-    marker=False, not at all: a multi-node save uploads it once every node is done). Returns the file count."""
+    marker=False, not at all: a multi-node save uploads it once every node is done). Returns the file
+    count."""
     bucket, prefix = parse_s3_uri(uri)
     local = Path(local)
     s3, n = _client(client), 0

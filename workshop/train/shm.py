@@ -1,7 +1,7 @@
 """DeepSpeed's shared-memory collective buffers: one ~66 MB file per rank in /dev/shm (RAM), never unlinked by
 DeepSpeed 0.19. Every process that starts DeepSpeed's process group releases its run's buffers when it ends,
-however it ends; the launcher sweeps up after ranks that were killed, and, before it starts, after runs that were
-killed with their launcher."""
+however it ends; the launcher sweeps up after ranks that were killed, and, before it starts, after runs that
+were killed with their launcher."""
 
 from __future__ import annotations
 
@@ -64,7 +64,8 @@ def release_orphaned_buffers(paths=None) -> list[str]:
 
     A run killed outright (SIGKILL, a restarted Jupyter kernel, the OOM killer) releases nothing, and its
     launcher may have died with it, so the next launch sweeps: a buffer is open from shm_open until its rank
-    exits, so one nobody holds belongs to no run. `paths` narrows the sweep (default: every buffer of this user).
+    exits, so one nobody holds belongs to no run. `paths` narrows the sweep (default: every buffer of this
+    user).
     """
     if paths is None:
         paths = SHM_DIR.glob(user_buffer_prefix() + "*")
@@ -78,7 +79,8 @@ def release_orphaned_buffers(paths=None) -> list[str]:
     return [p.name for p in gone]
 
 
-# ---------------------------------------------------------------- DDP's gradient all-reduce through the same kernel
+# ---------------------------------------------------------------- DDP's gradient all-reduce through the same
+# kernel
 
 ALLREDUCES = ("auto", "shm", "backend")
 
@@ -89,8 +91,8 @@ def resolve_allreduce(
     """How DDP's gradient all-reduce travels: 'shm' or 'backend' (the process group's), and why.
 
     gloo moves a CPU all-reduce through loopback TCP, copying every byte through the kernel's socket buffers
-    on the same cores that train; DeepSpeed's shared-memory kernel (the one its CPU collectives use) reduces in
-    a buffer every rank maps. It reaches only ranks on one host, and only CPU tensors.
+    on the same cores that train; DeepSpeed's shared-memory kernel (the one its CPU collectives use) reduces
+    in a buffer every rank maps. It reaches only ranks on one host, and only CPU tensors.
     """
 
     check_choice("allreduce", choice, ALLREDUCES)

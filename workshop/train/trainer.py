@@ -1,5 +1,5 @@
-"""What the Hugging Face Trainer is given: its TrainingArguments, the Trainer subclass that counts useful tokens,
-the callbacks, and the master-weights optimizer for DDP with bf16.
+"""What the Hugging Face Trainer is given: its TrainingArguments, the Trainer subclass that counts useful
+tokens, the callbacks, and the master-weights optimizer for DDP with bf16.
 
 TrainingArguments is where the DeepSpeed dict enters (before the model exists) and where every flag becomes a
 Trainer setting: `trainer_settings` maps them in one pure function, checked without a process group (building
@@ -32,8 +32,9 @@ def checkpointing_keyword() -> str:
 
 
 def trainer_settings(args: TrainArgs, backend: str, ds: dict | None) -> dict:
-    """TrainingArguments' keywords for these arguments, with the DeepSpeed dict `ds` (None: DDP): a plain dict,
-    because TrainingArguments itself sets up accelerate's device state, which needs the process group."""
+    """TrainingArguments' keywords for these arguments, with the DeepSpeed dict `ds` (None: DDP): a plain
+    dict, because TrainingArguments itself sets up accelerate's device state, which needs the process
+    group."""
     masters = ddp_masters(args)  # the master-weights optimizer casts instead of autocast
     return dict(
         output_dir=str(Path(args.output_dir)),
@@ -64,14 +65,16 @@ def trainer_settings(args: TrainArgs, backend: str, ds: dict | None) -> dict:
         ddp_bucket_cap_mb=args.ddp_bucket_mb,
         ddp_find_unused_parameters=False,  # a Llama uses every weight
         # transformers 5.23 hands this to accelerate's PartialState only when it starts the group itself (GPU
-        # paths, not use_cpu), and accelerate skips that when a group exists, as it does here (init_distributed):
-        # the same value in seconds keeps the record (training_args.bin) and any such path in agreement
+        # paths, not use_cpu), and accelerate skips that when a group exists, as it does here
+        # (init_distributed): the same value in seconds keeps the record (training_args.bin) and any such path
+        # in agreement
         ddp_timeout=math.ceil(dist_timeout(args).total_seconds()),
     )
 
 
 def training_arguments(args: TrainArgs, backend: str, ds: dict | None) -> TrainingArguments:
-    """The Trainer's settings, the DeepSpeed dict among them: built after the process group, before the model."""
+    """The Trainer's settings, the DeepSpeed dict among them: built after the process group, before the
+    model."""
     return TrainingArguments(**trainer_settings(args, backend, ds))
 
 
@@ -108,8 +111,8 @@ class MasterWeightsTrainer(CountingTrainer):
 
 
 def master_weights_optimizer(args: TrainArgs, targs: TrainingArguments, model, world: int, state: RunState):
-    """(optimizer class, kwargs) for Trainer(optimizer_cls_and_kwargs=): the Trainer's own optimizer wrapped to
-    step fp32 masters of the bf16 model."""
+    """(optimizer class, kwargs) for Trainer(optimizer_cls_and_kwargs=): the Trainer's own optimizer wrapped
+    to step fp32 masters of the bf16 model."""
     cls, kwargs = Trainer.get_optimizer_cls_and_kwargs(targs, model)
     # --compile and the fused AdamW: one compiled pass per tensor clips, casts, steps and rounds; the
     # all-reduce then only sums, and dividing by N rides along in that pass

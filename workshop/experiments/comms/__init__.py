@@ -1,5 +1,5 @@
-"""Chapter 06's measurements: the collective benchmark and its fit, ZeRO-3's calls counted in a real run, and the
-traffic model (`workshop.plan.traffic`) checked against runs on this machine.
+"""Chapter 06's measurements: the collective benchmark and its fit, ZeRO-3's calls counted in a real run, and
+the traffic model (`workshop.plan.traffic`) checked against runs on this machine.
 
 One module per seam: collectives (the benchmark and its fit), counting (what a real ZeRO-3 run calls), local
 (the model checked against runs here), cli.

@@ -1,4 +1,5 @@
-"""`workshop comms model|bench|local|netsim`: run a part, print its verdict, merge the result into a JSON file."""
+"""`workshop comms model|bench|local|netsim`: run a part, print its verdict, merge the result into a JSON
+file."""
 
 from __future__ import annotations
 
@@ -154,7 +155,8 @@ def main(argv: list[str] | None = None) -> int:
             res = {"model": model_report(a.overlap, a.efa_per_pod)}
             c = res["model"]["checks"]
             print(
-                f"p4d ratio predicted {c['p4d_ratio_predicted']:.2f} vs measured {c['p4d_ratio_measured']:.2f} "
+                f"p4d ratio predicted {c['p4d_ratio_predicted']:.2f} vs measured "
+                f"{c['p4d_ratio_measured']:.2f} "
                 f"({c['p4d_ratio_error']:+.0%}); ordering ok: {c['ordering_ok']}"
             )
         elif a.cmd == "bench":

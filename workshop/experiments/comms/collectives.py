@@ -275,8 +275,8 @@ def netsim_collective_bench(
     out_dir: Path | None = None,
 ) -> NetsimBench:
     """The same benchmark with each rank in its own network namespace behind a tc rate cap (chapter 05's
-    workshop.launch.netsim): what the link really delivers to gloo at each cap. Falls back to loopback (no caps)
-    where namespaces cannot be created, and says so in "mode"/"reason"."""
+    workshop.launch.netsim): what the link really delivers to gloo at each cap. Falls back to loopback (no
+    caps) where namespaces cannot be created, and says so in "mode"/"reason"."""
 
     tmp = Path(out_dir or tempfile.mkdtemp(prefix="comms-netsim-"))
     cfg = netsim.NetSimConfig(

@@ -29,7 +29,8 @@ def _torch_dtype(dtype: str):
 
 
 def _write_tokenizer(out_dir: Path, vocab_size: int) -> None:
-    """A small byte-level BPE tokenizer, saved the way hub checkpoints ship theirs (tokenizer.json + config)."""
+    """A small byte-level BPE tokenizer, saved the way hub checkpoints ship theirs (tokenizer.json +
+    config)."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 

@@ -1,4 +1,5 @@
-"""`workshop load checkpoint|run|bench|verify`, and the internal `worker`/`pitfall` commands torchrun starts."""
+"""`workshop load checkpoint|run|bench|verify`, and the internal `worker`/`pitfall` commands torchrun
+starts."""
 
 from __future__ import annotations
 
@@ -126,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
                     low_cpu_mem_usage=args.low_cpu_mem_usage,
                     verify=not args.no_verify,
                 )
-            finally:  # os._exit below skips atexit: release DeepSpeed's /dev/shm buffers here, however it went
+            finally:  # os._exit below skips atexit: free DeepSpeed's /dev/shm buffers here, however it went
                 release_shm_buffers()
             # The report is on disk and the process group is gone. Skip interpreter teardown: a DeepSpeed/gloo
             # C++ thread left joinable after zero.Init can abort the exit ("terminate called without an active

@@ -29,7 +29,8 @@ from workshop.train.guard import versions
 
 
 def _worker_env(nproc: int, threads: int | None) -> dict:
-    """The ranks' environment (workshop.launch.torchrun.rank_env) plus one setting of this experiment's own."""
+    """The ranks' environment (workshop.launch.torchrun.rank_env) plus one setting of this experiment's
+    own."""
 
     # glibc otherwise keeps large freed buffers (ZeRO-3's gathered modules) in its heap, where RSS still
     # counts them; a fixed threshold returns them to the OS. Same for every method, so the comparison is fair.

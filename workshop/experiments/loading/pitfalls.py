@@ -1,5 +1,5 @@
-"""The ways zero.Init goes wrong in the original workshop's code, each run in fresh processes so its failure is shown,
-not suffered.
+"""The ways zero.Init goes wrong in the original workshop's code, each run in fresh processes so its failure
+is shown, not suffered.
 """
 
 from __future__ import annotations
@@ -18,7 +18,9 @@ from workshop.launch.torchrun import torchrun_command
 
 PITFALLS = {
     "no-process-group": "deepspeed.zero.Init in a plain process: no torchrun environment, no process group",
-    "init-wraps-from-pretrained": "the original workshop's `with deepspeed.zero.Init(): from_pretrained(...)`",
+    "init-wraps-from-pretrained": (
+        "the original workshop's `with deepspeed.zero.Init(): from_pretrained(...)`"
+    ),
     "init-wraps-from-pretrained-dynamo-first": "the same, with torch._dynamo imported before the context",
     "config-not-kept": "HfDeepSpeedConfig(...) created but not kept in a variable, then from_pretrained",
     "fix": "keep HfDeepSpeedConfig alive in a variable, then from_pretrained (the fix)",

@@ -114,7 +114,8 @@ def _load(method: str, checkpoint: str, dtype: str, low_cpu_mem_usage: bool | No
 
 
 def load_shards_zero3(model, checkpoint: str | Path) -> None:
-    """Fill a ZeRO-3 model one shard at a time: rank 0 maps one file, each module is gathered, filled, re-split.
+    """Fill a ZeRO-3 model one shard at a time: rank 0 maps one file, each module is gathered, filled,
+    re-split.
 
     transformers 5 merges every shard into one state dict on rank 0 before copying; streaming keeps rank 0's
     extra memory to one shard, the difference that matters when the checkpoint is larger than a rank's RAM.
