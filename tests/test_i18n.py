@@ -137,3 +137,21 @@ def test_korean_chapter_02_runs_end_to_end_with_korean_computed_sentences(tmp_pa
     assert "karpenter.sh/discovery" in printed  # YAML stays as it is
     assert sorted(p.name for p in (tmp_path / "images").glob("*.png")) == ["02_pool_admission.png"]
     assert "| [02_karpenter_setup.ipynb]" in (tmp_path / "index.md").read_text()
+
+
+def test_korean_readme_keeps_every_command_of_the_english_one():
+    """README.ko.md is a full translation: its fenced blocks and every command or code span of README.md appear
+    verbatim (commands are never translated), and it says how to switch JupyterLab to Korean."""
+    from workshop.paths import REPO
+
+    en, ko = (REPO / "README.md").read_text(), (REPO / "README.ko.md").read_text()
+    _, en_code, en_links = i18n._md_shape(en)
+    ko_blocks, ko_code, ko_links = i18n._md_shape(ko)
+    fenced = "\n".join(b[2] for b in ko_blocks if isinstance(b, tuple) and b[0] == "fence")
+    assert [c for c in en_code if c not in ko_code and c not in fenced] == []
+    # the chapters' links point at the Korean notebooks; the only other difference is the link back
+    wanted = {u.replace("notebooks/", "notebooks-ko/") for u in en_links} - {"README.ko.md"}
+    assert wanted - set(ko_links) == set() and "README.md" in ko_links
+    fences = [b for b in i18n._md_shape(en)[0] if isinstance(b, tuple) and b[0] == "fence"]
+    assert fences and all(f in i18n._md_shape(ko)[0] for f in fences)
+    assert "Settings → Language → 한국어" in ko and "--lang ko" in ko and "README.ko.md" in en
