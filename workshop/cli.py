@@ -19,6 +19,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "workshop.book.images",
         "refresh the tracked figures in images/ from a workbook run (--check: drift)",
     ),
+    "i18n": (
+        "workshop.book.i18n",
+        "Korean catalogs and notebooks-ko/: update | generate | check | sync (all three)",
+    ),
     "nbval": ("workshop.book.nbcheck", "re-record the notebook outputs that nbval checks (nbval refresh)"),
     "hw": ("workshop.plan.hardware", "what this CPU can do: AMX/bf16 detection, oneDNN ISA, GEMM TFLOPS"),
     "instances": ("workshop.plan.catalog", "EC2 instance types (boto3, or moto's offline catalog)"),

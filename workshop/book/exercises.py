@@ -18,6 +18,7 @@ from workshop.experiments import loading
 from workshop.k8s import karpenter
 from workshop.k8s import trainjob as tj
 from workshop.k8s.validate import validate_documents
+from workshop.lang import N_, _
 from workshop.launch.torchrun import run_torchrun
 from workshop.plan import memory, traffic
 from workshop.plan.hardware import native_bf16
@@ -139,32 +140,40 @@ EXERCISES: dict[str, list[Exercise]] = {
     "01": [
         Exercise(
             {"nodes": 1},
-            "One node needs no EFA, so the planner no longer jumps to a 48xlarge: the pick is "
-            "the smallest type that holds the whole model's states, and the printed reason drops the EFA "
-            "rule.",
+            N_(
+                "One node needs no EFA, so the planner no longer jumps to a 48xlarge: the pick is "
+                "the smallest type that holds the whole model's states, and the printed reason drops the EFA "
+                "rule."
+            ),
             _ch01_one_node,
         ),
         Exercise(
             {"gemm_sizes": [512, 2048], "repeats": 5},
-            "Larger matrices reach a larger share of the peak "
-            "(more work per call hides thread start-up); the bf16/fp32 ratio keeps its direction.",
+            N_(
+                "Larger matrices reach a larger share of the peak "
+                "(more work per call hides thread start-up); the bf16/fp32 ratio keeps its direction."
+            ),
         ),
         Exercise(
             {"families": ["c8i", "m8i", "r8i"]},
-            "Xeon 6 families: the same plan, with the prices and EFA sizes of the newer generation.",
+            N_("Xeon 6 families: the same plan, with the prices and EFA sizes of the newer generation."),
         ),
     ],
     "02": [
         Exercise(
             {"karpenter_version": "1.14.1"},
-            "The same pool validates against Karpenter v1.14.1's CRDs: the "
-            "specs use only fields both releases accept.",
+            N_(
+                "The same pool validates against Karpenter v1.14.1's CRDs: the "
+                "specs use only fields both releases accept."
+            ),
             _ch02_other_release,
         ),
         Exercise(
             {"nodes": 1, "model": "llama-3-8b"},
-            "One node: the pool's CPU limit shrinks to one node's vCPUs "
-            "and smaller sizes (no EFA needed) are admitted.",
+            N_(
+                "One node: the pool's CPU limit shrinks to one node's vCPUs "
+                "and smaller sizes (no EFA needed) are admitted."
+            ),
         ),
     ],
     "03": [
@@ -175,68 +184,88 @@ EXERCISES: dict[str, list[Exercise]] = {
                 "world_sizes": [2],
                 "methods": ["naive", "zero3-stream"],
             },
-            "A 7M-parameter model: every method peaks within 20% of naive, because the interpreter and "
-            "libraries (~0.4 GB) dwarf the model's few MB. Memory lessons need a model that weighs something.",
+            N_(
+                "A 7M-parameter model: every method peaks within 20% of naive, because the interpreter and "
+                "libraries (~0.4 GB) dwarf the model's few MB. Memory lessons need a model that weighs something."
+            ),
             _ch03_tiny,
         ),
         Exercise(
             {"max_shard_size": "50MB"},
-            "Smaller shards: zero3-stream's rank 0 peak falls (it holds one shard "
-            "at a time); zero3's does not (it maps the whole file).",
+            N_(
+                "Smaller shards: zero3-stream's rank 0 peak falls (it holds one shard "
+                "at a time); zero3's does not (it maps the whole file)."
+            ),
         ),
     ],
     "04": [
         Exercise(
             {"precision": "bf16", "max_steps": 4},
-            "Without native bf16 (no AMX, no AVX512_BF16) bf16 trains several times SLOWER than fp32; with it, "
-            "faster. The check compares both on this machine.",
+            N_(
+                "Without native bf16 (no AMX, no AVX512_BF16) bf16 trains several times SLOWER than fp32; with it, "
+                "faster. The check compares both on this machine."
+            ),
             _ch04_precision,
         ),
         Exercise(
             {"ceiling_levers": ["micro_batch_x2", "gloo_allreduce", "system_malloc"]},
-            "Section 7 measures "
-            "three more levers here: twice the sequences per forward raises the share of the ceiling (taller "
-            "matmuls, the per-step costs spread over more tokens) at twice the activation memory; gloo's TCP "
-            "all-reduce and glibc's malloc each cost some of it (glibc's is skipped where tcmalloc is not "
-            "installed, and the line says so).",
+            N_(
+                "Section 7 measures "
+                "three more levers here: twice the sequences per forward raises the share of the ceiling (taller "
+                "matmuls, the per-step costs spread over more tokens) at twice the activation memory; gloo's TCP "
+                "all-reduce and glibc's malloc each cost some of it (glibc's is skipped where tcmalloc is not "
+                "installed, and the line says so)."
+            ),
         ),
         Exercise(
             {"threads_per_rank": 2, "compare_threads": [1, 2, 4]},
-            "More threads than cores: the sweep shows where over-subscription stops paying on this machine.",
+            N_(
+                "More threads than cores: the sweep shows where over-subscription stops paying on this machine."
+            ),
         ),
     ],
     "05": [
         Exercise(
             {"trainer_version": "2.1.0"},
-            "The TrainJob renders as v2.1's podTemplateOverrides, validates "
-            "against v2.1.0 and is rejected by v2.3.0; the GPU job refuses IPC_LOCK (v2.1 cannot add it).",
+            N_(
+                "The TrainJob renders as v2.1's podTemplateOverrides, validates "
+                "against v2.1.0 and is rejected by v2.3.0; the GPU job refuses IPC_LOCK (v2.1 cannot add it)."
+            ),
             _ch05_release,
         ),
         Exercise(
             {"sim_rates": ["10gbit", "100mbit"]},
-            "At 100 Mbit the bytes each node sends (the same at every "
-            "cap) need ten times the wire time of 1 Gbit: the wire is most of the step and the step grows "
-            "several-fold over 10 Gbit.",
+            N_(
+                "At 100 Mbit the bytes each node sends (the same at every "
+                "cap) need ten times the wire time of 1 Gbit: the wire is most of the step and the step grows "
+                "several-fold over 10 Gbit."
+            ),
         ),
         Exercise(
             {"sim_precision": "bf16"},
-            "On a CPU without native bf16, compute slows many times over and the "
-            "1 Gbit cap hardly shows: the step is compute-bound (the bandwidth lines say so). Where `auto` "
-            "already chose bf16 (native bf16, chapter 01) this is the default run: compare it with "
-            "sim_precision = 'fp32', whose steps compute slower and gather twice the bytes.",
+            N_(
+                "On a CPU without native bf16, compute slows many times over and the "
+                "1 Gbit cap hardly shows: the step is compute-bound (the bandwidth lines say so). Where `auto` "
+                "already chose bf16 (native bf16, chapter 01) this is the default run: compare it with "
+                "sim_precision = 'fp32', whose steps compute slower and gather twice the bytes."
+            ),
         ),
     ],
     "06": [
         Exercise(
             {"overlap": 0.5},
-            "Hiding half the communication behind compute lowers the predicted p4d "
-            "EFA / single-pod ratio, away from the measured 2.4: the original workshop's offloaded runs did not overlap.",
+            N_(
+                "Hiding half the communication behind compute lowers the predicted p4d "
+                "EFA / single-pod ratio, away from the measured 2.4: the original workshop's offloaded runs did not overlap."
+            ),
             _ch06_overlap,
         ),
         Exercise(
             {"sizes_mb": [0.004, 1, 16, 64], "iters": 5},
-            "Larger messages: the fitted bandwidth rises to "
-            "the loopback's real rate; the latency term stays.",
+            N_(
+                "Larger messages: the fitted bandwidth rises to "
+                "the loopback's real rate; the latency term stays."
+            ),
         ),
     ],
 }
@@ -249,8 +278,8 @@ def show(chapter: str) -> str:
     for i, ex in enumerate(EXERCISES[chapter], 1):
         lines += [
             f"{i}. {', '.join(f'{k} = {v!r}' for k, v in ex.params.items())}",
-            f"   expect: {ex.expect}",
-            f"   run:    {ex.command(chapter)}",
+            _("   expect: {expect}").format(expect=_(ex.expect)),
+            _("   run:    {command}").format(command=ex.command(chapter)),
         ]
     return "\n".join(lines)
 

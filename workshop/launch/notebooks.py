@@ -1,6 +1,8 @@
 """`workshop run`: execute the workbook's notebooks in order with papermill, small defaults unless overridden.
 
-Executed notebooks go to <out>/notebooks/, figures to <out>/images/, and <out>/index.md + index.json say
+`--lang ko` runs the Korean notebooks (notebooks-ko/, `workshop i18n sync` writes them) with
+WORKSHOP_LANG=ko in the kernel's environment, so the package's computed sentences are Korean too; same
+parameters, same index. Executed notebooks go to <out>/notebooks/, figures to <out>/images/, and <out>/index.md + index.json say
 what ran, how long it took and what it produced. The run stops at the first failing notebook and names
 the notebook and the cell.
 """
@@ -9,16 +11,35 @@ from __future__ import annotations
 
 import argparse
 import ast
+import contextlib
 import json
+import os
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from workshop.errors import WorkshopError, check_output, report
-from workshop.paths import NOTEBOOKS_DIR
+from workshop.errors import WorkshopError, check_choice, check_output, report
+from workshop.lang import LANGUAGES
+from workshop.paths import NOTEBOOKS_DIR, NOTEBOOKS_KO_DIR
 
 NOTEBOOKS = NOTEBOOKS_DIR
+FOLDERS = {"en": NOTEBOOKS_DIR, "ko": NOTEBOOKS_KO_DIR}  # language -> its notebooks
+
+
+@contextlib.contextmanager
+def language(lang: str) -> Iterator[None]:
+    """WORKSHOP_LANG for the kernels started inside (they inherit this process's environment), then restored."""
+    old = os.environ.get("WORKSHOP_LANG")
+    os.environ["WORKSHOP_LANG"] = lang
+    try:
+        yield
+    finally:
+        if old is None:
+            del os.environ["WORKSHOP_LANG"]
+        else:
+            os.environ["WORKSHOP_LANG"] = old
 
 
 @dataclass
@@ -194,9 +215,16 @@ def run_workbook(
     only: list[str] | None = None,
     overrides: dict | None = None,
     echo=print,
-    folder: Path = NOTEBOOKS,
+    folder: Path | None = None,
     stop_on_failure: bool = False,
+    lang: str = "en",
 ) -> list[NotebookRun]:
+    check_choice("--lang", lang, LANGUAGES)
+    folder = folder or FOLDERS[lang]
+    if not notebooks(None, folder):
+        raise WorkshopError(
+            f"no notebooks in {folder}; `python -m workshop i18n sync` writes the Korean ones"
+        )
     todo = notebooks(only, folder)
     check_overrides(todo, overrides or {})
     check_output(out, "--out", folder=True)
@@ -205,7 +233,8 @@ def run_workbook(
     runs: list[NotebookRun] = []
     for i, path in enumerate(todo):
         echo(f"[{i + 1}/{len(todo)}] {path.name} ...")
-        run = run_notebook(path, out, overrides or {})
+        with language(lang):
+            run = run_notebook(path, out, overrides or {})
         runs.append(run)
         echo(f"    {run.status} in {run.seconds} s" + (f": {run.error}" if run.error else ""))
         if run.status == "failed" and stop_on_failure:
@@ -228,11 +257,21 @@ def main(argv: list[str] | None = None) -> int:
         metavar=("NAME", "VALUE"),
         help="override a notebook parameter (given to every notebook that declares it)",
     )
+    p.add_argument(
+        "--lang",
+        choices=LANGUAGES,
+        default="en",
+        help="ko: the Korean notebooks (notebooks-ko/), Korean output",
+    )
     p.add_argument("--stop-on-failure", action="store_true", help="stop at the first failing notebook")
     a = p.parse_args(argv)
     try:
         runs = run_workbook(
-            a.out, a.only, {k: parse_value(v) for k, v in a.parameter}, stop_on_failure=a.stop_on_failure
+            a.out,
+            a.only,
+            {k: parse_value(v) for k, v in a.parameter},
+            stop_on_failure=a.stop_on_failure,
+            lang=a.lang,
         )
     except WorkshopError as e:
         return report(e)

@@ -23,6 +23,7 @@ from functools import lru_cache
 from typing import Any, NotRequired, TypedDict
 
 from workshop.errors import WorkshopError, check_positive, comma_list, report
+from workshop.lang import _
 
 # FLOPs per cycle per core for the matmul paths that matter here, with where each number comes from.
 # A FLOP is a multiply or an add (an FMA is 2).
@@ -289,29 +290,33 @@ def explain(d: CpuFacts) -> str:
     """One sentence a learner can act on: what bf16 matmuls run on here, and why."""
     if d["amx"]:
         if d.get("onednn_uses_amx") is None:  # not probed: say nothing about oneDNN rather than guess
-            return (
+            return _(
                 "AMX present (amx_bf16, amx_tile): bf16 matmuls can run on its tile unit "
                 "(`python -m workshop hw` shows which oneDNN kernel really runs them)."
             )
         used = (
-            "and oneDNN dispatches bf16 matmuls to it"
+            _("and oneDNN dispatches bf16 matmuls to it")
             if d.get("onednn_uses_amx")
-            else ("but oneDNN did not pick an AMX kernel (check the kernel >= 5.16 and the torch build)")
+            else _("but oneDNN did not pick an AMX kernel (check the kernel >= 5.16 and the torch build)")
         )
-        return f"AMX present (amx_bf16, amx_tile) {used}: {d.get('onednn_bf16_impl')}."
+        return _("AMX present (amx_bf16, amx_tile) {used}: {kernel}.").format(
+            used=used, kernel=d.get("onednn_bf16_impl")
+        )
     vendor = d.get("vendor") or "this CPU"
     if d["arch"] in ("aarch64", "arm64"):
-        why = "an Arm CPU (e.g. Graviton): AMX is an Intel x86 extension"
+        why = _("an Arm CPU (e.g. Graviton): AMX is an Intel x86 extension")
     elif "AMD" in vendor:
-        why = "an AMD CPU: AMD implements AVX-512 (Zen 4+) but not AMX"
+        why = _("an AMD CPU: AMD implements AVX-512 (Zen 4+) but not AMX")
     else:
-        why = "an x86 CPU older than 4th gen Xeon (Sapphire Rapids), or a VM/kernel that hides AMX"
+        why = _("an x86 CPU older than 4th gen Xeon (Sapphire Rapids), or a VM/kernel that hides AMX")
     path = (
-        "avx512_bf16 dot products"
+        _("avx512_bf16 dot products")
         if d.get("avx512_bf16")
-        else "fp32 FMA units (bf16 is converted, no native bf16 math)"
+        else _("fp32 FMA units (bf16 is converted, no native bf16 math)")
     )
-    return f"No AMX: {why}. bf16 matmuls run on {path}; oneDNN kernel: {d.get('onednn_bf16_impl')}."
+    return _("No AMX: {why}. bf16 matmuls run on {path}; oneDNN kernel: {kernel}.").format(
+        why=why, path=path, kernel=d.get("onednn_bf16_impl")
+    )
 
 
 @dataclass

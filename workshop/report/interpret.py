@@ -14,6 +14,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from workshop.lang import _
 from workshop.plan import hardware, topology
 
 
@@ -21,7 +22,7 @@ def machine(d: hardware.Detection | None = None) -> str:
     """One line naming this machine the way results must be read: CPU, cores, ISA path, bf16 and AMX."""
 
     d = d or hardware.detect(probe_onednn=False)
-    native, _ = hardware.native_bf16()
+    native, _why = hardware.native_bf16()
     return (
         f"{d.get('cpu_model') or 'unknown CPU'}, {d.get('cores')} cores, {d.get('isa_class')}, "
         f"{'native' if native else 'no native'} bf16, {'AMX' if d.get('amx') else 'no AMX'}"
@@ -58,11 +59,13 @@ def provenance(result: Mapping[str, Any], *, here: str | None = None) -> str:
     isa = env.get("isa_class") or env.get("isa") or ""
     env = {**(result.get("versions") or {}), **env}
     vers = ", ".join(f"{k} {env[k]}" for k in ("torch", "transformers", "deepspeed") if env.get(k))
-    line = f"stored result, measured on {measured_on(result)}{f' ({vers})' if vers else ''}"
+    line = _("stored result, measured on {where}").format(where=measured_on(result)) + (
+        f" ({vers})" if vers else ""
+    )
     if here:
         same = bool(cpu and cpu.split(",")[0] in here and (not isa or isa in here))
-        line += (
-            "; this machine: " + here + ("" if same else " -- numbers from another machine, not this run's")
+        line += _("; this machine: {here}").format(here=here) + (
+            "" if same else _(" -- numbers from another machine, not this run's")
         )
     return line
 
@@ -74,33 +77,32 @@ def gemm(summary: hardware.GemmSummary, d: hardware.Detection) -> str:
     """Which precision won this machine's GEMMs, by how much, and the hardware reason."""
     ratio = summary.get("bf16_over_fp32")
     if not ratio:
-        return "bf16 or fp32 was not measured; no comparison to make."
+        return _("bf16 or fp32 was not measured; no comparison to make.")
     where = machine(d)
     if summary.get("threads"):
-        where += f", both at {summary['threads']} thread(s)"
-    kernel = d.get("onednn_bf16_impl") or "no native bf16 kernel"
+        where += _(", both at {threads} thread(s)").format(threads=summary["threads"])
+    kernel = d.get("onednn_bf16_impl") or _("no native bf16 kernel")
     if ratio >= 1.2:
         why = (
-            "each bf16 instruction does twice the work of an fp32 one"
-            + (", and AMX's tile unit many times more" if d.get("amx") else "")
-            + f" (oneDNN ran {kernel})"
+            _("each bf16 instruction does twice the work of an fp32 one")
+            + (_(", and AMX's tile unit many times more") if d.get("amx") else "")
+            + _(" (oneDNN ran {kernel})").format(kernel=kernel)
         )
-        return (
-            f"On this machine ({where}) bf16 GEMMs ran x{ratio:.2f} as fast as fp32: {why}. "
-            "Train in bf16 here."
-        )
+        return _(
+            "On this machine ({where}) bf16 GEMMs ran x{ratio:.2f} as fast as fp32: {why}. Train in bf16 here."
+        ).format(where=where, ratio=ratio, why=why)
     if ratio >= 0.8:
-        return (
-            f"On this machine ({where}) bf16 and fp32 GEMMs ran at about the same rate (x{ratio:.2f}): "
+        return _(
+            "On this machine ({where}) bf16 and fp32 GEMMs ran at about the same rate (x{ratio:.2f}): "
             "bf16 halves the bytes moved but adds no FLOPs per instruction here. Either precision trains; "
             "bf16 saves memory."
-        )
-    return (
-        f"On this machine ({where}) bf16 GEMMs ran at x{ratio:.3g} of fp32, i.e. {1 / ratio:.0f}x SLOWER: "
-        f"the CPU has no bf16 arithmetic (oneDNN: {kernel}), so every bf16 product is converted to fp32 and "
+        ).format(where=where, ratio=ratio)
+    return _(
+        "On this machine ({where}) bf16 GEMMs ran at x{ratio:.3g} of fp32, i.e. {slower:.0f}x SLOWER: "
+        "the CPU has no bf16 arithmetic (oneDNN: {kernel}), so every bf16 product is converted to fp32 and "
         "back. Train in fp32 here; precision 'auto' does. On an AMX Xeon (c7i/m7i/r7i) or a CPU with "
         "AVX512_BF16 the ratio reverses."
-    )
+    ).format(where=where, ratio=ratio, slower=1 / ratio, kernel=kernel)
 
 
 # ---------------------------------------------------------------- chapter 03: loading peaks
@@ -117,7 +119,7 @@ def loading(
     (given the `low_cpu_mem_usage=False` run's peak) which method that run behaved like."""
     rows = [r for r in table if r["world_size"] == world_size]
     if not rows:
-        return [f"no runs at N = {world_size}; nothing to compare"]
+        return [_("no runs at N = {n}; nothing to compare").format(n=world_size)]
     peak = {(r["method"], r["rank"]): r["peak_rss_gb"] for r in rows}
     naive = max(v for (m, _), v in peak.items() if m == "naive")
     base = min(r["baseline_rss_gb"] for r in rows)
@@ -125,10 +127,11 @@ def loading(
     out = []
     if model_gb < 0.5 * base or (naive - min(peak.values())) / naive < 0.1:
         out.append(
-            f"a {model_gb:.3f} GB model against a {base:.2f} GB baseline per process (interpreter and "
-            f"libraries); peaks span only {min(peak.values()):.2f}-{naive:.2f} GB: the model is too small "
-            "for the methods to differ; "
-            'use a larger model (model = "medium") to see them apart.'
+            _(
+                "a {model_gb:.3f} GB model against a {base:.2f} GB baseline per process (interpreter and "
+                "libraries); peaks span only {low:.2f}-{naive:.2f} GB: the model is too small "
+                'for the methods to differ; use a larger model (model = "medium") to see them apart.'
+            ).format(model_gb=model_gb, base=base, low=min(peak.values()), naive=naive)
         )
     for m in ("meta", "zero3", "zero3-stream"):
         ranks = sorted(r for (mm, r) in peak if mm == m)
@@ -136,9 +139,13 @@ def loading(
             continue
         vals = [peak[(m, r)] / naive for r in ranks]
         out.append(
-            f"{m}: peak per rank = {', '.join(f'rank {r} x{v:.2f}' for r, v in zip(ranks, vals))} of naive"
+            _("{method}: peak per rank = {ranks} of naive").format(
+                method=m, ranks=", ".join(f"rank {r} x{v:.2f}" for r, v in zip(ranks, vals))
+            )
             + (
-                f" (rank 0 carries the mapped file: x{vals[0]:.2f} vs x{min(vals[1:]):.2f})"
+                _(" (rank 0 carries the mapped file: x{first:.2f} vs x{others:.2f})").format(
+                    first=vals[0], others=min(vals[1:])
+                )
                 if len(vals) > 1 and vals[0] - min(vals[1:]) > 0.1
                 else ""
             )
@@ -150,21 +157,26 @@ def loading(
     used_meta = need.get("meta")
     if used_meta is not None and used_meta > 1.5 * max(v for (m, _), v in peak.items() if m == "meta"):
         out.append(
-            f"meta's low peak is file pages not yet read: once every weight is used a rank holds "
-            f"{used_meta:.2f} GB, x{used_meta / naive:.2f} of naive's peak"
+            _(
+                "meta's low peak is file pages not yet read: once every weight is used a rank holds "
+                "{used:.2f} GB, x{share:.2f} of naive's peak"
+            ).format(used=used_meta, share=used_meta / naive)
         )
     best = min(need, key=need.__getitem__)
     out.append(
-        f"least memory any rank needs at N = {world_size}: {best} ({need[best]:.2f} GB, "
-        f"x{need[best] / naive:.2f} of naive's {naive:.2f} GB)"
+        _(
+            "least memory any rank needs at N = {n}: {best} ({gb:.2f} GB, x{share:.2f} of naive's {naive:.2f} GB)"
+        ).format(n=world_size, best=best, gb=need[best], share=need[best] / naive, naive=naive)
     )
     one = {r["method"]: r["peak_rss_gb"] for r in table if r["world_size"] == 1}
     if lcmu_peak_gb is not None and {"meta", "naive"} <= set(one):
         like = min(("meta", "naive"), key=lambda m: abs(one[m] - lcmu_peak_gb))
         out.append(
-            f"from_pretrained(low_cpu_mem_usage=False) peaked at {lcmu_peak_gb:.2f} GB: meta (N = 1) "
-            f"{one['meta']:.2f}, naive {one['naive']:.2f} -> it loaded like {like}"
-            + (": the argument is ignored" if like == "meta" else "")
+            _(
+                "from_pretrained(low_cpu_mem_usage=False) peaked at {peak:.2f} GB: meta (N = 1) "
+                "{meta:.2f}, naive {naive:.2f} -> it loaded like {like}"
+            ).format(peak=lcmu_peak_gb, meta=one["meta"], naive=one["naive"], like=like)
+            + (_(": the argument is ignored") if like == "meta" else "")
         )
     return out
 
@@ -178,20 +190,19 @@ def threads(rows: Sequence[Mapping[str, Any]], cores: int, nproc: int) -> str:
     worst = min(rows, key=lambda r: r["tokens_per_s"])
     gain = best["tokens_per_s"] / worst["tokens_per_s"]
     over = [r for r in rows if nproc * r["threads"] > cores]
-    line = (
-        f"fastest here: {best['label']} at {best['tokens_per_s']:.0f} tokens/s, x{gain:.2f} the slowest "
-        f"({worst['label']}), on {cores} physical cores."
-    )
+    line = _(
+        "fastest here: {best} at {tps:.0f} tokens/s, x{gain:.2f} the slowest ({worst}), on {cores} physical cores."
+    ).format(best=best["label"], tps=best["tokens_per_s"], gain=gain, worst=worst["label"], cores=cores)
     if gain < 1.05:
-        line += " Within 5%: on this machine the thread count barely matters for this model."
+        line += _(" Within 5%: on this machine the thread count barely matters for this model.")
     elif best in over:
-        line += (
-            f" Here the over-subscribed layout ({nproc} x {best['threads']} > {cores} cores) won: while one "
+        line += _(
+            " Here the over-subscribed layout ({nproc} x {threads} > {cores} cores) won: while one "
             "rank waits on gloo its core is free for the other's threads. The rule ranks x threads <= cores "
             "is a starting point to measure around, not a law."
-        )
+        ).format(nproc=nproc, threads=best["threads"], cores=cores)
     else:
-        line += " It keeps ranks x threads within the physical cores, the usual starting point."
+        line += _(" It keeps ranks x threads within the physical cores, the usual starting point.")
     return line
 
 
@@ -201,17 +212,26 @@ def ceiling(res: Mapping[str, Any]) -> list[str]:
     lv = res["levers"]
     rec = lv.get("recipe", {})
     if rec.get("status") != "measured":
-        return [f"the recipe was not measured: {rec.get('reason', 'no run')}"]
+        return [_("the recipe was not measured: {reason}").format(reason=rec.get("reason", "no run"))]
     nproc = res["config"]["nproc"]
     per_rank = rec["model_tflops"]["median"] / nproc
     ceil = rec["ceiling_tflops"]["median"] / nproc
     pct = rec["pct_of_ceiling"]["median"]
     unit = "GPU" if res.get("device") == "cuda" else "rank"
     rows = res["config"]["micro_batch"] * res["config"]["seq_len"]
-    head = (
-        f"{measured_on(res)} ({res['isa_path']}): the workbook recipe's step computes {per_rank:.3g} model "
-        f"TFLOPS per {unit}, {pct:.0f}% of the {ceil:.3g} TFLOPS the same cores reach on the model's own "
-        f"matmuls ({rows} rows, {rec['precision']})."
+    head = _(
+        "{where} ({isa}): the workbook recipe's step computes {per_rank:.3g} model "
+        "TFLOPS per {unit}, {pct:.0f}% of the {ceil:.3g} TFLOPS the same cores reach on the model's own "
+        "matmuls ({rows} rows, {precision})."
+    ).format(
+        where=measured_on(res),
+        isa=res["isa_path"],
+        per_rank=per_rank,
+        unit=unit,
+        pct=pct,
+        ceil=ceil,
+        rows=rows,
+        precision=rec["precision"],
     )
     out = [head]
     for name, v in lv.items():
@@ -224,14 +244,20 @@ def ceiling(res: Mapping[str, Any]) -> list[str]:
         other = v.get("precision") != rec["precision"]
         out.append(
             f"  {v['label']}: {v['pct_of_ceiling']['median']:.0f}%"
-            + (f" of the {v['precision']} ceiling" if other else "")
-            + (f", x{eff['median']:.2f} the tokens/s of {v['base']}" if eff else "")
+            + (_(" of the {precision} ceiling").format(precision=v["precision"]) if other else "")
+            + (
+                _(", x{effect:.2f} the tokens/s of {base}").format(effect=eff["median"], base=v["base"])
+                if eff
+                else ""
+            )
         )
     out.append(
-        f"The other {100 - pct:.0f}% is what the step spends beyond those matmuls at that rate: attention, "
-        "norms, activations, the loss, the optimizer and the all-reduce (each a pass over memory), and its "
-        "matmuls running below the ceiling between them. That work grows with the model's width, the "
-        "matmuls with its square: the share rises with the model."
+        _(
+            "The other {rest:.0f}% is what the step spends beyond those matmuls at that rate: attention, "
+            "norms, activations, the loss, the optimizer and the all-reduce (each a pass over memory), and its "
+            "matmuls running below the ceiling between them. That work grows with the model's width, the "
+            "matmuls with its square: the share rises with the model."
+        ).format(rest=100 - pct)
     )
     return out
 
@@ -247,7 +273,7 @@ def bandwidth(
     parse_rate = parse_rate or topology.parse_rate
     ok = [r for r in rows if r.get("ok") and r.get("step_time_s_median")]
     if len(ok) < 2:
-        return ["fewer than two caps ran; nothing to compare"]
+        return [_("fewer than two caps ran; nothing to compare")]
     out = []
     for r in ok:
         steady = [b for b in r.get("mb_per_step_per_node") or [] if b is not None]
@@ -258,42 +284,60 @@ def bandwidth(
             wire_s = per_step * 1e6 * 8 / bits
             share = wire_s / r["step_time_s_median"]
             out.append(
-                f"{r['rate']}: {per_step:.0f} MB sent per node per step -> at least "
-                f"{wire_s:.2f} s on the wire of a {r['step_time_s_median']:.2f} s step ({share:.0%})"
+                _(
+                    "{rate}: {mb:.0f} MB sent per node per step -> at least "
+                    "{wire:.2f} s on the wire of a {step:.2f} s step ({share:.0%})"
+                ).format(rate=r["rate"], mb=per_step, wire=wire_s, step=r["step_time_s_median"], share=share)
             )
     start = [b for b in ok[0].get("mb_startup_per_node") or [] if b is not None]
     steady0 = [b for b in ok[0].get("mb_per_step_per_node") or [] if b is not None]
     if len(start) > 1 and len(steady0) == len(start):
         extra = start[0] - max(start[1:])
         why = (
-            f"; the model's weights are {model_mb:.0f} MB, which rank 0 broadcasts to every rank once as "
-            "deepspeed.zero.Init partitions them, and node 0 also hosts the rendezvous store"
+            _(
+                "; the model's weights are {model_mb:.0f} MB, which rank 0 broadcasts to every rank once as "
+                "deepspeed.zero.Init partitions them, and node 0 also hosts the rendezvous store"
+            ).format(model_mb=model_mb)
             if model_mb
             else ""
         )
         out.append(
-            f"start-up (rendezvous, initial weights, the first step): node 0 sent {start[0]:.0f} MB, the "
-            f"others {max(start[1:]):.0f} MB, {extra:+.0f} MB for node 0{why}. The steps after it are even: "
-            f"{' / '.join(f'{b:.0f}' for b in steady0)} MB per step per node."
+            _(
+                "start-up (rendezvous, initial weights, the first step): node 0 sent {first:.0f} MB, the "
+                "others {others:.0f} MB, {extra:+.0f} MB for node 0{why}. The steps after it are even: "
+                "{steady} MB per step per node."
+            ).format(
+                first=start[0],
+                others=max(start[1:]),
+                extra=extra,
+                why=why,
+                steady=" / ".join(f"{b:.0f}" for b in steady0),
+            )
         )
     walls = [r["wall_s"] for r in ok if r.get("wall_s")]
     if len(walls) == len(ok):
         out.append(
-            "wall time per cap (start-up included; DeepSpeed's ops and the tokenizer were built before the "
-            "first one): " + ", ".join(f"{r['rate']} {r['wall_s']:.0f} s" for r in ok)
+            _(
+                "wall time per cap (start-up included; DeepSpeed's ops and the tokenizer were built before the "
+                "first one): {walls}"
+            ).format(walls=", ".join(f"{r['rate']} {r['wall_s']:.0f} s" for r in ok))
         )
     fast, slow = ok[0], ok[-1]
     grow = slow["step_time_s_median"] / fast["step_time_s_median"] - 1
     if abs(grow) < 0.10:
         out.append(
-            f"step time {fast['rate']} -> {slow['rate']}: {grow:+.0%}. The step is compute-bound here: the "
-            'wire time is a small share of it. A tighter cap (sim_rates = ["10gbit", "100mbit"]) or '
-            "more bytes per step (a larger model, fp32) makes the network show."
+            _(
+                "step time {fast} -> {slow}: {grow:+.0%}. The step is compute-bound here: the "
+                'wire time is a small share of it. A tighter cap (sim_rates = ["10gbit", "100mbit"]) or '
+                "more bytes per step (a larger model, fp32) makes the network show."
+            ).format(fast=fast["rate"], slow=slow["rate"], grow=grow)
         )
     else:
         out.append(
-            f"step time {fast['rate']} -> {slow['rate']}: {grow:+.0%}. The network shows: ZeRO-3 moves the "
-            "same bytes at every cap, and the tighter cap makes each step wait for them."
+            _(
+                "step time {fast} -> {slow}: {grow:+.0%}. The network shows: ZeRO-3 moves the "
+                "same bytes at every cap, and the tighter cap makes each step wait for them."
+            ).format(fast=fast["rate"], slow=slow["rate"], grow=grow)
         )
     return out
 
@@ -307,27 +351,31 @@ def original_model(rows) -> list[str]:
     under = [r.label for r in multi if r.error < -0.05]
     over = [r.label for r in multi if r.error > 0.05]
     out = [
-        f"multi-pod rows the model under-predicts (>5% short): {', '.join(under) or 'none'}",
-        f"multi-pod rows it over-predicts (>5% long): {', '.join(over) or 'none'}",
+        _("multi-pod rows the model under-predicts (>5% short): {rows}").format(
+            rows=", ".join(under) or _("none")
+        ),
+        _("multi-pod rows it over-predicts (>5% long): {rows}").format(rows=", ".join(over) or _("none")),
     ]
     by_run: dict[tuple, dict] = {}
     for r in multi:
         if "?" in r.label:
             by_run.setdefault((r.instance, r.pods), {})[r.network] = r
-    for (inst, _), pair in by_run.items():
+    for (inst, _pods), pair in by_run.items():
         if {"efa", "eni"} <= set(pair):
             m, efa, eni = pair["efa"].measured_s, pair["efa"].predicted_s, pair["eni"].predicted_s
             lo, hi = sorted((efa, eni))
             where = (
-                "between the EFA and ENI predictions"
+                _("between the EFA and ENI predictions")
                 if lo <= m <= hi
-                else "above both predictions (slower than even plain ENI predicts)"
+                else _("above both predictions (slower than even plain ENI predicts)")
                 if m > hi
-                else "below both predictions"
+                else _("below both predictions")
             )
             out.append(
-                f"{inst}, transport not recorded: measured {m:.1f} s/step, EFA predicts {efa:.1f}, "
-                f"ENI {eni:.1f}: {where}"
+                _(
+                    "{instance}, transport not recorded: measured {m:.1f} s/step, EFA predicts {efa:.1f}, "
+                    "ENI {eni:.1f}: {where}"
+                ).format(instance=inst, m=m, efa=efa, eni=eni, where=where)
             )
     return out
 
@@ -342,7 +390,9 @@ class Stopwatch:
         self.start = time.perf_counter()
 
     def __repr__(self) -> str:
-        return f"this chapter has run {time.perf_counter() - self.start:.0f} s on {machine()}"
+        return _("this chapter has run {seconds:.0f} s on {machine}").format(
+            seconds=time.perf_counter() - self.start, machine=machine()
+        )
 
 
 def spread(xs: Sequence[float]) -> str:
