@@ -52,6 +52,6 @@ def _(msg: str) -> str:
     return translations(language()).gettext(msg)
 
 
-def N_(msg: str) -> str:
+def N_(msg: str) -> str:  # noqa: N802 (gettext's conventional name)
     """Marks a sentence for the catalog where it is defined (a constant); `_()` translates it where shown."""
     return msg
