@@ -314,6 +314,8 @@ def explain(d: CpuFacts) -> str:
         if d.get("avx512_bf16")
         else _("fp32 FMA units (bf16 is converted, no native bf16 math)")
     )
+    if d.get("onednn_bf16_impl") is None:  # not probed: name no kernel rather than print None
+        return _("No AMX: {why}. bf16 matmuls run on {path}.").format(why=why, path=path)
     return _("No AMX: {why}. bf16 matmuls run on {path}; oneDNN kernel: {kernel}.").format(
         why=why, path=path, kernel=d.get("onednn_bf16_impl")
     )
