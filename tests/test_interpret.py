@@ -187,3 +187,19 @@ def test_a_saved_benchmark_names_its_machine(tmp_path):
         bench.save("workbook", {"benchmark": "workbook", "total_s": 1.0}, tmp_path).read_text()
     )
     assert saved["machine"]["cpu_model"] and "not recorded" not in interpret.measured_on(saved)
+
+
+def test_a_share_over_100_percent_blames_the_ceiling_probe_not_the_step():
+    """A step 'faster than its own matmuls' means the GEMM probe ran slow; never 'the other -29%'."""
+    import copy
+    import json
+
+    from workshop.paths import REPO
+
+    res = json.loads((REPO / "benchmarks/results/ceiling.json").read_text())
+    said = interpret.ceiling(res)
+    assert "The other" in said[-1] and "measured low" not in said[-1]
+    over = copy.deepcopy(res)
+    over["levers"]["recipe"]["pct_of_ceiling"]["median"] = 129.0
+    said = interpret.ceiling(over)
+    assert "129%" in said[0] and "measured low" in said[-1] and "-29%" not in " ".join(said)

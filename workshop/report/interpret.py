@@ -251,6 +251,15 @@ def ceiling(res: Mapping[str, Any]) -> list[str]:
                 else ""
             )
         )
+    if pct > 100:  # the step cannot beat its own matmuls: the ceiling probe ran slow (contended cores, clocks)
+        out.append(
+            _(
+                "Over 100% means the ceiling was measured low, not that the step beat its matmuls: something "
+                "else shared these cores while the GEMM probe ran, or the clock dropped. Re-run `python -m "
+                "workshop bench ceiling` on an idle machine for a share you can trust."
+            )
+        )
+        return out
     out.append(
         _(
             "The other {rest:.0f}% is what the step spends beyond those matmuls at that rate: attention, "
