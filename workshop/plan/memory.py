@@ -569,7 +569,7 @@ class Recommendation:
 
 
 class _Fit(TypedDict):
-    """What `_fit` found for an instance type that holds the plan."""
+    """What `fit_instance` found for an instance type that holds the plan."""
 
     plan: MemoryPlan
     ppn: int
@@ -578,7 +578,7 @@ class _Fit(TypedDict):
     cpu_alloc: float
 
 
-def _fit(
+def fit_instance(
     row: InstanceRow,
     *,
     model: str,
@@ -666,7 +666,7 @@ def recommend(
             if need_efa and not r.efa:
                 why_not[r.instance_type] = "no EFA (needed between nodes)"
                 continue
-            got, why = _fit(
+            got, why = fit_instance(
                 r, model=model, nodes=n, procs_per_node=procs_per_node, headroom=headroom, plan_kw=plan_kw
             )
             if got:
