@@ -20,7 +20,7 @@ from typing import Any
 from workshop.errors import WorkshopError, check_choice, check_positive, report
 from workshop.plan import rates
 from workshop.plan.catalog import InstanceRow, instance_info, list_instances
-from workshop.plan.memory import PlanOptions, fit_instance, plan_memory
+from workshop.plan.memory import PlanOptions, Recommendation, fit_instance, plan_memory, recommend_instance
 from workshop.plan.models import Architecture, architecture, flops_per_token
 from workshop.plan.topology import GB, LINKS
 from workshop.plan.traffic import Traffic, gathers_per_micro_step, step_time, zero_traffic
@@ -567,6 +567,47 @@ def hint(plan: Plan, opts: Options, arch: Architecture, rows: list[InstanceRow])
     if off and off.usd and plan.offload_param:
         return f"offload-bound: without parameter offload it costs ${off.usd:,.0f}"
     return f"{plan.bound}-bound"
+
+
+def plan_options(plan: Plan) -> PlanOptions:
+    """The memory planner's options for a plan's job."""
+    return {
+        "zero_stage": plan.zero_stage,
+        "offload_optimizer": plan.offload_optimizer,
+        "offload_param": plan.offload_param,
+        "micro_batch": plan.micro_batch,
+        "seq_len": plan.seq_len,
+        "grad_ckpt": plan.grad_ckpt,
+        "dtype": plan.precision,
+    }
+
+
+def recommendation(
+    plan: Plan, model: str, *, headroom: float = 0.2, source: str | None = None
+) -> Recommendation:
+    """Pod requests, /dev/shm and threads for the plan's own instance type (chapter 05 renders its TrainJob from it)."""
+    return recommend_instance(
+        model,
+        plan.instance_type,
+        nodes=plan.nodes,
+        procs_per_node=plan.procs_per_node,
+        plan_kw=plan_options(plan),
+        headroom=headroom,
+        source=source,
+    )
+
+
+def train_settings(plan: Plan) -> dict[str, Any]:
+    """The TrainArgs a TrainJob needs to run the plan's job (micro-batch, accumulation, ZeRO, checkpointing)."""
+    return {
+        "micro_batch": plan.micro_batch,
+        "grad_accum": plan.grad_accum,
+        "seq_len": plan.seq_len,
+        "zero_stage": plan.zero_stage,
+        "grad_ckpt": plan.grad_ckpt,
+        "offload_optimizer": plan.offload_optimizer,
+        "offload_param": plan.offload_param,
+    }
 
 
 # ---------------------------------------------------------------- output

@@ -712,6 +712,28 @@ def recommend(
     )
 
 
+def recommend_instance(
+    model: str,
+    instance_type: str,
+    *,
+    nodes: int,
+    procs_per_node: int,
+    plan_kw: PlanOptions,
+    headroom: float = 0.2,
+    source: str | None = None,
+) -> Recommendation:
+    """The pod sizes for one named instance type (the cost planner's pick), or why it does not hold the plan."""
+    from workshop.plan.catalog import instance_info
+
+    row = instance_info(instance_type, source=source)
+    got, why = fit_instance(
+        row, model=model, nodes=nodes, procs_per_node=procs_per_node, headroom=headroom, plan_kw=plan_kw
+    )
+    if got is None:
+        raise WorkshopError(f"{model} on {nodes} x {instance_type}: {why}")
+    return _recommendation(model, row, got, nodes, [(row, got)], headroom, PRICE_SOURCE)
+
+
 def _constraints(rec, rows, need_efa, efa, families, **kw) -> list[str]:
     """The rules besides memory that decided the pick, each with what it costs (EFA above all: in the Xeon
     families only the 48xlarge and metal sizes have it, so a multi-node plan jumps to the largest size)."""

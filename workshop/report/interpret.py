@@ -375,3 +375,19 @@ def cost_plans(plans: Sequence[Any], original: Any | None = None) -> list[str]:
             f"{original.hours:,.0f} h and ${original.usd:,.0f}. {original.hint[:1].upper()}{original.hint[1:]}."
         )
     return out
+
+
+def before_submit(plan: Any, steps: int) -> str:
+    """Chapter 05's sentence before anything is submitted: the chosen plan's predicted time and cost for the job."""
+    tokens = steps * plan.micro_batch * plan.seq_len * plan.grad_accum * plan.nodes * plan.procs_per_node
+    hours = steps * plan.step_time_s / 3600
+    usd = f"${hours * plan.usd_per_hour:,.0f}" if plan.usd_per_hour is not None else "an unknown price"
+    return (
+        f"Plan: {plan.label}, {plan.procs_per_node} rank(s) per node x {plan.threads_per_rank} threads, "
+        f"ZeRO-{plan.zero_stage}, micro-batch {plan.micro_batch} x {plan.seq_len} tokens, accumulation "
+        f"{plan.grad_accum}{', checkpointing' if plan.grad_ckpt else ''}. Predicted before submitting: "
+        f"{plan.step_time_s:.0f} s per step ({plan.compute_s:.0f} s compute, {plan.comm_s:.0f} s collectives, "
+        f"{plan.bound}-bound), so this TrainJob's {steps} steps ({tokens:,} tokens) take {hours:.1f} h and cost "
+        f"{usd} on demand; the whole budget of {plan.tokens:.3g} tokens: {plan.hours:.1f} h, ${plan.usd:,.0f}. "
+        f"{plan.hint[:1].upper()}{plan.hint[1:]}."
+    )
