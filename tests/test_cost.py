@@ -183,3 +183,23 @@ def test_validation_rows_meet_their_targets_or_are_known_misses():
         elif r.target is not None:
             assert r.within, f"{r.check}: {r.error:+.1%} outside {r.target:.0%}"
         assert r.cause
+
+
+def test_margin_keeps_the_plans_near_the_cheapest_and_the_pool_admits_them():
+    from workshop.k8s import karpenter
+
+    plans = cost.rank(_opts(families=("c7i", "m7i", "r7i"), nodes=(4,)))
+    kept = cost.within_margin(plans, 0.25)
+    assert kept[0] is plans[0] and all(p.usd <= 1.25 * plans[0].usd for p in kept)
+    assert len(kept) < len(plans)
+    choice = cost.pool_choice(kept)
+    pool = karpenter.pool_from_recommendation(choice, cluster="c", role="r").to_dicts()[0]
+    req = {r["key"]: r["values"] for r in pool["spec"]["template"]["spec"]["requirements"]}
+    for p in kept:
+        family, size = p.instance_type.split(".")
+        assert (
+            family in req["karpenter.k8s.aws/instance-family"]
+            and size in req["karpenter.k8s.aws/instance-size"]
+        )
+    with pytest.raises(cost.WorkshopError, match="-0.1"):
+        cost.within_margin(plans, -0.1)

@@ -610,6 +610,22 @@ def train_settings(plan: Plan) -> dict[str, Any]:
     }
 
 
+def within_margin(plans: Sequence[Plan], margin: float = 0.25) -> list[Plan]:
+    """The plans costing at most (1 + margin) x the cheapest: what chapter 02's NodePool admits."""
+    check_positive("margin", margin, allow_zero=True)
+    priced = [p for p in plans if p.usd is not None]
+    if not priced:
+        raise WorkshopError("no priced plan to take a margin from")
+    best = min(p.usd for p in priced if p.usd is not None)
+    return [p for p in priced if p.usd is not None and p.usd <= best * (1 + margin)]
+
+
+def pool_choice(plans: Sequence[Plan]) -> dict[str, Any]:
+    """What karpenter.pool_from_recommendation reads: the plans' instance types and the most nodes any needs."""
+    types = sorted({p.instance_type for p in plans})
+    return {"instance_types": types, "instance_type": types[0], "nodes": max(p.nodes for p in plans)}
+
+
 # ---------------------------------------------------------------- output
 
 
