@@ -203,3 +203,19 @@ def test_margin_keeps_the_plans_near_the_cheapest_and_the_pool_admits_them():
         )
     with pytest.raises(cost.WorkshopError, match="-0.1"):
         cost.within_margin(plans, -0.1)
+
+
+def test_zero3_bytes_come_from_the_call_level_count():
+    """A model small enough keeps its forward gather for backward (chapter 06's count): one gather pass, not two."""
+    from workshop.plan.models import architecture
+
+    arch, calls = architecture("tiny"), cost.zero3_for("tiny", 1, False)
+    assert calls.gather_passes == 1
+    job = cost.Job(nodes=2, procs_per_node=1, zero_stage=3, micro_batch=4, grad_accum=1, seq_len=128)
+    plain = cost.estimate(toy_node(), job, arch, 1e6)
+    counted = cost.estimate(toy_node(), job, arch, 1e6, calls=calls)
+    # gloo: all-gather 1 x 1/2 x 2 B x params + reduce-scatter as all-reduce 2 x 1/2 x 2 B x params
+    assert counted.gb_per_rank_per_step == pytest.approx(
+        (calls.all_gather_bytes + 2 * calls.reduce_scatter_bytes) / 2 / 1e9
+    )
+    assert counted.gb_per_rank_per_step < plain.gb_per_rank_per_step

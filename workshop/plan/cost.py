@@ -15,6 +15,7 @@ import math
 import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
 from typing import Any
 
 from workshop.errors import WorkshopError, check_choice, check_positive, report
@@ -24,6 +25,7 @@ from workshop.plan.memory import PlanOptions, Recommendation, fit_instance, plan
 from workshop.plan.models import Architecture, architecture, flops_per_token
 from workshop.plan.topology import GB, LINKS
 from workshop.plan.traffic import Traffic, gathers_per_micro_step, step_time, zero_traffic
+from workshop.plan.zero3 import Zero3Calls, Zero3Settings, zero3_calls
 
 BOUNDS = ("compute", "network", "pcie/offload", "memory")
 DEFAULT_FAMILIES = ("c7i", "m7i", "r7i", "p4d", "p4de", "p5", "g6e", "g5")
@@ -207,10 +209,11 @@ def node_for(row: InstanceRow, opts: Options) -> Node:
 
 
 def collective_calls(arch: Architecture, job: Job) -> int:
-    """Collective calls per optimizer step: ZeRO-3 gathers each layer per pass; gradients go in buckets."""
+    """Latency-paying calls per optimizer step when no call-level count (zero3_calls) is at hand: a ZeRO-3
+    gather per layer per pass, gradients in DeepSpeed's reduce buckets."""
     if job.world == 1:
         return 0
-    buckets = math.ceil(arch.params / rates.REDUCE_BUCKET_ELEMENTS)
+    buckets = math.ceil(arch.params / Zero3Settings().reduce_bucket_size)
     if job.zero_stage == 3:
         return job.grad_accum * (gathers_per_micro_step(job.grad_ckpt) * arch.layers + buckets)
     if job.zero_stage == 2:
@@ -237,8 +240,25 @@ def _bound(terms: dict[str, float]) -> str:
     return max(terms, key=lambda k: terms[k])
 
 
-def estimate(node: Node, job: Job, arch: Architecture, tokens: float) -> Plan:
-    """Time per optimizer step and everything derived from it, for `tokens` trained tokens."""
+@lru_cache(maxsize=64)
+def zero3_for(model: str, grad_accum: int, grad_ckpt: bool) -> Zero3Calls:
+    """Chapter 06's call-level ZeRO-3 count for a preset (cached: it builds the model on the meta device)."""
+    return zero3_calls(model, grad_accum=grad_accum, grad_ckpt=grad_ckpt)
+
+
+def _zero3_traffic(traffic: Traffic, calls: Zero3Calls, job: Job, device: str) -> Traffic:
+    """ZeRO-3 bytes from the call-level count (a model small enough keeps its forward gather for backward);
+    gloo's reduce-scatter is an all-reduce (2x the bytes)."""
+    t = calls.traffic(job.world, job.grad_accum)
+    rs = t.reduce_scatter * (2 if device == "cpu" else 1)
+    return replace(traffic, all_gather=t.all_gather, reduce_scatter=rs, gathers_per_micro=calls.gather_passes)
+
+
+def estimate(
+    node: Node, job: Job, arch: Architecture, tokens: float, *, calls: Zero3Calls | None = None
+) -> Plan:
+    """Time per optimizer step and everything derived from it, for `tokens` trained tokens. `calls`: the
+    call-level ZeRO-3 count (zero3_for) for the same grad_accum and checkpointing, where the model is a preset."""
     check_positive("tokens", tokens)
     if job.procs_per_node > node.max_ranks:
         raise WorkshopError(f"{job.procs_per_node} ranks per node but {node.name} has {node.max_ranks}")
@@ -256,6 +276,10 @@ def estimate(node: Node, job: Job, arch: Architecture, tokens: float) -> Plan:
         per_rank_tflops /= job.procs_per_node  # ranks share the node's cores
     compute = tokens_rank * fpt / (per_rank_tflops * 1e12)
     traffic = job_traffic(arch, job, node.device)
+    n_calls = collective_calls(arch, job)
+    if calls is not None and job.zero_stage == 3 and job.world > 1:
+        traffic = _zero3_traffic(traffic, calls, job, node.device)
+        n_calls = sum(calls.n_ops.values())
     if job.nodes > 1:
         bw = (
             node.inter_gbytes_per_s
@@ -275,7 +299,7 @@ def estimate(node: Node, job: Job, arch: Architecture, tokens: float) -> Plan:
         pcie_gbytes_per_s=pcie_bw,
     )
     hidden = 1 - node.overlap.value
-    comm = hidden * (pred.collective_s + collective_calls(arch, job) * latency)
+    comm = hidden * (pred.collective_s + n_calls * latency)
     shard = arch.params / (job.world if job.zero_stage >= 1 else 1)
     opt_bw = node.host_mem_gbytes_per_s if job.offload_optimizer else node.mem_gbytes_per_s
     if node.device == "cpu" or job.offload_optimizer:
@@ -407,10 +431,14 @@ def best_for(row: InstanceRow, nodes: int, opts: Options, arch: Architecture) ->
         for job in group:
             if job.procs_per_node > node.max_ranks or not _fits(row, job, opts):
                 break  # a larger micro-batch needs more memory still
-            plan = estimate(node, job, arch, opts.tokens)
+            plan = estimate(node, job, arch, opts.tokens, calls=_calls(opts.model, job))
             if best is None or _key(plan) < _key(best):
                 best = plan
     return best
+
+
+def _calls(model: str, job: Job) -> Zero3Calls | None:
+    return zero3_for(model, job.grad_accum, job.grad_ckpt) if job.zero_stage == 3 and job.world > 1 else None
 
 
 def _key(p: Plan) -> tuple[float, float]:
@@ -522,7 +550,7 @@ def _variant(plan: Plan, opts: Options, arch: Architecture, row: InstanceRow, **
     job = replace(job, **change)
     if job.procs_per_node > (row.gpus or row.cores) or not _fits(row, job, node_opts):
         return None
-    return estimate(node_for(row, node_opts), job, arch, opts.tokens)
+    return estimate(node_for(row, node_opts), job, arch, opts.tokens, calls=_calls(opts.model, job))
 
 
 def hint(plan: Plan, opts: Options, arch: Architecture, rows: list[InstanceRow]) -> str:

@@ -138,7 +138,6 @@ DDR_GBYTES_PER_S_PER_CORE = Rate(
     "data sheet",
     "Sapphire Rapids socket: 8 x DDR5-4800 x 8 B = 307 GB/s over 48 cores (2 sockets on a 48xlarge)",
 )
-REDUCE_BUCKET_ELEMENTS = 5e7  # DeepSpeed's default reduce_bucket_size: one reduce-scatter call per bucket
 
 # ---------------------------------------------------------------- measured here
 
