@@ -28,7 +28,7 @@ from workshop.plan.traffic import Traffic, gathers_per_micro_step, step_time, ze
 from workshop.plan.zero3 import Zero3Calls, Zero3Settings, zero3_calls
 
 BOUNDS = ("compute", "network", "pcie/offload", "memory")
-DEFAULT_FAMILIES = ("c7i", "m7i", "r7i", "p4d", "p4de", "p5", "g6e", "g5")
+DEFAULT_FAMILIES = ("c7i", "m7i", "r7i", "c8i", "m8i", "r8i", "p4d", "p4de", "p5", "g6e", "g5")
 NODE_COUNTS = (1, 2, 4, 8)
 MICRO_BATCHES = (1, 2, 4, 8, 16)
 
@@ -465,7 +465,6 @@ def rank(opts: Options) -> list[Plan]:
     rows, _ = list_instances(list(opts.families), source=opts.source)
     rows = [r for r in rows if not r.bare_metal]  # a metal size is its 48xlarge/24xlarge twin, same price
     plans = [p for r in rows for n in opts.nodes if (p := best_for(r, n, opts, arch)) is not None]
-    plans = [p for p in plans if p.usd is not None]
     if not plans:
         raise WorkshopError(
             f"nothing fits: {opts.model} on {', '.join(opts.families)} x {list(opts.nodes)} node(s)"
@@ -476,6 +475,10 @@ def rank(opts: Options) -> list[Plan]:
     for p in kept[:20]:
         p.hint = hint(p, opts, arch, rows)
     return kept
+
+
+def dollars(usd: float | None) -> str:
+    return f"${usd:,.0f}" if usd is not None else "an unknown price"
 
 
 def filter_plans(plans: list[Plan], opts: Options) -> list[Plan]:
@@ -491,8 +494,8 @@ def filter_plans(plans: list[Plan], opts: Options) -> list[Plan]:
         cheapest = plans[0]
         raise WorkshopError(
             f"nothing fits --max-hours {opts.max_hours} / --budget {opts.budget}: the fastest plan "
-            f"({fastest.label}) takes {fastest.hours:.3g} h for ${fastest.usd:,.0f}, the cheapest "
-            f"({cheapest.label}) {cheapest.hours:.3g} h for ${cheapest.usd:,.0f}"
+            f"({fastest.label}) takes {fastest.hours:.3g} h for {dollars(fastest.usd)}, the cheapest "
+            f"({cheapest.label}) {cheapest.hours:.3g} h for {dollars(cheapest.usd)}"
         )
     return kept
 
@@ -556,7 +559,9 @@ def _variant(plan: Plan, opts: Options, arch: Architecture, row: InstanceRow, **
 def hint(plan: Plan, opts: Options, arch: Architecture, rows: list[InstanceRow]) -> str:
     """The one change that helps this plan most, computed by re-estimating it."""
     row = next(r for r in rows if r.instance_type == plan.instance_type)
-    usd = plan.usd or 0.0
+    if plan.usd is None:
+        return f"{plan.bound}-bound; no price known: --price {plan.instance_type}=USD ranks it"
+    usd = plan.usd
     if plan.nodes > 1:
         one = best_for(row, 1, opts, arch)
         if one and one.usd is not None and one.usd < usd:
@@ -667,8 +672,13 @@ def format_table(plans: list[Plan], top: int | None = None) -> str:
         lines.append(
             f"{i:>2} {p.label:<22} {p.nodes * p.procs_per_node:>5} {p.zero_stage:>4} {p.micro_batch:>3} "
             f"{'yes' if p.grad_ckpt else 'no':>4} {p.tokens_per_s:>9,.0f} {p.step_time_s:>7.3g} "
-            f"{p.compute_s:>7.3g} {p.comm_s:>7.3g} {p.bound:<8.8} {p.hours:>9.3g} {p.usd or 0:>10,.0f} "
-            f"{p.usd_per_mtok or 0:>8.2f} {'*' if p.pareto else ''}"
+            f"{p.compute_s:>7.3g} {p.comm_s:>7.3g} {p.bound:<8.8} {p.hours:>9.3g} "
+            + (
+                f"{p.usd:>10,.0f} {p.usd_per_mtok:>8.2f}"
+                if p.usd is not None and p.usd_per_mtok is not None
+                else f"{'?':>10} {'?':>8}"
+            )
+            + f" {'*' if p.pareto else ''}"
         )
     return "\n".join(lines)
 
@@ -773,6 +783,11 @@ def main(argv: list[str] | None = None) -> int:
     for i, p in enumerate(plans[: args.top], 1):
         if p.hint:
             print(f"{i:>2} {p.label}: {p.hint}")
+    unpriced = sorted({p.instance_type for p in plans if p.usd is None})
+    if unpriced:
+        print(
+            f"no price known (listed last, never on the front): {', '.join(unpriced)}; --price TYPE=USD ranks them"
+        )
     return 0
 
 
