@@ -221,3 +221,22 @@ def test_zero3_bytes_come_from_the_call_level_count():
         (calls.all_gather_bytes + 2 * calls.reduce_scatter_bytes) / 2 / 1e9
     )
     assert counted.gb_per_rank_per_step < plain.gb_per_rank_per_step
+
+
+def test_chapter_sentences_are_computed_from_the_plans():
+    from workshop.book import widgets
+    from workshop.report import interpret
+
+    opts = _opts(families=("c7i", "g6e"), nodes=(1, 4))
+    plans = cost.rank(opts)
+    original = cost.evaluate(
+        "c7i.48xlarge", 4, replace(opts, zero_stages=(3,), micro_batches=(1,), grad_ckpt=(False,))
+    )
+    lines = interpret.cost_plans(plans, original)
+    assert plans[0].label in lines[0] and f"${plans[0].usd:,.0f}" in lines[0]
+    assert "network-bound" in lines[-1] and f"{original.gb_per_rank_per_step / 4:.1f} GB" in lines[-1]
+    text = interpret.before_submit(original, 10)
+    assert f"{10 * original.step_time_s / 3600:.1f} h" in text and "One node holds it" in text
+    assert "nothing fits --max-hours 0.001" in widgets.cost_text(
+        "llama-3-8b", 1e8, 0.001, "CPU only (c7i/m7i/r7i)", "moto"
+    )
