@@ -240,3 +240,13 @@ def test_chapter_sentences_are_computed_from_the_plans():
     assert "nothing fits --max-hours 0.001" in widgets.cost_text(
         "llama-3-8b", 1e8, 0.001, "CPU only (c7i/m7i/r7i)", "moto"
     )
+
+
+def test_offload_only_when_asked():
+    plans = cost.rank(_opts(families=("g6e",), nodes=(1,)))
+    assert not any(p.offload_optimizer or p.offload_param for p in plans)
+    row = instance_info("g6e.xlarge", source="moto")
+    jobs = [j for group in cost.job_groups(row, 1, _opts(offload=True, zero_stages=(3,))) for j in group]
+    assert any(j.offload_param for j in jobs) is False  # one rank: world 1, no ZeRO, nothing to offload to
+    jobs = [j for group in cost.job_groups(row, 2, _opts(offload=True, zero_stages=(3,))) for j in group]
+    assert any(j.offload_param for j in jobs) and any(j.offload_optimizer for j in jobs)
