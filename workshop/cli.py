@@ -26,7 +26,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "nbval": ("workshop.book.nbcheck", "re-record the notebook outputs that nbval checks (nbval refresh)"),
     "hw": ("workshop.plan.hardware", "what this CPU can do: AMX/bf16 detection, oneDNN ISA, GEMM TFLOPS"),
     "instances": ("workshop.plan.catalog", "EC2 instance types (boto3, or moto's offline catalog)"),
-    "plan": ("workshop.plan.memory", "ZeRO memory per rank and the instances that fit"),
+    "plan": (
+        "workshop.plan.cost",
+        "time and cost of the clusters that hold a fine-tune, and what bounds each (--memory: memory only)",
+    ),
     "load": ("workshop.experiments.loading", "sharded-loading experiment: naive vs meta device vs zero.Init"),
     "render": ("workshop.k8s.render", "render the workbook's Kubernetes manifests into manifests/"),
     "crds": (

@@ -78,3 +78,48 @@ def planner_picker(model: str = "llama-3-8b", nodes: int = 4, source: str | None
         f"[interactive in JupyterLab] {model}, {nodes} node(s), {first}, no offload:\n"
         + recommendation_text(model, nodes, first, False, source),
     )
+
+
+COST_GROUPS = {
+    "CPU and GPU": None,
+    "CPU only (c7i/m7i/r7i)": ("c7i", "m7i", "r7i"),
+    "GPU only (p4d/p4de/p5/g6e/g5)": ("p4d", "p4de", "p5", "g6e", "g5"),
+}
+
+
+def cost_text(
+    model: str, tokens: float, max_hours: float, group: str, source: str | None = None, top: int = 8
+) -> str:
+    """The cost planner's top plans for a token budget and deadline (0: none), as the widget prints them."""
+    from workshop.plan import cost
+
+    families = COST_GROUPS[group] or cost.DEFAULT_FAMILIES
+    opts = cost.Options(
+        model=model, tokens=tokens, families=families, max_hours=max_hours or None, source=source
+    )
+    try:
+        plans = cost.rank(opts)
+    except WorkshopError as exc:
+        return str(exc)
+    return cost.format_table(plans, top) + "\n" + f"1 {plans[0].label}: {plans[0].hint}"
+
+
+def cost_picker(model: str = "llama-3-8b", tokens: float = 1e8, source: str | None = None):
+    """Token budget, deadline and family group -> the ranked plans, live; text when headless."""
+    import ipywidgets as w
+
+    def show(tokens, max_hours, group):
+        print(cost_text(model, tokens, max_hours, group, source))
+
+    picker = w.interactive(
+        show,
+        tokens=w.FloatLogSlider(value=tokens, base=10, min=6, max=11, step=0.5, continuous_update=False),
+        max_hours=w.FloatText(value=0.0, description="max hours (0: none)"),
+        group=list(COST_GROUPS),
+    )
+    first = next(iter(COST_GROUPS))
+    return _TextFallback(
+        picker,
+        f"[interactive in JupyterLab] {model}, {tokens:.3g} tokens, no deadline, {first}:\n"
+        + cost_text(model, tokens, 0.0, first, source),
+    )

@@ -17,6 +17,7 @@ from typing import Any, TypedDict
 from workshop.errors import WorkshopError, check_positive
 from workshop.plan import hardware
 from workshop.plan.hardware import detect, machine_peaks
+from workshop.plan.models import flops_per_token  # noqa: F401 - re-exported: bench and ceiling import it here
 from workshop.train.guard import versions
 
 
@@ -77,20 +78,6 @@ def interleave(names: Sequence[str], rounds: int) -> list[tuple[int, str]]:
     if len(set(names)) != len(names) or not names:
         raise WorkshopError(f"variants must be distinct and non-empty, got {list(names)}")
     return [(r, name) for r in range(rounds) for name in names]
-
-
-def flops_per_token(
-    params: int, *, layers: int, hidden: int, seq_len: int, vocab: int = 0, tied: bool = False
-) -> float:
-    """Training FLOPs per token: 6 per matmul weight (forward 2, backward 4) plus causal-free attention.
-
-    Kaplan/PaLM counting: 6 * N + 12 * layers * hidden * seq_len, where N excludes the input embedding (a
-    table lookup, no FLOPs) unless it is tied to the output head (then the head's matmul uses it).
-    """
-    for name, v in (("params", params), ("layers", layers), ("hidden", hidden), ("seq_len", seq_len)):
-        check_positive(name, v)
-    matmul_params = params - (0 if tied else vocab * hidden)
-    return 6.0 * matmul_params + 12.0 * layers * hidden * seq_len
 
 
 def mfu(tokens_per_s: float, flops_token: float, peak_tflops: float) -> float:

@@ -569,7 +569,7 @@ class Recommendation:
 
 
 class _Fit(TypedDict):
-    """What `_fit` found for an instance type that holds the plan."""
+    """What `fit_instance` found for an instance type that holds the plan."""
 
     plan: MemoryPlan
     ppn: int
@@ -578,7 +578,7 @@ class _Fit(TypedDict):
     cpu_alloc: float
 
 
-def _fit(
+def fit_instance(
     row: InstanceRow,
     *,
     model: str,
@@ -666,7 +666,7 @@ def recommend(
             if need_efa and not r.efa:
                 why_not[r.instance_type] = "no EFA (needed between nodes)"
                 continue
-            got, why = _fit(
+            got, why = fit_instance(
                 r, model=model, nodes=n, procs_per_node=procs_per_node, headroom=headroom, plan_kw=plan_kw
             )
             if got:
@@ -710,6 +710,28 @@ def recommend(
         f"nothing fits: {model} with ZeRO-{zero_stage} on {nodes or 'up to 32'} node(s) of "
         f"{', '.join(families)}{detail}. Try {opts}."
     )
+
+
+def recommend_instance(
+    model: str,
+    instance_type: str,
+    *,
+    nodes: int,
+    procs_per_node: int,
+    plan_kw: PlanOptions,
+    headroom: float = 0.2,
+    source: str | None = None,
+) -> Recommendation:
+    """The pod sizes for one named instance type (the cost planner's pick), or why it does not hold the plan."""
+    from workshop.plan.catalog import instance_info
+
+    row = instance_info(instance_type, source=source)
+    got, why = fit_instance(
+        row, model=model, nodes=nodes, procs_per_node=procs_per_node, headroom=headroom, plan_kw=plan_kw
+    )
+    if got is None:
+        raise WorkshopError(f"{model} on {nodes} x {instance_type}: {why}")
+    return _recommendation(model, row, got, nodes, [(row, got)], headroom, PRICE_SOURCE)
 
 
 def _constraints(rec, rows, need_efa, efa, families, **kw) -> list[str]:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 
-from workshop.errors import WorkshopError, check_choice
+from workshop.errors import WorkshopError, check_choice, check_positive
 
 
 @dataclass(frozen=True)
@@ -325,3 +325,17 @@ def recipe(model: str) -> dict:
     2e-5 on random weights learns almost nothing in a lesson's 20 steps; 1e-3 on pretrained weights wrecks
     them in a few. So the choice follows the weights, not the model's size."""
     return dict(FINETUNE if resolve_source(model).pretrained else SCRATCH)
+
+
+def flops_per_token(
+    params: int, *, layers: int, hidden: int, seq_len: int, vocab: int = 0, tied: bool = False
+) -> float:
+    """Training FLOPs per token: 6 per matmul weight (forward 2, backward 4) plus causal-free attention.
+
+    Kaplan/PaLM counting: 6 * N + 12 * layers * hidden * seq_len, where N excludes the input embedding (a
+    table lookup, no FLOPs) unless it is tied to the output head (then the head's matmul uses it).
+    """
+    for name, v in (("params", params), ("layers", layers), ("hidden", hidden), ("seq_len", seq_len)):
+        check_positive(name, v)
+    matmul_params = params - (0 if tied else vocab * hidden)
+    return 6.0 * matmul_params + 12.0 * layers * hidden * seq_len

@@ -407,3 +407,46 @@ class Stopwatch:
 def spread(xs: Sequence[float]) -> str:
     """median (min-max) of repeated measurements, the way every measured number is quoted."""
     return f"{statistics.median(xs):.3g} ({min(xs):.3g}-{max(xs):.3g})"
+
+
+def cost_plans(plans: Sequence[Any], original: Any | None = None) -> list[str]:
+    """Chapter 01's sentences on the ranked plans (workshop.plan.cost.Plan), computed from them."""
+    best = plans[0]
+    cpu = next((p for p in plans if p.device == "cpu"), None)
+    out = [
+        (
+            f"Cheapest: {best.label} ({best.nodes * best.procs_per_node} ranks, ZeRO-{best.zero_stage}, micro-batch "
+            f"{best.micro_batch}): {best.hours:.3g} h and ${best.usd:,.0f} for {best.tokens:.3g} tokens, "
+            f"${best.usd_per_mtok:.2f} per million tokens, {best.bound}-bound."
+        )
+    ]
+    if cpu is not None and cpu is not best:
+        out.append(
+            f"Cheapest CPU plan: {cpu.label}, {cpu.hours:.3g} h and ${cpu.usd:,.0f} "
+            f"({cpu.usd / best.usd:.1f}x the cheapest), {cpu.bound}-bound."
+        )
+    if original is not None:
+        out.append(
+            f"The original workshop's {original.label} (gloo, ZeRO-{original.zero_stage}, micro-batch "
+            f"{original.micro_batch}): {original.gb_per_rank_per_step / original.grad_accum:.1f} GB per rank per "
+            f"micro-step over {original.link_gbytes_per_s:.2f} GB/s = {original.comm_s:.0f} s of collectives "
+            f"against {original.compute_s:.1f} s of compute per step: {original.bound}-bound, "
+            f"{original.hours:,.0f} h and ${original.usd:,.0f}. {original.hint[:1].upper()}{original.hint[1:]}."
+        )
+    return out
+
+
+def before_submit(plan: Any, steps: int) -> str:
+    """Chapter 05's sentence before anything is submitted: the chosen plan's predicted time and cost for the job."""
+    tokens = steps * plan.micro_batch * plan.seq_len * plan.grad_accum * plan.nodes * plan.procs_per_node
+    hours = steps * plan.step_time_s / 3600
+    usd = f"${hours * plan.usd_per_hour:,.0f}" if plan.usd_per_hour is not None else "an unknown price"
+    return (
+        f"Plan: {plan.label}, {plan.procs_per_node} rank(s) per node x {plan.threads_per_rank} threads, "
+        f"ZeRO-{plan.zero_stage}, micro-batch {plan.micro_batch} x {plan.seq_len} tokens, accumulation "
+        f"{plan.grad_accum}{', checkpointing' if plan.grad_ckpt else ''}. Predicted before submitting: "
+        f"{plan.step_time_s:.0f} s per step ({plan.compute_s:.0f} s compute, {plan.comm_s:.0f} s collectives, "
+        f"{plan.bound}-bound), so this TrainJob's {steps} steps ({tokens:,} tokens) take {hours:.1f} h and cost "
+        f"{usd} on demand; the whole budget of {plan.tokens:.3g} tokens: {plan.hours:.1f} h, ${plan.usd:,.0f}. "
+        f"{plan.hint[:1].upper()}{plan.hint[1:]}."
+    )

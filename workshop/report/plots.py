@@ -459,3 +459,42 @@ def plot_pool_admission(
     ax.set_title(title)
     ax.legend(fontsize=8, loc="lower right")
     return _save(fig, path)
+
+
+# ---------------------------------------------------------------- chapter 01 (cost planner)
+
+
+def plot_cost_time(plans: Sequence[Mapping[str, Any]], path, *, title: str = "") -> Path:
+    """Hours against USD for every plan (log axes): CPU circles, GPU triangles, the Pareto front joined."""
+    fig, ax = plt.subplots(figsize=(8, 5))
+    for device, marker, color in (("cpu", "o", "tab:blue"), ("gpu", "^", "tab:orange")):
+        mine = [p for p in plans if p["device"] == device and p["usd"]]
+        ax.scatter(
+            [p["hours"] for p in mine],
+            [p["usd"] for p in mine],
+            marker=marker,
+            s=28,
+            alpha=0.6,
+            color=color,
+            label=f"{device.upper()} plans ({len(mine)})",
+        )
+    front = sorted((p for p in plans if p["pareto"]), key=lambda p: p["hours"])
+    ax.plot(
+        [p["hours"] for p in front], [p["usd"] for p in front], "k--", lw=1, label="time-vs-cost Pareto front"
+    )
+    for p in front:
+        ax.annotate(
+            f"{p['nodes']}x{p['instance_type']}",
+            (p["hours"], p["usd"]),
+            fontsize=7,
+            xytext=(4, 3),
+            textcoords="offset points",
+        )
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("hours for the token budget (log)")
+    ax.set_ylabel("on-demand USD (log)")
+    ax.set_title(title or "Every plan that fits: time against cost")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    return _save(fig, path)

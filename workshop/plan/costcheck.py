@@ -1,0 +1,318 @@
+"""The cost planner checked against what was measured: this machine's runs, the original p4d table, published GPU runs.
+
+Each row is a prediction of the SAME estimator (workshop.plan.cost.estimate) beside a measurement, with its error,
+the target it is held to, and the term that most likely explains a miss. The defaults are never tuned per row:
+where a row misses, the row says so.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from workshop.plan import rates
+from workshop.plan.catalog import instance_info
+from workshop.plan.cost import Job, Node, Options, estimate, node_for, zero3_for
+from workshop.plan.models import Architecture, architecture
+from workshop.plan.topology import LINKS, ORIGINAL_003, ORIGINAL_RUNS, ORIGINAL_STEPS, OriginalWorkload
+from workshop.plan.traffic import original_comparison
+
+LOCAL_TARGET = 0.25
+PUBLISHED_TARGET = 0.35
+MOSAIC = (
+    "MosaicML llm-foundry scripts/train/benchmarking/README.md (commit 061f2c7): MPT-7B, FSDP FULL_SHARD "
+    "(= ZeRO-3), bf16, 8 GPUs per node"
+)
+
+
+@dataclass(frozen=True)
+class CheckRow:
+    """One check: predicted against measured, in the same unit."""
+
+    check: str
+    predicted: float
+    measured: float
+    unit: str
+    target: float | None  # |error| the row is held to; None: reported only (e.g. a fitted row)
+    source: str
+    cause: str  # the term that most likely explains the error, in numbers
+
+    @property
+    def error(self) -> float:
+        return self.predicted / self.measured - 1
+
+    @property
+    def within(self) -> bool | None:
+        return None if self.target is None else abs(self.error) <= self.target
+
+    def to_dict(self) -> dict:
+        return {
+            "check": self.check,
+            "predicted": self.predicted,
+            "measured": self.measured,
+            "unit": self.unit,
+            "error_pct": round(100 * self.error, 1),
+            "target_pct": None if self.target is None else round(100 * self.target),
+            "within": self.within,
+            "source": self.source,
+            "cause": self.cause,
+        }
+
+
+# ---------------------------------------------------------------- this machine
+
+
+def _local_node(step_tflops: float, ranks: int, inter_gbps: float | None) -> Node:
+    """This 2-core box: compute at its measured 1-rank step rate, collectives at chapter 06's gloo fit (one
+    host) or over a capped link (chapter 05's namespaces)."""
+    bw, alpha = rates.gloo_local_fit()
+    measured = rates.Rate(
+        1.0, "of the measured step rate", "measured", "comms.json 1-rank step on this machine"
+    )
+    inter = (inter_gbps or 1.0) * rates.TCP_EFFICIENCY.value / 8
+    return Node(
+        name="this machine",
+        device="cpu",
+        max_ranks=ranks,
+        peak_tflops=ranks * step_tflops,  # one thread per rank, each at the measured 1-rank rate
+        efficiency=measured,
+        mem_gbytes_per_s=2 * rates.DDR_GBYTES_PER_S_PER_CORE.value,
+        host_mem_gbytes_per_s=2 * rates.DDR_GBYTES_PER_S_PER_CORE.value,
+        intra_gbytes_per_s=bw.value,
+        intra_latency=alpha,
+        inter_gbytes_per_s=inter,
+        inter_latency=rates.LATENCY_S["tcp"],
+        inter_transport=f"gloo over TCP capped at {inter_gbps} Gbit/s",
+        pcie_gbytes_per_s=None,
+        overlap=rates.OVERLAP["cpu"],
+        usd_per_hour=None,
+    )
+
+
+def _step_rate(arch: Architecture, run: dict, seq_len: int, micro_batch: int) -> float:
+    """TFLOPS of the measured 1-rank step without its optimizer (comms.json)."""
+    from workshop.plan.models import flops_per_token
+
+    fpt = flops_per_token(
+        arch.params,
+        layers=arch.layers,
+        hidden=arch.hidden,
+        seq_len=seq_len,
+        vocab=arch.vocab,
+        tied=arch.tied_embeddings,
+    )
+    return micro_batch * seq_len * fpt / (run["base_1rank_s"] - run["optimizer_1rank_s"]) / 1e12
+
+
+def local_rows() -> list[CheckRow]:
+    """Chapter 04's local 2-rank ZeRO-3 steps (tiny, small) and chapter 05's 10 vs 1 Gbit namespace runs."""
+    comms = rates._read("comms.json")
+    netsim = rates._read("netsim.json")
+    rows: list[CheckRow] = []
+    job = Job(nodes=1, procs_per_node=2, zero_stage=3, micro_batch=4, grad_accum=1, seq_len=128)
+    runs = {r["model"]: r for r in comms["local"] if not r["offload"]}
+    for model in ("tiny", "small"):
+        arch, run = architecture(model), runs[model]
+        rate = _step_rate(arch, run, 128, 4)
+        p = estimate(_local_node(rate, 2, None), job, arch, 1e6, calls=zero3_for(model, 1, False))
+        rows.append(
+            CheckRow(
+                f"ch04 local 2-rank ZeRO-3 step, {model}",
+                p.step_time_s,
+                run["measured_s"],
+                "s/step",
+                LOCAL_TARGET,
+                f"comms.json 'local' ({comms['date']}); compute at this machine's 1-rank rate {rate:.3f} TFLOPS",
+                f"comm {p.comm_s:.3f} s (gloo fit {p.link_gbytes_per_s:.2f} GB/s) + optimizer {p.optimizer_s:.3f} s "
+                f"+ compute {p.compute_s:.3f} s; a miss is the 2-rank slowdown of 2 ranks on 2 shared cores",
+            )
+        )
+    tiny = architecture("tiny")
+    rate = _step_rate(tiny, runs["tiny"], 128, 4)
+    caps = [
+        (
+            res,
+            estimate(
+                _local_node(rate, 1, int(res["rate"].removesuffix("gbit"))),
+                Job(2, 1, 3, 4, 1, 128),
+                tiny,
+                1e6,
+                calls=zero3_for("tiny", 1, False),
+            ),
+        )
+        for res in netsim["table"]
+    ]
+    (m_fast, p_fast), (m_slow, p_slow) = sorted(caps, key=lambda c: c[1].step_time_s)
+    gap_m = m_slow["step_time_s_median"] - m_fast["step_time_s_median"]
+    gap_p = p_slow.step_time_s - p_fast.step_time_s
+    for res, p in caps:
+        rows.append(
+            CheckRow(
+                f"ch05 netsim 2 nodes x 1 rank at {res['rate']}, tiny",
+                p.step_time_s,
+                res["step_time_s_median"],
+                "s/step",
+                LOCAL_TARGET,
+                "netsim.json (network namespaces, tc cap)",
+                f"network term: {p.gb_per_rank_per_step * 1e3:.0f} MB at {p.link_gbytes_per_s:.3f} GB/s = "
+                f"{p.comm_s:.3f} s; the measured slow-vs-fast cap gap is {gap_m:.3f} s against {gap_p:.3f} s "
+                f"predicted (the capped TCP link delivers ~{gap_p / gap_m:.0%} of the modelled rate); compute "
+                f"{p.compute_s:.3f} s is from a separate 1-rank session",
+            )
+        )
+    return rows
+
+
+# ---------------------------------------------------------------- the original workshop's p4d table
+
+
+def p4d_rows() -> list[CheckRow]:
+    """Chapter 06's model of the original p4d runs (compute fitted on the single-pod run, as chapter 06 does)."""
+    out = []
+    for r in original_comparison():
+        if r.instance != "p4d.24xlarge":
+            continue
+        out.append(
+            CheckRow(
+                f"original p4d: {r.label}",
+                r.predicted_s,
+                r.measured_s,
+                "s/step",
+                None if r.fitted else LOCAL_TARGET,
+                ORIGINAL_003 if r.network != "eni" else "the workbook's brief (not in the original chapters)",
+                "fitted: compute = this run minus modelled comms"
+                if r.fitted
+                else f"collectives {r.collective_s:.1f} s over {'1 EFA of 4' if r.network == 'efa' else 'ENI TCP'}"
+                f" + PCIe {r.pcie_s:.1f} s; compute {r.compute_s:.1f} s fitted on the 1-pod run",
+            )
+        )
+    return out
+
+
+def original_gpu_rows(source: str | None = None) -> list[CheckRow]:
+    """The cost planner's own estimate of every original GPU run: nothing fitted (chapter 06's rows fit compute).
+
+    The original workshop's workload (ZeRO-3, both offloads, checkpointing, micro-batch 1, accumulation 4) at an
+    assumed 512 tokens per sequence (not recorded); one EFA device per pod in the multi-pod runs, as recorded
+    (an unrecorded transport is taken as EFA)."""
+    w = OriginalWorkload()
+    arch = architecture(w.model)
+    opts = Options(source=source)
+    rows = []
+    for run in ORIGINAL_RUNS:
+        node = node_for(instance_info(run.instance, source=source), opts)
+        if run.pods > 1:
+            net = "eni" if run.network == "eni" else "efa"
+            node = replace(node, inter_gbytes_per_s=LINKS[net].effective_gbytes_per_s, inter_transport=net)
+        job = Job(
+            run.pods,
+            run.gpus_per_pod,
+            w.zero_stage,
+            w.micro_batch,
+            w.grad_accum,
+            512,
+            w.grad_ckpt,
+            w.offload_optimizer,
+            w.offload_param,
+        )
+        p = estimate(node, job, arch, 1e6)
+        measured = run.seconds / ORIGINAL_STEPS
+        rows.append(
+            CheckRow(
+                f"planner, no fit: {run.label}",
+                p.step_time_s,
+                measured,
+                "s/step",
+                None,
+                run.source,
+                f"compute {p.compute_s:.1f} s + comm {p.comm_s:.1f} s + PCIe {p.pcie_s:.1f} s + Adam "
+                f"{p.optimizer_s:.1f} s: the {measured - p.step_time_s:.0f} s missing is host work of the "
+                "offloaded step (CPU Adam, pinned copies, per-layer fetches) the estimator has no term for",
+            )
+        )
+    return rows
+
+
+# ---------------------------------------------------------------- published GPU runs
+
+
+def mpt7b(params: int) -> Architecture:
+    """MPT-7B as the estimator needs it: 32 layers, d_model 4096, vocab 50432, tied embeddings."""
+    return Architecture("mpt-7b", params, 50432 * 4096, 32, 4096, 16384, 32, 32, 128, 50432, True)
+
+
+def _gpu_node(gpu: str, intra: str, inter_gbps: float) -> Node:
+    spec = rates.GPUS[gpu]
+    return Node(
+        name=f"8 x {gpu}",
+        device="gpu",
+        max_ranks=8,
+        peak_tflops=spec.bf16_tflops,
+        efficiency=rates.GPU_MFU,
+        mem_gbytes_per_s=spec.hbm_gbytes_per_s,
+        host_mem_gbytes_per_s=300.0,
+        intra_gbytes_per_s=LINKS[intra].effective_gbytes_per_s,
+        intra_latency=rates.LATENCY_S["nvlink"],
+        inter_gbytes_per_s=inter_gbps / 8 * LINKS["efa"].efficiency,
+        inter_latency=rates.LATENCY_S["efa"],
+        inter_transport=f"{inter_gbps:g} Gbps RoCE",
+        pcie_gbytes_per_s=None,
+        overlap=rates.OVERLAP["gpu"],
+        usd_per_hour=None,
+    )
+
+
+# (label, gpu, intra link, nodes, seq, micro-batch, grad-accum, checkpointing, params, measured tok/s/GPU)
+PUBLISHED = [
+    ("H100 80GB, seq 2048, mb 6, no ckpt", "H100", "nvlink4", 1, 2048, 6, 1, False, 6658859008, 10643),
+    ("H100 80GB, seq 4096, mb 16, ckpt", "H100", "nvlink4", 1, 4096, 16, 2, True, 6667247616, 8611),
+    ("A100 80GB, seq 2048, mb 6, no ckpt", "A100 80GB", "nvlink3", 1, 2048, 6, 2, False, 6658859008, 4641),
+    ("A100 40GB, seq 2048, mb 12, ckpt", "A100 40GB", "nvlink3", 1, 2048, 12, 4, True, 6658859008, 3679),
+    ("A100 40GB x 64, seq 2048, mb 18, ckpt", "A100 40GB", "nvlink3", 8, 2048, 18, 1, True, 6658859008, 3665),
+]
+
+
+def published_rows() -> list[CheckRow]:
+    rows = []
+    for label, gpu, intra, nodes, seq, mb, ga, ckpt, params, measured in PUBLISHED:
+        node = _gpu_node(gpu, intra, 1600.0)
+        p = estimate(node, Job(nodes, 8, 3, mb, ga, seq, ckpt), mpt7b(params), 1e9)
+        per_gpu = p.tokens_per_s / (8 * nodes)
+        mfu = measured / per_gpu * rates.GPU_MFU.value
+        rows.append(
+            CheckRow(
+                f"MPT-7B {label}",
+                per_gpu,
+                measured,
+                "tok/s/GPU",
+                PUBLISHED_TARGET,
+                MOSAIC + ("; 1600 Gbps RoCE between nodes" if nodes > 1 else ""),
+                f"compute term: the run reached ~{mfu:.0%} of dense peak"
+                f"{' (recompute counted)' if ckpt else ''}, the stated MFU is {rates.GPU_MFU.value:.0%}; "
+                f"comm {p.comm_s:.2f} s of a {p.step_time_s:.2f} s step",
+            )
+        )
+    return rows
+
+
+def validation() -> list[CheckRow]:
+    """Every check: this machine, the original GPU table (fitted, then unfitted), the published GPU runs."""
+    return [*local_rows(), *p4d_rows(), *original_gpu_rows(), *published_rows()]
+
+
+def format_checks(rows: list[CheckRow]) -> str:
+    head = f"{'check':<46} {'predicted':>10} {'measured':>10} {'unit':<9} {'error':>7} {'target':>6}  ok"
+    lines = [head, "-" * len(head)]
+    for r in rows:
+        ok = {True: "yes", False: "MISS", None: "-"}[r.within]
+        tgt = f"{r.target:.0%}" if r.target is not None else "-"
+        lines.append(
+            f"{r.check[:46]:<46} {r.predicted:>10.4g} {r.measured:>10.4g} {r.unit:<9} {r.error:>+7.1%} {tgt:>6}  {ok}"
+        )
+    return "\n".join(lines)
+
+
+# Rows that miss their target, and why (the chapter prints the cause); a test holds every other row to its target.
+KNOWN_MISSES = {
+    "ch05 netsim 2 nodes x 1 rank at 10gbit, tiny": "compute measured in another session; capped TCP below line rate",
+    "ch05 netsim 2 nodes x 1 rank at 1gbit, tiny": "the capped TCP link delivers about half the modelled rate",
+}
