@@ -1,4 +1,5 @@
-"""EC2 catalog: the original workshop's query and the broader ones answered from moto's real offline catalog."""
+"""EC2 catalog: the original workshop's query and the broader ones answered from moto's real offline
+catalog."""
 
 import json
 

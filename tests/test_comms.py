@@ -1,4 +1,5 @@
-"""Chapter 06: the ZeRO traffic model, the original workshop's table predicted, the collective benchmark, the pools."""
+"""Chapter 06: the ZeRO traffic model, the original workshop's table predicted, the collective benchmark, the
+pools."""
 
 from __future__ import annotations
 

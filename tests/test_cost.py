@@ -1,4 +1,5 @@
-"""The time-and-cost planner: formulas on hand-computed cases, properties, the CLI contract, the validation table."""
+"""The time-and-cost planner: formulas on hand-computed cases, properties, the CLI contract, the validation
+table."""
 
 from __future__ import annotations
 
@@ -97,7 +98,8 @@ def test_gloo_never_uses_efa():
 
 
 def test_original_four_c7i_plan_is_network_bound():
-    """The original workshop's 4 x c7i.48xlarge gloo job: ~48 GB per rank per micro-step over one 5 Gbps flow."""
+    """The original workshop's 4 x c7i.48xlarge gloo job: ~48 GB per rank per micro-step over one 5 Gbps
+    flow."""
     opts = _opts(zero_stages=(3,), micro_batches=(1,), grad_accum=1, grad_ckpt=(False,))
     p = cost.evaluate("c7i.48xlarge", 4, opts)
     assert p.bound == "network"
@@ -208,7 +210,8 @@ def test_margin_keeps_the_plans_near_the_cheapest_and_the_pool_admits_them():
 
 
 def test_zero3_bytes_come_from_the_call_level_count():
-    """A model small enough keeps its forward gather for backward (chapter 06's count): one gather pass, not two."""
+    """A model small enough keeps its forward gather for backward (chapter 06's count): one gather pass, not
+    two."""
     from workshop.plan.models import architecture
 
     arch, calls = architecture("tiny"), cost.zero3_for("tiny", 1, False)

@@ -140,8 +140,8 @@ def test_korean_chapter_02_runs_end_to_end_with_korean_computed_sentences(tmp_pa
 
 
 def test_korean_readme_keeps_every_command_of_the_english_one():
-    """README.ko.md is a full translation: its fenced blocks and every command or code span of README.md appear
-    verbatim (commands are never translated), and it says how to switch JupyterLab to Korean."""
+    """README.ko.md is a full translation: its fenced blocks and every command or code span of README.md
+    appear verbatim (commands are never translated), and it says how to switch JupyterLab to Korean."""
     from workshop.paths import REPO
 
     en, ko = (REPO / "README.md").read_text(), (REPO / "README.ko.md").read_text()

@@ -110,7 +110,8 @@ def test_vcpus_of_sizes():
 
 
 def test_admission_follows_the_requirements():
-    """admits() applies In/NotIn/Gt to a type's labels: the original pool takes smaller sizes, the plan's pool only 48xl."""
+    """admits() applies In/NotIn/Gt to a type's labels: the original pool takes smaller sizes, the plan's pool
+    only 48xl."""
     from workshop.k8s import karpenter as k
     from workshop.plan.catalog import list_instances
 

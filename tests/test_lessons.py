@@ -1,5 +1,5 @@
-"""The original workshop's lessons as the workbook teaches them: each demonstration measures what the chapter says it
-does."""
+"""The original workshop's lessons as the workbook teaches them: each demonstration measures what the chapter
+says it does."""
 
 from pathlib import Path
 

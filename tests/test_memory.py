@@ -1,5 +1,5 @@
-"""Memory planner: exact counts, the original workshop's measured ZeRO-3 log, DeepSpeed's estimator, a real forward
-pass."""
+"""Memory planner: exact counts, the original workshop's measured ZeRO-3 log, DeepSpeed's estimator, a real
+forward pass."""
 
 import json
 

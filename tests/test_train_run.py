@@ -63,7 +63,8 @@ def test_two_rank_zero3_trains_and_partitions(tmp_path, kit_cache):
 
 
 def test_plain_process_needs_no_launcher(tmp_path, kit_cache):
-    """The original workshop's script crashed with KeyError: 'LOCAL_RANK' when run without torchrun; the entry point must not."""
+    """The original workshop's script crashed with KeyError: 'LOCAL_RANK' when run without torchrun; the entry
+    point must not."""
     env_clean = {
         k: v
         for k, v in __import__("os").environ.items()

@@ -1,4 +1,5 @@
-"""TrainJob specs (both Trainer forms, validated against the real CRDs), the HF Secret, images, cluster ops."""
+"""TrainJob specs (both Trainer forms, validated against the real CRDs), the HF Secret, images, cluster
+ops."""
 
 from __future__ import annotations
 
@@ -430,8 +431,8 @@ def test_multi_node_jobs_keep_one_node_pod_per_machine(trainer):
 
 
 def test_cpu_image_preloads_the_allocator_it_installs():
-    """tcmalloc pays on the training step (`workshop bench ceiling`); a library on the host never reaches the pod,
-    so the image installs it and preloads exactly the file that Debian package ships."""
+    """tcmalloc pays on the training step (`workshop bench ceiling`); a library on the host never reaches the
+    pod, so the image installs it and preloads exactly the file that Debian package ships."""
     _, text = _dockerfile("cpu")
     packages = re.search(r"apt-get install -y --no-install-recommends ([^\\\n]+)", text).group(1).split()
     assert "libtcmalloc-minimal4" in packages

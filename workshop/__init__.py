@@ -9,9 +9,9 @@ import os
 
 __version__ = "0.1.0"
 
-# DeepSpeed guesses its accelerator on import and, finding no GPU, warns "Setting accelerator to CPU. If you have
-# GPU or other accelerator, we were unable to detect it." in every process: in notebook cells and in every rank's
-# log. Where no NVIDIA device exists, say so up front (children, i.e. the ranks, inherit it); a GPU host keeps
-# DeepSpeed's own detection, and an explicit DS_ACCELERATOR always wins.
+# DeepSpeed guesses its accelerator on import and, finding no GPU, warns "Setting accelerator to CPU. If you
+# have GPU or other accelerator, we were unable to detect it." in every process: in notebook cells and in
+# every rank's log. Where no NVIDIA device exists, say so up front (children, i.e. the ranks, inherit it); a
+# GPU host keeps DeepSpeed's own detection, and an explicit DS_ACCELERATOR always wins.
 if "DS_ACCELERATOR" not in os.environ and not glob.glob("/dev/nvidia[0-9]*"):
     os.environ["DS_ACCELERATOR"] = "cpu"

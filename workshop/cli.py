@@ -50,7 +50,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
 def _usage() -> str:
     width = max(map(len, COMMANDS))
     rows = "\n".join(f"  {name:<{width}}  {help_}" for name, (_, help_) in COMMANDS.items())
-    return f"usage: workshop <command> [options]\n\ncommands:\n{rows}\n\n`workshop <command> --help` for a command's options."
+    return (
+        f"usage: workshop <command> [options]\n\ncommands:\n{rows}\n\n"
+        "`workshop <command> --help` for a command's options."
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,4 +1,5 @@
-"""The learner's language: `_(msg)` gives the Korean sentence when WORKSHOP_LANG=ko, the English one otherwise.
+"""The learner's language: `_(msg)` gives the Korean sentence when WORKSHOP_LANG=ko, the English one
+otherwise.
 
 English is the source; Korean lives in the gettext catalog workshop/locale/ko/LC_MESSAGES/workshop.po
 (`python -m workshop i18n update` extracts every `_()`/`N_()` string into it). The catalog ships as package
@@ -32,7 +33,8 @@ def catalog_path(lang: str, domain: str = DOMAIN) -> Path:
 
 @functools.cache
 def translations(lang: str, domain: str = DOMAIN) -> gettext.NullTranslations:
-    """The catalog compiled to .mo in memory (Babel), fuzzy entries left out: they are not yet translations."""
+    """The catalog compiled to .mo in memory (Babel), fuzzy entries left out: they are not yet
+    translations."""
     path = catalog_path(lang, domain)
     if lang == "en" or not path.is_file():
         return gettext.NullTranslations()

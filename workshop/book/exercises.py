@@ -186,7 +186,8 @@ EXERCISES: dict[str, list[Exercise]] = {
             },
             N_(
                 "A 7M-parameter model: every method peaks within 20% of naive, because the interpreter and "
-                "libraries (~0.4 GB) dwarf the model's few MB. Memory lessons need a model that weighs something."
+                "libraries (~0.4 GB) dwarf the model's few MB. Memory lessons need a model that weighs "
+                "something."
             ),
             _ch03_tiny,
         ),
@@ -202,7 +203,8 @@ EXERCISES: dict[str, list[Exercise]] = {
         Exercise(
             {"precision": "bf16", "max_steps": 4},
             N_(
-                "Without native bf16 (no AMX, no AVX512_BF16) bf16 trains several times SLOWER than fp32; with it, "
+                "Without native bf16 (no AMX, no AVX512_BF16) bf16 trains several times SLOWER than fp32; "
+                "with it, "
                 "faster. The check compares both on this machine."
             ),
             _ch04_precision,
@@ -211,16 +213,20 @@ EXERCISES: dict[str, list[Exercise]] = {
             {"ceiling_levers": ["micro_batch_x2", "gloo_allreduce", "system_malloc"]},
             N_(
                 "Section 7 measures "
-                "three more levers here: twice the sequences per forward raises the share of the ceiling (taller "
-                "matmuls, the per-step costs spread over more tokens) at twice the activation memory; gloo's TCP "
-                "all-reduce and glibc's malloc each cost some of it (glibc's is skipped where tcmalloc is not "
+                "three more levers here: twice the sequences per forward raises the share of the ceiling "
+                "(taller "
+                "matmuls, the per-step costs spread over more tokens) at twice the activation memory; gloo's "
+                "TCP "
+                "all-reduce and glibc's malloc each cost some of it (glibc's is skipped where tcmalloc is "
+                "not "
                 "installed, and the line says so)."
             ),
         ),
         Exercise(
             {"threads_per_rank": 2, "compare_threads": [1, 2, 4]},
             N_(
-                "More threads than cores: the sweep shows where over-subscription stops paying on this machine."
+                "More threads than cores: the sweep shows where over-subscription stops paying on this "
+                "machine."
             ),
         ),
     ],
@@ -237,7 +243,8 @@ EXERCISES: dict[str, list[Exercise]] = {
             {"sim_rates": ["10gbit", "100mbit"]},
             N_(
                 "At 100 Mbit the bytes each node sends (the same at every "
-                "cap) need ten times the wire time of 1 Gbit: the wire is most of the step and the step grows "
+                "cap) need ten times the wire time of 1 Gbit: the wire is most of the step and the step "
+                "grows "
                 "several-fold over 10 Gbit."
             ),
         ),
@@ -245,7 +252,8 @@ EXERCISES: dict[str, list[Exercise]] = {
             {"sim_precision": "bf16"},
             N_(
                 "On a CPU without native bf16, compute slows many times over and the "
-                "1 Gbit cap hardly shows: the step is compute-bound (the bandwidth lines say so). Where `auto` "
+                "1 Gbit cap hardly shows: the step is compute-bound (the bandwidth lines say so). Where "
+                "`auto` "
                 "already chose bf16 (native bf16, chapter 01) this is the default run: compare it with "
                 "sim_precision = 'fp32', whose steps compute slower and gather twice the bytes."
             ),
@@ -256,7 +264,8 @@ EXERCISES: dict[str, list[Exercise]] = {
             {"overlap": 0.5},
             N_(
                 "Hiding half the communication behind compute lowers the predicted p4d "
-                "EFA / single-pod ratio, away from the measured 2.4: the original workshop's offloaded runs did not overlap."
+                "EFA / single-pod ratio, away from the measured 2.4: the original workshop's offloaded runs "
+                "did not overlap."
             ),
             _ch06_overlap,
         ),

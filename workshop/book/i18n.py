@@ -1,8 +1,9 @@
 """`workshop i18n update|generate|check|sync`: the workbook in Korean, kept in step with the English source.
 
 English is the source. Two gettext catalogs (Babel) hold the Korean:
-  workshop/locale/ko/LC_MESSAGES/notebooks.po  one message per markdown cell; msgctxt "<notebook stem>:<cell id>"
-  workshop/locale/ko/LC_MESSAGES/workshop.po   every `_()`/`N_()` sentence of the package (workshop/lang.py)
+  workshop/locale/ko/LC_MESSAGES/notebooks.po  one message per markdown cell; msgctxt "<notebook stem>:<cell
+  id>" workshop/locale/ko/LC_MESSAGES/workshop.po   every `_()`/`N_()` sentence of the package
+  (workshop/lang.py)
 `update` extracts both from the English and merges (new: empty; changed: fuzzy, the previous English kept as
 `#| msgid`); `generate` writes notebooks-ko/NN_*.ipynb (same cells, ids and code, markdown translated,
 outputs stripped); `check` fails naming every untranslated, fuzzy or stale message (notebook + cell id) and
@@ -66,7 +67,8 @@ def _catalog(domain: Domain) -> Catalog:
         msgid_bugs_address="https://github.com/gnosia93/training-on-eks/issues",
         last_translator="the workshop authors",
         language_team="ko",
-        header_comment=f"# Korean catalog of the workbook ({domain.name}); English is the source.\n# After English edits: {_HINT}",
+        header_comment=f"# Korean catalog of the workbook ({domain.name}); English is the source.\n# After "
+        f"English edits: {_HINT}",
         creation_date=_EPOCH,
         revision_date=_EPOCH,
         fuzzy=False,
@@ -116,7 +118,8 @@ def read_catalog(path: Path) -> Catalog:
 
 
 def write_catalog(cat: Catalog, path: Path) -> None:
-    """Deterministic .po: fixed dates, no line numbers (moving a sentence must not touch the catalog), no wrap."""
+    """Deterministic .po: fixed dates, no line numbers (moving a sentence must not touch the catalog), no
+    wrap."""
     import io
 
     cat.creation_date = cat.revision_date = _EPOCH
@@ -201,7 +204,8 @@ def _numbers(text: str) -> Counter:
 
 
 def mismatches(english: str, korean: str, *, markdown: bool) -> list[str]:
-    """What the translation changed that it must keep: numbers, inline code, {fields}, links, markdown shape."""
+    """What the translation changed that it must keep: numbers, inline code, {fields}, links, markdown
+    shape."""
     out = []
 
     def diff(what: str, a: Counter, b: Counter) -> None:
@@ -344,7 +348,8 @@ def main(argv: list[str] | None = None) -> int:
             _print(found)
             if found:
                 print(
-                    f"{len(found)} problem(s); translate in workshop/locale/ko/LC_MESSAGES/*.po, then `{_HINT}`"
+                    f"{len(found)} problem(s); translate in workshop/locale/ko/LC_MESSAGES/*.po, then "
+                    f"`{_HINT}`"
                 )
                 return 1
             print("Korean catalogs and notebooks-ko/ match the English")

@@ -40,9 +40,9 @@ def unexpected_outputs(nb) -> list[str]:
 
 
 def stamp(nb) -> None:
-    """Committed form: outputs only on checked cells, each with a fixed execution count (its position among the
-    code cells). nbval refuses a reference cell that has outputs but no count ("unrun"); a position instead of
-    the count of the recording run keeps re-recording from changing lines that did not change."""
+    """Committed form: outputs only on checked cells, each with a fixed execution count (its position among
+    the code cells). nbval refuses a reference cell that has outputs but no count ("unrun"); a position
+    instead of the count of the recording run keeps re-recording from changing lines that did not change."""
     for n, cell in enumerate((c for c in nb.cells if c.cell_type == "code"), start=1):
         if not is_checked(cell):
             cell.outputs, cell.execution_count = [], None
@@ -82,7 +82,8 @@ def merge_checked(committed, executed) -> list[str]:
 
 
 def execute(path: Path, timeout: int = 1800):
-    """Run a notebook as nbval does: its own default parameters, cwd = its folder, this interpreter's kernel."""
+    """Run a notebook as nbval does: its own default parameters, cwd = its folder, this interpreter's
+    kernel."""
     import tempfile
 
     import nbformat

@@ -443,11 +443,13 @@ def sources_markdown() -> str:
                 "projects"
             ),
             (
-                "publish them under the Apache License 2.0 (a copy is in `LICENSE` beside this file); the URL of "
+                "publish them under the Apache License 2.0 (a copy is in `LICENSE` beside this file); the "
+                "URL of "
                 "each is"
             ),
             (
-                f"`{BASE_URL}/<repository>/<tag>/<path>`. `workshop/k8s/crds.py` checks every read against the "
+                f"`{BASE_URL}/<repository>/<tag>/<path>`. `workshop/k8s/crds.py` checks every read against "
+                "the "
                 "sha256"
             ),
             "below. Regenerate this file with `python -m workshop crds sources`.",

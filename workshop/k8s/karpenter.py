@@ -3,7 +3,8 @@
 Why code instead of a heredoc: the pool for the CPU run should follow from chapter 01's memory plan (the
 instance that fits), every field is checked before it reaches a cluster, and what changes between the
 original workshop's static YAML and ours can be read in one place:
-- the original workshop installed IPEX with pip in EC2 userData. The host's Python is invisible to the training
+- the original workshop installed IPEX with pip in EC2 userData. The host's Python is invisible to the
+training
   container (and IPEX is retired: stock PyTorch uses AMX through oneDNN), so our userData does host-level
   work only, and `check_user_data` refuses host-side Python installs;
 - the AMX taint keeps non-training pods off expensive nodes; only pods tolerating it land there;
@@ -402,8 +403,9 @@ def pool_from_recommendation(rec, **kwargs) -> Pool:
 
 
 def original_static_pool() -> list[dict]:
-    """The original workshop's chapter's hand-written cpu-amx pool, restated as data so the notebook can diff against it.
-    Same fields and values; its userData (host-side yum/dnf/pip installs, IPEX included) is summarised."""
+    """The original workshop's chapter's hand-written cpu-amx pool, restated as data so the notebook can diff
+    against it. Same fields and values; its userData (host-side yum/dnf/pip installs, IPEX included) is
+    summarised."""
     pool = NodePoolSpec(
         name="cpu-amx",
         node_class="cpu-amx",

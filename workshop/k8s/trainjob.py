@@ -1,4 +1,5 @@
-"""Kubeflow Trainer TrainJobs for the CPU (Xeon AMX) and GPU (EFA) runs, in both API forms, plus the HF Secret.
+"""Kubeflow Trainer TrainJobs for the CPU (Xeon AMX) and GPU (EFA) runs, in both API forms, plus the HF
+Secret.
 
 Why a typed spec: the original workshop's TrainJob was a YAML template filled by `envsubst`, which (1) used
 `podTemplateOverrides`, removed in Trainer v2.2 (replaced by `runtimePatches`), (2) wrote the Hugging Face
@@ -107,7 +108,10 @@ class HFTokenSecret:
 
     def __repr__(self) -> str:
         shown = "<set>" if self.value else "None"
-        return f"HFTokenSecret(name={self.name!r}, key={self.key!r}, namespace={self.namespace!r}, value={shown})"
+        return (
+            f"HFTokenSecret(name={self.name!r}, key={self.key!r}, namespace={self.namespace!r}, "
+            f"value={shown})"
+        )
 
     def env_var(self, var: str = "HF_TOKEN") -> dict:
         return {"name": var, "valueFrom": {"secretKeyRef": {"name": self.name, "key": self.key}}}
@@ -159,7 +163,8 @@ def secret_from_env(
 # ------------------------------------------------------------------------------------- the TrainJob
 @dataclass
 class TrainJobSpec:
-    """Everything a TrainJob needs, independent of the Trainer release; `to_dict(trainer=...)` picks the form."""
+    """Everything a TrainJob needs, independent of the Trainer release; `to_dict(trainer=...)` picks the
+    form."""
 
     name: str
     image: str
@@ -326,14 +331,15 @@ class TrainJobSpec:
         }
 
     def documents(self, trainer: str = "2.1.0") -> list[dict]:
-        """What goes into a manifest file: the TrainJob only. The Secret is created separately, never rendered."""
+        """What goes into a manifest file: the TrainJob only. The Secret is created separately, never
+        rendered."""
         return [self.to_dict(trainer)]
 
 
 # ------------------------------------------------------------------------------------- builders
 DEFAULT_MODEL = "meta-llama/Meta-Llama-3-8B"  # EKS jobs fine-tune the real weights by default
-# What every EKS job adds to the model's recipe (workshop.plan.models.recipe): about one epoch of wikitext-2 on
-# 4 nodes (~2.4 M Llama-3 tokens / 8192 tokens per step), gradient checkpointing (8B needs it), a
+# What every EKS job adds to the model's recipe (workshop.plan.models.recipe): about one epoch of wikitext-2
+# on 4 nodes (~2.4 M Llama-3 tokens / 8192 tokens per step), gradient checkpointing (8B needs it), a
 # checkpoint every 50 steps, and a 60-minute process-group timeout instead of the lessons' 10
 # (train.DIST_TIMEOUT_MIN): here ranks sit in one collective while another node downloads the ~16 GB of
 # weights from the hub, while ZeRO-3 gathers the 16-bit model onto rank 0 and rank 0 writes it, and while a
@@ -371,8 +377,9 @@ def train_args(
 
 
 def hf_home(storage: OutputStorage | None) -> str:
-    """The hub cache: on the shared FSx volume the 16 GB of weights are downloaded once for every node and every
-    restart (huggingface_hub's file locks work there: the volume is mounted with `flock`); else pod-local."""
+    """The hub cache: on the shared FSx volume the 16 GB of weights are downloaded once for every node and
+    every restart (huggingface_hub's file locks work there: the volume is mounted with `flock`); else
+    pod-local."""
     return (
         f"{storage.mount_path}/hf-cache"
         if storage is not None and storage.kind == "fsx"
@@ -538,7 +545,8 @@ def migration_diff(spec: TrainJobSpec, old: str = "2.1.0", new: str = "2.2.0") -
     )
 
 
-# Default manifests (registered in workshop/k8s/render.py): the original workshop's 4-node Llama-3-8B jobs, fixed.
+# Default manifests (registered in workshop/k8s/render.py): the original workshop's 4-node Llama-3-8B jobs,
+# fixed.
 def default_cpu_job() -> TrainJobSpec:
     """Sized by the planner from the offline (moto) catalog, so the checked-in YAML is the same everywhere."""
 

@@ -1,10 +1,10 @@
 """`workshop run`: execute the workbook's notebooks in order with papermill, small defaults unless overridden.
 
-`--lang ko` runs the Korean notebooks (notebooks-ko/, `workshop i18n sync` writes them) with
-WORKSHOP_LANG=ko in the kernel's environment, so the package's computed sentences are Korean too; same
-parameters, same index. Executed notebooks go to <out>/notebooks/, figures to <out>/images/, and <out>/index.md + index.json say
-what ran, how long it took and what it produced. The run stops at the first failing notebook and names
-the notebook and the cell.
+`--lang ko` runs the Korean notebooks (notebooks-ko/, `workshop i18n sync` writes them) with WORKSHOP_LANG=ko
+in the kernel's environment, so the package's computed sentences are Korean too; same parameters, same index.
+Executed notebooks go to <out>/notebooks/, figures to <out>/images/, and <out>/index.md + index.json say what
+ran, how long it took and what it produced. The run stops at the first failing notebook and names the notebook
+and the cell.
 """
 
 from __future__ import annotations
@@ -30,7 +30,8 @@ FOLDERS = {"en": NOTEBOOKS_DIR, "ko": NOTEBOOKS_KO_DIR}  # language -> its noteb
 
 @contextlib.contextmanager
 def language(lang: str) -> Iterator[None]:
-    """WORKSHOP_LANG for the kernels started inside (they inherit this process's environment), then restored."""
+    """WORKSHOP_LANG for the kernels started inside (they inherit this process's environment), then
+    restored."""
     old = os.environ.get("WORKSHOP_LANG")
     os.environ["WORKSHOP_LANG"] = lang
     try:
@@ -152,8 +153,9 @@ def check_overrides(paths: list[Path], overrides: dict) -> None:
 
 
 def ipc_kernel_manager(socket_dir: str):
-    """A kernel manager whose sockets are Unix files in a private folder instead of loopback TCP ports: no other
-    user of the host can connect to the kernel, and ipykernel 7 has no unencrypted-TCP warning to print."""
+    """A kernel manager whose sockets are Unix files in a private folder instead of loopback TCP ports: no
+    other user of the host can connect to the kernel, and ipykernel 7 has no unencrypted-TCP warning to
+    print."""
     from jupyter_client.manager import AsyncKernelManager
 
     class IPCKernelManager(AsyncKernelManager):

@@ -79,13 +79,15 @@ class InstanceRow:
         return self.gpus * self.gpu_memory_gib
 
     def amx_peak_tflops(self) -> float | None:
-        """cores x sustained clock x 1,024 bf16 FLOP/cycle: the ceiling the original workshop's '30-50 TFLOPS' sits under."""
+        """cores x sustained clock x 1,024 bf16 FLOP/cycle: the ceiling the original workshop's '30-50 TFLOPS'
+        sits under."""
         if not (self.amx and self.clock_ghz):
             return None
         return self.cores * self.clock_ghz * 1024 / 1000
 
     def as_dict(self) -> InstanceRecord:
-        """Every field, then amx_peak_tflops: a row of chapter 01's instance table, `workshop instances --json`."""
+        """Every field, then amx_peak_tflops: a row of chapter 01's instance table, `workshop instances
+        --json`."""
         return {
             "instance_type": self.instance_type,
             "family": self.family,
@@ -141,7 +143,8 @@ def split_type(instance_type: str) -> tuple[str, str]:
 
 
 def amx_capability(family: str, manufacturer: str, arch: str) -> tuple[bool, str]:
-    """Whether a family's CPU has AMX, and why; decided from the catalog's manufacturer and the family name."""
+    """Whether a family's CPU has AMX, and why; decided from the catalog's manufacturer and the family
+    name."""
     if "arm64" in arch or manufacturer == "AWS":
         return False, "AWS Graviton (Arm): no AMX"
     if manufacturer == "AMD":

@@ -1,4 +1,5 @@
-"""How long and how much: the time and cost of a fine-tune on each cluster that holds it, and what bounds each step.
+"""How long and how much: the time and cost of a fine-tune on each cluster that holds it, and what bounds each
+step.
 
 Why: the memory planner says what fits, not whether 24 cores finish in a day or a month, nor that a 4-node
 gloo job spends most of its step waiting on one 5 Gbps TCP flow. The estimate per optimizer step is
@@ -144,14 +145,17 @@ def _cpu_node(row: InstanceRow, opts: Options) -> Node:
         intra_latency=local_lat,
         inter_gbytes_per_s=inter,
         inter_latency=rates.LATENCY_S["tcp"],
-        inter_transport=f"gloo over TCP: one flow per ring neighbour, min({nic:g} Gbps NIC, {flow.value:g} Gbps flow)",
+        inter_transport=f"gloo over TCP: one flow per ring neighbour, min({nic:g} Gbps NIC, {flow.value:g} "
+        "Gbps flow)",
         pcie_gbytes_per_s=None,
         overlap=rates.OVERLAP["cpu"],
         usd_per_hour=rates.price(row, opts.prices),
         sources={
-            "peak": f"{row.cores} cores x {row.clock_ghz} GHz x 1,024 bf16 FLOP/cycle (AMX) = {peak:.1f} TFLOPS",
+            "peak": f"{row.cores} cores x {row.clock_ghz} GHz x 1,024 bf16 FLOP/cycle (AMX) = {peak:.1f} "
+            "TFLOPS",
             "efficiency": eff.cite(),
-            "network": f"{nic:g} Gbps (catalog NetworkPerformance); {flow.cite()}; x {rates.TCP_EFFICIENCY.cite()}; "
+            "network": f"{nic:g} Gbps (catalog NetworkPerformance); {flow.cite()}; x "
+            f"{rates.TCP_EFFICIENCY.cite()}; "
             "never EFA: gloo has no EFA transport",
             "intra_node": local_bw.cite(),
             "memory": rates.DDR_GBYTES_PER_S_PER_CORE.cite(),
@@ -222,7 +226,8 @@ def collective_calls(arch: Architecture, job: Job) -> int:
 
 
 def job_traffic(arch: Architecture, job: Job, device: str) -> Traffic:
-    """Chapter 06's model; gloo implements reduce-scatter as an all-reduce (chapter 06 measured 2x the bytes)."""
+    """Chapter 06's model; gloo implements reduce-scatter as an all-reduce (chapter 06 measured 2x the
+    bytes)."""
     return zero_traffic(
         arch.params,
         job.world,
@@ -258,7 +263,8 @@ def estimate(
     node: Node, job: Job, arch: Architecture, tokens: float, *, calls: Zero3Calls | None = None
 ) -> Plan:
     """Time per optimizer step and everything derived from it, for `tokens` trained tokens. `calls`: the
-    call-level ZeRO-3 count (zero3_for) for the same grad_accum and checkpointing, where the model is a preset."""
+    call-level ZeRO-3 count (zero3_for) for the same grad_accum and checkpointing, where the model is a
+    preset."""
     check_positive("tokens", tokens)
     if job.procs_per_node > node.max_ranks:
         raise WorkshopError(f"{job.procs_per_node} ranks per node but {node.name} has {node.max_ranks}")
@@ -315,7 +321,8 @@ def estimate(
         **node.sources,
         "flops": f"{fpt / 1e9:.1f} GFLOP/token: 6 x params + 12 x layers x hidden x seq"
         + (" x 4/3 (recompute)" if job.grad_ckpt else ""),
-        "traffic": f"chapter 06's ZeRO-{job.zero_stage} model: {traffic.collective / GB:.1f} GB per rank per step",
+        "traffic": f"chapter 06's ZeRO-{job.zero_stage} model: {traffic.collective / GB:.1f} GB per rank per "
+        "step",
         "optimizer": rates.ADAM_BYTES_PER_PARAM.cite(),
         "price": node.usd_per_hour.cite() if node.usd_per_hour else "unknown: pass --price TYPE=USD",
     }
@@ -485,7 +492,8 @@ def dollars(usd: float | None) -> str:
 
 
 def filter_plans(plans: list[Plan], opts: Options) -> list[Plan]:
-    """Keep the plans within --max-hours and --budget; none left is an error naming the fastest and cheapest."""
+    """Keep the plans within --max-hours and --budget; none left is an error naming the fastest and
+    cheapest."""
     kept = [
         p
         for p in plans
@@ -621,7 +629,8 @@ def plan_options(plan: Plan) -> PlanOptions:
 def recommendation(
     plan: Plan, model: str, *, headroom: float = 0.2, source: str | None = None
 ) -> Recommendation:
-    """Pod requests, /dev/shm and threads for the plan's own instance type (chapter 05 renders its TrainJob from it)."""
+    """Pod requests, /dev/shm and threads for the plan's own instance type (chapter 05 renders its TrainJob
+    from it)."""
     return recommend_instance(
         model,
         plan.instance_type,
@@ -634,7 +643,8 @@ def recommendation(
 
 
 def train_settings(plan: Plan) -> dict[str, Any]:
-    """The TrainArgs a TrainJob needs to run the plan's job (micro-batch, accumulation, ZeRO, checkpointing)."""
+    """The TrainArgs a TrainJob needs to run the plan's job (micro-batch, accumulation, ZeRO,
+    checkpointing)."""
     return {
         "micro_batch": plan.micro_batch,
         "grad_accum": plan.grad_accum,
@@ -657,7 +667,8 @@ def within_margin(plans: Sequence[Plan], margin: float = 0.25) -> list[Plan]:
 
 
 def pool_choice(plans: Sequence[Plan]) -> dict[str, Any]:
-    """What karpenter.pool_from_recommendation reads: the plans' instance types and the most nodes any needs."""
+    """What karpenter.pool_from_recommendation reads: the plans' instance types and the most nodes any
+    needs."""
     types = sorted({p.instance_type for p in plans})
     return {"instance_types": types, "instance_type": types[0], "nodes": max(p.nodes for p in plans)}
 
@@ -795,7 +806,8 @@ def main(argv: list[str] | None = None) -> int:
     unpriced = sorted({p.instance_type for p in plans if p.usd is None})
     if unpriced:
         print(
-            f"no price known (listed last, never on the front): {', '.join(unpriced)}; --price TYPE=USD ranks them"
+            f"no price known (listed last, never on the front): {', '.join(unpriced)}; --price TYPE=USD "
+            "ranks them"
         )
     return 0
 

@@ -1,8 +1,9 @@
-"""The cost planner checked against what was measured: this machine's runs, the original p4d table, published GPU runs.
+"""The cost planner checked against what was measured: this machine's runs, the original p4d table, published
+GPU runs.
 
-Each row is a prediction of the SAME estimator (workshop.plan.cost.estimate) beside a measurement, with its error,
-the target it is held to, and the term that most likely explains a miss. The defaults are never tuned per row:
-where a row misses, the row says so.
+Each row is a prediction of the SAME estimator (workshop.plan.cost.estimate) beside a measurement, with its
+error, the target it is held to, and the term that most likely explains a miss. The defaults are never tuned
+per row: where a row misses, the row says so.
 """
 
 from __future__ import annotations
@@ -121,8 +122,10 @@ def local_rows() -> list[CheckRow]:
                 run["measured_s"],
                 "s/step",
                 LOCAL_TARGET,
-                f"comms.json 'local' ({comms['date']}); compute at this machine's 1-rank rate {rate:.3f} TFLOPS",
-                f"comm {p.comm_s:.3f} s (gloo fit {p.link_gbytes_per_s:.2f} GB/s) + optimizer {p.optimizer_s:.3f} s "
+                f"comms.json 'local' ({comms['date']}); compute at this machine's 1-rank rate {rate:.3f} "
+                "TFLOPS",
+                f"comm {p.comm_s:.3f} s (gloo fit {p.link_gbytes_per_s:.2f} GB/s) + optimizer "
+                f"{p.optimizer_s:.3f} s "
                 f"+ compute {p.compute_s:.3f} s; a miss is the 2-rank slowdown of 2 ranks on 2 shared cores",
             )
         )
@@ -155,7 +158,8 @@ def local_rows() -> list[CheckRow]:
                 "netsim.json (network namespaces, tc cap)",
                 f"network term: {p.gb_per_rank_per_step * 1e3:.0f} MB at {p.link_gbytes_per_s:.3f} GB/s = "
                 f"{p.comm_s:.3f} s; the measured slow-vs-fast cap gap is {gap_m:.3f} s against {gap_p:.3f} s "
-                f"predicted (the capped TCP link delivers ~{gap_p / gap_m:.0%} of the modelled rate); compute "
+                f"predicted (the capped TCP link delivers ~{gap_p / gap_m:.0%} of the modelled rate); "
+                "compute "
                 f"{p.compute_s:.3f} s is from a separate 1-rank session",
             )
         )
@@ -166,7 +170,8 @@ def local_rows() -> list[CheckRow]:
 
 
 def p4d_rows() -> list[CheckRow]:
-    """Chapter 06's model of the original p4d runs (compute fitted on the single-pod run, as chapter 06 does)."""
+    """Chapter 06's model of the original p4d runs (compute fitted on the single-pod run, as chapter 06
+    does)."""
     out = []
     for r in original_comparison():
         if r.instance != "p4d.24xlarge":
@@ -181,7 +186,8 @@ def p4d_rows() -> list[CheckRow]:
                 ORIGINAL_003 if r.network != "eni" else "the workbook's brief (not in the original chapters)",
                 "fitted: compute = this run minus modelled comms"
                 if r.fitted
-                else f"collectives {r.collective_s:.1f} s over {'1 EFA of 4' if r.network == 'efa' else 'ENI TCP'}"
+                else f"collectives {r.collective_s:.1f} s over "
+                f"{'1 EFA of 4' if r.network == 'efa' else 'ENI TCP'}"
                 f" + PCIe {r.pcie_s:.1f} s; compute {r.compute_s:.1f} s fitted on the 1-pod run",
             )
         )
@@ -189,11 +195,12 @@ def p4d_rows() -> list[CheckRow]:
 
 
 def original_gpu_rows(source: str | None = None) -> list[CheckRow]:
-    """The cost planner's own estimate of every original GPU run: nothing fitted (chapter 06's rows fit compute).
+    """The cost planner's own estimate of every original GPU run: nothing fitted (chapter 06's rows fit
+    compute).
 
-    The original workshop's workload (ZeRO-3, both offloads, checkpointing, micro-batch 1, accumulation 4) at an
-    assumed 512 tokens per sequence (not recorded); one EFA device per pod in the multi-pod runs, as recorded
-    (an unrecorded transport is taken as EFA)."""
+    The original workshop's workload (ZeRO-3, both offloads, checkpointing, micro-batch 1, accumulation 4) at
+    an assumed 512 tokens per sequence (not recorded); one EFA device per pod in the multi-pod runs, as
+    recorded (an unrecorded transport is taken as EFA)."""
     w = OriginalWorkload()
     arch = architecture(w.model)
     opts = Options(source=source)
@@ -306,13 +313,18 @@ def format_checks(rows: list[CheckRow]) -> str:
         ok = {True: "yes", False: "MISS", None: "-"}[r.within]
         tgt = f"{r.target:.0%}" if r.target is not None else "-"
         lines.append(
-            f"{r.check[:46]:<46} {r.predicted:>10.4g} {r.measured:>10.4g} {r.unit:<9} {r.error:>+7.1%} {tgt:>6}  {ok}"
+            f"{r.check[:46]:<46} {r.predicted:>10.4g} {r.measured:>10.4g} {r.unit:<9} {r.error:>+7.1%} "
+            f"{tgt:>6}  {ok}"
         )
     return "\n".join(lines)
 
 
-# Rows that miss their target, and why (the chapter prints the cause); a test holds every other row to its target.
+# Rows that miss their target, and why (the chapter prints the cause); a test holds every other row to its
+# target.
 KNOWN_MISSES = {
-    "ch05 netsim 2 nodes x 1 rank at 10gbit, tiny": "compute measured in another session; capped TCP below line rate",
-    "ch05 netsim 2 nodes x 1 rank at 1gbit, tiny": "the capped TCP link delivers about half the modelled rate",
+    "ch05 netsim 2 nodes x 1 rank at 10gbit, tiny": "compute measured in another session; capped TCP below "
+    "line rate",
+    "ch05 netsim 2 nodes x 1 rank at 1gbit, tiny": (
+        "the capped TCP link delivers about half the modelled rate"
+    ),
 }

@@ -1,4 +1,5 @@
-"""What this CPU can do for bf16 training: AMX detection, the kernel oneDNN really picks, measured GEMM TFLOPS.
+"""What this CPU can do for bf16 training: AMX detection, the kernel oneDNN really picks, measured GEMM
+TFLOPS.
 
 Why three separate answers: a CPU flag says the silicon has AMX, the kernel must also allow it (Linux >= 5.16
 grants AMX tile state on request), and only oneDNN's own verbose line proves a bf16 matmul actually ran on
@@ -185,7 +186,8 @@ class Detection(CpuFacts):
 
 
 def detect(*, probe_onednn: bool = True) -> Detection:
-    """AMX/bf16 flags, CPU identity, cores and clock (with its source), oneDNN's bf16 kernel, torch's ISA level."""
+    """AMX/bf16 flags, CPU identity, cores and clock (with its source), oneDNN's bf16 kernel, torch's ISA
+    level."""
     import torch
 
     proc = _read_proc_cpuinfo()
@@ -260,7 +262,8 @@ def native_bf16() -> tuple[bool, str]:
 
 
 def has_cxx_compiler() -> bool:
-    """torch.compile's Inductor builds its CPU kernels with a C++ compiler; without one, only eager mode runs."""
+    """torch.compile's Inductor builds its CPU kernels with a C++ compiler; without one, only eager mode
+    runs."""
     import shutil
 
     return any(shutil.which(c) for c in ("g++", "c++", "clang++"))

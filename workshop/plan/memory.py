@@ -1,8 +1,8 @@
 """ZeRO memory per rank, from the exact parameter count, and the smallest instance that holds it.
 
-Why a planner: the original workshop sized its pods from one log line (24.47 GB per rank "after ZeRO init"), but that
-line comes before the first optimizer step, so Adam's two fp32 moments and the activations are not in it
-yet. Counting every component from the parameter count shows what a pod must really hold, and where.
+Why a planner: the original workshop sized its pods from one log line (24.47 GB per rank "after ZeRO init"),
+but that line comes before the first optimizer step, so Adam's two fp32 moments and the activations are not in
+it yet. Counting every component from the parameter count shows what a pod must really hold, and where.
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ ZERO_STAGES = (0, 1, 2, 3)
 DTYPES = {"bf16": 2, "fp16": 2, "fp32": 4}
 DEVICES = ("cpu", "gpu")
 
-# Per-rank process overhead (torch, DeepSpeed, Python, tokenized data): the original workshop's first ZeRO-3 log line
-# (MA 4.81 GiB, RSS of one rank) minus that rank's bf16 shard of Llama-3-8B (3.74 GiB) = 1.07 GiB.
+# Per-rank process overhead (torch, DeepSpeed, Python, tokenized data): the original workshop's first ZeRO-3
+# log line (MA 4.81 GiB, RSS of one rank) minus that rank's bf16 shard of Llama-3-8B (3.74 GiB) = 1.07 GiB.
 RUNTIME_HOST_BYTES = int(1.07 * GiB)
 # CUDA context + NCCL buffers on each GPU (typical for an H100/A100 process).
 RUNTIME_DEVICE_BYTES = 1 * GiB
@@ -53,8 +53,8 @@ class RunSpec(PlanOptions):
     device: str
 
 
-# The original workshop's measured run (chapter 002): Llama-3-8B, ZeRO-3, offload_param + offload_optimizer to cpu, bf16,
-# 4 ranks on one host, micro-batch 1, seq 512. DeepSpeed prints these in GiB (bytes / 1024**3).
+# The original workshop's measured run (chapter 002): Llama-3-8B, ZeRO-3, offload_param + offload_optimizer to
+# cpu, bf16, 4 ranks on one host, micro-batch 1, seq 512. DeepSpeed prints these in GiB (bytes / 1024**3).
 ORIGINAL_RUN: RunSpec = {
     "model": "llama-3-8b",
     "world_size": 4,
@@ -385,14 +385,14 @@ def original_comparison() -> list[StageRow]:
     plan = plan_memory(**ORIGINAL_RUN)
     rows: list[StageRow] = []
     for label, planned in plan.stages():
-        seed = ORIGINAL_STAGES_GIB.get(label)
+        original = ORIGINAL_STAGES_GIB.get(label)
         gib = planned / GiB
         rows.append(
             {
                 "stage": label,
                 "plan_gib": round(gib, 2),
-                "original_gib": seed,
-                "diff_pct": round(100 * (gib - seed) / seed, 1) if seed else None,
+                "original_gib": original,
+                "diff_pct": round(100 * (gib - original) / original, 1) if original else None,
             }
         )
     return rows
@@ -401,9 +401,11 @@ def original_comparison() -> list[StageRow]:
 # What each source counts, per parameter and rank (x world size), for one ZeRO-3 rank with both offloads.
 # DeepSpeed's estimator: 18 bytes = bf16 params 2 + fp32 master 4 + fp32 grads 4 + Adam moments 8
 # (estimate_zero3_model_states_mem_needs, cpu_offload and cpu_offload_params); it has no bf16 gradient
-# partition, no activations and no process runtime. The original workshop's log: resident memory per rank at each stage.
+# partition, no activations and no process runtime. The original workshop's log: resident memory per rank at
+# each stage.
 RECONCILE_TERMS = [
-    # (planner component, bytes/param, in DeepSpeed's estimator, the original workshop log line it first shows in)
+    # (planner component, bytes/param, in DeepSpeed's estimator, the original workshop log line it first shows
+    # in)
     ("params", 2, True, "Stage 3 initialize beginning"),
     ("master_fp32", 4, True, "After creating fp32 partitions"),
     ("optimizer_grads_fp32", 4, True, "After initializing optimizer states"),
@@ -438,13 +440,14 @@ class Reconciliation(TypedDict):
 
 
 def reconcile(plan: MemoryPlan | None = None) -> Reconciliation:
-    """One memory story: the planner, DeepSpeed's estimator and the original workshop's log, term by term (GiB per rank).
+    """One memory story: the planner, DeepSpeed's estimator and the original workshop's log, term by term (GiB
+    per rank).
 
     Bytes per parameter: 16 in mixed precision without offload (bf16 params 2 + bf16 grads 2 + fp32 master 4
-    + Adam 8); 20 with the optimizer offloaded (+ the fp32 gradient copy CPU Adam reads); DeepSpeed's estimator
-    says 18 because it leaves out the bf16 gradient partition. Resident (RSS, what DeepSpeed's "MA" and the
-    planner count) is not virtual memory: the original workshop's "~60 GB per process" is virtual (mapped libraries,
-    allocator reservations), not what a pod's memory request must hold.
+    + Adam 8); 20 with the optimizer offloaded (+ the fp32 gradient copy CPU Adam reads); DeepSpeed's
+    estimator says 18 because it leaves out the bf16 gradient partition. Resident (RSS, what DeepSpeed's "MA"
+    and the planner count) is not virtual memory: the original workshop's "~60 GB per process" is virtual
+    (mapped libraries, allocator reservations), not what a pod's memory request must hold.
     """
     plan = plan or plan_memory(**ORIGINAL_RUN)
     P, W = plan.params, plan.world_size  # noqa: N806 (the formulas' P and W)
@@ -500,8 +503,10 @@ def format_reconcile(r: Reconciliation) -> str:
             for x in r["rows"]
         ),
         (
-            f"model states: planner {r['model_states_bytes_per_param']} B/param = {r['planner_model_states_gib']} GiB"
-            f" per rank; DeepSpeed {r['deepspeed_bytes_per_param']} B/param = {r['deepspeed_model_states_gib']} GiB"
+            f"model states: planner {r['model_states_bytes_per_param']} B/param = "
+            f"{r['planner_model_states_gib']} GiB"
+            f" per rank; DeepSpeed {r['deepspeed_bytes_per_param']} B/param = "
+            f"{r['deepspeed_model_states_gib']} GiB"
             " (no bf16 gradient partition)"
         ),
         f"planner only: {', '.join(f'{k} {v} GiB' for k, v in r['planner_only_gib'].items())}",
@@ -511,7 +516,8 @@ def format_reconcile(r: Reconciliation) -> str:
         ),
         f"training peak: planner {r['planner_training_peak_gib']} GiB resident"
         + (
-            f"; the original workshop's ~{r['original_virtual_gb_per_process']} GB per process is VIRTUAL memory (address space "
+            f"; the original workshop's ~{r['original_virtual_gb_per_process']} GB per process is VIRTUAL "
+            "memory (address space "
             "reserved, not resident): size pods from the resident figure"
             if r["original_virtual_gb_per_process"]
             else ""
@@ -722,7 +728,8 @@ def recommend_instance(
     headroom: float = 0.2,
     source: str | None = None,
 ) -> Recommendation:
-    """The pod sizes for one named instance type (the cost planner's pick), or why it does not hold the plan."""
+    """The pod sizes for one named instance type (the cost planner's pick), or why it does not hold the
+    plan."""
     from workshop.plan.catalog import instance_info
 
     row = instance_info(instance_type, source=source)
@@ -764,7 +771,8 @@ def _constraints(rec, rows, need_efa, efa, families, **kw) -> list[str]:
                     f"${rec.hourly_cost_usd:.2f}/h" if rec.hourly_cost_usd is not None else "an unknown price"
                 )
                 out.append(
-                    f"Without EFA (efa=False, `--no-efa`): {alt.nodes} x {alt.instance_type}{cost} instead of "
+                    f"Without EFA (efa=False, `--no-efa`): {alt.nodes} x {alt.instance_type}{cost} instead "
+                    "of "
                     f"{mine}, with collectives over plain ENI TCP (chapter 06 models the cost)."
                 )
     elif efa is False and rec.nodes > 1:

@@ -189,7 +189,8 @@ def architecture(name: str) -> Architecture:
     )
 
 
-# ------------------------------------------------------------------------------------- where weights come from
+# ------------------------------------------------------------------------------------- where weights come
+# from
 HUB_ID = re.compile(r"^[\w.-]+/[\w.-]+$")
 SOURCE_KINDS = ("preset", "hub", "local")
 
@@ -227,7 +228,8 @@ def preset_for(model: str) -> str | None:
 
 
 def resolve_source(model: str) -> ModelSource:
-    """Preset name, existing local directory, or hub id (org/name); anything else is an error naming all three."""
+    """Preset name, existing local directory, or hub id (org/name); anything else is an error naming all
+    three."""
     model = str(model)
     if model in PRESETS:
         return ModelSource("preset", model, model)
@@ -250,7 +252,8 @@ def hub_token() -> str | None:
 
 def check_hub_access(hub_id: str, token: str | None = None, revision: str | None = None) -> str:
     """Fetch the model's config.json (from the cache when offline) BEFORE any weights or process group, so a
-    gated, missing or uncached model fails with what to do, not a stack of OSErrors. Returns its local path."""
+    gated, missing or uncached model fails with what to do, not a stack of OSErrors. Returns its local
+    path."""
     from huggingface_hub import hf_hub_download
     from huggingface_hub.errors import (
         GatedRepoError,
@@ -267,7 +270,8 @@ def check_hub_access(hub_id: str, token: str | None = None, revision: str | None
             f"{hub_id} is a gated model and this token may not download it "
             f"({'no token: set HF_TOKEN' if not token else 'token set, but access not granted'}). Accept the "
             f"licence at https://huggingface.co/{hub_id} with the account that owns the token, wait for the "
-            "approval e-mail, then put that token in the Secret (`kubectl create secret generic hf-token ...`)"
+            "approval e-mail, then put that token in the Secret (`kubectl create secret generic hf-token "
+            "...`)"
         ) from exc
     except RepositoryNotFoundError as exc:
         raise WorkshopError(
@@ -279,12 +283,14 @@ def check_hub_access(hub_id: str, token: str | None = None, revision: str | None
     except (LocalEntryNotFoundError, OfflineModeIsEnabled) as exc:
         offline = os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on")
         raise WorkshopError(
-            f"{hub_id} is not in the hub cache ({os.environ.get('HF_HUB_CACHE') or os.environ.get('HF_HOME') or '~/.cache/huggingface'})"
+            f"{hub_id} is not in the hub cache "
+            f"({os.environ.get('HF_HUB_CACHE') or os.environ.get('HF_HOME') or '~/.cache/huggingface'})"
             + (
                 " and HF_HUB_OFFLINE is set: download it once with network access (`hf download "
                 f"{hub_id}`), or unset HF_HUB_OFFLINE"
                 if offline
-                else " and the hub could not be reached: check the network, or use a preset for an offline run"
+                else " and the hub could not be reached: check the network, or use a preset for an offline "
+                "run"
             )
         ) from exc
 
@@ -294,8 +300,8 @@ def preset_hub_ids() -> str:
 
 
 # ------------------------------------------------------------------------------------- training recipes
-# Fine-tuning real weights: the original workshop's settings (its train.py): lr 2e-5, gradient accumulation 4, bf16,
-# wikitext-2 (empty lines dropped) -- packed here instead of padded to 512, so every token trains.
+# Fine-tuning real weights: the original workshop's settings (its train.py): lr 2e-5, gradient accumulation 4,
+# bf16, wikitext-2 (empty lines dropped) -- packed here instead of padded to 512, so every token trains.
 FINETUNE = {
     "lr": 2e-5,
     "grad_accum": 4,
@@ -306,7 +312,8 @@ FINETUNE = {
     "micro_batch": 1,
     "warmup_steps": 10,
 }
-# From scratch (random weights): the lessons' own numbers; a large lr is what makes a tiny model learn in 20 steps.
+# From scratch (random weights): the lessons' own numbers; a large lr is what makes a tiny model learn in 20
+# steps.
 SCRATCH = {
     "lr": 1e-3,
     "grad_accum": 1,

@@ -1,4 +1,5 @@
-"""Every rate the cost planner uses, with where it came from: measured here, a data sheet, or a stated assumption.
+"""Every rate the cost planner uses, with where it came from: measured here, a data sheet, or a stated
+assumption.
 
 Kept apart from the estimator (workshop.plan.cost) so each number can be read, cited and challenged in one
 place. Measured rates are read from benchmarks/results (chapter 01's GEMM, chapter 04's ceiling share,
@@ -72,7 +73,8 @@ GPUS: dict[str, GpuSpec] = {
             "A10G",
             70.0,
             600.0,
-            "APPROXIMATE: NVIDIA A10 datasheet 125 TFLOPS BF16 dense; AWS's A10G runs lower clocks, ~70 TFLOPS "
+            "APPROXIMATE: NVIDIA A10 datasheet 125 TFLOPS BF16 dense; AWS's A10G runs lower clocks, ~70 "
+            "TFLOPS "
             "as commonly quoted; 600 GB/s GDDR6",
         ),
     ]
@@ -100,7 +102,8 @@ CPU_FAMILIES = ("c7i", "m7i", "r7i", "c8i", "m8i", "r8i")
 # ---------------------------------------------------------------- networks (AWS documentation + assumptions)
 
 FLOW_SOURCE = (
-    "EC2 User Guide, 'Amazon EC2 instance network bandwidth': a single TCP flow (5-tuple) is limited to 5 Gbps "
+    "EC2 User Guide, 'Amazon EC2 instance network bandwidth': a single TCP flow (5-tuple) is limited to 5 "
+    "Gbps "
     "outside a cluster placement group, 10 Gbps inside one; ENA Express raises one flow to 25 Gbps"
 )
 TCP_FLOW_GBPS = {"default": 5.0, "placement_group": 10.0, "ena_express": 25.0}
@@ -209,7 +212,8 @@ def efa_gbytes_per_s(row: InstanceRow) -> float:
 # ---------------------------------------------------------------- prices
 
 PRE_CUT_SOURCE = (
-    "aws.amazon.com/ec2/pricing/on-demand, us-east-1 Linux, as published 2024 (BEFORE AWS cut P4/P5 on-demand "
+    "aws.amazon.com/ec2/pricing/on-demand, us-east-1 Linux, as published 2024 (BEFORE AWS cut P4/P5 "
+    "on-demand "
     "prices by up to 45% in June 2025): check the page, pass --price TYPE=USD"
 )
 # Published us-east-1 on-demand prices the catalog does not carry; dated (see PRE_CUT_SOURCE).

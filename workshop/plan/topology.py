@@ -1,8 +1,10 @@
-"""Facts the chapter-06 model stands on: link bandwidths (with sources), GPU instances, and the original workshop's runs.
+"""Facts the chapter-06 model stands on: link bandwidths (with sources), GPU instances, and the original
+workshop's runs.
 
-Kept apart from the model (workshop.experiments.comms) so that every number a prediction uses can be read, cited
-and challenged in one place. Line rates are published figures; each link's `efficiency` is a STATED
-assumption (the fraction of line rate a large NCCL message reaches), never fitted to the original workshop's table.
+Kept apart from the model (workshop.experiments.comms) so that every number a prediction uses can be read,
+cited and challenged in one place. Line rates are published figures; each link's `efficiency` is a STATED
+assumption (the fraction of line rate a large NCCL message reaches), never fitted to the original workshop's
+table.
 """
 
 from __future__ import annotations
@@ -83,7 +85,8 @@ LINKS: dict[str, Link] = {
             SOCKET_EFFICIENCY,
             "NET/Socket",
             "ENA network card: 100 Gbps line rate; NCCL net_socket.cc uses 2 threads x 8 sockets on ENA",
-            "TCP through host memory; AWS caps a single TCP flow at 5 Gbps (10 inside a cluster placement group)",
+            "TCP through host memory; AWS caps a single TCP flow at 5 Gbps (10 inside a cluster placement "
+            "group)",
         ),
     ]
 }
@@ -161,14 +164,16 @@ def instance(name: str) -> GpuInstance:
 
 ORIGINAL_003 = "the original workshop's chapter 003 (p4d.24xlarge table, NCCL_DEBUG transports)"
 NOT_IN_ORIGINAL = (
-    "not in the original workshop chapters (chapter 003 tables p4d only and leaves its ENI row '???'): a timing "
+    "not in the original workshop chapters (chapter 003 tables p4d only and leaves its ENI row '???'): a "
+    "timing "
     "from the workbook's brief, not reproducible from the original workshop"
 )
 
 
 @dataclass(frozen=True)
 class OriginalRun:
-    """One row of the original workshop's table: Llama-3-8B, ZeRO-3 with CPU offload, 50 optimizer steps, 4 GPUs."""
+    """One row of the original workshop's table: Llama-3-8B, ZeRO-3 with CPU offload, 50 optimizer steps, 4
+    GPUs."""
 
     instance: str
     pods: int
@@ -214,7 +219,8 @@ ORIGINAL_RUNS: list[OriginalRun] = [
 
 @dataclass(frozen=True)
 class OriginalWorkload:
-    """What every run of the original workshop trained (the original workshop's chapter 003's DeepSpeed and Trainer settings)."""
+    """What every run of the original workshop trained (the original workshop's chapter 003's DeepSpeed and
+    Trainer settings)."""
 
     model: str = "llama-3-8b"
     params: int = 8_030_261_248  # the Trainer's "Number of trainable parameters"
@@ -234,13 +240,20 @@ class OriginalWorkload:
 
 CONFOUNDERS: list[str] = [
     (
-        "CPU offload of parameters and optimizer: the step is dominated by host work (CPU Adam, PCIe copies), "
+        "CPU offload of parameters and optimizer: the step is dominated by host work (CPU Adam, PCIe "
+        "copies), "
         "so a faster GPU barely helps (p5's single pod is slower than p4d's)."
     ),
     "Only 1 of the instance's EFA devices per pod in the 4-pod runs (p4d has 4): 100 Gbps per rank, not 400.",
     "Pod placement was not recorded: 4 one-GPU pods may share one node (shared CPU and memory) or not.",
-    "Script version: the original workshop's training script changed between runs; sequence length is not recorded.",
-    "The transport of the g6e and p5 multi-pod runs was not recorded (EFA or plain ENI); p5 is marked for retest.",
+    (
+        "Script version: the original workshop's training script changed between runs; "
+        "sequence length is not recorded."
+    ),
+    (
+        "The transport of the g6e and p5 multi-pod runs was not recorded (EFA or plain ENI); "
+        "p5 is marked for retest."
+    ),
 ]
 
 

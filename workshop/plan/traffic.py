@@ -1,5 +1,5 @@
-"""The traffic model: bytes per ZeRO stage over which wire, the step time they cost, and the original workshop's GPU
-topologies predicted from their single-pod runs. Pure arithmetic: no torch, no processes.
+"""The traffic model: bytes per ZeRO stage over which wire, the step time they cost, and the original
+workshop's GPU topologies predicted from their single-pod runs. Pure arithmetic: no torch, no processes.
 """
 
 from __future__ import annotations
@@ -158,7 +158,8 @@ def original_traffic(w: OriginalWorkload | None = None) -> Traffic:
 def collective_bandwidth(
     instance_name: str, pods: int, network: str | None, *, efa_per_pod: int = 1
 ) -> float:
-    """Effective GB/s of the slowest edge of the ring: NVLink/PCIe inside one pod, the pod's NIC(s) across pods."""
+    """Effective GB/s of the slowest edge of the ring: NVLink/PCIe inside one pod, the pod's NIC(s) across
+    pods."""
     inst = instance(instance_name)
     intra = link(inst.intra_link).effective_gbytes_per_s
     if pods == 1:
@@ -211,7 +212,8 @@ def _predict(
 def original_comparison(
     *, overlap: float = 0.0, efa_per_pod: int = 1, workload: OriginalWorkload | None = None
 ) -> list[OriginalRow]:
-    """Predict every run of the original workshop. Per instance, compute time = its single-pod step minus the modelled comms.
+    """Predict every run of the original workshop. Per instance, compute time = its single-pod step minus the
+    modelled comms.
 
     A multi-pod run whose transport the original workshop did not record is predicted twice (EFA and ENI).
     """

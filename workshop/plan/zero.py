@@ -1,9 +1,10 @@
 """ZeRO stages 1, 2 and 3 side by side: what each shards, what a rank keeps, and what it sends per step.
 
 The memory column is chapter 01's planner (workshop.plan.memory), the traffic column chapter 06's model
-(workshop.experiments.comms.zero_traffic): one table, so the trade is visible in one place. Each stage shards one more
-kind of state and pays for it in traffic: stage 1 the optimizer state (fp32 master + Adam moments), stage 2
-also the gradients, stage 3 also the parameters, which it must then all-gather for every forward and backward.
+(workshop.experiments.comms.zero_traffic): one table, so the trade is visible in one place. Each stage shards
+one more kind of state and pays for it in traffic: stage 1 the optimizer state (fp32 master + Adam moments),
+stage 2 also the gradients, stage 3 also the parameters, which it must then all-gather for every forward and
+backward.
 """
 
 from __future__ import annotations
@@ -31,7 +32,8 @@ def stages(
     seq_len: int = 512,
     dtype: str = "bf16",
 ) -> list[dict]:
-    """One row per ZeRO stage 0-3: model-state GiB per rank (planner) and GB sent per rank per step (model)."""
+    """One row per ZeRO stage 0-3: model-state GiB per rank (planner) and GB sent per rank per step
+    (model)."""
 
     check_choice("dtype", dtype, DTYPES)
     rows = []
@@ -72,7 +74,8 @@ def stages(
 
 def format_stages(rows: list[dict]) -> str:
     head = (
-        f"{'stage':5s} {'states GiB/rank':>15s} {'peak GiB/rank':>13s} {'all-reduce':>10s} {'red.-scatter':>12s} "
+        f"{'stage':5s} {'states GiB/rank':>15s} {'peak GiB/rank':>13s} {'all-reduce':>10s} "
+        f"{'red.-scatter':>12s} "
         f"{'all-gather':>10s} {'sent GB/step':>12s}  shards"
     )
     return "\n".join(
@@ -93,21 +96,28 @@ def format_stages(rows: list[dict]) -> str:
 # stale silently.
 CONFIG_KEYS = {
     "bf16": "mixed precision section",
-    "bf16.enabled": "'auto': the HF integration turns it on when TrainingArguments(bf16=True), i.e. precision bf16",
+    "bf16.enabled": "'auto': the HF integration turns it on when TrainingArguments(bf16=True), i.e. "
+    "precision bf16",
     "zero_optimization": "the ZeRO section",
     "zero_optimization.stage": "0-3: what is sharded (the table above)",
-    "zero_optimization.contiguous_gradients": "copy gradients into one flat buffer as they are produced: fewer, "
+    "zero_optimization.contiguous_gradients": "copy gradients into one flat buffer as they are produced: "
+    "fewer, "
     "larger reduce-scatters and less fragmentation",
-    "zero_optimization.overlap_comm": "overlap reduce-scatter with the backward pass; off here: on CPU the same "
+    "zero_optimization.overlap_comm": "overlap reduce-scatter with the backward pass; off here: on CPU the "
+    "same "
     "cores compute and communicate, so overlap only adds buffers",
-    "zero_optimization.offload_optimizer": "keep the optimizer state in host memory and step it with DeepSpeed's "
+    "zero_optimization.offload_optimizer": "keep the optimizer state in host memory and step it with "
+    "DeepSpeed's "
     "CPU Adam (for GPUs; on a CPU it only adds copies)",
     "zero_optimization.offload_optimizer.device": "'cpu' (or 'nvme')",
-    "zero_optimization.offload_param": "keep the parameter partitions in host memory between uses (ZeRO-3 only)",
+    "zero_optimization.offload_param": "keep the parameter partitions in host memory between uses (ZeRO-3 "
+    "only)",
     "zero_optimization.offload_param.device": "'cpu' (or 'nvme')",
-    "zero_optimization.stage3_gather_16bit_weights_on_model_save": "on save, gather the partitions into whole "
+    "zero_optimization.stage3_gather_16bit_weights_on_model_save": "on save, gather the partitions into "
+    "whole "
     "16-bit weights that from_pretrained can load",
-    "zero_optimization.stage3_param_persistence_threshold": "parameters smaller than this stay whole on every rank "
+    "zero_optimization.stage3_param_persistence_threshold": "parameters smaller than this stay whole on "
+    "every rank "
     "(not worth a gather)",
     "zero_optimization.stage3_prefetch_bucket_size": "elements fetched ahead of use per all-gather bucket",
     "zero_optimization.stage3_max_live_parameters": "most gathered elements kept alive at once",
@@ -117,7 +127,8 @@ CONFIG_KEYS = {
     "train_micro_batch_size_per_gpu": "'auto': the per-rank micro-batch (a CPU rank counts as a 'gpu' here)",
     "steps_per_print": "DeepSpeed's own progress print, silenced: the entry point prints METRIC lines",
     "wall_clock_breakdown": "per-phase timers (forward/backward/step); off, they add synchronisation",
-    "zero_allow_untested_optimizer": "let ZeRO wrap the HF Trainer's torch AdamW (DeepSpeed calls it untested)",
+    "zero_allow_untested_optimizer": "let ZeRO wrap the HF Trainer's torch AdamW (DeepSpeed calls it "
+    "untested)",
     "optimizer": "DeepSpeed's own optimizer section (needed for CPU Adam with optimizer offload)",
     "optimizer.type": "AdamW, implemented by DeepSpeed's CPU Adam when offloaded",
     "optimizer.params": "'auto' values from TrainingArguments",
@@ -126,7 +137,8 @@ CONFIG_KEYS = {
     "optimizer.params.eps": "'auto': adam_epsilon",
     "optimizer.params.weight_decay": "'auto': weight_decay",
     "checkpoint": "checkpoint options",
-    "checkpoint.use_node_local_storage": "each node writes its own ranks' files (no shared filesystem; S3 sync)",
+    "checkpoint.use_node_local_storage": "each node writes its own ranks' files (no shared filesystem; S3 "
+    "sync)",
 }
 
 

@@ -26,7 +26,8 @@ class Zero3Settings:
 
 @dataclass(frozen=True)
 class Zero3Calls:
-    """Collective calls and full-buffer bytes per optimizer step, derived from the model's parameter shapes."""
+    """Collective calls and full-buffer bytes per optimizer step, derived from the model's parameter
+    shapes."""
 
     params: int
     partitioned: int  # elements of partitioned parameters
@@ -70,7 +71,8 @@ def zero3_calls(
     bytes_per_param: int = 2,
     settings: Zero3Settings | None = None,
 ) -> Zero3Calls:
-    """Count ZeRO-3's collectives from the architecture (meta device, no weights), the way DeepSpeed issues them.
+    """Count ZeRO-3's collectives from the architecture (meta device, no weights), the way DeepSpeed issues
+    them.
 
     - A parameter with at most `param_persistence_threshold` elements stays whole on every rank; after each
       optimizer step DeepSpeed all-gathers the updated persistent parameters, ONE CALL PER PARAMETER, all

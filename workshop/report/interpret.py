@@ -32,8 +32,8 @@ def machine(d: hardware.Detection | None = None) -> str:
 def measured_on(result: Mapping[str, Any] | None) -> str:
     """'CPU isa, N CPUs, date' of a stored result (what a figure's title and a table's column name).
 
-    Results record their machine under one of three keys, by age: "env" (comms, loading), "machine"
-    (ceiling), "peaks" (the paired benchmarks); all are read here, so no reader says "not recorded" wrongly."""
+    Results record their machine under one of three keys, by age: "env" (comms, loading), "machine" (ceiling),
+    "peaks" (the paired benchmarks); all are read here, so no reader says "not recorded" wrongly."""
     if not result:
         return "-"
     env = {**(result.get("peaks") or {}), **(result.get("machine") or {}), **(result.get("env") or {})}
@@ -89,7 +89,8 @@ def gemm(summary: hardware.GemmSummary, d: hardware.Detection) -> str:
             + _(" (oneDNN ran {kernel})").format(kernel=kernel)
         )
         return _(
-            "On this machine ({where}) bf16 GEMMs ran x{ratio:.2f} as fast as fp32: {why}. Train in bf16 here."
+            "On this machine ({where}) bf16 GEMMs ran x{ratio:.2f} as fast as fp32: {why}. Train in bf16 "
+            "here."
         ).format(where=where, ratio=ratio, why=why)
     if ratio >= 0.8:
         return _(
@@ -150,7 +151,8 @@ def loading(
                 else ""
             )
         )
-    # What a rank needs at worst: its peak while loading, or its resident size once every weight has been read.
+    # What a rank needs at worst: its peak while loading, or its resident size once every weight has been
+    # read.
     need: dict[str, float] = {}
     for r in rows:
         need[r["method"]] = max(need.get(r["method"], 0.0), r["peak_rss_gb"], r.get("used_rss_gb") or 0.0)
@@ -165,7 +167,8 @@ def loading(
     best = min(need, key=need.__getitem__)
     out.append(
         _(
-            "least memory any rank needs at N = {n}: {best} ({gb:.2f} GB, x{share:.2f} of naive's {naive:.2f} GB)"
+            "least memory any rank needs at N = {n}: {best} ({gb:.2f} GB, x{share:.2f} of naive's "
+            "{naive:.2f} GB)"
         ).format(n=world_size, best=best, gb=need[best], share=need[best] / naive, naive=naive)
     )
     one = {r["method"]: r["peak_rss_gb"] for r in table if r["world_size"] == 1}
@@ -191,7 +194,8 @@ def threads(rows: Sequence[Mapping[str, Any]], cores: int, nproc: int) -> str:
     gain = best["tokens_per_s"] / worst["tokens_per_s"]
     over = [r for r in rows if nproc * r["threads"] > cores]
     line = _(
-        "fastest here: {best} at {tps:.0f} tokens/s, x{gain:.2f} the slowest ({worst}), on {cores} physical cores."
+        "fastest here: {best} at {tps:.0f} tokens/s, x{gain:.2f} the slowest ({worst}), on {cores} physical "
+        "cores."
     ).format(best=best["label"], tps=best["tokens_per_s"], gain=gain, worst=worst["label"], cores=cores)
     if gain < 1.05:
         line += _(" Within 5%: on this machine the thread count barely matters for this model.")
@@ -251,7 +255,9 @@ def ceiling(res: Mapping[str, Any]) -> list[str]:
                 else ""
             )
         )
-    if pct > 100:  # the step cannot beat its own matmuls: the ceiling probe ran slow (contended cores, clocks)
+    if (
+        pct > 100
+    ):  # the step cannot beat its own matmuls: the ceiling probe ran slow (contended cores, clocks)
         out.append(
             _(
                 "Over 100% means the ceiling was measured low, not that the step beat its matmuls: something "
@@ -263,7 +269,8 @@ def ceiling(res: Mapping[str, Any]) -> list[str]:
     out.append(
         _(
             "The other {rest:.0f}% is what the step spends beyond those matmuls at that rate: attention, "
-            "norms, activations, the loss, the optimizer and the all-reduce (each a pass over memory), and its "
+            "norms, activations, the loss, the optimizer and the all-reduce (each a pass over memory), and "
+            "its "
             "matmuls running below the ceiling between them. That work grows with the model's width, the "
             "matmuls with its square: the share rises with the model."
         ).format(rest=100 - pct)
@@ -327,7 +334,8 @@ def bandwidth(
     if len(walls) == len(ok):
         out.append(
             _(
-                "wall time per cap (start-up included; DeepSpeed's ops and the tokenizer were built before the "
+                "wall time per cap (start-up included; DeepSpeed's ops and the tokenizer were built before "
+                "the "
                 "first one): {walls}"
             ).format(walls=", ".join(f"{r['rate']} {r['wall_s']:.0f} s" for r in ok))
         )
@@ -351,11 +359,13 @@ def bandwidth(
     return out
 
 
-# ---------------------------------------------------------------- chapter 06: the model against the original workshop
+# ---------------------------------------------------------------- chapter 06: the model against the original
+# workshop
 
 
 def original_model(rows) -> list[str]:
-    """Per multi-pod row: over or under, and for unrecorded transports which prediction the measurement is near."""
+    """Per multi-pod row: over or under, and for unrecorded transports which prediction the measurement is
+    near."""
     multi = [r for r in rows if r.pods > 1]
     under = [r.label for r in multi if r.error < -0.05]
     over = [r.label for r in multi if r.error > 0.05]
@@ -415,7 +425,8 @@ def cost_plans(plans: Sequence[Any], original: Any | None = None) -> list[str]:
     cpu = next((p for p in plans if p.device == "cpu"), None)
     out = [
         (
-            f"Cheapest: {best.label} ({best.nodes * best.procs_per_node} ranks, ZeRO-{best.zero_stage}, micro-batch "
+            f"Cheapest: {best.label} ({best.nodes * best.procs_per_node} ranks, ZeRO-{best.zero_stage}, "
+            "micro-batch "
             f"{best.micro_batch}): {best.hours:.3g} h and ${best.usd:,.0f} for {best.tokens:.3g} tokens, "
             f"${best.usd_per_mtok:.2f} per million tokens, {best.bound}-bound."
         )
@@ -428,16 +439,19 @@ def cost_plans(plans: Sequence[Any], original: Any | None = None) -> list[str]:
     if original is not None:
         out.append(
             f"The original workshop's {original.label} (gloo, ZeRO-{original.zero_stage}, micro-batch "
-            f"{original.micro_batch}): {original.gb_per_rank_per_step / original.grad_accum:.1f} GB per rank per "
+            f"{original.micro_batch}): {original.gb_per_rank_per_step / original.grad_accum:.1f} GB per rank "
+            "per "
             f"micro-step over {original.link_gbytes_per_s:.2f} GB/s = {original.comm_s:.0f} s of collectives "
             f"against {original.compute_s:.1f} s of compute per step: {original.bound}-bound, "
-            f"{original.hours:,.0f} h and ${original.usd:,.0f}. {original.hint[:1].upper()}{original.hint[1:]}."
+            f"{original.hours:,.0f} h and ${original.usd:,.0f}. "
+            f"{original.hint[:1].upper()}{original.hint[1:]}."
         )
     return out
 
 
 def before_submit(plan: Any, steps: int) -> str:
-    """Chapter 05's sentence before anything is submitted: the chosen plan's predicted time and cost for the job."""
+    """Chapter 05's sentence before anything is submitted: the chosen plan's predicted time and cost for the
+    job."""
     tokens = steps * plan.micro_batch * plan.seq_len * plan.grad_accum * plan.nodes * plan.procs_per_node
     hours = steps * plan.step_time_s / 3600
     usd = f"${hours * plan.usd_per_hour:,.0f}" if plan.usd_per_hour is not None else "an unknown price"
@@ -445,8 +459,11 @@ def before_submit(plan: Any, steps: int) -> str:
         f"Plan: {plan.label}, {plan.procs_per_node} rank(s) per node x {plan.threads_per_rank} threads, "
         f"ZeRO-{plan.zero_stage}, micro-batch {plan.micro_batch} x {plan.seq_len} tokens, accumulation "
         f"{plan.grad_accum}{', checkpointing' if plan.grad_ckpt else ''}. Predicted before submitting: "
-        f"{plan.step_time_s:.0f} s per step ({plan.compute_s:.0f} s compute, {plan.comm_s:.0f} s collectives, "
-        f"{plan.bound}-bound), so this TrainJob's {steps} steps ({tokens:,} tokens) take {hours:.1f} h and cost "
-        f"{usd} on demand; the whole budget of {plan.tokens:.3g} tokens: {plan.hours:.1f} h, ${plan.usd:,.0f}. "
+        f"{plan.step_time_s:.0f} s per step ({plan.compute_s:.0f} s compute, {plan.comm_s:.0f} s "
+        "collectives, "
+        f"{plan.bound}-bound), so this TrainJob's {steps} steps ({tokens:,} tokens) take {hours:.1f} h and "
+        "cost "
+        f"{usd} on demand; the whole budget of {plan.tokens:.3g} tokens: {plan.hours:.1f} h, "
+        f"${plan.usd:,.0f}. "
         f"{plan.hint[:1].upper()}{plan.hint[1:]}."
     )

@@ -1,8 +1,9 @@
-"""Figures for the notebooks: each function takes data and a path, saves a PNG (Agg backend), returns the path.
+"""Figures for the notebooks: each function takes data and a path, saves a PNG (Agg backend), returns the
+path.
 
-The path it returns is a `Figure`: still a path (print it, open it, pass it on), and also the picture when it is
-the last value of a notebook cell, so the figure shows inline on the first Run All, in JupyterLab, in papermill's
-saved output and in nbval alike, without a markdown image that points at a file not yet written.
+The path it returns is a `Figure`: still a path (print it, open it, pass it on), and also the picture when it
+is the last value of a notebook cell, so the figure shows inline on the first Run All, in JupyterLab, in
+papermill's saved output and in nbval alike, without a markdown image that points at a file not yet written.
 """
 
 from __future__ import annotations
@@ -48,7 +49,8 @@ def _save(fig, path, *, rect=None) -> Figure:
 
 
 def plot_original_prediction(rows: list[dict], path) -> Path:
-    """Predicted vs measured seconds per optimizer step for every topology of the original workshop (bars side by side)."""
+    """Predicted vs measured seconds per optimizer step for every topology of the original workshop (bars side
+    by side)."""
     fig, ax = plt.subplots(figsize=(9, 4.2))
     labels = [r["label"].replace(" x ", "x").replace(".48xlarge", "").replace(".24xlarge", "") for r in rows]
     xs = range(len(rows))
@@ -134,11 +136,13 @@ def plot_local_prediction(rows: list[dict], path, *, machine: str = "machine not
 
 
 def plot_gemm_tflops(results: list[GemmCell], peaks: dict, path, *, machine: str = "") -> Path:
-    """bf16 vs fp32 GEMM TFLOPS by size (median bar, best-worst whisker) at each thread count, with peak lines.
+    """bf16 vs fp32 GEMM TFLOPS by size (median bar, best-worst whisker) at each thread count, with peak
+    lines.
 
     `results` rows have size, dtype, threads, median_tflops, best_tflops, worst_tflops. `peaks` maps each
-    thread count to {label: TFLOPS} (`hardware.summarize(...)["peaks_by_threads"]`): every panel draws the peaks
-    of ITS thread count, so a 1-thread bar is read against a 1-core peak. The legend sits below the panels.
+    thread count to {label: TFLOPS} (`hardware.summarize(...)["peaks_by_threads"]`): every panel draws the
+    peaks of ITS thread count, so a 1-thread bar is read against a 1-core peak. The legend sits below the
+    panels.
     """
     threads = sorted({r["threads"] for r in results})
     fig, axes = plt.subplots(1, len(threads), figsize=(4.6 * len(threads), 4.4), squeeze=False, sharey=True)
@@ -183,8 +187,10 @@ def plot_memory_stages(rows: list[StageRow], path) -> Path:
     fig, ax = plt.subplots(figsize=(9, 4.2))
     xs = range(len(rows))
     ax.bar([x - 0.2 for x in xs], [r["plan_gib"] for r in rows], 0.4, label="planner")
-    seed = [(x, v) for x, r in zip(xs, rows) if (v := r.get("original_gib")) is not None]
-    ax.bar([x + 0.2 for x, _ in seed], [v for _, v in seed], 0.4, label="original workshop (measured)")
+    original = [(x, v) for x, r in zip(xs, rows) if (v := r.get("original_gib")) is not None]
+    ax.bar(
+        [x + 0.2 for x, _ in original], [v for _, v in original], 0.4, label="original workshop (measured)"
+    )
     labels = [
         textwrap.fill(r["stage"].replace("After ", "").replace("initializing", "init"), 24) for r in rows
     ]
@@ -320,7 +326,8 @@ def plot_loading_peaks(
 def plot_bench_recipes(bars: list[dict], path, *, machine: str = "") -> Path:
     """Median useful tokens/s per training variant (log scale) with min-max whiskers over interleaved runs.
 
-    `bars` rows have label, median, min, max (a workshop.experiments.bench Stats as dict plus a label), slowest first.
+    `bars` rows have label, median, min, max (a workshop.experiments.bench Stats as dict plus a label),
+    slowest first.
     """
     fig, ax = plt.subplots(figsize=(7.5, 3.8))
     xs = range(len(bars))
@@ -352,7 +359,8 @@ def plot_ceiling(
     """Per lever: the step's model-FLOP rate as % of the same cores' GEMM ceiling (left) and its effect on
     tokens/s against its base (right); whiskers are min-max over interleaved rounds.
 
-    `rows` are workshop.experiments.ceiling.rows() of measured levers (pct_of_ceiling, pct_range, effect, effect_range).
+    `rows` are workshop.experiments.ceiling.rows() of measured levers (pct_of_ceiling, pct_range, effect,
+    effect_range).
     """
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 0.42 * len(rows) + 1.6), sharey=True)
     ys = list(range(len(rows)))[::-1]
@@ -413,7 +421,8 @@ def plot_pool_admission(
 ) -> Path:
     """vCPUs vs memory of every candidate type, marked by which pool admits it (the plan's memory as a line).
 
-    rows: dicts with instance_type, vcpus, memory_gib, workbook (bool), original (bool): the original workshop's pool.
+    rows: dicts with instance_type, vcpus, memory_gib, workbook (bool), original (bool): the original
+    workshop's pool.
     """
     fig, ax = plt.subplots(figsize=(8.5, 4.6))
     # drawn bottom to top; hollow rings stay visible where two types share vCPUs and memory (48xlarge / metal)
