@@ -20,6 +20,7 @@ from functools import lru_cache
 from typing import Any
 
 from workshop.errors import WorkshopError, check_choice, check_positive, report
+from workshop.lang import _
 from workshop.plan import rates
 from workshop.plan.catalog import InstanceRow, instance_info, list_instances
 from workshop.plan.memory import PlanOptions, Recommendation, fit_instance, plan_memory, recommend_instance
@@ -406,7 +407,7 @@ def _fits(row: InstanceRow, job: Job, opts: Options) -> bool:
         "grad_ckpt": job.grad_ckpt,
         "dtype": job.precision,
     }
-    got, _ = fit_instance(
+    got, _why = fit_instance(
         row,
         model=opts.model,
         nodes=job.nodes,
@@ -472,7 +473,7 @@ def rank(opts: Options) -> list[Plan]:
     """Best plan per (instance type, node count) that fits, cheapest first, Pareto front marked, hinted."""
     _validate(opts)
     arch = architecture(opts.model)
-    rows, _ = list_instances(list(opts.families), source=opts.source)
+    rows, _source = list_instances(list(opts.families), source=opts.source)
     rows = [r for r in rows if not r.bare_metal]  # a metal size is its 48xlarge/24xlarge twin, same price
     plans = [p for r in rows for n in opts.nodes if (p := best_for(r, n, opts, arch)) is not None]
     if not plans:
@@ -568,49 +569,59 @@ def _variant(plan: Plan, opts: Options, arch: Architecture, row: InstanceRow, **
 
 
 def hint(plan: Plan, opts: Options, arch: Architecture, rows: list[InstanceRow]) -> str:
-    """The one change that helps this plan most, computed by re-estimating it."""
+    """The one change that helps this plan most, computed by re-estimating it (in the learner's language)."""
     row = next(r for r in rows if r.instance_type == plan.instance_type)
     if plan.usd is None:
-        return f"{plan.bound}-bound; no price known: --price {plan.instance_type}=USD ranks it"
+        return _("{bound}-bound; no price known: --price {instance}=USD ranks it").format(
+            bound=plan.bound, instance=plan.instance_type
+        )
     usd = plan.usd
     if plan.nodes > 1:
         one = best_for(row, 1, opts, arch)
         if one and one.usd is not None and one.usd < usd:
-            return (
-                f"one node holds it: 1 x {row.instance_type} costs ${one.usd:,.0f} in {one.hours:.3g} h "
-                f"(no network in the step) instead of ${usd:,.0f}"
-            )
+            return _(
+                "one node holds it: 1 x {instance} costs ${one_usd:,.0f} in {hours:.3g} h "
+                "(no network in the step) instead of ${usd:,.0f}"
+            ).format(instance=row.instance_type, one_usd=one.usd, hours=one.hours, usd=usd)
     if plan.bound == "network":
         more = _variant(plan, opts, arch, row, micro_batch=plan.micro_batch * 4)
         if more and more.usd:
-            return (
-                f"network-bound ({plan.comm_s:.3g} s of {plan.step_time_s:.3g} s): 4x the tokens per "
-                f"micro-step (micro-batch {more.micro_batch}) cuts the cost x{usd / more.usd:.1f}"
+            return _(
+                "network-bound ({comm:.3g} s of {step:.3g} s): 4x the tokens per "
+                "micro-step (micro-batch {micro_batch}) cuts the cost x{factor:.1f}"
+            ).format(
+                comm=plan.comm_s, step=plan.step_time_s, micro_batch=more.micro_batch, factor=usd / more.usd
             )
         if plan.device == "cpu" and not opts.ena_express:
             fast = _variant(plan, opts, arch, row, ena_express=True)
             if fast and fast.usd:
-                return (
-                    f"network-bound ({plan.comm_s:.3g} s of {plan.step_time_s:.3g} s per step): ENA Express "
-                    f"(25 Gbps per flow) cuts the cost x{usd / fast.usd:.1f}"
-                )
-        return f"network-bound: {plan.comm_s:.3g} s of {plan.step_time_s:.3g} s per step is collectives"
+                return _(
+                    "network-bound ({comm:.3g} s of {step:.3g} s per step): ENA Express "
+                    "(25 Gbps per flow) cuts the cost x{factor:.1f}"
+                ).format(comm=plan.comm_s, step=plan.step_time_s, factor=usd / fast.usd)
+        return _("network-bound: {comm:.3g} s of {step:.3g} s per step is collectives").format(
+            comm=plan.comm_s, step=plan.step_time_s
+        )
     if plan.bound == "compute":
         more = _variant(plan, opts, arch, row, nodes=plan.nodes * 2)
         if more and more.usd:
-            return (
-                f"compute-bound ({plan.compute_s:.3g} s of {plan.step_time_s:.3g} s): 2x the nodes -> "
-                f"{more.hours:.3g} h for ${more.usd:,.0f}"
-            )
-        return f"compute-bound: {plan.compute_s:.3g} s of {plan.step_time_s:.3g} s per step is model FLOPs"
+            return _(
+                "compute-bound ({compute:.3g} s of {step:.3g} s): 2x the nodes -> {hours:.3g} h for "
+                "${usd:,.0f}"
+            ).format(compute=plan.compute_s, step=plan.step_time_s, hours=more.hours, usd=more.usd)
+        return _("compute-bound: {compute:.3g} s of {step:.3g} s per step is model FLOPs").format(
+            compute=plan.compute_s, step=plan.step_time_s
+        )
     if plan.bound == "memory":
         more = _variant(plan, opts, arch, row, grad_accum=plan.grad_accum * 4)
         if more and more.usd:
-            return f"optimizer-bound: 4x gradient accumulation cuts the cost x{usd / more.usd:.1f}"
+            return _("optimizer-bound: 4x gradient accumulation cuts the cost x{factor:.1f}").format(
+                factor=usd / more.usd
+            )
     off = _variant(plan, opts, arch, row, offload_param=False)
     if off and off.usd and plan.offload_param:
-        return f"offload-bound: without parameter offload it costs ${off.usd:,.0f}"
-    return f"{plan.bound}-bound"
+        return _("offload-bound: without parameter offload it costs ${usd:,.0f}").format(usd=off.usd)
+    return _("{bound}-bound").format(bound=plan.bound)
 
 
 def plan_options(plan: Plan) -> PlanOptions:

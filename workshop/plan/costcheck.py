@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from workshop.lang import _
 from workshop.plan import rates
 from workshop.plan.catalog import instance_info
 from workshop.plan.cost import Job, Node, Options, estimate, node_for, zero3_for
@@ -124,9 +125,12 @@ def local_rows() -> list[CheckRow]:
                 LOCAL_TARGET,
                 f"comms.json 'local' ({comms['date']}); compute at this machine's 1-rank rate {rate:.3f} "
                 "TFLOPS",
-                f"comm {p.comm_s:.3f} s (gloo fit {p.link_gbytes_per_s:.2f} GB/s) + optimizer "
-                f"{p.optimizer_s:.3f} s "
-                f"+ compute {p.compute_s:.3f} s; a miss is the 2-rank slowdown of 2 ranks on 2 shared cores",
+                _(
+                    "comm {comm:.3f} s (gloo fit {link:.2f} GB/s) + optimizer {optimizer:.3f} s + compute "
+                    "{compute:.3f} s; a miss is the 2-rank slowdown of 2 ranks on 2 shared cores"
+                ).format(
+                    comm=p.comm_s, link=p.link_gbytes_per_s, optimizer=p.optimizer_s, compute=p.compute_s
+                ),
             )
         )
     tiny = architecture("tiny")
@@ -156,11 +160,20 @@ def local_rows() -> list[CheckRow]:
                 "s/step",
                 LOCAL_TARGET,
                 "netsim.json (network namespaces, tc cap)",
-                f"network term: {p.gb_per_rank_per_step * 1e3:.0f} MB at {p.link_gbytes_per_s:.3f} GB/s = "
-                f"{p.comm_s:.3f} s; the measured slow-vs-fast cap gap is {gap_m:.3f} s against {gap_p:.3f} s "
-                f"predicted (the capped TCP link delivers ~{gap_p / gap_m:.0%} of the modelled rate); "
-                "compute "
-                f"{p.compute_s:.3f} s is from a separate 1-rank session",
+                _(
+                    "network term: {mb:.0f} MB at {link:.3f} GB/s = {comm:.3f} s; the measured slow-vs-fast "
+                    "cap gap is {gap_m:.3f} s against {gap_p:.3f} s predicted (the capped TCP link delivers "
+                    "~{share:.0%} of the modelled rate); compute {compute:.3f} s is from a separate 1-rank "
+                    "session"
+                ).format(
+                    mb=p.gb_per_rank_per_step * 1e3,
+                    link=p.link_gbytes_per_s,
+                    comm=p.comm_s,
+                    gap_m=gap_m,
+                    gap_p=gap_p,
+                    share=gap_p / gap_m,
+                    compute=p.compute_s,
+                ),
             )
         )
     return rows
@@ -184,11 +197,17 @@ def p4d_rows() -> list[CheckRow]:
                 "s/step",
                 None if r.fitted else LOCAL_TARGET,
                 ORIGINAL_003 if r.network != "eni" else "the workbook's brief (not in the original chapters)",
-                "fitted: compute = this run minus modelled comms"
+                _("fitted: compute = this run minus modelled comms")
                 if r.fitted
-                else f"collectives {r.collective_s:.1f} s over "
-                f"{'1 EFA of 4' if r.network == 'efa' else 'ENI TCP'}"
-                f" + PCIe {r.pcie_s:.1f} s; compute {r.compute_s:.1f} s fitted on the 1-pod run",
+                else _(
+                    "collectives {collectives:.1f} s over {link} + PCIe {pcie:.1f} s; compute "
+                    "{compute:.1f} s fitted on the 1-pod run"
+                ).format(
+                    collectives=r.collective_s,
+                    link=_("1 EFA of 4") if r.network == "efa" else "ENI TCP",
+                    pcie=r.pcie_s,
+                    compute=r.compute_s,
+                ),
             )
         )
     return out
@@ -231,9 +250,17 @@ def original_gpu_rows(source: str | None = None) -> list[CheckRow]:
                 "s/step",
                 None,
                 run.source,
-                f"compute {p.compute_s:.1f} s + comm {p.comm_s:.1f} s + PCIe {p.pcie_s:.1f} s + Adam "
-                f"{p.optimizer_s:.1f} s: the {measured - p.step_time_s:.0f} s missing is host work of the "
-                "offloaded step (CPU Adam, pinned copies, per-layer fetches) the estimator has no term for",
+                _(
+                    "compute {compute:.1f} s + comm {comm:.1f} s + PCIe {pcie:.1f} s + Adam "
+                    "{optimizer:.1f} s: the {missing:.0f} s missing is host work of the offloaded step (CPU "
+                    "Adam, pinned copies, per-layer fetches) the estimator has no term for"
+                ).format(
+                    compute=p.compute_s,
+                    comm=p.comm_s,
+                    pcie=p.pcie_s,
+                    optimizer=p.optimizer_s,
+                    missing=measured - p.step_time_s,
+                ),
             )
         )
     return rows
@@ -293,9 +320,16 @@ def published_rows() -> list[CheckRow]:
                 "tok/s/GPU",
                 PUBLISHED_TARGET,
                 MOSAIC + ("; 1600 Gbps RoCE between nodes" if nodes > 1 else ""),
-                f"compute term: the run reached ~{mfu:.0%} of dense peak"
-                f"{' (recompute counted)' if ckpt else ''}, the stated MFU is {rates.GPU_MFU.value:.0%}; "
-                f"comm {p.comm_s:.2f} s of a {p.step_time_s:.2f} s step",
+                _(
+                    "compute term: the run reached ~{mfu:.0%} of dense peak{recompute}, the stated MFU is "
+                    "{stated:.0%}; comm {comm:.2f} s of a {step:.2f} s step"
+                ).format(
+                    mfu=mfu,
+                    recompute=_(" (recompute counted)") if ckpt else "",
+                    stated=rates.GPU_MFU.value,
+                    comm=p.comm_s,
+                    step=p.step_time_s,
+                ),
             )
         )
     return rows
@@ -310,7 +344,7 @@ def format_checks(rows: list[CheckRow]) -> str:
     head = f"{'check':<46} {'predicted':>10} {'measured':>10} {'unit':<9} {'error':>7} {'target':>6}  ok"
     lines = [head, "-" * len(head)]
     for r in rows:
-        ok = {True: "yes", False: "MISS", None: "-"}[r.within]
+        ok = {True: _("yes"), False: _("MISS"), None: "-"}[r.within]  # the last column: its width is free
         tgt = f"{r.target:.0%}" if r.target is not None else "-"
         lines.append(
             f"{r.check[:46]:<46} {r.predicted:>10.4g} {r.measured:>10.4g} {r.unit:<9} {r.error:>+7.1%} "

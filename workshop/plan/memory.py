@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass, field
 from typing import TypedDict
 
 from workshop.errors import WorkshopError, check_choice, check_positive, report
+from workshop.lang import _
 from workshop.plan.catalog import PRICE_SOURCE, InstanceRow, list_instances
 from workshop.plan.models import Architecture, architecture
 
@@ -597,9 +598,13 @@ def fit_instance(
     gpu = row.gpus > 0
     ppn = procs_per_node or (row.gpus if gpu else 1)
     if gpu and ppn > row.gpus:
-        return None, f"{ppn} ranks per node but {row.instance_type} has {row.gpus} GPU(s)"
+        return None, _("{ppn} ranks per node but {instance} has {gpus} GPU(s)").format(
+            ppn=ppn, instance=row.instance_type, gpus=row.gpus
+        )
     if not gpu and ppn > row.cores:
-        return None, f"{ppn} ranks per node but only {row.cores} physical cores"
+        return None, _("{ppn} ranks per node but only {cores} physical cores").format(
+            ppn=ppn, cores=row.cores
+        )
     plan = plan_memory(
         model, world_size=nodes * ppn, procs_per_node=ppn, device="gpu" if gpu else "cpu", **plan_kw
     )
@@ -608,11 +613,13 @@ def fit_instance(
     if gpu:
         dev_need = plan.device_bytes / GiB * (1 + headroom)
         if dev_need > row.gpu_memory_gib:
-            return None, (
-                f"{dev_need:.1f} GiB per GPU with headroom > {row.gpu_memory_gib:.0f} GiB ({row.gpu_name})"
+            return None, _("{need:.1f} GiB per GPU with headroom > {have:.0f} GiB ({gpu})").format(
+                need=dev_need, have=row.gpu_memory_gib, gpu=row.gpu_name
             )
     if host_need > mem_alloc:
-        return None, f"needs {host_need:.0f} GiB host memory with headroom > {mem_alloc:.0f} GiB allocatable"
+        return None, _("needs {need:.0f} GiB host memory with headroom > {alloc:.0f} GiB allocatable").format(
+            need=host_need, alloc=mem_alloc
+        )
     return {
         "plan": plan,
         "ppn": ppn,
@@ -662,7 +669,7 @@ def recommend(
     }
     plan_memory(model, world_size=1, **plan_kw)  # validate model and options before any catalog query
     families = [families] if isinstance(families, str) else list(families)
-    rows, _ = list_instances(families, source=source)
+    rows, _source = list_instances(families, source=source)
     node_counts = [nodes] if nodes else [1, 2, 4, 8, 16, 32]
     why_not: dict[str, str] = {}
     for n in node_counts:
@@ -670,7 +677,7 @@ def recommend(
         fits = []
         for r in rows:
             if need_efa and not r.efa:
-                why_not[r.instance_type] = "no EFA (needed between nodes)"
+                why_not[r.instance_type] = _("no EFA (needed between nodes)")
                 continue
             got, why = fit_instance(
                 r, model=model, nodes=n, procs_per_node=procs_per_node, headroom=headroom, plan_kw=plan_kw
@@ -700,7 +707,9 @@ def recommend(
             return rec
     biggest = max(rows, key=lambda r: (r.memory_gib, r.gpus), default=None)
     detail = (
-        f"; largest candidate {biggest.instance_type}: {why_not.get(biggest.instance_type)}"
+        _("; largest candidate {instance}: {why}").format(
+            instance=biggest.instance_type, why=why_not.get(biggest.instance_type)
+        )
         if biggest
         else ""
     )
@@ -708,13 +717,24 @@ def recommend(
     # offload moves state from GPU memory to the host; on a CPU node everything is host memory already, and
     # offloading only adds CPU Adam's fp32 gradient copy
     opts = (
-        "more nodes, "
-        + ("--offload-optimizer/--offload-param, " if gpu else "")
-        + "gradient checkpointing, a smaller micro-batch, or a larger family"
+        _(
+            "more nodes, --offload-optimizer/--offload-param, gradient checkpointing, a smaller "
+            "micro-batch, or a larger family"
+        )
+        if gpu
+        else _("more nodes, gradient checkpointing, a smaller micro-batch, or a larger family")
     )
     raise WorkshopError(
-        f"nothing fits: {model} with ZeRO-{zero_stage} on {nodes or 'up to 32'} node(s) of "
-        f"{', '.join(families)}{detail}. Try {opts}."
+        _(
+            "nothing fits: {model} with ZeRO-{zero} on {nodes} node(s) of {families}{detail}. Try {options}."
+        ).format(
+            model=model,
+            zero=zero_stage,
+            nodes=nodes or _("up to 32"),
+            families=", ".join(families),
+            detail=detail,
+            options=opts,
+        )
     )
 
 
@@ -748,8 +768,9 @@ def _constraints(rec, rows, need_efa, efa, families, **kw) -> list[str]:
     if need_efa:
         with_efa = sorted({r.instance_type.split(".")[1] for r in rows if r.efa})
         out.append(
-            f"Multi-node needs EFA, which in {'/'.join(families)} only the {', '.join(with_efa) or 'no'} "
-            f"size(s) offer."
+            _("Multi-node needs EFA, which in {families} only the {sizes} size(s) offer.").format(
+                families="/".join(families), sizes=", ".join(with_efa) or _("no")
+            )
         )
         if efa is None:
             try:
@@ -766,20 +787,29 @@ def _constraints(rec, rows, need_efa, efa, families, **kw) -> list[str]:
             except WorkshopError:
                 alt = None
             if alt and alt.instance_type != rec.instance_type:
-                cost = f" at ${alt.hourly_cost_usd:.2f}/h" if alt.hourly_cost_usd is not None else ""
+                cost = (
+                    _(" at ${usd:.2f}/h").format(usd=alt.hourly_cost_usd)
+                    if alt.hourly_cost_usd is not None
+                    else ""
+                )
                 mine = (
-                    f"${rec.hourly_cost_usd:.2f}/h" if rec.hourly_cost_usd is not None else "an unknown price"
+                    f"${rec.hourly_cost_usd:.2f}/h"
+                    if rec.hourly_cost_usd is not None
+                    else _("an unknown price")
                 )
                 out.append(
-                    f"Without EFA (efa=False, `--no-efa`): {alt.nodes} x {alt.instance_type}{cost} instead "
-                    "of "
-                    f"{mine}, with collectives over plain ENI TCP (chapter 06 models the cost)."
+                    _(
+                        "Without EFA (efa=False, `--no-efa`): {nodes} x {instance}{cost} instead of {mine}, "
+                        "with collectives over plain ENI TCP (chapter 06 models the cost)."
+                    ).format(nodes=alt.nodes, instance=alt.instance_type, cost=cost, mine=mine)
                 )
     elif efa is False and rec.nodes > 1:
-        out.append("EFA not required (efa=False): collectives between nodes run over plain ENI TCP.")
+        out.append(_("EFA not required (efa=False): collectives between nodes run over plain ENI TCP."))
     if rec.device == "cpu":
         out.append(
-            f"One pod per node with {rec.procs_per_node} rank(s), {rec.threads_per_rank} thread(s) each."
+            _("One pod per node with {ranks} rank(s), {threads} thread(s) each.").format(
+                ranks=rec.procs_per_node, threads=rec.threads_per_rank
+            )
         )
     return out
 
@@ -799,12 +829,29 @@ def _recommendation(
     shm = min(64, _pow2_gib(mem_req / 4))
     price = row.hourly_usd
     gpu = row.gpus > 0
-    where = f"{plan.device_bytes / GiB:.1f} GiB per GPU of {row.gpu_memory_gib:.0f} and " if gpu else ""
-    reason = (
-        f"{row.instance_type} is the smallest {'/'.join(sorted({f[0].family for f in fits}))} type that "
-        f"holds {ppn} rank(s) x {plan.total / GiB:.1f} GiB ({where}{plan.host_total / GiB:.1f} GiB host per "
-        f"node, +{headroom:.0%} headroom = {mem_req} GiB) within {got['mem_alloc']:.0f} GiB allocatable; "
-        f"{nodes} node(s), world size {plan.world_size}."
+    where = (
+        _("{per_gpu:.1f} GiB per GPU of {gpu_gib:.0f} and ").format(
+            per_gpu=plan.device_bytes / GiB, gpu_gib=row.gpu_memory_gib
+        )
+        if gpu
+        else ""
+    )
+    reason = _(
+        "{instance} is the smallest {families} type that holds {ppn} rank(s) x {per_rank:.1f} GiB ({where}"
+        "{host:.1f} GiB host per node, +{headroom:.0%} headroom = {request} GiB) within {alloc:.0f} GiB "
+        "allocatable; {nodes} node(s), world size {world}."
+    ).format(
+        instance=row.instance_type,
+        families="/".join(sorted({f[0].family for f in fits})),
+        ppn=ppn,
+        per_rank=plan.total / GiB,
+        where=where,
+        host=plan.host_total / GiB,
+        headroom=headroom,
+        request=mem_req,
+        alloc=got["mem_alloc"],
+        nodes=nodes,
+        world=plan.world_size,
     )
     return Recommendation(
         model=model,

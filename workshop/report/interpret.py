@@ -424,27 +424,47 @@ def cost_plans(plans: Sequence[Any], original: Any | None = None) -> list[str]:
     best = plans[0]
     cpu = next((p for p in plans if p.device == "cpu"), None)
     out = [
-        (
-            f"Cheapest: {best.label} ({best.nodes * best.procs_per_node} ranks, ZeRO-{best.zero_stage}, "
-            "micro-batch "
-            f"{best.micro_batch}): {best.hours:.3g} h and ${best.usd:,.0f} for {best.tokens:.3g} tokens, "
-            f"${best.usd_per_mtok:.2f} per million tokens, {best.bound}-bound."
+        _(
+            "Cheapest: {label} ({ranks} ranks, ZeRO-{zero}, micro-batch {micro_batch}): {hours:.3g} h and "
+            "${usd:,.0f} for {tokens:.3g} tokens, ${usd_per_mtok:.2f} per million tokens, {bound}-bound."
+        ).format(
+            label=best.label,
+            ranks=best.nodes * best.procs_per_node,
+            zero=best.zero_stage,
+            micro_batch=best.micro_batch,
+            hours=best.hours,
+            usd=best.usd,
+            tokens=best.tokens,
+            usd_per_mtok=best.usd_per_mtok,
+            bound=best.bound,
         )
     ]
     if cpu is not None and cpu is not best:
         out.append(
-            f"Cheapest CPU plan: {cpu.label}, {cpu.hours:.3g} h and ${cpu.usd:,.0f} "
-            f"({cpu.usd / best.usd:.1f}x the cheapest), {cpu.bound}-bound."
+            _(
+                "Cheapest CPU plan: {label}, {hours:.3g} h and ${usd:,.0f} ({ratio:.1f}x the cheapest), "
+                "{bound}-bound."
+            ).format(label=cpu.label, hours=cpu.hours, usd=cpu.usd, ratio=cpu.usd / best.usd, bound=cpu.bound)
         )
     if original is not None:
         out.append(
-            f"The original workshop's {original.label} (gloo, ZeRO-{original.zero_stage}, micro-batch "
-            f"{original.micro_batch}): {original.gb_per_rank_per_step / original.grad_accum:.1f} GB per rank "
-            "per "
-            f"micro-step over {original.link_gbytes_per_s:.2f} GB/s = {original.comm_s:.0f} s of collectives "
-            f"against {original.compute_s:.1f} s of compute per step: {original.bound}-bound, "
-            f"{original.hours:,.0f} h and ${original.usd:,.0f}. "
-            f"{original.hint[:1].upper()}{original.hint[1:]}."
+            _(
+                "The original workshop's {label} (gloo, ZeRO-{zero}, micro-batch {micro_batch}): {gb:.1f} GB "
+                "per rank per micro-step over {link:.2f} GB/s = {comm:.0f} s of collectives against "
+                "{compute:.1f} s of compute per step: {bound}-bound, {hours:,.0f} h and ${usd:,.0f}. {hint}."
+            ).format(
+                label=original.label,
+                zero=original.zero_stage,
+                micro_batch=original.micro_batch,
+                gb=original.gb_per_rank_per_step / original.grad_accum,
+                link=original.link_gbytes_per_s,
+                comm=original.comm_s,
+                compute=original.compute_s,
+                bound=original.bound,
+                hours=original.hours,
+                usd=original.usd,
+                hint=original.hint[:1].upper() + original.hint[1:],
+            )
         )
     return out
 
@@ -454,16 +474,32 @@ def before_submit(plan: Any, steps: int) -> str:
     job."""
     tokens = steps * plan.micro_batch * plan.seq_len * plan.grad_accum * plan.nodes * plan.procs_per_node
     hours = steps * plan.step_time_s / 3600
-    usd = f"${hours * plan.usd_per_hour:,.0f}" if plan.usd_per_hour is not None else "an unknown price"
-    return (
-        f"Plan: {plan.label}, {plan.procs_per_node} rank(s) per node x {plan.threads_per_rank} threads, "
-        f"ZeRO-{plan.zero_stage}, micro-batch {plan.micro_batch} x {plan.seq_len} tokens, accumulation "
-        f"{plan.grad_accum}{', checkpointing' if plan.grad_ckpt else ''}. Predicted before submitting: "
-        f"{plan.step_time_s:.0f} s per step ({plan.compute_s:.0f} s compute, {plan.comm_s:.0f} s "
-        "collectives, "
-        f"{plan.bound}-bound), so this TrainJob's {steps} steps ({tokens:,} tokens) take {hours:.1f} h and "
-        "cost "
-        f"{usd} on demand; the whole budget of {plan.tokens:.3g} tokens: {plan.hours:.1f} h, "
-        f"${plan.usd:,.0f}. "
-        f"{plan.hint[:1].upper()}{plan.hint[1:]}."
+    usd = f"${hours * plan.usd_per_hour:,.0f}" if plan.usd_per_hour is not None else _("an unknown price")
+    return _(
+        "Plan: {label}, {ppn} rank(s) per node x {threads} threads, ZeRO-{zero}, micro-batch {micro_batch} "
+        "x {seq_len} tokens, accumulation {grad_accum}{ckpt}. Predicted before submitting: {step:.0f} s per "
+        "step ({compute:.0f} s compute, {comm:.0f} s collectives, {bound}-bound), so this TrainJob's {steps} "
+        "steps ({tokens:,} tokens) take {hours:.1f} h and cost {usd} on demand; the whole budget of "
+        "{budget:.3g} tokens: {budget_hours:.1f} h, ${budget_usd:,.0f}. {hint}."
+    ).format(
+        label=plan.label,
+        ppn=plan.procs_per_node,
+        threads=plan.threads_per_rank,
+        zero=plan.zero_stage,
+        micro_batch=plan.micro_batch,
+        seq_len=plan.seq_len,
+        grad_accum=plan.grad_accum,
+        ckpt=_(", checkpointing") if plan.grad_ckpt else "",
+        step=plan.step_time_s,
+        compute=plan.compute_s,
+        comm=plan.comm_s,
+        bound=plan.bound,
+        steps=steps,
+        tokens=tokens,
+        hours=hours,
+        usd=usd,
+        budget=plan.tokens,
+        budget_hours=plan.hours,
+        budget_usd=plan.usd,
+        hint=plan.hint[:1].upper() + plan.hint[1:],
     )
