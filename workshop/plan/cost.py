@@ -504,8 +504,13 @@ def filter_plans(plans: list[Plan], opts: Options) -> list[Plan]:
     if not kept:
         fastest = min(plans, key=lambda p: p.hours)
         cheapest = plans[0]
+        limits = " and ".join(
+            f"--{flag} {value:g}"
+            for flag, value in (("max-hours", opts.max_hours), ("budget", opts.budget))
+            if value is not None
+        )
         raise WorkshopError(
-            f"nothing fits --max-hours {opts.max_hours} / --budget {opts.budget}: the fastest plan "
+            f"nothing fits {limits}: the fastest plan "
             f"({fastest.label}) takes {fastest.hours:.3g} h for {dollars(fastest.usd)}, the cheapest "
             f"({cheapest.label}) {cheapest.hours:.3g} h for {dollars(cheapest.usd)}"
         )
