@@ -7,6 +7,7 @@ have seen at the default settings.
 
 from __future__ import annotations
 
+from workshop.lang import _
 from workshop.plan.memory import WorkshopError, recommend
 from workshop.plan.models import PRESETS
 
@@ -75,7 +76,10 @@ def planner_picker(model: str = "llama-3-8b", nodes: int = 4, source: str | None
     first = next(iter(GROUPS))
     return _TextFallback(
         picker,
-        f"[interactive in JupyterLab] {model}, {nodes} node(s), {first}, no offload:\n"
+        _("[interactive in JupyterLab] {model}, {nodes} node(s), {group}, no offload:").format(
+            model=model, nodes=nodes, group=first
+        )
+        + "\n"
         + recommendation_text(model, nodes, first, False, source),
     )
 
@@ -120,6 +124,9 @@ def cost_picker(model: str = "llama-3-8b", tokens: float = 1e8, source: str | No
     first = next(iter(COST_GROUPS))
     return _TextFallback(
         picker,
-        f"[interactive in JupyterLab] {model}, {tokens:.3g} tokens, no deadline, {first}:\n"
+        _("[interactive in JupyterLab] {model}, {tokens} tokens, no deadline, {group}:").format(
+            model=model, tokens=f"{tokens:.3g}", group=first
+        )
+        + "\n"
         + cost_text(model, tokens, 0.0, first, source),
     )
