@@ -42,7 +42,7 @@ from workshop.experiments.measure import (
     peaks_for,
     save,
 )
-from workshop.experiments.recipes import ORIGINAL_MIN_CHARS, VARIANTS, Variant, runnable_here
+from workshop.experiments.recipes import ORIGINAL_MIN_CHARS, VARIANTS, Variant, run_argv, runnable_here
 from workshop.launch.notebooks import run_workbook
 from workshop.launch.torchrun import allocator_env, run_torchrun
 from workshop.paths import IMAGES_DIR, RESULTS_DIR
@@ -152,23 +152,15 @@ class BenchConfig:
 
 def variant_argv(v: Variant, cfg: BenchConfig, run_dir: Path) -> list[str]:
     """The entry point's arguments for one variant, as this host runs them (runnable_here)."""
-    return [
-        "--model",
-        cfg.model,
-        "--dataset",
-        str(cfg.dataset_path()),
-        "--seq-len",
-        str(cfg.seq_len),
-        "--max-steps",
-        str(cfg.steps),
-        "--cache-dir",
-        cfg.cache_dir,
-        "--output-dir",
-        str(run_dir),
-        "--warmup-steps",
-        "0",
-        *runnable_here(v.argv),
-    ]
+    head = run_argv(
+        model=cfg.model,
+        dataset=str(cfg.dataset_path()),
+        seq_len=cfg.seq_len,
+        steps=cfg.steps,
+        cache_dir=cfg.cache_dir,
+        output_dir=str(run_dir),
+    )
+    return [*head, *runnable_here(v.argv)]
 
 
 class RunRecord(TypedDict):

@@ -41,7 +41,7 @@ from workshop.experiments.measure import (
     peaks_for,
     save,
 )
-from workshop.experiments.recipes import WORKBOOK_ALLOCATOR, WORKBOOK_ENGINE, runnable_here
+from workshop.experiments.recipes import WORKBOOK_ALLOCATOR, WORKBOOK_ENGINE, run_argv, runnable_here
 from workshop.launch import torchrun
 from workshop.launch.torchrun import allocator_env, check_fits, rank_env, run_torchrun
 from workshop.paths import IMAGES_DIR, RESULTS_DIR
@@ -671,21 +671,16 @@ def recipe_args(cfg: CeilingConfig) -> TrainArgs:
     dataset = cfg.dataset
     if dataset is None:
         dataset = str(build_corpus(Path(cfg.cache_dir).expanduser() / "corpus.txt"))
+    head = run_argv(
+        model=cfg.model,
+        dataset=dataset,
+        seq_len=cfg.seq_len,
+        steps=cfg.steps,
+        cache_dir=cfg.cache_dir,
+        output_dir=str(Path(cfg.out_dir) / "recipe"),
+    )
     argv = [
-        "--model",
-        cfg.model,
-        "--dataset",
-        dataset,
-        "--seq-len",
-        str(cfg.seq_len),
-        "--max-steps",
-        str(cfg.steps),
-        "--cache-dir",
-        cfg.cache_dir,
-        "--output-dir",
-        str(Path(cfg.out_dir) / "recipe"),
-        "--warmup-steps",
-        "0",
+        *head,
         *runnable_here(WORKBOOK_ENGINE, cfg.device),
         "--micro-batch",
         str(cfg.micro_batch),

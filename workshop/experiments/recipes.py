@@ -113,6 +113,29 @@ VARIANTS: dict[str, Variant] = {
 }
 
 
+def run_argv(
+    *, model: str, dataset: str, seq_len: int, steps: int, cache_dir: str, output_dir: str
+) -> list[str]:
+    """The entry point's arguments every benchmark run shares: what it trains, for how long, where; warm-up
+    off so that every step after the first counts."""
+    return [
+        "--model",
+        model,
+        "--dataset",
+        dataset,
+        "--seq-len",
+        str(seq_len),
+        "--max-steps",
+        str(steps),
+        "--cache-dir",
+        cache_dir,
+        "--output-dir",
+        output_dir,
+        "--warmup-steps",
+        "0",
+    ]
+
+
 def runnable_here(argv, device: str = "cpu") -> list[str]:
     """An engine's arguments as this host runs them. Without a C++ compiler a compiled CPU recipe runs eager
     (Inductor builds its CPU kernels with one) with SDPA, eager's best attention; on a GPU the attention is
