@@ -117,12 +117,9 @@ def test_claim_must_be_in_the_jobs_namespace():
         )
 
 
-def test_submit_creates_the_claim_first_and_only_a_complete_job_is_deleted():
-    from test_trainjob import FakeCluster
-
-    from workshop.k8s import jobs
-
-    job = tj.cpu_trainjob(
+def _fsx_job():
+    """A 2-node CPU TrainJob writing to FSx, as chapter 05 submits it."""
+    return tj.cpu_trainjob(
         nodes=2,
         storage=fsx(),
         cpu="8",
@@ -131,6 +128,14 @@ def test_submit_creates_the_claim_first_and_only_a_complete_job_is_deleted():
         threads_per_rank=8,
         hf_secret=tj.HFTokenSecret(),
     )
+
+
+def test_submit_creates_the_claim_first_and_only_a_complete_job_is_deleted():
+    from test_trainjob import FakeCluster
+
+    from workshop.k8s import jobs
+
+    job = _fsx_job()
     ok = FakeCluster(secrets={"hf-token"})
     jobs.run_on_cluster(job, cluster=ok, timeout=60, echo=None)
     assert [d["kind"] for d in ok.applied] == ["StorageClass", "PersistentVolumeClaim", "TrainJob"]
@@ -164,15 +169,7 @@ def test_a_claim_that_cannot_be_marked_keeps_the_finished_job_as_the_record(caps
         def patch(self, *args, **kwargs):
             raise ClusterError(403, "the kubeconfig user 'alice' cannot patch persistentvolumeclaims")
 
-    job = tj.cpu_trainjob(
-        nodes=2,
-        storage=fsx(),
-        cpu="8",
-        memory="64Gi",
-        shm_size="8Gi",
-        threads_per_rank=8,
-        hf_secret=tj.HFTokenSecret(),
-    )
+    job = _fsx_job()
     fake = Refusing(secrets={"hf-token"})
     out = jobs.run_on_cluster(job, cluster=fake, timeout=60)
     assert out["outcome"] == "Complete" and ("TrainJob", "cpu-llama3") not in fake.deleted[1:]

@@ -885,23 +885,17 @@ def run(
     bf16_probe: Bf16Probe | None = None
     if cfg.device == "cpu" and p0.precision == "fp32":
         gate = [s for s in shapes if s.name == "gate_proj"]
-        fp = prober(
-            gate,
-            tokens=cfg.micro_batch * cfg.seq_len,
-            dtype="fp32",
-            nproc=1,
-            threads=cfg.threads,
-            device="cpu",
-            min_seconds=cfg.gemm_seconds,
-        )
-        bf = prober(
-            gate,
-            tokens=cfg.micro_batch * cfg.seq_len,
-            dtype="bf16",
-            nproc=1,
-            threads=cfg.threads,
-            device="cpu",
-            min_seconds=cfg.gemm_seconds,
+        fp, bf = (
+            prober(
+                gate,
+                tokens=cfg.micro_batch * cfg.seq_len,
+                dtype=dtype,
+                nproc=1,
+                threads=cfg.threads,
+                device="cpu",
+                min_seconds=cfg.gemm_seconds,
+            )
+            for dtype in ("fp32", "bf16")
         )
         bf16_probe = {
             "shape": f"{cfg.micro_batch * cfg.seq_len}x{gate[0].inp}x{gate[0].out}",
