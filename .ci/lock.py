@@ -1,4 +1,4 @@
-"""Refresh constraints.txt on purpose: resolve pyproject.toml's ranges (test + lab extras) to their newest
+"""Refresh constraints.txt on purpose: resolve pyproject.toml's ranges (test + lab + dev extras) to their newest
 versions with uv, torch held at the version CI tests (its CPU wheel), and write or compare the lock.
 
     python .ci/lock.py            # rewrite constraints.txt (then run the whole suite before committing it)
@@ -44,6 +44,8 @@ def resolve() -> str:
                 "test",
                 "--extra",
                 "lab",
+                "--extra",
+                "dev",
                 "--python-version",
                 "3.11",
                 "--python-platform",

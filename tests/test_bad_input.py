@@ -57,6 +57,8 @@ CASES = [
     (["train", "--sync-to", "gs://bucket/x"], "gs://bucket/x"),
     (["train", "--model", "/no/such/dir/"], "/no/such/dir/"),
     (["train", "--no-such-flag"], "--no-such-flag"),
+    (["train", "--engine", "ddp", "--offload-optimizer"], "offload flags need --engine deepspeed"),
+    (["train", "--master-weights", "--precision", "fp32"], "--master-weights keeps the weights in bf16"),
     (
         ["train", "--optimizer", "adamw_nope"],
         ("--optimizer 'adamw_nope'", "allowed: adamw_torch, adamw_torch_fused"),
