@@ -1,5 +1,5 @@
-"""Refresh constraints.txt on purpose: resolve pyproject.toml's ranges (test + lab + dev extras) to their newest
-versions with uv, torch held at the version CI tests (its CPU wheel), and write or compare the lock.
+"""Refresh constraints.txt on purpose: resolve pyproject.toml's ranges (test, lab, dev extras) to their
+newest versions with uv, torch held at the version CI tests (its CPU wheel), and write or compare the lock.
 
     python .ci/lock.py            # rewrite constraints.txt (then run the whole suite before committing it)
     python .ci/lock.py --check    # report what is newer than the lock; exit 0 either way (CI prints it)
