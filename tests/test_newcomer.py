@@ -7,11 +7,9 @@ runs in a network namespace of its own with only loopback up: nothing outside th
 on an air-gapped lab machine or behind a proxy that refuses GitHub.
 """
 
-import json
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -19,14 +17,6 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 
 pytestmark = pytest.mark.slow
-
-CRD_TESTS = [
-    "tests/test_crds.py",
-    "tests/test_k8s_validate.py",
-    "tests/test_trainjob.py",
-    "tests/test_render.py",
-    "tests/test_storage.py",
-]
 
 
 def _offline() -> tuple[list[str], str]:
@@ -73,56 +63,49 @@ def clone(tmp_path_factory):
     return clone, home, env
 
 
-def test_the_crd_tests_pass_offline_in_a_fresh_clone(clone):
+# What a newcomer's clone must do with no network and an empty HOME: every CRD release read from the package,
+# the committed manifests matching the typed specs and accepted, and the lessons' refusals (a broken NodePool,
+# the v2.1 TrainJob against the v2.2+ CRDs) given with their fields named. The suite's own CRD tests and the
+# chapters already ran in this session against the same package files; here only the clone's side is new, so
+# the commands that chapters 02, 05 and 06 rely on run once each, in seconds.
+OFFLINE_SCRIPT = r"""
+set -e
+python -m workshop crds status
+python -m workshop render --check
+python -m workshop validate manifests/*.yaml
+python - <<'PY'
+import yaml
+docs = list(yaml.safe_load_all(open("manifests/karpenter-cpu-amx.yaml")))
+pool = next(d for d in docs if d and d["kind"] == "NodePool")
+pool["spec"]["template"]["spec"]["requirements"][0]["values"] = []
+open("broken-nodepool.yaml", "w").write(yaml.safe_dump(pool))
+PY
+if python -m workshop validate broken-nodepool.yaml; then echo "BROKEN NODEPOOL ACCEPTED"; exit 1; fi
+old=manifests/trainjob-cpu-v2.1.yaml
+if python -m workshop validate --trainer 2.3.0 "$old"; then echo "V2.1 ACCEPTED"; exit 1; fi
+echo NEWCOMER-OK
+"""
+
+
+def test_a_fresh_clone_validates_offline_from_the_package(clone):
     path, home, env = clone
     prefix, how = _offline()
     r = subprocess.run(
-        [*prefix, sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *CRD_TESTS],
+        [*prefix, "bash", "-c", OFFLINE_SCRIPT],
         cwd=path,
         env=env,
         capture_output=True,
         text=True,
-        timeout=1500,
+        timeout=600,
         check=False,
     )
-    assert r.returncode == 0, f"({how})\n" + r.stdout[-4000:] + r.stderr[-2000:]
-    assert " passed" in r.stdout.splitlines()[-1] and "skipped" not in r.stdout.splitlines()[-1], r.stdout[
-        -500:
-    ]
-    assert not (home / ".cache" / "workshop" / "crds").exists()  # validated from the package, nothing fetched
-
-
-def test_chapters_02_05_06_validate_offline_in_a_fresh_clone(clone, tmp_path):
-    path, home, env = clone
-    prefix, how = _offline()
-    out = tmp_path / "out"
-    r = subprocess.run(
-        [*prefix, sys.executable, "-m", "workshop", "run", "--only", "02", "05", "06", "--out", str(out)],
-        cwd=path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=1500,
-        check=False,
-    )
-    assert r.returncode == 0, f"({how})\n" + r.stdout[-3000:] + r.stderr[-3000:]
-    assert "without encryption" not in r.stdout + r.stderr  # the kernel talks over Unix sockets, not TCP
-    assert [x["status"] for x in json.loads((out / "index.json").read_text())] == ["ok", "ok", "ok"]
-    text = {
-        name: (out / "notebooks" / f"{name}.ipynb").read_text()
-        for name in ("02_karpenter_setup", "05_multi_node_eks", "06_gpu_topology_comparison")
-    }
-    for name, body in text.items():
-        assert "skipped:" not in body and "Traceback" not in body, name  # ("3 skipped (oldSelf)" is a count)
-    assert "Karpenter 1.14.1: valid" in text["02_karpenter_setup"]
+    out = r.stdout + r.stderr
+    assert r.returncode == 0 and "NEWCOMER-OK" in r.stdout, f"({how})\n" + out[-4000:]
+    status = [line for line in r.stdout.splitlines() if line.startswith(("  Karpenter", "  Kubeflow"))]
+    assert len(status) >= 4 and all(" package " in line for line in status), r.stdout[:2000]
+    assert "all valid:" in r.stdout and "trainjob-cpu-v2.2.yaml" in r.stdout
     # the lesson itself: the broken NodePool is rejected with its field and rule named
-    assert (
-        "spec.template.spec.requirements: requirements with operator 'In' must have a value"
-        in text["02_karpenter_setup"]
-    )
-    assert "form v2.1.0 vs CRDs v2.1.0: valid" in text["05_multi_node_eks"]
-    assert (
-        "podTemplateOverrides" in text["05_multi_node_eks"] and "unknown field" in text["05_multi_node_eks"]
-    )
-    assert "problems=[]" in text["06_gpu_topology_comparison"]
-    assert not (home / ".cache" / "workshop" / "crds").exists()
+    assert "spec.template.spec.requirements" in out and "must have a value" in out, out[-3000:]
+    assert "podTemplateOverrides" in out and "unknown field" in out, out[-3000:]
+    assert "Traceback" not in out
+    assert not (home / ".cache" / "workshop" / "crds").exists()  # validated from the package, nothing fetched

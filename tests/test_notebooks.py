@@ -232,3 +232,12 @@ def test_sanitizer_masks_noise_and_keeps_computed_numbers():
         "per rank: plan 23.51 GiB, model 6.1 s/step, at 0xADDRESS in <PATH>, took <DURATION>\n"
         "source: moto <VERSION> offline EC2 catalog"
     )
+
+
+def test_the_runners_kernel_talks_over_unix_sockets_in_a_private_folder(tmp_path):
+    """papermill's kernel for `workshop run` listens on Unix sockets (no loopback TCP port another user could
+    reach, no unencrypted-TCP warning); the fresh-clone test used to check this by running chapters again."""
+    from workshop.launch.notebooks import ipc_kernel_manager
+
+    manager = ipc_kernel_manager(str(tmp_path))()
+    assert manager.transport == "ipc" and manager.ip == str(tmp_path / "kernel")
