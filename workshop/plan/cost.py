@@ -36,7 +36,7 @@ MICRO_BATCHES = (1, 2, 4, 8, 16)
 # The fine-tune's own optimizer step: the original workshop's 4 ranks x micro-batch 1 x 4 accumulation steps
 # x 512 tokens (models.FINETUNE). Every plan trains this global batch, so every plan is the same fine-tune.
 DEFAULT_GLOBAL_BATCH = 4 * 1 * 4 * 512
-PLANNER_ERROR = 0.35  # the planner's stated error (costcheck.PUBLISHED_TARGET): closer plans are ties
+PLANNER_ERROR = 0.35  # the planner's stated +/-35% target: plans closer in cost than this are ties
 STATE_BYTES_PER_PARAM = 14  # a checkpoint: bf16 weights + fp32 master, Adam m and v
 STACKS = tuple(rates.GPU_STACKS)
 CPU_ENGINES = tuple(rates.CPU_ENGINES)
@@ -173,7 +173,9 @@ class Plan:
     steps: int = 0
     train_hours: float = 0.0
     fixed_s: dict[str, float] = field(default_factory=dict)  # start-up, download, init, checkpoints, save
-    fixed_usd: float | None = None  # what the run costs besides its training steps (storage included)
+    fixed_usd: float | None = (
+        None  # paid once: start-up, download, init, final save (not checkpoints, storage)
+    )
     price_kind: str = ""  # "price", "override"
     save_steps: int = 0  # the TrainJob's checkpoint interval in steps
     hint: str = ""
@@ -399,7 +401,8 @@ def estimate(
     usd_h = node.usd_per_hour.value * job.nodes if node.usd_per_hour else None
     storage_usd = fixed.storage_usd(arch, hours) if fixed else 0.0
     usd = usd_h * hours + storage_usd if usd_h is not None else None
-    fixed_usd = usd_h * sum(fixed_terms.values()) / 3600 + storage_usd if usd_h is not None else None
+    once = sum(v for k, v in fixed_terms.items() if k != "checkpoints")  # paid once, whatever the budget
+    fixed_usd = usd_h * once / 3600 if usd_h is not None else None
     every = fixed.checkpoint_minutes * 60 if fixed else 0.0
     terms = {"compute": compute, "network": comm, "pcie/offload": hidden * pred.pcie_s, "memory": optimizer}
     sources = {
@@ -911,10 +914,11 @@ def pool_choice(plans: Sequence[Plan]) -> dict[str, Any]:
 
 
 def format_table(plans: list[Plan], top: int | None = None) -> str:
-    """The ranking: $/h (o = overridden price), fixed and per-token dollars, = marks a tie with the best."""
+    """The ranking: $/h (o = overridden price), the once-per-run dollars (start-up, download, init, final
+    save) and the rest (steps, checkpoints, storage: they grow with the tokens); = a tie with the best."""
     head = (
         f"{'#':>2} {'plan':<22} {'ranks':>5} {'ZeRO':>4} {'mb':>3} {'GA':>3} {'ckpt':>4} {'tok/s':>9} "
-        f"{'step s':>7} {'bound':<8} {'hours':>7} {'$/h':>8} {'fixed $':>8} {'steps $':>8} {'USD':>8} P ="
+        f"{'step s':>7} {'bound':<8} {'hours':>7} {'$/h':>8} {'fixed $':>8} {'tokens $':>8} {'USD':>8} P ="
     )
     lines = [head, "-" * len(head)]
     for i, p in enumerate(plans[:top] if top else plans, 1):
@@ -1076,7 +1080,8 @@ def main(argv: list[str] | None = None) -> int:
         f"{opts.model}, {opts.tokens:.3g} tokens, {opts.global_batch:,} tokens per optimizer step "
         f"({math.ceil(opts.tokens / opts.global_batch):,} steps), seq {opts.seq_len}, GPU stack "
         f"{opts.stack}; "
-        f"cost includes start-up, download, init, checkpoints, final save and storage (fixed $); "
+        "USD = fixed $ (start-up, weight download, init, final save: once per node) + tokens $ (steps, "
+        "checkpoints, storage); "
         f"= ties within the planner's {PLANNER_ERROR:.0%} error, ordered by fewer nodes then less time; "
         "* = time-vs-cost Pareto front; o = overridden price"
     )

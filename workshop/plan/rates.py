@@ -152,15 +152,17 @@ GPU_STACKS: dict[str, Rate] = {
         0.55,
         "of dense bf16 peak",
         "published",
-        "Megatron/NeMo and torchtitan Llama-3-8B bf16 on 8 x H100: 50-60% MFU (NVIDIA NeMo performance "
-        "summary; pytorch/torchtitan docs/performance.md)",
+        "FSDP stacks with flash attention on 7-8B: MosaicML llm-foundry MPT-7B 40-46% on H100, 47-60% on "
+        "A100 (scripts/train/benchmarking/README.md, commit 061f2c7); torchtitan Llama 3 8B 57-58% on 64 "
+        "A100 (docs/performance.md); Megatron/NeMo 50-60%",
     ),
     "tuned-fp8": Rate(
         0.55 * 1.4,
         "of dense bf16 peak",
         "published",
-        "FP8 recipes (Transformer Engine) train 1.4-1.8x faster than the same stack's bf16 on H100/H200 "
-        "(NVIDIA NeMo performance summary); the low end, x 1.4, is used; A100/A10G/L40S-class rows need bf16",
+        "FP8 recipes (Transformer Engine, torchao float8) train 1.4-1.8x faster than the same stack's bf16 "
+        "on H100/H200 (NVIDIA NeMo performance summary; torchtitan docs/float8.md); the low end, x 1.4; GPUs "
+        "without FP8 (A100, A10G) fall back to tuned-bf16",
     ),
 }
 FP8_GPUS = ("H100", "H200", "L40S")
