@@ -102,7 +102,7 @@ class FixedCosts:
     storage_gbytes_per_s: rates.Rate | None = None  # default: the storage's own (rates.STORAGE)
 
     def write_rate(self) -> rates.Rate:
-        return self.storage_gbytes_per_s or rates.STORAGE[self.storage]["gbytes_per_s"]  # type: ignore[return-value]
+        return self.storage_gbytes_per_s or rates.STORAGE[self.storage].gbytes_per_s
 
     def terms(self, arch: Architecture, train_s: float) -> dict[str, float]:
         """Seconds of the run besides its steps: start-up, download, init, checkpoints, final save."""
@@ -122,8 +122,8 @@ class FixedCosts:
     def storage_usd(self, arch: Architecture, hours: float) -> float:
         """The storage the run writes to, for the run's hours (FSx bills its whole capacity)."""
         spec = rates.STORAGE[self.storage]
-        gb = max(spec["min_gb"], arch.params * (STATE_BYTES_PER_PARAM + 2) / GB)  # type: ignore[type-var]
-        return gb * spec["usd_per_gb_month"].value * hours / 730  # type: ignore[union-attr,operator]
+        gb = max(spec.min_gb, arch.params * (STATE_BYTES_PER_PARAM + 2) / GB)
+        return gb * spec.usd_per_gb_month.value * hours / 730
 
     def cite(self) -> dict[str, str]:
         return {
@@ -132,7 +132,7 @@ class FixedCosts:
             "init": self.init_s.cite(),
             "checkpoints": f"every {self.checkpoint_minutes:g} min of training, {STATE_BYTES_PER_PARAM} "
             f"B/param of states to {self.storage} at {self.write_rate().cite()}",
-            "storage": rates.STORAGE[self.storage]["usd_per_gb_month"].cite(),  # type: ignore[union-attr]
+            "storage": rates.STORAGE[self.storage].usd_per_gb_month.cite(),
         }
 
 
@@ -784,7 +784,7 @@ def _candidates(
     plan: Plan, opts: Options, arch: Architecture, row: InstanceRow
 ) -> list[tuple[str, Plan | None]]:
     out: list[tuple[str, Plan | None]] = []
-    if plan.nodes > 1:
+    if plan.nodes > 1 and plan.nodes // 2 in opts.nodes:  # only node counts the caller allows
         fewer = plan.nodes // 2
         out.append(
             (
@@ -792,7 +792,7 @@ def _candidates(
                 best_for(row, fewer, opts, arch),
             )
         )
-    if plan.nodes * 2 <= max(opts.nodes):
+    if plan.nodes * 2 in opts.nodes:
         more = plan.nodes * 2
         out.append(
             (
@@ -880,17 +880,42 @@ def recommendation(
 
 
 def train_settings(plan: Plan) -> dict[str, Any]:
-    """The TrainArgs a TrainJob needs to run the plan's job (micro-batch, accumulation, ZeRO,
-    checkpointing)."""
-    return {
+    """The TrainArgs a TrainJob needs to run the plan's job: its split of the global batch (micro-batch,
+    accumulation), sequence, precision, ZeRO stage, checkpointing, offload and checkpoint interval."""
+    out: dict[str, Any] = {
         "micro_batch": plan.micro_batch,
         "grad_accum": plan.grad_accum,
         "seq_len": plan.seq_len,
+        "precision": plan.precision,
         "zero_stage": plan.zero_stage,
         "grad_ckpt": plan.grad_ckpt,
         "offload_optimizer": plan.offload_optimizer,
         "offload_param": plan.offload_param,
     }
+    if plan.save_steps:
+        out["save_steps"] = plan.save_steps
+    return out
+
+
+def job_settings(plan: Plan, model: str) -> dict[str, Any]:
+    """The whole job a rank runs: the model's recipe (lr, warm-up, dataset) with the plan's settings over it;
+    what chapter 05 prints is what its TrainJob renders."""
+    from workshop.plan.models import recipe
+
+    return {**recipe(model), **train_settings(plan)}
+
+
+def check_plan_matches(
+    plan: Plan, *, nodes: int, procs_per_node: int, instance_type: str | None = None
+) -> None:
+    """A TrainJob for another cluster than the plan's is refused: same nodes, ranks per node and type."""
+    want = (plan.nodes, plan.procs_per_node, plan.instance_type)
+    got = (nodes, procs_per_node, instance_type or plan.instance_type)
+    if want != got:
+        raise WorkshopError(
+            f"the plan is sized for {plan.nodes} x {plan.instance_type} with {plan.procs_per_node} rank(s) "
+            f"per node, not {nodes} x {got[2]} with {procs_per_node}: re-plan for that cluster"
+        )
 
 
 def within_margin(plans: Sequence[Plan], margin: float = 0.25) -> list[Plan]:
@@ -903,11 +928,27 @@ def within_margin(plans: Sequence[Plan], margin: float = 0.25) -> list[Plan]:
     return [p for p in priced if p.usd is not None and p.usd <= best * (1 + margin)]
 
 
-def pool_choice(plans: Sequence[Plan]) -> dict[str, Any]:
-    """What karpenter.pool_from_recommendation reads: the plans' instance types and the most nodes any
-    needs."""
+def pool_choice(
+    plans: Sequence[Plan], rec: Recommendation | None = None, *, source: str | None = None
+) -> dict[str, Any]:
+    """What karpenter.pool_from_recommendation reads: the instance types that can host the pod chapter 05
+    renders (rec: its requests; every plan's type if None), exactly, and the most nodes any plan needs."""
     types = sorted({p.instance_type for p in plans})
-    return {"instance_types": types, "instance_type": types[0], "nodes": max(p.nodes for p in plans)}
+    if rec is not None:
+        from workshop.plan.memory import allocatable
+
+        cpu = float(rec.cpu_request)
+        mem = float(rec.memory_request.removesuffix("Gi"))
+        hosts = []
+        for t in types:
+            gib, vcpus = allocatable(instance_info(t, source=source))
+            if gib >= mem and vcpus >= cpu:
+                hosts.append(t)
+        if rec.instance_type not in hosts:
+            hosts.append(rec.instance_type)
+        types = sorted(hosts)
+    nodes = max(p.nodes for p in plans if p.instance_type in types)
+    return {"instance_types": types, "instance_type": types[0], "nodes": nodes, "exact": True}
 
 
 # ---------------------------------------------------------------- output

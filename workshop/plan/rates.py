@@ -363,23 +363,32 @@ INIT_S = Rate(
     "assumption",
     "process groups, ZeRO partitioning and the DeepSpeed engine build before step 1",
 )
+
+
+@dataclass(frozen=True)
+class StorageSpec:
+    """Where checkpoints go: its write rate, its price, and the least capacity it bills."""
+
+    gbytes_per_s: Rate
+    usd_per_gb_month: Rate
+    min_gb: float
+
+
 STORAGE = {
-    "fsx": {
-        "gbytes_per_s": Rate(
+    "fsx": StorageSpec(
+        Rate(
             0.24,
             "GB/s",
             "data sheet",
             "FSx for Lustre SCRATCH_2, 1.2 TiB: 200 MB/s per TiB baseline (bursts higher)",
         ),
-        "usd_per_gb_month": Rate(0.14, "USD/GB-month", "price", "FSx for Lustre SCRATCH_2, us-east-1, 2025"),
-        "min_gb": 1200.0,
-    },
-    "s3": {
-        "gbytes_per_s": Rate(
-            1.0, "GB/s", "assumption", "S3 multipart writes from the nodes (per-prefix limits ignored)"
-        ),
-        "usd_per_gb_month": Rate(0.023, "USD/GB-month", "price", "S3 Standard, us-east-1, 2025"),
-        "min_gb": 0.0,
-    },
+        Rate(0.14, "USD/GB-month", "price", "FSx for Lustre SCRATCH_2, us-east-1, 2025"),
+        1200.0,
+    ),
+    "s3": StorageSpec(
+        Rate(1.0, "GB/s", "assumption", "S3 multipart writes from the nodes (per-prefix limits ignored)"),
+        Rate(0.023, "USD/GB-month", "price", "S3 Standard, us-east-1, 2025"),
+        0.0,
+    ),
 }
 CHECKPOINT_MINUTES = 30.0  # assumption: a checkpoint every 30 min of training (--checkpoint-minutes)
