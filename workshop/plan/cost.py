@@ -638,6 +638,63 @@ def _nothing_fits(rows: list[InstanceRow], opts: Options) -> str:
     return f"nothing fits in memory: {where} (memory plan, +{opts.headroom:.0%} headroom)"
 
 
+def at_budget(plans: Sequence[Plan], tokens: float, opts: Options) -> list[Plan]:
+    """The same jobs re-costed for another token budget (steps, checkpoints and storage scale; start-up,
+    download, init and the final save do not), re-ranked with ties: how the answer moves with the budget."""
+    _check_range("tokens", tokens, 0, 1e13, low_open=True)
+    arch = architecture(opts.model)
+    out = []
+    for p in plans:
+        steps = math.ceil(tokens / p.tokens_per_step)
+        train_s = steps * p.step_time_s
+        terms = opts.fixed.terms(arch, train_s)
+        hours = (train_s + sum(terms.values())) / 3600
+        once = sum(v for k, v in terms.items() if k != "checkpoints")
+        usd = None
+        if p.usd_per_hour is not None:
+            usd = p.usd_per_hour * hours + opts.fixed.storage_usd(arch, hours)
+        fixed_usd = p.usd_per_hour * once / 3600 if p.usd_per_hour is not None else None
+        out.append(
+            replace(
+                p,
+                tokens=tokens,
+                steps=steps,
+                train_hours=train_s / 3600,
+                fixed_s=terms,
+                hours=hours,
+                usd=usd,
+                fixed_usd=fixed_usd,
+                usd_per_mtok=usd / tokens * 1e6 if usd is not None else None,
+                tie=False,
+                hint="",
+            )
+        )
+    out.sort(key=_key)
+    return mark_ties(out)
+
+
+def budget_lines(plans: Sequence[Plan], budgets: Sequence[float], opts: Options) -> list[str]:
+    """One line per token budget: the first plan, its time and cost, and the share paid once."""
+    lines = []
+    for tokens in budgets:
+        first = at_budget(plans, tokens, opts)[0]
+        share = (first.fixed_usd or 0.0) / first.usd if first.usd else 0.0
+        lines.append(
+            _(
+                "{tokens:.0e} tokens ({steps:,} steps): {label}, {hours:.3g} h, ${usd:,.0f}, of which "
+                "{share:.0%} is paid once (start-up, download, init, final save)"
+            ).format(
+                tokens=tokens,
+                steps=first.steps,
+                label=first.label,
+                hours=first.hours,
+                usd=first.usd or 0.0,
+                share=share,
+            )
+        )
+    return lines
+
+
 def dollars(usd: float | None) -> str:
     return f"${usd:,.0f}" if usd is not None else "an unknown price"
 

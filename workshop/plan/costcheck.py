@@ -105,6 +105,16 @@ def _step_rate(arch: Architecture, run: dict, seq_len: int, micro_batch: int) ->
     return micro_batch * seq_len * fpt / (run["base_1rank_s"] - run["optimizer_1rank_s"]) / 1e12
 
 
+# netsim.json records neither machine nor date: the commit that stored it does (f4ede4b, 2026-11-22), on the
+# machine comms.json names for the same day.
+NETSIM_MEASURED = "stored 2026-11-22 (commit f4ede4b), the 2-core machine of comms.json"
+
+
+def _machine(doc: dict) -> str:
+    env = doc.get("env", {})
+    return f"{env.get('cpu_model', '?')} ({env.get('isa_class', '?')}, {env.get('cpus', '?')} CPUs)"
+
+
 def local_rows() -> list[CheckRow]:
     """Chapter 04's local 2-rank ZeRO-3 steps (tiny, small) and chapter 05's 10 vs 1 Gbit namespace runs."""
     comms = rates._read("comms.json")
@@ -123,8 +133,8 @@ def local_rows() -> list[CheckRow]:
                 run["measured_s"],
                 "s/step",
                 LOCAL_TARGET,
-                f"comms.json 'local' ({comms['date']}); compute at this machine's 1-rank rate {rate:.3f} "
-                "TFLOPS",
+                f"comms.json 'local', measured {comms['date']} on {_machine(comms)}; compute at that "
+                f"machine's 1-rank rate {rate:.3f} TFLOPS",
                 _(
                     "comm {comm:.3f} s (gloo fit {link:.2f} GB/s) + optimizer {optimizer:.3f} s + compute "
                     "{compute:.3f} s; a miss is the 2-rank slowdown of 2 ranks on 2 shared cores"
@@ -159,7 +169,7 @@ def local_rows() -> list[CheckRow]:
                 res["step_time_s_median"],
                 "s/step",
                 LOCAL_TARGET,
-                "netsim.json (network namespaces, tc cap)",
+                "netsim.json (network namespaces, tc cap), " + NETSIM_MEASURED,
                 _(
                     "network term: {mb:.0f} MB at {link:.3f} GB/s = {comm:.3f} s; the measured slow-vs-fast "
                     "cap gap is {gap_m:.3f} s against {gap_p:.3f} s predicted (the capped TCP link delivers "
