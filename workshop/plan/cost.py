@@ -41,6 +41,12 @@ STATE_BYTES_PER_PARAM = 14  # a checkpoint: bf16 weights + fp32 master, Adam m a
 STACKS = tuple(rates.GPU_STACKS)
 CPU_ENGINES = tuple(rates.CPU_ENGINES)
 STORAGES = ("fsx", "s3")
+# The stack the memory filter models: a tuned stack (flash attention, selective recompute, tensor parallel)
+# fits configurations this one does not.
+MEMORY_STACK = (
+    "memory plan of the workbook's stack: HF transformers eager attention activations + DeepSpeed ZeRO, "
+    "full recompute when checkpointing"
+)
 
 
 @dataclass(frozen=True)
@@ -414,6 +420,7 @@ def estimate(
         "optimizer": rates.ADAM_BYTES_PER_PARAM.cite(),
         "price": node.usd_per_hour.cite() if node.usd_per_hour else "unknown: pass --price TYPE=USD",
         **(fixed.cite() if fixed else {}),
+        "memory plan": MEMORY_STACK,
     }
     return Plan(
         instance_type=node.name,
@@ -635,7 +642,7 @@ def _nothing_fits(rows: list[InstanceRow], opts: Options) -> str:
     ppn = opts.procs_per_node or (rows[0].gpus or 1)
     if all(not split_batch(opts.global_batch, opts.seq_len, n * ppn, opts.micro_batches) for n in opts.nodes):
         return f"no plan for {where}: {batch_reason(opts, min(opts.nodes) * ppn)}"
-    return f"nothing fits in memory: {where} (memory plan, +{opts.headroom:.0%} headroom)"
+    return f"nothing fits in memory: {where} ({MEMORY_STACK}, +{opts.headroom:.0%} headroom)"
 
 
 def at_budget(plans: Sequence[Plan], tokens: float, opts: Options) -> list[Plan]:
@@ -743,7 +750,7 @@ def evaluate(instance_type: str, nodes: int, opts: Options) -> Plan:
     plan = best_for(row, nodes, opts, arch)
     if plan is None:
         raise WorkshopError(
-            f"nothing fits in memory: {opts.model} on {nodes} x {instance_type} (memory plan, "
+            f"nothing fits in memory: {opts.model} on {nodes} x {instance_type} ({MEMORY_STACK}, "
             f"+{opts.headroom:.0%} headroom)"
         )
     plan.hint = hint(plan, opts, arch, [row])
