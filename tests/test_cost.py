@@ -366,3 +366,15 @@ def test_offload_only_when_asked():
     assert any(j.offload_param for j in jobs) is False  # one rank: world 1, no ZeRO, nothing to offload to
     jobs = [j for group in cost.job_groups(row, 2, _opts(offload=True, zero_stages=(3,))) for j in group]
     assert any(j.offload_param for j in jobs) and any(j.offload_optimizer for j in jobs)
+
+
+def test_budget_sweep_recosts_the_same_jobs():
+    """at_budget at the ranking's own budget reproduces it; at a small budget the share paid once grows."""
+    opts = _opts(families=("c7i", "p5"), nodes=(1, 2))
+    plans = cost.rank(opts)
+    same = {p.label: p for p in cost.at_budget(plans, opts.tokens, opts)}
+    for p in plans:
+        assert same[p.label].usd == pytest.approx(p.usd) and same[p.label].hours == pytest.approx(p.hours)
+    small, large = cost.budget_lines(plans, [1e6, 1e9], opts)
+    share = [int(line.split("of which ")[1].split("%")[0]) for line in (small, large)]
+    assert share[0] > share[1]
