@@ -983,13 +983,14 @@ def check_plan_matches(
 
 
 def within_margin(plans: Sequence[Plan], margin: float = 0.25) -> list[Plan]:
-    """The plans costing at most (1 + margin) x the cheapest: what chapter 02's NodePool admits."""
+    """The first plan (the pick, chapter 05's job) and the plans costing at most (1 + margin) x the
+    cheapest: what chapter 02's NodePool may admit."""
     check_positive("margin", margin, allow_zero=True)
     priced = [p for p in plans if p.usd is not None]
     if not priced:
         raise WorkshopError("no priced plan to take a margin from")
     best = min(p.usd for p in priced if p.usd is not None)
-    return [p for p in priced if p.usd is not None and p.usd <= best * (1 + margin)]
+    return [p for p in priced if p is plans[0] or (p.usd is not None and p.usd <= best * (1 + margin))]
 
 
 def pool_choice(
