@@ -378,3 +378,23 @@ def test_budget_sweep_recosts_the_same_jobs():
     small, large = cost.budget_lines(plans, [1e6, 1e9], opts)
     share = [int(line.split("of which ")[1].split("%")[0]) for line in (small, large)]
     assert share[0] > share[1]
+
+
+def test_calibrate_with_a_ceiling_measured_elsewhere(tmp_path):
+    """--ceiling: the CPU rate and its clock come from the given ceiling.json (an AMX host only)."""
+    from workshop.paths import RESULTS_DIR
+
+    doc = json.loads((RESULTS_DIR / "ceiling.json").read_text())
+    doc["levers"]["zero3"]["mfu_pct_of_peak"]["median"] *= 2
+    doc["machine"]["date"] = "2099-01-01"
+    mine = tmp_path / "mine.json"
+    mine.write_text(json.dumps(doc))
+    base = cost.evaluate("c7i.48xlarge", 1, _opts())
+    fast = cost.evaluate("c7i.48xlarge", 1, _opts(ceiling=str(mine)))
+    assert fast.compute_s == pytest.approx(base.compute_s / 2)
+    assert "2099-01-01" in fast.sources["efficiency"]
+    doc["machine"]["isa_flags"]["amx"] = False
+    mine.write_text(json.dumps(doc))
+    with pytest.raises(cost.WorkshopError, match="without AMX"):
+        cost.rank(_opts(ceiling=str(mine)))
+    assert cost.main(["--ceiling", str(tmp_path / "none.json"), "--source", "moto"]) == 2

@@ -202,9 +202,9 @@ class Plan:
 def _cpu_node(row: InstanceRow, opts: Options) -> Node:
     if not (row.amx and row.clock_ghz):
         raise WorkshopError(f"{row.instance_type}: the CPU estimate needs AMX and a clock ({row.amx_reason})")
-    clock = rates.cpu_clock_basis()
+    clock = rates.cpu_clock_basis(opts.ceiling)
     peak = row.cores * clock.value * 1024 / 1000  # on the measuring host's clock: the rate's own basis
-    eff = opts.cpu_efficiency or rates.cpu_efficiency(opts.cpu_engine)
+    eff = opts.cpu_efficiency or rates.cpu_efficiency(opts.cpu_engine, opts.ceiling)
     flow = rates.tcp_flow_gbps(opts.placement_group, opts.ena_express)
     nic = rates.instance_gbps(row)
     inter = min(nic, flow.value) * rates.TCP_EFFICIENCY.value / 8
@@ -485,6 +485,7 @@ class Options:
     stack: str = "hf-deepspeed-bf16"  # the GPU software stack and precision (rates.GPU_STACKS)
     cpu_engine: str = "deepspeed"  # the CPU job's engine: its measured rate (rates.CPU_ENGINES)
     cpu_efficiency: rates.Rate | None = None  # default: measured for cpu_engine
+    ceiling: str | None = None  # a ceiling.json measured on this machine (calibrate), else the stored one
     gpu_efficiency: rates.Rate | None = None  # default: the stack's
     fixed: FixedCosts = field(default_factory=FixedCosts)
     prices: dict[str, float] = field(default_factory=dict)
@@ -790,6 +791,8 @@ def _validate(opts: Options) -> None:
             _check_range(what, rate.value, 0, 1, low_open=True)
     check_choice("GPU stack", opts.stack, STACKS)
     check_choice("CPU engine", opts.cpu_engine, CPU_ENGINES)
+    if opts.cpu_efficiency is None:
+        rates.cpu_efficiency(opts.cpu_engine, opts.ceiling)  # a bad --ceiling is an error, not "no CPU plan"
     check_choice("storage", opts.fixed.storage, STORAGES)
     _check_range("start-up seconds", opts.fixed.startup_s.value, 0, 7200)
     _check_range("init seconds", opts.fixed.init_s.value, 0, 7200)
@@ -1076,6 +1079,7 @@ def options_from_args(args: argparse.Namespace) -> Options:
         ena_express=args.ena_express,
         stack=args.stack,
         cpu_engine=args.cpu_engine,
+        ceiling=args.ceiling,
         prices=rates.parse_prices(args.price),
         max_hours=args.max_hours,
         budget=args.budget,
@@ -1122,6 +1126,13 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--seq-len", type=int, default=512)
     p.add_argument("--stack", choices=STACKS, default="hf-deepspeed-bf16", help="GPU software stack")
     p.add_argument("--cpu-engine", choices=CPU_ENGINES, default="deepspeed", help="the CPU job's engine")
+    p.add_argument(
+        "--ceiling",
+        default=None,
+        metavar="PATH",
+        help="calibrate: a ceiling.json measured on this machine (python -m workshop.experiments.ceiling "
+        "--levers no_compile,zero3 --json-out PATH); default: benchmarks/results/ceiling.json",
+    )
     p.add_argument(
         "--startup-s", type=float, default=None, help="node start-up seconds (default: image.json)"
     )

@@ -196,10 +196,21 @@ def _read(name: str) -> dict:
 CPU_ENGINES = {"deepspeed": "zero3", "ddp-compile": "recipe"}  # engine -> chapter 04's ceiling lever
 
 
-def cpu_clock_basis() -> Rate:
+def _ceiling(path: str | None) -> dict:
+    """benchmarks/results/ceiling.json, or a ceiling.json measured on this machine (the calibrate path:
+    `python -m workshop.experiments.ceiling --levers no_compile,zero3 --json-out PATH`)."""
+    if path is None:
+        return _read("ceiling.json")
+    try:
+        return json.loads(Path(path).read_text())
+    except (OSError, ValueError) as exc:
+        raise WorkshopError(f"--ceiling {path}: cannot read a ceiling.json ({exc})") from None
+
+
+def cpu_clock_basis(path: str | None = None) -> Rate:
     """The clock the CPU rate is a share of: the measuring host's (ceiling.json), never the catalog's, so the
     measured share and the peak it multiplies stand on one clock."""
-    machine = _read("ceiling.json")["machine"]
+    machine = _ceiling(path)["machine"]
     return Rate(
         machine["clock_ghz"],
         "GHz",
@@ -219,14 +230,24 @@ CPU_THREAD_SCALING = Rate(
 CPU_THREAD_SCALING_RANGE = (0.25, 1.0)
 
 
-def cpu_efficiency(engine: str = "deepspeed") -> Rate:
+def cpu_efficiency(engine: str = "deepspeed", path: str | None = None) -> Rate:
     """Model FLOP rate of a training step in the job's own engine, over the AMX bf16 peak at the measuring
     host's clock (cpu_clock_basis), times the thread-scaling assumption: chapter 04's measured lever
     (ceiling.json) for that engine, on that host and date."""
     if engine not in CPU_ENGINES:
         raise WorkshopError(f"CPU engine {engine!r}: choose one of {', '.join(CPU_ENGINES)}")
-    ceiling = _read("ceiling.json")
-    lever = ceiling["levers"][CPU_ENGINES[engine]]
+    ceiling = _ceiling(path)
+    if not ceiling.get("machine", {}).get("isa_flags", {}).get("amx"):
+        raise WorkshopError(
+            f"{path or 'ceiling.json'}: measured on {ceiling.get('machine', {}).get('cpu_model', '?')} "
+            "without AMX; the CPU rate is a share of the AMX peak, so calibrate on an AMX Xeon"
+        )
+    lever = ceiling.get("levers", {}).get(CPU_ENGINES[engine], {})
+    if lever.get("status") != "measured":
+        raise WorkshopError(
+            f"{path or 'ceiling.json'}: no measured '{CPU_ENGINES[engine]}' lever for engine {engine!r} "
+            f"(measure it: python -m workshop.experiments.ceiling --levers no_compile,{CPU_ENGINES[engine]})"
+        )
     share = lever["mfu_pct_of_peak"]["median"] / 100
     machine, cfg = ceiling["machine"], ceiling["config"]
     return Rate(
