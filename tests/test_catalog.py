@@ -44,7 +44,7 @@ def test_broad_families_gpu_and_amx_marks():
     assert (p5.gpus, p5.gpu_name, p5.gpu_memory_gib) == (8, "H100", 80) and p5.efa and not p5.amx
     p4d = by["p4d.24xlarge"]
     assert (
-        (p4d.gpus, p4d.gpu_memory_gib) == (8, 40) and not p4d.amx and p4d.hourly_usd == pytest.approx(32.7726)
+        (p4d.gpus, p4d.gpu_memory_gib) == (8, 40) and not p4d.amx and p4d.hourly_usd == pytest.approx(21.96)
     )
     assert (
         by["g6e.8xlarge"].network_performance == "25 Gigabit" and by["g6e.8xlarge"].efa

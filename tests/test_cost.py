@@ -4,6 +4,7 @@ table."""
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import replace
 
 import pytest
@@ -100,24 +101,123 @@ def test_gloo_never_uses_efa():
 def test_original_four_c7i_plan_is_network_bound():
     """The original workshop's 4 x c7i.48xlarge gloo job: ~48 GB per rank per micro-step over one 5 Gbps
     flow."""
-    opts = _opts(zero_stages=(3,), micro_batches=(1,), grad_accum=1, grad_ckpt=(False,))
+    opts = _opts(zero_stages=(3,), micro_batches=(1,), global_batch=4 * 512, grad_ckpt=(False,))
     p = cost.evaluate("c7i.48xlarge", 4, opts)
+    assert (p.micro_batch, p.grad_accum, p.tokens_per_step) == (1, 1, 2048)
     assert p.bound == "network"
     assert p.gb_per_rank_per_step == pytest.approx(48.2, abs=0.1)
     assert p.comm_s == pytest.approx(48.18 / (5 * 0.9 / 8), rel=0.01)  # ~86 s
     assert p.compute_s < p.comm_s / 10
-    assert "one node holds it" in p.hint
+    two = cost.evaluate("c7i.48xlarge", 2, opts)
+    assert f"instead of {p.hours:.3g} h for ${p.usd:,.0f}" in p.hint
+    assert two.usd < p.usd
 
 
-def test_usd_is_price_times_hours_and_plans_sorted():
+def test_hints_are_better_in_cost_or_time_and_respect_the_deadline():
+    """A hint is offered only if its re-estimate is cheaper or faster, and never over --max-hours."""
+    import re
+
+    for opts in (_opts(families=("c7i", "p4d", "p5")), _opts(families=("p5", "c7i"), max_hours=1.0)):
+        plans = cost.rank(opts)
+        for p in plans[:20]:
+            m = re.search(r": ([\d.e+]+) h for \$([\d,]+) instead of", p.hint)
+            if not m:
+                assert "no single change" in p.hint or "no price" in p.hint
+                continue
+            hours, usd = float(m[1]), float(m[2].replace(",", ""))
+            assert hours < p.hours or usd < p.usd, p.hint
+            if opts.max_hours is not None:
+                assert hours <= opts.max_hours, p.hint
+
+
+def test_usd_is_price_times_hours_plus_storage_and_ties_ordered():
     plans = cost.rank(_opts(families=("c7i", "g6e"), nodes=(1, 2)))
-    assert plans == sorted(plans, key=lambda p: p.usd)
+    ties = [p for p in plans if p.tie]
+    rest = plans[len(ties) :]
+    assert ties and plans[: len(ties)] == ties and not any(p.tie for p in rest)
+    assert ties == sorted(ties, key=lambda p: (p.nodes, p.hours))  # the stated rule
+    assert rest == sorted(rest, key=lambda p: p.usd)
+    cheapest = min(p.usd for p in plans)
+    assert all(p.usd <= cheapest * (1 + cost.PLANNER_ERROR) for p in ties)
+    assert all(p.usd > cheapest * (1 + cost.PLANNER_ERROR) for p in rest)
     assert all(p.usd is not None for p in plans)  # c7i and g6e are priced
     for p in plans:
-        assert p.usd == pytest.approx(p.usd_per_hour * p.hours)
-        assert p.hours == pytest.approx(p.tokens / p.tokens_per_s / 3600)
+        fixed_h = sum(p.fixed_s.values()) / 3600
+        assert p.hours == pytest.approx(p.train_hours + fixed_h)
+        assert p.train_hours == pytest.approx(p.steps * p.step_time_s / 3600)
+        storage = cost.FixedCosts().storage_usd(ARCH, p.hours)
+        assert p.usd == pytest.approx(p.usd_per_hour * p.hours + storage)
+        once_h = fixed_h - p.fixed_s["checkpoints"] / 3600
+        assert p.fixed_usd == pytest.approx(p.usd_per_hour * once_h)
+        assert set(p.fixed_s) == {"startup", "download", "init", "checkpoints", "final save"}
     assert any(p.pareto for p in plans)
     assert {p.device for p in plans} == {"cpu", "gpu"}
+
+
+def test_every_plan_trains_the_same_global_batch():
+    """The same fine-tune on every plan: ranks x micro-batch x accumulation x seq = the global batch."""
+    plans = cost.rank(_opts(families=("c7i", "p4d", "p5", "g6e")))
+    assert {p.tokens_per_step for p in plans} == {cost.DEFAULT_GLOBAL_BATCH}
+    assert {p.steps for p in plans} == {math.ceil(1e8 / cost.DEFAULT_GLOBAL_BATCH)}
+    assert all(p.nodes * p.procs_per_node * p.micro_batch * p.grad_accum * 512 == 8192 for p in plans)
+    assert not any(p.label == "8 x p5.48xlarge" for p in plans)  # 64 ranks cannot split 16 sequences
+    with pytest.raises(cost.WorkshopError, match="does not split evenly over 64 ranks"):
+        cost.evaluate("p5.48xlarge", 8, _opts())
+
+
+def test_fixed_costs_rule_small_budgets():
+    """Start-up is paid once per node: at a small budget it is most of the bill, at a large one little."""
+    small = cost.evaluate("p5.48xlarge", 1, _opts(tokens=1e6))
+    large = cost.evaluate("p5.48xlarge", 1, _opts(tokens=1e9))
+    assert small.fixed_usd / small.usd > 0.5 > large.fixed_usd / large.usd
+    quick = cost.evaluate(
+        "p5.48xlarge",
+        1,
+        _opts(tokens=1e6, fixed=cost.FixedCosts(startup_s=rates.Rate(0, "s", "override", "t"))),
+    )
+    assert quick.usd < small.usd
+
+
+def test_prices_are_dated_and_after_the_2025_cut():
+    for itype, usd in {"p5.48xlarge": 55.04, "p4d.24xlarge": 21.96, "p4de.24xlarge": 27.45}.items():
+        row = instance_info(itype, source="moto")
+        got = rates.price(row, source="moto")
+        assert got.value == usd and "2025-06" in got.source
+    assert rates.price(instance_info("p5en.48xlarge", source="moto"), source="moto") is not None
+    assert rates.price(instance_info("p5.4xlarge", source="moto"), source="moto").value == 6.88
+    assert cost.evaluate("p5en.48xlarge", 1, _opts()).usd_per_hour > 0  # H200 has a data sheet now
+
+
+def test_aws_price_list_is_read_when_credentials_exist(monkeypatch):
+    """With credentials the price comes from the Price List API (a stub client here, no network)."""
+    from workshop.plan import catalog
+
+    doc = {
+        "terms": {
+            "OnDemand": {
+                "x": {
+                    "effectiveDate": "2026-11-01T00:00:00Z",
+                    "priceDimensions": {"y": {"pricePerUnit": {"USD": "50.5"}}},
+                }
+            }
+        }
+    }
+
+    class Client:
+        def get_products(self, **kw):
+            assert {"Type": "TERM_MATCH", "Field": "instanceType", "Value": "p5.48xlarge"} in kw["Filters"]
+            return {"PriceList": [json.dumps(doc)]}
+
+    import boto3
+
+    row = instance_info("p5.48xlarge", source="moto")
+    monkeypatch.setattr(boto3, "client", lambda *a, **k: Client())
+    catalog.aws_price.cache_clear()
+    try:
+        got = rates.price(row, source="aws")
+    finally:
+        catalog.aws_price.cache_clear()
+    assert got.value == 50.5 and "2026-11-01" in got.source and "Price List API" in got.source
 
 
 def test_json_contract(capsys):
@@ -159,6 +259,19 @@ def test_json_contract(capsys):
         (["--family", "c7i", "--max-hours", "0.001"], "0.001"),
         (["--price", "p5.48xlarge=cheap"], "p5.48xlarge=cheap"),
         (["--instance", "c7i.large", "--nodes", "1"], "nothing fits"),
+        (["--headroom", "-1"], "-1"),
+        (["--gpu-efficiency", "2"], "2"),
+        (["--cpu-efficiency", "5"], "5"),
+        (["--tokens", "inf"], "inf"),
+        (["--tokens", "nan"], "nan"),
+        (["--seq-len", "1000000"], "1000000"),
+        (["--top", "0"], "0"),
+        (["--top", "-1"], "-1"),
+        (["--price", "p9.huge=3"], "p9.huge"),
+        (["--instance", "p5.48xlarge", "--procs-per-node", "16"], "has 8 GPUs"),
+        (["--global-batch", "1000"], "1,000"),
+        (["--startup-s", "-5"], "-5"),
+        (["--nodes", "100000"], "100000"),
     ],
 )
 def test_bad_input_exits_2_naming_the_value(argv, named, capsys):
@@ -239,7 +352,8 @@ def test_chapter_sentences_are_computed_from_the_plans():
     assert plans[0].label in lines[0] and f"${plans[0].usd:,.0f}" in lines[0]
     assert "network-bound" in lines[-1] and f"{original.gb_per_rank_per_step / 4:.1f} GB" in lines[-1]
     text = interpret.before_submit(original, 10)
-    assert f"{10 * original.step_time_s / 3600:.1f} h" in text and "One node holds it" in text
+    once = sum(v for k, v in original.fixed_s.items() if k != "checkpoints")
+    assert f"{(10 * original.step_time_s + once) / 3600:.1f} h" in text and "instead of" in text
     said = widgets.cost_text("llama-3-8b", 1e8, 0.001, "CPU only (c7i/m7i/r7i)", "moto")
     assert "nothing fits --max-hours 0.001:" in said and "None" not in said  # an unset limit is not named
 
@@ -252,3 +366,35 @@ def test_offload_only_when_asked():
     assert any(j.offload_param for j in jobs) is False  # one rank: world 1, no ZeRO, nothing to offload to
     jobs = [j for group in cost.job_groups(row, 2, _opts(offload=True, zero_stages=(3,))) for j in group]
     assert any(j.offload_param for j in jobs) and any(j.offload_optimizer for j in jobs)
+
+
+def test_budget_sweep_recosts_the_same_jobs():
+    """at_budget at the ranking's own budget reproduces it; at a small budget the share paid once grows."""
+    opts = _opts(families=("c7i", "p5"), nodes=(1, 2))
+    plans = cost.rank(opts)
+    same = {p.label: p for p in cost.at_budget(plans, opts.tokens, opts)}
+    for p in plans:
+        assert same[p.label].usd == pytest.approx(p.usd) and same[p.label].hours == pytest.approx(p.hours)
+    small, large = cost.budget_lines(plans, [1e6, 1e9], opts)
+    share = [int(line.split("of which ")[1].split("%")[0]) for line in (small, large)]
+    assert share[0] > share[1]
+
+
+def test_calibrate_with_a_ceiling_measured_elsewhere(tmp_path):
+    """--ceiling: the CPU rate and its clock come from the given ceiling.json (an AMX host only)."""
+    from workshop.paths import RESULTS_DIR
+
+    doc = json.loads((RESULTS_DIR / "ceiling.json").read_text())
+    doc["levers"]["zero3"]["mfu_pct_of_peak"]["median"] *= 2
+    doc["machine"]["date"] = "2099-01-01"
+    mine = tmp_path / "mine.json"
+    mine.write_text(json.dumps(doc))
+    base = cost.evaluate("c7i.48xlarge", 1, _opts())
+    fast = cost.evaluate("c7i.48xlarge", 1, _opts(ceiling=str(mine)))
+    assert fast.compute_s == pytest.approx(base.compute_s / 2)
+    assert "2099-01-01" in fast.sources["efficiency"]
+    doc["machine"]["isa_flags"]["amx"] = False
+    mine.write_text(json.dumps(doc))
+    with pytest.raises(cost.WorkshopError, match="without AMX"):
+        cost.rank(_opts(ceiling=str(mine)))
+    assert cost.main(["--ceiling", str(tmp_path / "none.json"), "--source", "moto"]) == 2

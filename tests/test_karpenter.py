@@ -137,3 +137,26 @@ def test_admission_follows_the_requirements():
     assert sum(r["original"] for r in table) == 12 and [r["instance_type"] for r in table if r["ours"]] == [
         "r7i.48xlarge"
     ]
+
+
+def test_the_pool_admits_exactly_the_types_that_host_the_planned_pod():
+    """Chapter 02: every admitted type can host the pod chapter 05 renders, and the CPU limit launches the
+    chosen plan's nodes."""
+    from workshop.k8s import karpenter
+    from workshop.plan import cost
+    from workshop.plan.catalog import instance_info
+    from workshop.plan.memory import allocatable
+
+    plans = cost.rank(cost.Options(source="moto", families=("c7i", "m7i", "r7i"), nodes=(4,)))
+    admitted = cost.within_margin(plans, 0.25)
+    rec = cost.recommendation(plans[0], "llama-3-8b", source="moto")
+    choice = cost.pool_choice(admitted, rec, source="moto")
+    assert plans[0].instance_type in choice["instance_types"]
+    for t in choice["instance_types"]:
+        gib, vcpus = allocatable(instance_info(t, source="moto"))
+        assert gib >= float(rec.memory_request.removesuffix("Gi")) and vcpus >= float(rec.cpu_request)
+    pool = karpenter.pool_from_recommendation(choice, cluster="c", role="r").to_dicts()[0]
+    req = {r["key"]: r["values"] for r in pool["spec"]["template"]["spec"]["requirements"]}
+    assert req["node.kubernetes.io/instance-type"] == choice["instance_types"]
+    first = instance_info(plans[0].instance_type, source="moto")
+    assert int(pool["spec"]["limits"]["cpu"]) >= plans[0].nodes * first.vcpus

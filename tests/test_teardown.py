@@ -348,7 +348,7 @@ def test_unpriced_instance_types_are_unknown_not_guessed(api, capsys):
                 "name": "gpu-zz9",
                 "labels": {
                     "karpenter.sh/nodepool": "gpu",
-                    "node.kubernetes.io/instance-type": "p5.48xlarge",
+                    "node.kubernetes.io/instance-type": "p5e.48xlarge",
                     "karpenter.sh/capacity-type": "spot",
                 },
             },
@@ -357,8 +357,8 @@ def test_unpriced_instance_types_are_unknown_not_guessed(api, capsys):
     )
     code, out = _run(api, capsys=capsys)
     assert code == 0
-    assert "1 x p5.48xlarge spot, price unknown (ip-10-0-9-9)" in out.out
-    assert "price unknown: p5.48xlarge (ip-10-0-9-9)" in out.out
+    assert "1 x p5e.48xlarge spot, price unknown (ip-10-0-9-9)" in out.out
+    assert "price unknown: p5e.48xlarge (ip-10-0-9-9)" in out.out
 
 
 # ---------------------------------------------------------------------------------------------- --yes

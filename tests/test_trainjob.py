@@ -438,3 +438,61 @@ def test_cpu_image_preloads_the_allocator_it_installs():
     assert "libtcmalloc-minimal4" in packages
     preload = re.search(r"^ENV LD_PRELOAD=(\S+)$", text, re.MULTILINE).group(1)
     assert preload == "/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4"
+
+
+def _plan(nodes=2, itype="r7i.8xlarge"):
+    from workshop.plan import cost
+
+    return cost.evaluate(itype, nodes, cost.Options(source="moto", nodes=(1, 2, 4)))
+
+
+def test_the_planned_job_is_the_rendered_job():
+    """One object from plan to argv: the TrainJob's ranks, split of the global batch and pod sizes are the
+    plan's, and the settings chapter 05 prints are the ones rendered."""
+    from workshop.plan import cost
+
+    plan = _plan()
+    job = tj.cpu_trainjob(model="llama-3-8b", plan=plan, catalog_source="moto", hf_secret=tj.HFTokenSecret())
+    assert (job.nodes, job.procs_per_node) == (plan.nodes, plan.procs_per_node)
+    argv = job.train_args
+    for flag, value in (
+        ("--micro-batch", plan.micro_batch),
+        ("--grad-accum", plan.grad_accum),
+        ("--seq-len", plan.seq_len),
+        ("--zero-stage", plan.zero_stage),
+    ):
+        assert argv[argv.index(flag) + 1] == str(value)
+    assert ("--grad-ckpt" in argv) is plan.grad_ckpt
+    settings = cost.job_settings(plan, "llama-3-8b")
+    assert (
+        plan.nodes
+        * plan.procs_per_node
+        * settings["micro_batch"]
+        * settings["grad_accum"]
+        * settings["seq_len"]
+        == cost.DEFAULT_GLOBAL_BATCH
+    )
+    rec = cost.recommendation(plan, "llama-3-8b", source="moto")
+    assert job.requests == {"cpu": str(rec.cpu_request), "memory": rec.memory_request}
+
+
+@pytest.mark.parametrize(
+    "kw, match",
+    [
+        ({"nodes": 4}, "sized for 2 x r7i.8xlarge"),
+        ({"micro_batch": 16}, "contradicts the plan"),
+    ],
+)
+def test_a_trainjob_for_another_cluster_is_refused(kw, match):
+    with pytest.raises(tj.WorkshopError, match=match):
+        tj.cpu_trainjob(model="llama-3-8b", plan=_plan(), catalog_source="moto", **kw)
+
+
+def test_a_recommendation_for_another_cluster_is_refused():
+    from workshop.plan.memory import recommend
+
+    rec = recommend("llama-3-8b", nodes=4, procs_per_node=1, source="moto")
+    with pytest.raises(tj.WorkshopError, match="nodes=4"):
+        tj.cpu_trainjob(model="llama-3-8b", nodes=2, recommendation=rec)
+    with pytest.raises(tj.WorkshopError, match="sized for 2 x r7i.8xlarge"):
+        tj.cpu_trainjob(model="llama-3-8b", plan=_plan(), recommendation=rec)

@@ -278,9 +278,16 @@ def cpu_amx_pool(
     consolidate_after: str = "20m",
     expire_after: str = "720h",
     user_data: str | None = CPU_USER_DATA,
+    instance_types: Sequence[str] | None = None,
 ) -> Pool:
-    """The CPU pool: AMX-capable Intel families only, tainted so only training pods land there."""
+    """The CPU pool: AMX-capable Intel families only, tainted so only training pods land there;
+    `instance_types` narrows it to exactly those types (families x sizes alone admit every combination)."""
     families, sizes = _strs("families", families), _strs("sizes", sizes)
+    exact = _strs("instance_types", instance_types) if instance_types is not None else []
+    for itype in exact:
+        fam, _dot, size = itype.partition(".")
+        if fam not in families or size not in sizes:
+            raise WorkshopError(f"instance type {itype!r} is outside families {families} x sizes {sizes}")
     for fam in families:
         check_choice("AMX instance family", fam, AMX_FAMILIES)
     for size in sizes:
@@ -302,6 +309,7 @@ def cpu_amx_pool(
             Requirement("karpenter.k8s.aws/instance-cpu-manufacturer", "In", ["intel"]),
             Requirement("karpenter.k8s.aws/instance-family", "In", families),
             Requirement("karpenter.k8s.aws/instance-size", "In", sizes),
+            *([Requirement("node.kubernetes.io/instance-type", "In", exact)] if exact else []),
         ],
         taints=[Taint(key, value, effect)],
         limits={"cpu": cpu_limit},
@@ -384,8 +392,9 @@ def instance_types_of(rec) -> list[str]:
 
 
 def pool_from_recommendation(rec, **kwargs) -> Pool:
-    """The cpu-amx pool narrowed to what chapter 01's plan chose: its families and sizes; with `nodes`
-    on the recommendation, the CPU limit is exactly nodes x vCPUs, so Karpenter cannot overshoot."""
+    """The cpu-amx pool narrowed to what chapter 01's plan chose: its families and sizes (with `exact` on a
+    dict, exactly its instance types); with `nodes` on the recommendation, the CPU limit is exactly nodes x
+    vCPUs of the largest admitted size, so Karpenter cannot overshoot and can still launch the plan."""
     types = instance_types_of(rec)
     families, sizes = [], []
     for itype in types:
@@ -399,6 +408,8 @@ def pool_from_recommendation(rec, **kwargs) -> Pool:
         per_node = max(vcpus_of(s) or 0 for s in sizes)
         if per_node:
             kwargs["cpu_limit"] = int(nodes) * per_node
+    if isinstance(rec, dict) and rec.get("exact"):
+        kwargs.setdefault("instance_types", types)
     return cpu_amx_pool(families, sizes, **kwargs)
 
 

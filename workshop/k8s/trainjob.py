@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from workshop import __version__
 from workshop.errors import WorkshopError, check_choice, check_positive
@@ -29,7 +29,6 @@ from workshop.k8s.karpenter import AMX_TAINT
 from workshop.k8s.storage import OutputStorage, default_fsx
 from workshop.k8s.validate import available_versions, validate_documents
 from workshop.plan.catalog import instance_info
-from workshop.plan.memory import recommend
 from workshop.plan.models import recipe
 from workshop.train import TrainArgs
 
@@ -396,11 +395,12 @@ def cpu_trainjob(
     name: str = "cpu-llama3",
     *,
     model: str = DEFAULT_MODEL,
-    nodes: int = 4,
-    procs_per_node: int = 1,
+    nodes: int | None = None,
+    procs_per_node: int | None = None,
     node_pool: str = "cpu-amx",
     namespace: str = "default",
     registry: str = DEFAULT_REGISTRY,
+    plan=None,
     recommendation=None,
     cpu: str | None = None,
     memory: str | None = None,
@@ -409,18 +409,54 @@ def cpu_trainjob(
     hf_secret: HFTokenSecret | None = None,
     args: list[str] | None = None,
     storage: OutputStorage | None = None,
+    catalog_source: str | None = None,
     **train_kw,
 ) -> TrainJobSpec:
     """The Xeon AMX job: CPU image, Karpenter pool + AMX taint, planner-sized resources and /dev/shm.
 
-    Sizes come from `recommendation` (chapter 01's `memory.recommend`), computed here if not given;
-    explicit cpu/memory/shm_size/threads win over it.
+    `plan` (chapter 01's cost.Plan) is the job: nodes, ranks, threads, the split of the global batch, ZeRO,
+    checkpointing; a node count, recommendation or setting that contradicts it is refused. Without a plan,
+    the cost planner picks one for `nodes` (default 4) x 1 rank; explicit cpu/memory/shm_size/threads win
+    over its pod sizes.
     """
+    from workshop.plan import cost
+
+    if nodes is not None:
+        _check_nodes(nodes)
+    if plan is None and recommendation is None and None in (cpu, memory, shm_size, threads_per_rank):
+        opts = cost.Options(
+            model=model,
+            families=("c7i", "m7i", "r7i"),
+            nodes=(4 if nodes is None else nodes,),
+            source=catalog_source,
+        )
+        plan = cost.rank(replace(opts, procs_per_node=procs_per_node))[0]
+    if plan is not None:
+        nodes = plan.nodes if nodes is None else nodes
+        procs_per_node = plan.procs_per_node if procs_per_node is None else procs_per_node
+        rec_type = getattr(recommendation, "instance_type", None)
+        cost.check_plan_matches(plan, nodes=nodes, procs_per_node=procs_per_node, instance_type=rec_type)
+        settings = cost.train_settings(plan)
+        clash = {k: v for k, v in train_kw.items() if k in settings and settings[k] != v}
+        if clash:
+            raise WorkshopError(
+                f"{clash} contradicts the plan's { ({k: settings[k] for k in clash}) }: re-plan"
+            )
+        train_kw = {**settings, **train_kw}
+        recommendation = recommendation or cost.recommendation(plan, model, source=catalog_source)
+        threads_per_rank = threads_per_rank or plan.threads_per_rank
+    nodes = 4 if nodes is None else nodes
+    procs_per_node = 1 if procs_per_node is None else procs_per_node
     _check_nodes(nodes)
     check_dns_label("node pool", node_pool)
-    if recommendation is None and None in (cpu, memory, shm_size, threads_per_rank):
-        recommendation = recommend(model, nodes=nodes, procs_per_node=procs_per_node)
     rec = recommendation
+    for attr, want in (("nodes", nodes), ("procs_per_node", procs_per_node)):
+        got = getattr(rec, attr, want)
+        if got != want:
+            raise WorkshopError(
+                f"the recommendation is sized for {attr}={got}, the TrainJob asks {want}: size it for this "
+                "cluster"
+            )
     cpu = cpu or rec.cpu_request
     memory = memory or rec.memory_request
     shm_size = shm_size or rec.shm_size
@@ -550,9 +586,8 @@ def migration_diff(spec: TrainJobSpec, old: str = "2.1.0", new: str = "2.2.0") -
 def default_cpu_job() -> TrainJobSpec:
     """Sized by the planner from the offline (moto) catalog, so the checked-in YAML is the same everywhere."""
 
-    rec = recommend(DEFAULT_MODEL, nodes=4, procs_per_node=1, source="moto")
     return cpu_trainjob(
-        model=DEFAULT_MODEL, nodes=4, recommendation=rec, hf_secret=HFTokenSecret(), storage=default_fsx()
+        model=DEFAULT_MODEL, nodes=4, catalog_source="moto", hf_secret=HFTokenSecret(), storage=default_fsx()
     )
 
 

@@ -30,15 +30,62 @@ DEFAULT_FAMILIES = CPU_FAMILIES + GPU_FAMILIES
 SOURCES = ("auto", "aws", "moto")
 DEFAULT_REGION = "us-east-1"
 
-# Published us-east-1 Linux on-demand prices (USD/hour) we are confident of; anything else is None
-# ("unknown"), never a guess. c7i/m7i/r7i price every size (metal included) linearly per vCPU, so one
-# rate per family covers them: c7i.large $0.08925, m7i.large $0.1008, r7i.large $0.1323.
-PRICE_SOURCE = (
-    "aws.amazon.com/ec2/pricing/on-demand, us-east-1, Linux, as published 2024-2025; "
-    "prices change (P5 was cut in 2025 and is left unknown): check before budgeting"
+# One price table for the catalog view and the cost planner alike: us-east-1 Linux on-demand USD/hour, each
+# row with the date it was read and where. Anything not here is None ("unknown"), never a guess. c7i/m7i/r7i
+# price every size (metal included) linearly per vCPU, so one rate per family covers them.
+_ONDEMAND = "aws.amazon.com/ec2/pricing/on-demand (us-east-1, Linux)"
+_CUT = (
+    "AWS What's New 2025-06-05, 'up to 45% price reduction for NVIDIA GPU-accelerated EC2 instances' "
+    "(P4d, P4de, P5, P5en on-demand); " + _ONDEMAND
 )
-_PRICE_PER_VCPU_HOUR = {"c7i": 0.08925 / 2, "m7i": 0.1008 / 2, "r7i": 0.1323 / 2}
-_PRICE_EXACT = {"p4d.24xlarge": 32.7726, "g6e.xlarge": 1.861}
+
+
+@dataclass(frozen=True)
+class Price:
+    """One hourly price and where it came from."""
+
+    usd: float
+    date: str  # when the figure was read or took effect
+    source: str
+
+    def cite(self) -> str:
+        return f"${self.usd:g}/h ({self.date}: {self.source})"
+
+
+_PER_VCPU = {  # the .large (2 vCPU) price / 2
+    "c7i": Price(0.08925 / 2, "2025-01", _ONDEMAND + ": c7i.large $0.08925"),
+    "m7i": Price(0.1008 / 2, "2025-01", _ONDEMAND + ": m7i.large $0.1008"),
+    "r7i": Price(0.1323 / 2, "2025-01", _ONDEMAND + ": r7i.large $0.1323"),
+}
+PRICES: dict[str, Price] = {
+    "p5.48xlarge": Price(55.04, "2025-06", _CUT),
+    "p5.4xlarge": Price(
+        6.88, "2025-08", "AWS launch of p5.4xlarge (1 x H100), 1/8 of p5.48xlarge; " + _ONDEMAND
+    ),
+    "p5en.48xlarge": Price(63.296, "2025-06", _CUT + " (as listed by instances.vantage.sh)"),
+    "p4d.24xlarge": Price(21.96, "2025-06", _CUT),
+    "p4de.24xlarge": Price(27.45, "2025-06", _CUT),
+    "g6e.xlarge": Price(1.861, "2025-01", _ONDEMAND),
+    "g6e.2xlarge": Price(2.24208, "2025-01", _ONDEMAND),
+    "g6e.4xlarge": Price(3.00424, "2025-01", _ONDEMAND),
+    "g6e.8xlarge": Price(4.52856, "2025-01", _ONDEMAND),
+    "g6e.12xlarge": Price(10.49264, "2025-01", _ONDEMAND),
+    "g6e.16xlarge": Price(7.57719, "2025-01", _ONDEMAND),
+    "g6e.24xlarge": Price(15.06559, "2025-01", _ONDEMAND),
+    "g6e.48xlarge": Price(30.13118, "2025-01", _ONDEMAND),
+    "g5.xlarge": Price(1.006, "2025-01", _ONDEMAND),
+    "g5.2xlarge": Price(1.212, "2025-01", _ONDEMAND),
+    "g5.4xlarge": Price(1.624, "2025-01", _ONDEMAND),
+    "g5.8xlarge": Price(2.448, "2025-01", _ONDEMAND),
+    "g5.12xlarge": Price(5.672, "2025-01", _ONDEMAND),
+    "g5.16xlarge": Price(4.096, "2025-01", _ONDEMAND),
+    "g5.24xlarge": Price(8.144, "2025-01", _ONDEMAND),
+    "g5.48xlarge": Price(16.288, "2025-01", _ONDEMAND),
+}
+PRICE_SOURCE = (
+    f"the dated table in workshop.plan.catalog.PRICES ({_ONDEMAND}; P4/P5 after AWS's June 2025 cut); "
+    "with AWS credentials, the AWS Price List API; check before budgeting"
+)
 
 _FAMILY_RE = re.compile(r"^(?P<cls>[a-z]+?)(?P<gen>\d+)(?P<attrs>[a-z]*)(?:-(?P<extra>[a-z0-9-]+))?$")
 # Intel CPUs in these classes are 4th gen Xeon (Sapphire Rapids) or later from generation 7 on.
@@ -159,13 +206,52 @@ def amx_capability(family: str, manufacturer: str, arch: str) -> tuple[bool, str
     return False, "Intel Xeon older than 4th gen: AVX-512 without AMX"
 
 
-def hourly_price(instance_type: str, vcpus: int | None = None) -> float | None:
-    """Published on-demand price, or None when we do not know it for sure (see PRICE_SOURCE)."""
-    if instance_type in _PRICE_EXACT:
-        return _PRICE_EXACT[instance_type]
+def price_of(instance_type: str, vcpus: int | None = None) -> Price | None:
+    """The dated table's price, or None when we do not know it for sure."""
+    if instance_type in PRICES:
+        return PRICES[instance_type]
     family, _ = split_type(instance_type)
-    if family in _PRICE_PER_VCPU_HOUR and vcpus:
-        return round(_PRICE_PER_VCPU_HOUR[family] * vcpus, 5)
+    if family in _PER_VCPU and vcpus:
+        per = _PER_VCPU[family]
+        return Price(round(per.usd * vcpus, 5), per.date, per.source + f" x {vcpus} vCPU / 2")
+    return None
+
+
+def hourly_price(instance_type: str, vcpus: int | None = None) -> float | None:
+    """Published on-demand price, or None when we do not know it for sure (see PRICES)."""
+    got = price_of(instance_type, vcpus)
+    return got.usd if got else None
+
+
+@lru_cache(maxsize=256)
+def aws_price(instance_type: str, region: str = DEFAULT_REGION) -> Price | None:
+    """Today's on-demand price from the AWS Price List API (boto3 `pricing`), or None when it has none.
+
+    Why: the dated table ages; with credentials the price is read where AWS publishes it."""
+    import boto3
+
+    location = {"us-east-1": "US East (N. Virginia)", "us-west-2": "US West (Oregon)"}.get(region, region)
+    filters = [
+        {"Type": "TERM_MATCH", "Field": k, "Value": v}
+        for k, v in (
+            ("instanceType", instance_type),
+            ("location", location),
+            ("operatingSystem", "Linux"),
+            ("tenancy", "Shared"),
+            ("preInstalledSw", "NA"),
+            ("capacitystatus", "Used"),
+        )
+    ]
+    client = boto3.client("pricing", region_name="us-east-1")
+    items = client.get_products(ServiceCode="AmazonEC2", Filters=filters, MaxResults=10).get("PriceList", [])
+    for item in items:
+        doc = json.loads(item) if isinstance(item, str) else item
+        for term in doc.get("terms", {}).get("OnDemand", {}).values():
+            for dim in term.get("priceDimensions", {}).values():
+                usd = float(dim.get("pricePerUnit", {}).get("USD", 0) or 0)
+                if usd > 0:
+                    date = str(term.get("effectiveDate", "today"))[:10]
+                    return Price(usd, date, f"AWS Price List API (get_products, {location})")
     return None
 
 

@@ -8,13 +8,14 @@ chapter 06's gloo collective fit); assumptions are named and a `workshop plan` f
 
 from __future__ import annotations
 
+import difflib
 import json
 from dataclasses import dataclass
 from pathlib import Path
 
 from workshop.errors import WorkshopError
 from workshop.paths import RESULTS_DIR
-from workshop.plan.catalog import PRICE_SOURCE, InstanceRow, hourly_price
+from workshop.plan.catalog import InstanceRow, aws_price, has_aws_credentials, known_types, price_of
 from workshop.plan.topology import DMA_EFFICIENCY, LINKS
 
 
@@ -64,6 +65,12 @@ GPUS: dict[str, GpuSpec] = {
             "NVIDIA H100 SXM5 datasheet: 989 TFLOPS dense BF16 (1,979 with sparsity), 3.35 TB/s HBM3",
         ),
         GpuSpec(
+            "H200",
+            989.0,
+            4800.0,
+            "NVIDIA H200 SXM datasheet: 989 TFLOPS dense BF16 (the H100's compute), 4.8 TB/s HBM3e, 141 GB",
+        ),
+        GpuSpec(
             "L40S",
             362.0,
             864.0,
@@ -94,8 +101,15 @@ def gpu_spec(row: InstanceRow) -> GpuSpec:
 
 
 # Which LINKS key the GPUs inside one instance talk over, and the host link offload copies cross.
-GPU_INTRA_LINK = {"p4d": "nvlink3", "p4de": "nvlink3", "p5": "nvlink4", "g6e": "pcie4", "g5": "pcie4"}
-GPU_HOST_LINK = {"p5": "pcie5"}  # others: pcie4
+GPU_INTRA_LINK = {
+    "p4d": "nvlink3",
+    "p4de": "nvlink3",
+    "p5": "nvlink4",
+    "p5en": "nvlink4",
+    "g6e": "pcie4",
+    "g5": "pcie4",
+}
+GPU_HOST_LINK = {"p5": "pcie5", "p5en": "pcie5"}  # others: pcie4
 GPU_FAMILIES = tuple(GPU_INTRA_LINK)
 CPU_FAMILIES = ("c7i", "m7i", "r7i", "c8i", "m8i", "r8i")
 
@@ -124,8 +138,34 @@ OVERLAP = {
     "gpu": Rate(0.5, "of comms hidden", "assumption", "NCCL on its own stream, prefetch overlaps half"),
 }
 GPU_MFU = Rate(
-    0.5, "of dense bf16 peak", "assumption", "typical FSDP/ZeRO-3 7-8B training (MosaicML: 46-64%)"
+    0.40,
+    "of dense bf16 peak",
+    "published",
+    "the workbook's stack (HF transformers eager + DeepSpeed ZeRO, bf16, full recompute off): MosaicML "
+    "llm-foundry's MPT-7B FSDP runs reach 40-46% MFU on 8 x H100 and 47-60% on A100 (scripts/train/"
+    "benchmarking/README.md, commit 061f2c7); tuned stacks (Megatron/NeMo, torchtitan) reach 50-60%",
 )
+# Model FLOP rate per stack and precision, as a fraction of the dense bf16 peak (the planner's --stack).
+GPU_STACKS: dict[str, Rate] = {
+    "hf-deepspeed-bf16": GPU_MFU,
+    "tuned-bf16": Rate(
+        0.55,
+        "of dense bf16 peak",
+        "published",
+        "FSDP stacks with flash attention on 7-8B: MosaicML llm-foundry MPT-7B 40-46% on H100, 47-60% on "
+        "A100 (scripts/train/benchmarking/README.md, commit 061f2c7); torchtitan Llama 3 8B 57-58% on 64 "
+        "A100 (docs/performance.md); Megatron/NeMo 50-60%",
+    ),
+    "tuned-fp8": Rate(
+        0.55 * 1.4,
+        "of dense bf16 peak",
+        "published",
+        "FP8 recipes (Transformer Engine, torchao float8) train 1.4-1.8x faster than the same stack's bf16 "
+        "on H100/H200 (NVIDIA NeMo performance summary; torchtitan docs/float8.md); the low end, x 1.4; GPUs "
+        "without FP8 (A100, A10G) fall back to tuned-bf16",
+    ),
+}
+FP8_GPUS = ("H100", "H200", "L40S")
 
 # ---------------------------------------------------------------- memory and the optimizer step
 
@@ -153,18 +193,72 @@ def _read(name: str) -> dict:
         raise WorkshopError(f"{path}: cannot read measured rates ({exc})") from None
 
 
-def cpu_efficiency() -> Rate:
-    """Model FLOP rate of a training step over the AMX peak: chapter 04's share of the GEMM ceiling x chapter
-    01's GEMM over peak, both measured on the AMX host (ceiling.json, gemm.json)."""
-    ceiling, gemm = _read("ceiling.json"), _read("gemm.json")
-    share = ceiling["targets"]["step_pct_of_ceiling"]["recipe"] / 100
-    gemm_pct = gemm["bf16_pct_of_peak"] / 100
+CPU_ENGINES = {"deepspeed": "zero3", "ddp-compile": "recipe"}  # engine -> chapter 04's ceiling lever
+
+
+def _ceiling(path: str | None) -> dict:
+    """benchmarks/results/ceiling.json, or a ceiling.json measured on this machine (the calibrate path:
+    `python -m workshop.experiments.ceiling --levers no_compile,zero3 --json-out PATH`)."""
+    if path is None:
+        return _read("ceiling.json")
+    try:
+        return json.loads(Path(path).read_text())
+    except (OSError, ValueError) as exc:
+        raise WorkshopError(f"--ceiling {path}: cannot read a ceiling.json ({exc})") from None
+
+
+def cpu_clock_basis(path: str | None = None) -> Rate:
+    """The clock the CPU rate is a share of: the measuring host's (ceiling.json), never the catalog's, so the
+    measured share and the peak it multiplies stand on one clock."""
+    machine = _ceiling(path)["machine"]
     return Rate(
-        share * gemm_pct,
+        machine["clock_ghz"],
+        "GHz",
+        "measured",
+        f"the clock of the host chapter 04 measured on ({machine['cores']} cores, {machine['date']}; "
+        f"{machine['clock_source']})",
+    )
+
+
+CPU_THREAD_SCALING = Rate(
+    0.5,
+    "of linear scaling",
+    "assumption",
+    "measured at 1 thread per rank on 2 cores; a rank on N cores across two sockets keeps 0.25-1.0 of the "
+    "per-core rate (NUMA, shared DDR bandwidth); the estimate's range",
+)
+CPU_THREAD_SCALING_RANGE = (0.25, 1.0)
+
+
+def cpu_efficiency(engine: str = "deepspeed", path: str | None = None) -> Rate:
+    """Model FLOP rate of a training step in the job's own engine, over the AMX bf16 peak at the measuring
+    host's clock (cpu_clock_basis), times the thread-scaling assumption: chapter 04's measured lever
+    (ceiling.json) for that engine, on that host and date."""
+    if engine not in CPU_ENGINES:
+        raise WorkshopError(f"CPU engine {engine!r}: choose one of {', '.join(CPU_ENGINES)}")
+    ceiling = _ceiling(path)
+    if not ceiling.get("machine", {}).get("isa_flags", {}).get("amx"):
+        raise WorkshopError(
+            f"{path or 'ceiling.json'}: measured on {ceiling.get('machine', {}).get('cpu_model', '?')} "
+            "without AMX; the CPU rate is a share of the AMX peak, so calibrate on an AMX Xeon"
+        )
+    lever = ceiling.get("levers", {}).get(CPU_ENGINES[engine], {})
+    if lever.get("status") != "measured":
+        raise WorkshopError(
+            f"{path or 'ceiling.json'}: no measured '{CPU_ENGINES[engine]}' lever for engine {engine!r} "
+            f"(measure it: python -m workshop.experiments.ceiling --levers no_compile,{CPU_ENGINES[engine]})"
+        )
+    share = lever["mfu_pct_of_peak"]["median"] / 100
+    machine, cfg = ceiling["machine"], ceiling["config"]
+    return Rate(
+        share * CPU_THREAD_SCALING.value,
         "of AMX bf16 peak",
         "measured",
-        f"chapter 04: step = {share:.0%} of the GEMM ceiling (ceiling.json, {ceiling['machine']['date']}) x "
-        f"chapter 01: GEMM = {gemm_pct:.0%} of AMX peak (gemm.json, n={gemm['bf16_size']})",
+        f"chapter 04's '{lever['label']}' step = {share:.1%} of the {machine['clock_ghz']} GHz AMX peak "
+        f"(ceiling.json: model {cfg['model']}, seq {cfg['seq_len']}, micro-batch {cfg['micro_batch']}, "
+        f"{cfg['nproc']} ranks x {cfg['threads']} thread, {machine['cpu_model']}, {machine['date']}) x "
+        f"{CPU_THREAD_SCALING.value:g} thread scaling (range {CPU_THREAD_SCALING_RANGE[0]:g}-"
+        f"{CPU_THREAD_SCALING_RANGE[1]:g})",
     )
 
 
@@ -211,44 +305,25 @@ def efa_gbytes_per_s(row: InstanceRow) -> float:
 
 # ---------------------------------------------------------------- prices
 
-PRE_CUT_SOURCE = (
-    "aws.amazon.com/ec2/pricing/on-demand, us-east-1 Linux, as published 2024 (BEFORE AWS cut P4/P5 "
-    "on-demand "
-    "prices by up to 45% in June 2025): check the page, pass --price TYPE=USD"
-)
-# Published us-east-1 on-demand prices the catalog does not carry; dated (see PRE_CUT_SOURCE).
-LIST_PRICES = {
-    "p4de.24xlarge": 40.96575,
-    "p5.48xlarge": 98.32,
-    "g5.xlarge": 1.006,
-    "g5.2xlarge": 1.212,
-    "g5.4xlarge": 1.624,
-    "g5.8xlarge": 2.448,
-    "g5.12xlarge": 5.672,
-    "g5.16xlarge": 4.096,
-    "g5.24xlarge": 8.144,
-    "g5.48xlarge": 16.288,
-    "g6e.2xlarge": 2.24208,
-    "g6e.4xlarge": 3.00424,
-    "g6e.8xlarge": 4.52856,
-    "g6e.12xlarge": 10.49264,
-    "g6e.16xlarge": 7.57719,
-    "g6e.24xlarge": 15.06559,
-    "g6e.48xlarge": 30.13118,
-}
 
-
-def price(row: InstanceRow, overrides: dict[str, float] | None = None) -> Rate | None:
-    """USD per instance-hour: an override, the catalog's price, or the dated list above; None if unknown."""
+def price(
+    row: InstanceRow, overrides: dict[str, float] | None = None, source: str | None = None
+) -> Rate | None:
+    """USD per instance-hour: an override, the AWS Price List API (with credentials, not under moto), or the
+    dated table (catalog.PRICES); None if unknown. The Rate's kind says which ("override" is marked)."""
     if overrides and row.instance_type in overrides:
         return Rate(overrides[row.instance_type], "USD/h", "override", "--price")
-    usd = hourly_price(row.instance_type, row.vcpus)
-    if usd is not None:
-        cut = " (P4d: before the June 2025 cut of up to 45%)" if row.family.startswith("p4") else ""
-        return Rate(usd, "USD/h", "price", PRICE_SOURCE + cut)
-    if row.instance_type in LIST_PRICES:
-        return Rate(LIST_PRICES[row.instance_type], "USD/h", "price", PRE_CUT_SOURCE)
-    return None
+    if source != "moto" and (source == "aws" or has_aws_credentials()):
+        try:
+            live = aws_price(row.instance_type)
+        except Exception:  # noqa: BLE001 - no pricing permission or no network: the dated table answers
+            live = None
+        if live is not None:
+            return Rate(live.usd, "USD/h", "price", f"{live.date}: {live.source}")
+    got = price_of(row.instance_type, row.vcpus)
+    if got is None:
+        return None
+    return Rate(got.usd, "USD/h", "price", f"{got.date}: {got.source}")
 
 
 def parse_prices(items: list[str] | None) -> dict[str, float]:
@@ -260,7 +335,81 @@ def parse_prices(items: list[str] | None) -> dict[str, float]:
             usd = float(value)
         except ValueError:
             usd = -1.0
-        if not sep or "." not in name or usd <= 0:
+        if not sep or "." not in name or not (0 < usd < 1e4):
             raise WorkshopError(f"bad --price {item!r}; use TYPE=USD per hour, e.g. p5.48xlarge=55.04")
+        if name not in known_types():
+            close = difflib.get_close_matches(name, known_types(), n=1)
+            hint = f"; did you mean {close[0]}?" if close else ""
+            raise WorkshopError(f"--price {item!r}: unknown instance type {name!r}{hint}")
         out[name] = usd
     return out
+
+
+# ---------------------------------------------------------------- fixed costs of a run (each a flag)
+
+KARPENTER_LAUNCH_S = 90.0  # assumption: EC2 launch to node Ready under Karpenter, typical for on-demand
+IMAGE_PULL_GBYTES_PER_S = 0.05  # assumption: ECR pull and unpack on a fresh node
+
+
+def startup_s() -> Rate:
+    """Seconds from "node requested" to "first step": launch + image pull + the first step's one-off work,
+    from benchmarks/results/image.json when the image benchmark wrote it, else the stated default."""
+    path = Path(RESULTS_DIR) / "image.json"
+    try:
+        image = json.loads(path.read_text())
+        pull = image["compressed_bytes"] / 1e9 / IMAGE_PULL_GBYTES_PER_S
+        value = KARPENTER_LAUNCH_S + pull + float(image["first_step_s"])
+        where = (
+            f"image.json ({image.get('measured_on', '?')}, {image.get('date', '?')}): "
+            f"{image['compressed_bytes'] / 2**20:,.0f} MiB pulled at {IMAGE_PULL_GBYTES_PER_S:g} GB/s + "
+            f"first step {image['first_step_s']:g} s"
+        )
+        kind = "measured"
+    except (OSError, ValueError, KeyError, TypeError):
+        value = KARPENTER_LAUNCH_S + 675 * 2**20 / 1e9 / IMAGE_PULL_GBYTES_PER_S + 25.0
+        where = (
+            "default: the CPU image (~675 MiB compressed) pulled at 0.05 GB/s (~14 s) + DeepSpeed's shm op "
+            "compiled at the first step (~25 s); no benchmarks/results/image.json yet"
+        )
+        kind = "assumption"
+    return Rate(value, "s per node", kind, f"Karpenter launch to Ready ~{KARPENTER_LAUNCH_S:g} s + {where}")
+
+
+DOWNLOAD_GBYTES_PER_S = Rate(
+    0.5, "GB/s per node", "assumption", "weights from S3 or the Hub over one node's NIC (~4 Gbit/s)"
+)
+INIT_S = Rate(
+    60.0,
+    "s",
+    "assumption",
+    "process groups, ZeRO partitioning and the DeepSpeed engine build before step 1",
+)
+
+
+@dataclass(frozen=True)
+class StorageSpec:
+    """Where checkpoints go: its write rate, its price, and the least capacity it bills."""
+
+    gbytes_per_s: Rate
+    usd_per_gb_month: Rate
+    min_gb: float
+
+
+STORAGE = {
+    "fsx": StorageSpec(
+        Rate(
+            0.24,
+            "GB/s",
+            "data sheet",
+            "FSx for Lustre SCRATCH_2, 1.2 TiB: 200 MB/s per TiB baseline (bursts higher)",
+        ),
+        Rate(0.14, "USD/GB-month", "price", "FSx for Lustre SCRATCH_2, us-east-1, 2025"),
+        1200.0,
+    ),
+    "s3": StorageSpec(
+        Rate(1.0, "GB/s", "assumption", "S3 multipart writes from the nodes (per-prefix limits ignored)"),
+        Rate(0.023, "USD/GB-month", "price", "S3 Standard, us-east-1, 2025"),
+        0.0,
+    ),
+}
+CHECKPOINT_MINUTES = 30.0  # assumption: a checkpoint every 30 min of training (--checkpoint-minutes)

@@ -423,26 +423,40 @@ def cost_plans(plans: Sequence[Any], original: Any | None = None) -> list[str]:
     """Chapter 01's sentences on the ranked plans (workshop.plan.cost.Plan), computed from them."""
     best = plans[0]
     cpu = next((p for p in plans if p.device == "cpu"), None)
+    fixed = best.fixed_usd if best.fixed_usd is not None else 0.0
     out = [
         _(
-            "Cheapest: {label} ({ranks} ranks, ZeRO-{zero}, micro-batch {micro_batch}): {hours:.3g} h and "
-            "${usd:,.0f} for {tokens:.3g} tokens, ${usd_per_mtok:.2f} per million tokens, {bound}-bound."
+            "First: {label} ({ranks} ranks, ZeRO-{zero}, micro-batch {micro_batch} x {grad_accum} "
+            "accumulation = {tokens_per_step:,} tokens per step, {steps:,} steps): {hours:.3g} h and "
+            "${usd:,.0f} for {tokens:.3g} tokens, of which ${fixed:,.0f} is paid once (start-up, weight "
+            "download, init, final save); {bound}-bound."
         ).format(
             label=best.label,
             ranks=best.nodes * best.procs_per_node,
             zero=best.zero_stage,
             micro_batch=best.micro_batch,
+            grad_accum=best.grad_accum,
+            tokens_per_step=best.tokens_per_step,
+            steps=best.steps,
             hours=best.hours,
             usd=best.usd,
             tokens=best.tokens,
-            usd_per_mtok=best.usd_per_mtok,
+            fixed=fixed,
             bound=best.bound,
         )
     ]
+    ties = [p for p in plans if p.tie]
+    if len(ties) > 1:
+        out.append(
+            _(
+                "{n} plans cost within the planner's error of the cheapest (${low:,.0f}-${high:,.0f}): a "
+                "tie, ordered by fewer nodes, then less time."
+            ).format(n=len(ties), low=min(p.usd for p in ties), high=max(p.usd for p in ties))
+        )
     if cpu is not None and cpu is not best:
         out.append(
             _(
-                "Cheapest CPU plan: {label}, {hours:.3g} h and ${usd:,.0f} ({ratio:.1f}x the cheapest), "
+                "Cheapest CPU plan: {label}, {hours:.3g} h and ${usd:,.0f} ({ratio:.1f}x the first), "
                 "{bound}-bound."
             ).format(label=cpu.label, hours=cpu.hours, usd=cpu.usd, ratio=cpu.usd / best.usd, bound=cpu.bound)
         )
@@ -450,13 +464,15 @@ def cost_plans(plans: Sequence[Any], original: Any | None = None) -> list[str]:
         out.append(
             _(
                 "The original workshop's {label} (gloo, ZeRO-{zero}, micro-batch {micro_batch}): {gb:.1f} GB "
-                "per rank per micro-step over {link:.2f} GB/s = {comm:.0f} s of collectives against "
-                "{compute:.1f} s of compute per step: {bound}-bound, {hours:,.0f} h and ${usd:,.0f}. {hint}."
+                "per rank per micro-step x {grad_accum} micro-steps over {link:.2f} GB/s = {comm:.0f} s of "
+                "collectives against {compute:.1f} s of compute per step: {bound}-bound, {hours:,.0f} h and "
+                "${usd:,.0f}. {hint}."
             ).format(
                 label=original.label,
                 zero=original.zero_stage,
                 micro_batch=original.micro_batch,
                 gb=original.gb_per_rank_per_step / original.grad_accum,
+                grad_accum=original.grad_accum,
                 link=original.link_gbytes_per_s,
                 comm=original.comm_s,
                 compute=original.compute_s,
@@ -473,13 +489,15 @@ def before_submit(plan: Any, steps: int) -> str:
     """Chapter 05's sentence before anything is submitted: the chosen plan's predicted time and cost for the
     job."""
     tokens = steps * plan.micro_batch * plan.seq_len * plan.grad_accum * plan.nodes * plan.procs_per_node
-    hours = steps * plan.step_time_s / 3600
+    once = sum(v for k, v in plan.fixed_s.items() if k != "checkpoints")  # start-up, download, init, save
+    hours = (steps * plan.step_time_s + once) / 3600
     usd = f"${hours * plan.usd_per_hour:,.0f}" if plan.usd_per_hour is not None else _("an unknown price")
     return _(
         "Plan: {label}, {ppn} rank(s) per node x {threads} threads, ZeRO-{zero}, micro-batch {micro_batch} "
         "x {seq_len} tokens, accumulation {grad_accum}{ckpt}. Predicted before submitting: {step:.0f} s per "
         "step ({compute:.0f} s compute, {comm:.0f} s collectives, {bound}-bound), so this TrainJob's {steps} "
-        "steps ({tokens:,} tokens) take {hours:.1f} h and cost {usd} on demand; the whole budget of "
+        "steps ({tokens:,} tokens) plus {once:.0f} s of start-up, download, init and final save take "
+        "{hours:.1f} h and cost {usd} on demand; the whole budget of "
         "{budget:.3g} tokens: {budget_hours:.1f} h, ${budget_usd:,.0f}. {hint}."
     ).format(
         label=plan.label,
@@ -496,6 +514,7 @@ def before_submit(plan: Any, steps: int) -> str:
         bound=plan.bound,
         steps=steps,
         tokens=tokens,
+        once=once,
         hours=hours,
         usd=usd,
         budget=plan.tokens,
