@@ -12,9 +12,9 @@ from __future__ import annotations
 import html
 import re
 
-# a line is part of a table or an aligned block when it has a run of 2+ spaces between words, starts with
-# an indent, or is a rule (----, ====)
-_ALIGNED = re.compile(r"\S {2,}\S|^\s+\S|^[-=+| ]{4,}$")
+# a line is part of a table or an aligned block when it has a run of 2+ spaces between words or is a rule
+# (----, ====); an indented sentence stays prose, indented
+_ALIGNED = re.compile(r"\S {2,}\S|^[-=+| ]{4,}$")
 _PRE = 'style="white-space: pre; word-break: normal; overflow-x: auto; margin: 0.2em 0"'
 _P = 'style="margin: 0.2em 0; white-space: normal; word-break: normal; overflow-wrap: break-word"'
 
@@ -38,7 +38,10 @@ def to_html(text: str) -> str:
         if kind == "pre":
             parts.append(f"<pre {_PRE}>" + html.escape("\n".join(lines)) + "</pre>")
         else:
-            parts.extend(f"<p {_P}>{html.escape(line) or '&nbsp;'}</p>" for line in lines)
+            for line in lines:
+                indent = len(line) - len(line.lstrip(" "))
+                style = _P[:-1] + (f'; padding-left: {indent}ch"' if indent else '"')
+                parts.append(f"<p {style}>{html.escape(line.strip()) or '&nbsp;'}</p>")
     return '<div class="workshop-say">' + "".join(parts) + "</div>"
 
 

@@ -1,0 +1,281 @@
+"""The learner's JupyterLab session, in a real browser: JupyterLab on loopback, headless Chromium (Debian's
+`chromium` and `chromium-driver`, installed by .ci/run), Selenium.
+
+Chapter 01 in English and in Korean (WORKSHOP_LANG=ko), each opened through `workshop lab` (the README's
+command) at 1,000 px: Run All leaves no error output, every widget control changes its output, no widget
+label or option is clipped, no printed sentence breaks mid-word, and git status is the same afterwards.
+Screenshots: out/browser/ (CI keeps them as artifacts).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from workshop.paths import REPO
+
+pytestmark = pytest.mark.slow
+
+CHAPTER = "01_amx_instance_selection.ipynb"
+SHOTS = REPO / "out" / "browser"
+WIDTH, HEIGHT = 1000, 1000
+
+# every widget label, readout and dropdown option: the text must fit its box
+CLIPPED_JS = """
+const canvas = document.createElement('canvas').getContext('2d');
+const bad = [];
+for (const el of document.querySelectorAll('.workshop-live .widget-label, .workshop-live .widget-readout,'
+                                          + ' .workshop-live .widget-label-basic')) {
+  if (el.textContent.trim() && el.scrollWidth > el.clientWidth + 1)
+    bad.push(`label "${el.textContent}": ${el.scrollWidth} > ${el.clientWidth} px`);
+}
+for (const sel of document.querySelectorAll('.workshop-live select')) {
+  const st = getComputedStyle(sel);
+  canvas.font = st.font;
+  const room = sel.clientWidth - parseFloat(st.paddingLeft) - parseFloat(st.paddingRight);
+  for (const o of sel.options) {
+    const w = canvas.measureText(o.text).width;
+    if (w > room) bad.push(`option "${o.text}": ${w.toFixed(0)} > ${room.toFixed(0)} px`);
+  }
+}
+return bad;
+"""
+
+# a visual line break between two letters of one word, in printed output (stdout and say()'s HTML)
+MIDWORD_JS = """
+const word = /[\\p{L}\\p{N}_]/u, bad = [];
+const roots = document.querySelectorAll(
+  '.jp-OutputArea-output[data-mime-type="application/vnd.jupyter.stdout"], .workshop-say');
+for (const root of roots) {
+  const walk = document.createTreeWalker(root, NodeFilter.SHOW_TEXT);
+  let prev = null, prevTop = null;
+  for (let node = walk.nextNode(); node; node = walk.nextNode()) {
+    const text = node.textContent;
+    for (let i = 0; i < text.length; i++) {
+      const ch = text[i];
+      if (ch === '\\n') { prev = null; prevTop = null; continue; }
+      const r = document.createRange(); r.setStart(node, i); r.setEnd(node, i + 1);
+      const rect = r.getClientRects()[0];
+      if (!rect) continue;
+      if (prev !== null && rect.top > prevTop + 2 && word.test(prev) && word.test(ch))
+        bad.push(text.slice(Math.max(0, i - 20), i) + '|' + text.slice(i, i + 20));
+      prev = ch; prevTop = rect.top;
+    }
+    if (bad.length > 20) return bad;
+  }
+}
+return bad;
+"""
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _git_status() -> str:
+    return subprocess.run(
+        ["git", "status", "--porcelain"], cwd=REPO, capture_output=True, text=True, check=True
+    ).stdout
+
+
+@pytest.fixture(scope="module")
+def browser():
+    webdriver = pytest.importorskip("selenium.webdriver")
+    pytest.importorskip("jupyterlab")
+    chromium, driver = shutil.which("chromium"), shutil.which("chromedriver")
+    if not (chromium and driver):
+        pytest.skip("needs Debian's chromium and chromium-driver (.ci/run installs them)")
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = chromium
+    for arg in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-dev-shm-usage",
+        f"--window-size={WIDTH},{HEIGHT}",
+    ):
+        opts.add_argument(arg)
+    b = webdriver.Chrome(options=opts, service=webdriver.ChromeService(executable_path=driver))
+    b.set_window_size(WIDTH, HEIGHT)
+    yield b
+    b.quit()
+
+
+def _lab(lang: str, tmp: Path):
+    """`workshop lab` on a working copy beside notebooks/ (ignored by git); returns (process, url)."""
+    from workshop.book import i18n
+
+    copy = REPO / f"lab-browser-test-{lang}"
+    shutil.rmtree(copy, ignore_errors=True)
+    copy.mkdir()
+    if lang == "ko":  # the Korean chapter as `i18n generate` makes it from today's English one
+        (copy / CHAPTER).write_text(i18n.generated()[CHAPTER], encoding="utf-8")
+    port, token = _free_port(), os.urandom(8).hex()
+    env = dict(
+        os.environ,
+        JUPYTER_CONFIG_DIR=str(tmp / "config"),
+        JUPYTERLAB_SETTINGS_DIR=str(tmp / "settings"),
+        JUPYTERLAB_WORKSPACES_DIR=str(tmp / "ws"),
+        JUPYTER_RUNTIME_DIR=str(tmp / "rt"),
+    )
+    # `--dir` and `--lang` are the command's; the rest go to jupyter lab
+    cmd = [
+        sys.executable,
+        "-m",
+        "workshop",
+        "lab",
+        "--lang",
+        lang,
+        "--dir",
+        str(copy),
+        "--no-browser",
+        "--ServerApp.ip=127.0.0.1",
+        f"--ServerApp.port={port}",
+        f"--IdentityProvider.token={token}",
+        "--LabApp.expose_app_in_browser=True",
+        "--LabApp.news_url=",
+        "--ServerApp.port_retries=0",
+    ]
+    proc = subprocess.Popen(
+        cmd, env=env, cwd=REPO, stdout=subprocess.DEVNULL, stderr=open(tmp / "lab.log", "w")
+    )
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return proc, copy, f"http://127.0.0.1:{port}/lab/tree/{CHAPTER}?token={token}"
+        time.sleep(0.5)
+    proc.terminate()
+    raise AssertionError(f"JupyterLab did not start: {(tmp / 'lab.log').read_text()[-2000:]}")
+
+
+def _wait(b, js: str, timeout: float, what: str):
+    end = time.time() + timeout
+    while time.time() < end:
+        value = b.execute_script(js)
+        if value:
+            return value
+        time.sleep(0.5)
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+
+
+def _run_all(b, url: str, lang: str):
+    b.get(url)
+    _wait(
+        b,
+        "return window.jupyterapp && document.querySelector('.jp-Notebook .jp-Cell') !== null",
+        90,
+        "the notebook to open",
+    )
+    _wait(
+        b,
+        "const k = document.querySelector('.jp-Notebook-ExecutionIndicator');"
+        "return k && k.getAttribute('data-status') === 'idle'",
+        90,
+        "the kernel",
+    )
+    b.execute_script("window.jupyterapp.commands.execute('notebook:run-all-cells')")
+    time.sleep(2)
+    _wait(
+        b,
+        "const prompts = [...document.querySelectorAll('.jp-CodeCell .jp-InputArea-prompt')];"
+        "return prompts.length && prompts.every(p => /\\[\\d+\\]/.test(p.textContent));",
+        300,
+        "Run All to finish",
+    )
+    _wait(
+        b, "return document.querySelectorAll('.workshop-live .widget-output').length === 2", 30, "the widgets"
+    )
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    b.save_screenshot(str(SHOTS / f"01-{lang}-ran.png"))
+
+
+def _outputs(b) -> list[str]:
+    return b.execute_script(
+        "return [...document.querySelectorAll('.workshop-live .widget-output')].map(e => e.innerText)"
+    )
+
+
+def _change_and_wait(b, index: int, act, what: str) -> str:
+    """Do `act`, then wait until widget `index`'s output changes; the busy line must have shown meanwhile."""
+    before = _outputs(b)[index]
+    b.execute_script(
+        "const box = document.querySelectorAll('.workshop-live')[arguments[0]]; window.__busy = false;"
+        "new MutationObserver(() => { const h = box.querySelector('.widget-html');"
+        " if (h && h.innerText.trim()) window.__busy = true; })"
+        ".observe(box, {subtree: true, childList: true, characterData: true});",
+        index,
+    )
+    act()
+    after = ""
+    end = time.time() + 60
+    while time.time() < end:
+        after = _outputs(b)[index]
+        if after.strip() and after != before:
+            break
+        time.sleep(0.3)
+    assert after and after != before, f"{what}: the output did not change"
+    assert b.execute_script("return window.__busy"), f"{what}: no busy state was shown while recomputing"
+    return after
+
+
+def _check_session(b, lang: str):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+
+    errors = b.execute_script(
+        "return [...document.querySelectorAll('.jp-OutputArea-output[data-mime-type="
+        '"application/vnd.jupyter.stderr"]\')].map(e => e.innerText.slice(0, 300))'
+    )
+    assert not errors, f"{lang}: error or stderr output after Run All: {errors}"
+    clipped = b.execute_script(CLIPPED_JS)
+    assert not clipped, f"{lang}: clipped widget text: {clipped}"
+    broken = b.execute_script(MIDWORD_JS)
+    assert not broken, f"{lang}: printed text breaks mid-word at {WIDTH} px: {broken}"
+    discussed = b.execute_script(
+        "const th = [...document.querySelectorAll('.jp-RenderedHTMLCommon th')]"
+        ".find(t => t.innerText === 'gib_per_vcpu');"
+        "if (!th) return 'missing'; const out = th.closest('.jp-OutputArea-output').getBoundingClientRect();"
+        "return th.getBoundingClientRect().right <= out.right ? 'visible' : 'scrolled off';"
+    )
+    assert discussed == "visible", f"{lang}: the catalog table's gib_per_vcpu column is {discussed}"
+
+    cost_box = b.find_elements(By.CSS_SELECTOR, ".workshop-live")[1]
+    b.execute_script("arguments[0].scrollIntoView()", cost_box)
+    handle = cost_box.find_element(By.CSS_SELECTOR, ".noUi-handle")
+    _change_and_wait(b, 1, lambda: handle.send_keys(Keys.ARROW_RIGHT, Keys.ARROW_RIGHT), "the token slider")
+    box = cost_box.find_element(By.CSS_SELECTOR, "input[type=number]")
+
+    def deadline():
+        box.send_keys(Keys.CONTROL, "a")
+        box.send_keys("0.1", Keys.ENTER)
+
+    said = _change_and_wait(b, 1, deadline, "the deadline box")
+    assert "--max-hours" not in said, f"{lang}: the widget names a flag the learner never typed: {said}"
+    b.save_screenshot(str(SHOTS / f"01-{lang}-widgets.png"))
+    assert not b.execute_script(CLIPPED_JS), f"{lang}: clipped widget text after the changes"
+
+
+@pytest.mark.parametrize("lang", ["en", "ko"])
+def test_a_learners_jupyterlab_session(browser, lang, tmp_path):
+    status = _git_status()
+    proc, copy, url = _lab(lang, tmp_path)
+    try:
+        _run_all(browser, url, lang)
+        _check_session(browser, lang)
+        browser.execute_script("window.jupyterapp.commands.execute('docmanager:save')")
+        time.sleep(2)
+        assert _git_status() == status, "the session (Run All, widget changes, save) changed git status"
+    finally:
+        proc.terminate()
+        proc.wait(30)
+        shutil.rmtree(copy, ignore_errors=True)
+        print(f"screenshots: {SHOTS}")
