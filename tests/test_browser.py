@@ -55,9 +55,9 @@ const roots = document.querySelectorAll(
   '.jp-OutputArea-output[data-mime-type="application/vnd.jupyter.stdout"], .workshop-say');
 for (const root of roots) {
   const walk = document.createTreeWalker(root, NodeFilter.SHOW_TEXT);
-  let prev = null, prevTop = null;
   for (let node = walk.nextNode(); node; node = walk.nextNode()) {
-    const text = node.textContent;
+    const text = node.textContent;  // one paragraph, or the whole of a printed output
+    let prev = null, prevTop = null;
     for (let i = 0; i < text.length; i++) {
       const ch = text[i];
       if (ch === '\\n') { prev = null; prevTop = null; continue; }
@@ -71,6 +71,35 @@ for (const root of roots) {
     if (bad.length > 20) return bad;
   }
 }
+return bad;
+"""
+
+
+# the notebook's kernel up and idle (JupyterLab may first ask which kernel: its preselected answer is the
+# notebook's own)
+KERNEL_JS = """
+const ok = document.querySelector('.jp-Dialog .jp-mod-accept');
+if (ok) ok.click();
+const nb = window.jupyterapp.shell.currentWidget;
+const k = nb && nb.sessionContext.session && nb.sessionContext.session.kernel;
+return k && k.status === 'idle';
+"""
+
+# every code cell of the open notebook has run, and the kernel is idle again
+DONE_JS = """
+const nb = window.jupyterapp.shell.currentWidget;
+const cells = Array.from(nb.content.model.cells).filter(c => c.type === 'code');
+const idle = nb.sessionContext.session.kernel.status === 'idle';
+return idle && cells.length > 0 && cells.every(c => c.executionCount !== null);
+"""
+
+# the outputs Run All left: errors and stderr, from the notebook's model
+ERRORS_JS = """
+const nb = window.jupyterapp.shell.currentWidget, bad = [];
+for (const c of Array.from(nb.content.model.cells).filter(c => c.type === 'code'))
+  for (const o of c.outputs.toJSON())
+    if (o.output_type === 'error' || (o.output_type === 'stream' && o.name === 'stderr'))
+      bad.push((o.ename || 'stderr') + ': ' + String(o.evalue || o.text).slice(0, 300));
 return bad;
 """
 
@@ -119,6 +148,16 @@ def _lab(lang: str, tmp: Path):
     if lang == "ko":  # the Korean chapter as `i18n generate` makes it from today's English one
         (copy / CHAPTER).write_text(i18n.generated()[CHAPTER], encoding="utf-8")
     port, token = _free_port(), os.urandom(8).hex()
+    # every cell in the DOM (JupyterLab 4 otherwise renders only the cells near the viewport); the notebook's
+    # own kernel started without asking; no news prompt over the page
+    for plugin, value in (
+        ("notebook-extension/tracker", '{"windowingMode": "none"}'),
+        ("docmanager-extension/plugin", '{"autoStartDefaultKernel": true}'),
+        ("apputils-extension/notification", '{"fetchNews": "false"}'),
+    ):
+        path = tmp / "settings" / "@jupyterlab" / f"{plugin}.jupyterlab-settings"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(value)
     env = dict(
         os.environ,
         JUPYTER_CONFIG_DIR=str(tmp / "config"),
@@ -157,10 +196,10 @@ def _lab(lang: str, tmp: Path):
     raise AssertionError(f"JupyterLab did not start: {(tmp / 'lab.log').read_text()[-2000:]}")
 
 
-def _wait(b, js: str, timeout: float, what: str):
+def _wait(b, js: str, timeout: float, what: str, *args):
     end = time.time() + timeout
     while time.time() < end:
-        value = b.execute_script(js)
+        value = b.execute_script(js, *args)
         if value:
             return value
         time.sleep(0.5)
@@ -175,22 +214,10 @@ def _run_all(b, url: str, lang: str):
         90,
         "the notebook to open",
     )
-    _wait(
-        b,
-        "const k = document.querySelector('.jp-Notebook-ExecutionIndicator');"
-        "return k && k.getAttribute('data-status') === 'idle'",
-        90,
-        "the kernel",
-    )
+    _wait(b, KERNEL_JS, 120, "the notebook's kernel")
     b.execute_script("window.jupyterapp.commands.execute('notebook:run-all-cells')")
     time.sleep(2)
-    _wait(
-        b,
-        "const prompts = [...document.querySelectorAll('.jp-CodeCell .jp-InputArea-prompt')];"
-        "return prompts.length && prompts.every(p => /\\[\\d+\\]/.test(p.textContent));",
-        300,
-        "Run All to finish",
-    )
+    _wait(b, DONE_JS, 300, "Run All to finish")
     _wait(
         b, "return document.querySelectorAll('.workshop-live .widget-output').length === 2", 30, "the widgets"
     )
@@ -223,6 +250,15 @@ def _change_and_wait(b, index: int, act, what: str) -> str:
             break
         time.sleep(0.3)
     assert after and after != before, f"{what}: the output did not change"
+    _wait(
+        b,
+        "const h = document.querySelectorAll('.workshop-live')[arguments[0]].querySelector('.widget-html');"
+        "return !h.innerText.trim();",
+        60,
+        f"{what}: the busy line to clear",
+        index,
+    )
+    after = _outputs(b)[index]
     assert b.execute_script("return window.__busy"), f"{what}: no busy state was shown while recomputing"
     return after
 
@@ -231,10 +267,7 @@ def _check_session(b, lang: str):
     from selenium.webdriver.common.by import By
     from selenium.webdriver.common.keys import Keys
 
-    errors = b.execute_script(
-        "return [...document.querySelectorAll('.jp-OutputArea-output[data-mime-type="
-        '"application/vnd.jupyter.stderr"]\')].map(e => e.innerText.slice(0, 300))'
-    )
+    errors = b.execute_script(ERRORS_JS)
     assert not errors, f"{lang}: error or stderr output after Run All: {errors}"
     clipped = b.execute_script(CLIPPED_JS)
     assert not clipped, f"{lang}: clipped widget text: {clipped}"
@@ -251,7 +284,7 @@ def _check_session(b, lang: str):
     cost_box = b.find_elements(By.CSS_SELECTOR, ".workshop-live")[1]
     b.execute_script("arguments[0].scrollIntoView()", cost_box)
     handle = cost_box.find_element(By.CSS_SELECTOR, ".noUi-handle")
-    _change_and_wait(b, 1, lambda: handle.send_keys(Keys.ARROW_RIGHT, Keys.ARROW_RIGHT), "the token slider")
+    _change_and_wait(b, 1, lambda: handle.send_keys(Keys.ARROW_RIGHT), "the token slider")
     box = cost_box.find_element(By.CSS_SELECTOR, "input[type=number]")
 
     def deadline():
@@ -269,8 +302,13 @@ def test_a_learners_jupyterlab_session(browser, lang, tmp_path):
     status = _git_status()
     proc, copy, url = _lab(lang, tmp_path)
     try:
-        _run_all(browser, url, lang)
-        _check_session(browser, lang)
+        try:
+            _run_all(browser, url, lang)
+            _check_session(browser, lang)
+        except Exception:
+            SHOTS.mkdir(parents=True, exist_ok=True)
+            browser.save_screenshot(str(SHOTS / f"01-{lang}-failed.png"))
+            raise
         browser.execute_script("window.jupyterapp.commands.execute('docmanager:save')")
         time.sleep(2)
         assert _git_status() == status, "the session (Run All, widget changes, save) changed git status"
