@@ -16,7 +16,7 @@ def test_say_wraps_prose_between_words_and_keeps_tables_whole():
     text = "a sentence long enough to wrap\n   indented: still prose\n col a   col b\n------\n x        1"
     assert [kind for kind, _ in show.blocks(text)] == ["prose", "pre"]
     html = show.to_html(text)
-    assert "white-space: normal; word-break: normal" in html and "padding-left: 3ch" in html
+    assert "white-space: normal; word-break: keep-all" in html and "padding-left: 3ch" in html
     assert (
         "white-space: pre; word-break: normal" in html and "col a   col b\n------\n x        1</pre>" in html
     )

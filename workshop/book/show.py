@@ -2,9 +2,10 @@
 
 JupyterLab shows `print()` output in a `<pre>` with `word-break: break-all`, so a sentence longer than the
 output area wraps in the middle of a word ("per nod e"), and a wide table wraps into a jumble. `say()` shows
-the same text as HTML instead: prose lines as paragraphs the browser wraps at spaces (at any width), aligned
-lines (tables, indented blocks) as a `<pre>` that never wraps and scrolls sideways. Its text/plain is the text
-itself, so papermill, nbval and a terminal read exactly what `print()` would have written.
+the same text as HTML instead: prose lines as paragraphs the browser wraps at spaces (at any width, Korean
+too), aligned lines (tables, indented blocks) as a `<pre>` that never wraps and scrolls sideways. Its
+text/plain is the text itself, so papermill, nbval and a terminal read exactly what `print()` would have
+written.
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ import re
 # (----, ====); an indented sentence stays prose, indented
 _ALIGNED = re.compile(r"\S {2,}\S|^[-=+| ]{4,}$")
 _PRE = 'style="white-space: pre; word-break: normal; overflow-x: auto; margin: 0.2em 0"'
-_P = 'style="margin: 0.2em 0; white-space: normal; word-break: normal; overflow-wrap: break-word"'
+# keep-all: Korean wraps at spaces too, not between any two syllables (the browser's default for Hangul)
+_P = 'style="margin: 0.2em 0; white-space: normal; word-break: keep-all; overflow-wrap: break-word"'
 
 
 def blocks(text: str) -> list[tuple[str, list[str]]]:
