@@ -280,6 +280,11 @@ def _check_session(b, lang: str):
         "return th.getBoundingClientRect().right <= out.right ? 'visible' : 'scrolled off';"
     )
     assert discussed == "visible", f"{lang}: the catalog table's gib_per_vcpu column is {discussed}"
+    b.execute_script(
+        "[...document.querySelectorAll('.jp-RenderedHTMLCommon th')]"
+        ".find(t => t.innerText === 'gib_per_vcpu').scrollIntoView({block: 'center'});"
+    )
+    b.save_screenshot(str(SHOTS / f"01-{lang}-catalog.png"))
 
     cost_box = b.find_elements(By.CSS_SELECTOR, ".workshop-live")[1]
     b.execute_script("arguments[0].scrollIntoView()", cost_box)
@@ -299,6 +304,8 @@ def _check_session(b, lang: str):
 
 @pytest.mark.parametrize("lang", ["en", "ko"])
 def test_a_learners_jupyterlab_session(browser, lang, tmp_path):
+    for old in SHOTS.glob(f"01-{lang}-*.png"):
+        old.unlink()  # the artifacts are this run's
     status = _git_status()
     proc, copy, url = _lab(lang, tmp_path)
     try:
