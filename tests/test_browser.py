@@ -266,6 +266,7 @@ def _change_and_wait(b, index: int, act, what: str) -> str:
 def _check_session(b, lang: str):
     from selenium.webdriver.common.by import By
     from selenium.webdriver.common.keys import Keys
+    from selenium.webdriver.support.ui import Select
 
     errors = b.execute_script(ERRORS_JS)
     assert not errors, f"{lang}: error or stderr output after Run All: {errors}"
@@ -286,10 +287,23 @@ def _check_session(b, lang: str):
     )
     b.save_screenshot(str(SHOTS / f"01-{lang}-catalog.png"))
 
-    cost_box = b.find_elements(By.CSS_SELECTOR, ".workshop-live")[1]
+    # every control of both widgets: the planner's node slider, families and offload; the cost planner's
+    # token slider, families and deadline (last: then the answer is the deadline sentence)
+    plan_box, cost_box = b.find_elements(By.CSS_SELECTOR, ".workshop-live")
+    b.execute_script("arguments[0].scrollIntoView()", plan_box)
+    nodes = plan_box.find_element(By.CSS_SELECTOR, ".noUi-handle")
+    _change_and_wait(b, 0, lambda: nodes.send_keys(Keys.ARROW_LEFT), "the node slider")
+    plan_families = Select(plan_box.find_elements(By.CSS_SELECTOR, "select")[1])
+    _change_and_wait(b, 0, lambda: plan_families.select_by_index(1), "the planner's families")
+    offload = plan_box.find_element(By.CSS_SELECTOR, "input[type=checkbox]")
+    _change_and_wait(b, 0, offload.click, "the offload box")
+    b.save_screenshot(str(SHOTS / f"01-{lang}-planner.png"))
+
     b.execute_script("arguments[0].scrollIntoView()", cost_box)
     handle = cost_box.find_element(By.CSS_SELECTOR, ".noUi-handle")
     _change_and_wait(b, 1, lambda: handle.send_keys(Keys.ARROW_RIGHT), "the token slider")
+    cost_families = Select(cost_box.find_element(By.CSS_SELECTOR, "select"))
+    _change_and_wait(b, 1, lambda: cost_families.select_by_index(1), "the cost planner's families")
     box = cost_box.find_element(By.CSS_SELECTOR, "input[type=number]")
 
     def deadline():
