@@ -38,11 +38,11 @@ def recommendation_text(model: str, nodes: int, group: str, offload: bool, sourc
         )
     except WorkshopError as exc:
         return str(exc)
-    price = f"${r.hourly_cost_usd:.2f}/h" if r.hourly_cost_usd is not None else "price unknown"
+    price = f"${r.hourly_cost_usd:.2f}/h" if r.hourly_cost_usd is not None else _("price unknown")
     note = ""
     if offload and r.device == "cpu":
-        note = (
-            "\nOffload moves optimizer state (and parameters) from GPU memory to host memory. On a CPU node "
+        note = "\n" + _(
+            "Offload moves optimizer state (and parameters) from GPU memory to host memory. On a CPU node "
             "everything is host memory already, so it saves nothing and adds CPU Adam's fp32 copy of the "
             "gradient partition (4 bytes per parameter / ranks) in place of one sub-group's step buffer: "
             "per-rank memory goes up, not down."
