@@ -355,7 +355,8 @@ def test_chapter_sentences_are_computed_from_the_plans():
     once = sum(v for k, v in original.fixed_s.items() if k != "checkpoints")
     assert f"{(10 * original.step_time_s + once) / 3600:.1f} h" in text and "instead of" in text
     said = widgets.cost_text("llama-3-8b", 1e8, 0.001, "CPU only (c7i/m7i/r7i)", "moto")
-    assert "nothing fits --max-hours 0.001:" in said and "None" not in said  # an unset limit is not named
+    # in the widget's words (its deadline box), not the command line's flag; the fastest plan named
+    assert "deadline of 0.001 hours" in said and "--max-hours" not in said and " x c7i." in said
 
 
 def test_offload_only_when_asked():

@@ -23,6 +23,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "workshop.book.i18n",
         "Korean catalogs and notebooks-ko/: update | generate | check | sync (all three)",
     ),
+    "lab": ("workshop.book.lab", "JupyterLab on a working copy of the chapters (lab/): git stays clean"),
     "nbval": ("workshop.book.nbcheck", "re-record the notebook outputs that nbval checks (nbval refresh)"),
     "hw": ("workshop.plan.hardware", "what this CPU can do: AMX/bf16 detection, oneDNN ISA, GEMM TFLOPS"),
     "instances": ("workshop.plan.catalog", "EC2 instance types (boto3, or moto's offline catalog)"),

@@ -1,8 +1,9 @@
 """Each chapter's exercises: parameters to change, the outcome to expect, and (for one per chapter) a check.
 
-An exercise is a papermill parameter set, so a learner runs it by editing the `parameters` cell or with
-`python -m workshop run --only NN -p name value`. The expected outcome is stated before the run; `check` runs
-the same package calls the chapter's cells make, with those parameters, and says whether the outcome showed.
+An exercise is a papermill parameter set, so a learner runs it by editing the `parameters` cell in
+JupyterLab (then Run All) or with `python -m workshop run --only NN -p name value`; `show` says both. The
+expected outcome is stated before the run; `check` runs the same package calls the chapter's cells make,
+with those parameters, and says whether the outcome showed.
 tests/test_exercises.py runs the checked exercise of every chapter, so a stated outcome cannot go stale.
 """
 
@@ -281,14 +282,19 @@ EXERCISES: dict[str, list[Exercise]] = {
 
 
 def show(chapter: str) -> str:
-    """The chapter's exercises as text: parameters, the command that runs them, the outcome to expect."""
+    """The chapter's exercises as text: parameters, the outcome to expect, and the two ways to run them
+    (the parameters cell in JupyterLab, `-p` on the command line)."""
     check_choice("chapter", chapter, list(EXERCISES))
     lines = []
     for i, ex in enumerate(EXERCISES[chapter], 1):
+        assignments = ", ".join(f"{k} = {v!r}" for k, v in ex.params.items())
         lines += [
-            f"{i}. {', '.join(f'{k} = {v!r}' for k, v in ex.params.items())}",
+            f"{i}. {assignments}",
             _("   expect: {expect}").format(expect=_(ex.expect)),
-            _("   run:    {command}").format(command=ex.command(chapter)),
+            _("   in JupyterLab: set {assignments} in the parameters cell, then Run All").format(
+                assignments=assignments
+            ),
+            _("   or from a shell: {command}").format(command=ex.command(chapter)),
         ]
     return "\n".join(lines)
 
