@@ -16,6 +16,7 @@ from typing import Any
 
 from workshop.lang import _
 from workshop.plan import hardware, topology
+from workshop.report import verdict
 
 
 def machine(d: hardware.Detection | None = None) -> str:
@@ -210,32 +211,49 @@ def threads(rows: Sequence[Mapping[str, Any]], cores: int, nproc: int) -> str:
     return line
 
 
+def ceiling_share(res: Mapping[str, Any]) -> verdict.Share:
+    """The recipe's step against its GEMM ceiling: every steady step against every probe of the ceiling (the
+    start and end of each round), through report.verdict.share, so a ceiling that drifted gives a range."""
+    rec, cfg = res["levers"]["recipe"], res["config"]
+    key = f"{cfg['micro_batch'] * cfg['seq_len']}x{rec['precision']}"
+    probes = [p["tflops"] for c in res.get("ceilings", {}).get(key, []) for p in (c["start"], c["end"])]
+    steps = [t * r["flops_per_token"] / 1e12 for r in rec["runs"] for t in r.get("step_tokens_per_s", [])]
+    return verdict.share(
+        steps or [r["model_tflops"] for r in rec["runs"]],
+        probes or rec["ceiling_tflops"]["values"],
+        part_label=_("the step"),
+        reference_label=_("GEMM ceiling"),
+        unit="TFLOPS",
+    )
+
+
 def ceiling(res: Mapping[str, Any]) -> list[str]:
     """Chapter 04's headline: the recipe's step as a share of the same cores' matmul rate at the model's own
-    shapes, on the machine the result names, and what each measured lever did to that share."""
+    shapes, on the machine the result names, and what each measured lever did against its base; a share or a
+    winner only where the samples support one (report.verdict)."""
     lv = res["levers"]
     rec = lv.get("recipe", {})
     if rec.get("status") != "measured":
         return [_("the recipe was not measured: {reason}").format(reason=rec.get("reason", "no run"))]
     nproc = res["config"]["nproc"]
     per_rank = rec["model_tflops"]["median"] / nproc
-    ceil = rec["ceiling_tflops"]["median"] / nproc
-    pct = rec["pct_of_ceiling"]["median"]
+    sh = ceiling_share(res)
+    ceil = per_rank * 100 / sh.pct
     unit = "GPU" if res.get("device") == "cuda" else "rank"
     rows = res["config"]["micro_batch"] * res["config"]["seq_len"]
     head = _(
-        "{where} ({isa}): the workbook recipe's step computes {per_rank:.3g} model "
-        "TFLOPS per {unit}, {pct:.0f}% of the {ceil:.3g} TFLOPS the same cores reach on the model's own "
-        "matmuls ({rows} rows, {precision})."
+        "{where} ({isa}): the workbook recipe's step computes {per_rank:.3g} model TFLOPS per {unit}; the "
+        "same cores reach {ceil:.3g} TFLOPS per {unit} on the model's own matmuls ({rows} rows, "
+        "{precision}). {share}."
     ).format(
         where=measured_on(res),
         isa=res["isa_path"],
         per_rank=per_rank,
         unit=unit,
-        pct=pct,
         ceil=ceil,
         rows=rows,
         precision=rec["precision"],
+        share=sh.sentence[:1].upper() + sh.sentence[1:],
     )
     out = [head]
     for name, v in lv.items():
@@ -244,37 +262,34 @@ def ceiling(res: Mapping[str, Any]) -> list[str]:
         if v["status"] != "measured":
             out.append(f"  {v['label']}: {v['status']} ({v.get('reason', '')})")
             continue
-        eff = v.get("effect_vs_base") or {}
         other = v.get("precision") != rec["precision"]
+        said = v.get("verdict_sentence") or _("{verdict}, x{effect:.2f} the tokens/s of {base}").format(
+            verdict=v.get("verdict", "-"),
+            effect=(v.get("effect_vs_base") or {}).get("median", 1.0),
+            base=v["base"],
+        )
         out.append(
             f"  {v['label']}: {v['pct_of_ceiling']['median']:.0f}%"
             + (_(" of the {precision} ceiling").format(precision=v["precision"]) if other else "")
-            + (
-                _(", x{effect:.2f} the tokens/s of {base}").format(effect=eff["median"], base=v["base"])
-                if eff
-                else ""
-            )
+            + f"; {said}"
         )
-    if (
-        pct > 100
-    ):  # the step cannot beat its own matmuls: the ceiling probe ran slow (contended cores, clocks)
+    if sh.clear:
         out.append(
             _(
-                "Over 100% means the ceiling was measured low, not that the step beat its matmuls: something "
-                "else shared these cores while the GEMM probe ran, or the clock dropped. Re-run `python -m "
-                "workshop bench ceiling` on an idle machine for a share you can trust."
+                "The other {rest:.0f}% is what the step spends beyond those matmuls at that rate: "
+                "attention, norms, activations, the loss, the optimizer and the all-reduce (each a pass over "
+                "memory), and its matmuls running below the ceiling between them. That work grows with the "
+                "model's width, the matmuls with its square: the share rises with the model."
+            ).format(rest=100 - sh.pct)
+        )
+    else:
+        out.append(
+            _(
+                "No share is read from this run: the samples above do not support one number. Re-run "
+                "`python -m workshop bench ceiling` (more rounds) on an idle machine for a share you can "
+                "trust."
             )
         )
-        return out
-    out.append(
-        _(
-            "The other {rest:.0f}% is what the step spends beyond those matmuls at that rate: attention, "
-            "norms, activations, the loss, the optimizer and the all-reduce (each a pass over memory), and "
-            "its "
-            "matmuls running below the ceiling between them. That work grows with the model's width, the "
-            "matmuls with its square: the share rises with the model."
-        ).format(rest=100 - pct)
-    )
     return out
 
 

@@ -354,7 +354,11 @@ def plot_bench_recipes(bars: list[dict], path, *, machine: str = "") -> Path:
 
 
 def plot_ceiling(
-    rows: Sequence[Mapping[str, Any]], path, *, title: str = "training step vs this machine's GEMM ceiling"
+    rows: Sequence[Mapping[str, Any]],
+    path,
+    *,
+    title: str = "training step vs this machine's GEMM ceiling",
+    effect_label: str = "tokens/s vs its base (x, paired per round)",
 ) -> Path:
     """Per lever: the step's model-FLOP rate as % of the same cores' GEMM ceiling (left) and its effect on
     tokens/s against its base (right); whiskers are min-max over interleaved rounds.
@@ -404,7 +408,7 @@ def plot_ceiling(
     right = max([1.0] + [e + d for e, d in zip(eff, hi)])
     pad = 0.08 * (right - left or 1.0)
     ax2.set_xlim(left - pad, right + pad)  # the 1.0 line (no change) stays inside the axes
-    ax2.set_xlabel("tokens/s vs its base (x, paired per round)")
+    ax2.set_xlabel(effect_label)
     fig.suptitle(title, fontsize=10)
     return _save(fig, path)
 
