@@ -38,15 +38,22 @@ def test_loading_names_the_winner_and_warns_when_the_model_is_too_small():
     assert any("too small" in line and "medium" in line for line in small)
 
 
-def test_threads_sentence_says_when_oversubscription_won_and_when_nothing_mattered():
+def test_threads_sentence_names_a_winner_only_when_the_steps_allow_it():
     rows = [
-        {"label": "2 ranks x 1 threads", "threads": 1, "tokens_per_s": 152.6},
-        {"label": "2 ranks x 2 threads", "threads": 2, "tokens_per_s": 166.6},
+        {"label": "2 ranks x 1 threads", "threads": 1, "tokens_per_s": 152.6, "samples": [150, 152.6, 155]},
+        {"label": "2 ranks x 2 threads", "threads": 2, "tokens_per_s": 176.6, "samples": [170, 176.6, 180]},
     ]
     line = interpret.threads(rows, cores=2, nproc=2)
-    assert "2 ranks x 2 threads" in line.split("fastest here:")[1][:25] and "over-subscribed" in line
-    flat = [{**rows[0], "tokens_per_s": 100.0}, {**rows[1], "tokens_per_s": 102.0}]
-    assert "barely matters" in interpret.threads(flat, cores=2, nproc=2)
+    assert (
+        line.startswith("2 ranks x 2 threads beats 2 ranks x 1 threads by x1.16")
+        and "over-subscribed" in line
+    )
+    # issue 37: one unpaired run each whose per-step values overlap is no win
+    overlap = [{**rows[0], "samples": [120, 152.6, 190]}, {**rows[1], "samples": [140, 176.6, 200]}]
+    said = interpret.threads(overlap, cores=2, nproc=2)
+    assert "within noise on this machine" in said and "won" not in said and "cannot tell" in said
+    single = [{**r, "samples": []} for r in rows]
+    assert "single sample" in interpret.threads(single, cores=2, nproc=2)
 
 
 def test_bandwidth_sentence_calls_a_compute_bound_step_compute_bound():

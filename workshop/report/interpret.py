@@ -189,25 +189,37 @@ def loading(
 
 
 def threads(rows: Sequence[Mapping[str, Any]], cores: int, nproc: int) -> str:
-    """Which ranks x threads layout won here, and whether over-subscribing the cores cost anything."""
+    """Which ranks x threads layout was faster here, only where the steps' spread lets one say so
+    (report.verdict.compare of the fastest row's steady steps against the slowest's), and whether
+    over-subscribing the cores cost anything."""
     best = max(rows, key=lambda r: r["tokens_per_s"])
     worst = min(rows, key=lambda r: r["tokens_per_s"])
-    gain = best["tokens_per_s"] / worst["tokens_per_s"]
+    if best is worst:
+        return _("one thread setting ran; nothing to compare")
+    v = verdict.compare(
+        best.get("samples") or [best["tokens_per_s"]],
+        worst.get("samples") or [worst["tokens_per_s"]],
+        a_label=best["label"],
+        b_label=worst["label"],
+    )
     over = [r for r in rows if nproc * r["threads"] > cores]
-    line = _(
-        "fastest here: {best} at {tps:.0f} tokens/s, x{gain:.2f} the slowest ({worst}), on {cores} physical "
-        "cores."
-    ).format(best=best["label"], tps=best["tokens_per_s"], gain=gain, worst=worst["label"], cores=cores)
-    if gain < 1.05:
-        line += _(" Within 5%: on this machine the thread count barely matters for this model.")
-    elif best in over:
+    if not v.clear:
+        return _(
+            "{said}, on {cores} physical cores: this run cannot tell the layouts apart; the thread count "
+            "matters less here than whatever else the machine was doing (more rounds, compare_rounds, give "
+            "a verdict)."
+        ).format(said=v.sentence, cores=cores)
+    line = _("{said}, on {cores} physical cores.").format(said=v.sentence, cores=cores)
+    if best in over:
         line += _(
             " Here the over-subscribed layout ({nproc} x {threads} > {cores} cores) won: while one "
             "rank waits on gloo its core is free for the other's threads. The rule ranks x threads <= cores "
             "is a starting point to measure around, not a law."
         ).format(nproc=nproc, threads=best["threads"], cores=cores)
     else:
-        line += _(" It keeps ranks x threads within the physical cores, the usual starting point.")
+        line += _(
+            " The faster layout keeps ranks x threads within the physical cores, the usual starting point."
+        )
     return line
 
 

@@ -221,14 +221,33 @@ def plot_training(steps: list[dict], path, title: str = "ZeRO-3 training on CPU 
 
 
 def plot_thread_comparison(rows: list[dict], path, *, machine: str = "") -> Path:
-    """Median tokens/s per thread setting (one bar each), with the step-time spread as error bars."""
+    """Median tokens/s per thread setting (one bar each), every steady step as a dot and its min-max as a
+    whisker: bars whose whiskers overlap are not a difference this run can show."""
     fig, ax = plt.subplots(figsize=(6, 3.6))
     labels = [r["label"] for r in rows]
-    ax.bar(labels, [r["tokens_per_s"] for r in rows], color="tab:blue")
-    for i, r in enumerate(rows):
-        ax.annotate(f"{r['tokens_per_s']:.0f}", (i, r["tokens_per_s"]), ha="center", va="bottom")
-    ax.set_ylabel("median useful tokens / s")
-    ax.set_title("threads per rank: same ranks, same steps" + (f"\n{machine}" if machine else ""), fontsize=9)
+    med = [r["tokens_per_s"] for r in rows]
+    samples = [r.get("samples") or [r["tokens_per_s"]] for r in rows]
+    ax.bar(
+        labels,
+        med,
+        color="tab:blue",
+        alpha=0.7,
+        yerr=[[m - min(xs) for m, xs in zip(med, samples)], [max(xs) - m for m, xs in zip(med, samples)]],
+        capsize=4,
+    )
+    for i, xs in enumerate(samples):
+        ax.plot([i] * len(xs), xs, "k.", ms=4)
+        ax.annotate(
+            f"{med[i]:.0f}", (i, med[i]), ha="left", va="bottom", xytext=(6, 0), textcoords="offset points"
+        )
+    rounds = max((len(r.get("rounds") or [1]) for r in rows), default=1)
+    steps = max((len(xs) for xs in samples), default=1)
+    ax.set_ylabel("useful tokens / s (median; dots: steps)")
+    ax.set_title(
+        f"threads per rank: same ranks, {steps} steady steps each over {rounds} interleaved round(s)"
+        + (f"\n{machine}" if machine else ""),
+        fontsize=9,
+    )
     return _save(fig, path)
 
 
