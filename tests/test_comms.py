@@ -225,3 +225,20 @@ def test_counted_calls_match_the_architecture(tmp_path):
     }
     assert run.calls["reduce_scatter_tensor"]["calls"] == model.reduce_scatter_calls
     assert run.step_time_s > 0 and 0 < run.optimizer_step_s < run.step_time_s
+
+
+def test_one_place_says_what_offload_does_on_a_cpu():
+    """Issue 37: chapter 04 said offload "only adds copies" while chapter 06's runs showed it faster."""
+    from workshop.experiments.comms import offload_on_cpu
+
+    stored = {
+        "env": {"cpu_model": "Test CPU", "cpus": 2},
+        "date": "2026-11-22",
+        "local": [
+            {"model": "small", "offload": False, "measured_s": 2.29},
+            {"model": "small", "offload": True, "measured_s": 1.85},
+        ],
+    }
+    said = offload_on_cpu(stored)
+    assert "fused CPU Adam" in said and "1.85 s per step with offload, 2.29 s without" in said
+    assert "Test CPU" in said and "2026-11-22" in said and "only adds copies" not in said

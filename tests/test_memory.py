@@ -180,3 +180,15 @@ def test_cli_json(capsys):
     assert memory.main(["--model", "nope", "--nodes", "1"]) == 2
     assert memory.main(["--nodes", "0"]) == 2
     assert "error:" in capsys.readouterr().err
+
+
+def test_one_place_says_when_adams_moments_appear():
+    """Issue 37: chapter 04 read the original log's +7.5 GiB as "two fp32 moments"; the moments come at the
+    first step and that jump is the offloaded optimizer's fp32 gradient buffer (chapter 01's table)."""
+    from workshop.plan import memory
+
+    said = memory.original_log_reading()
+    states = next(line for line in said if line.startswith("After initializing optimizer states"))
+    assert "optimizer_grads_fp32" in states and "adam_moments" not in states and "+7.48" in states
+    assert said[-1].startswith("adam_moments") and "first step" in said[-1]
+    assert "first step" in {t: line for t, _b, _d, line in memory.RECONCILE_TERMS}["adam_moments"]

@@ -21,6 +21,7 @@ from workshop.experiments.comms.collectives import (
     loopback_bytes,
 )
 from workshop.experiments.comms.counting import per_step_calls
+from workshop.lang import _
 from workshop.plan.hardware import resolve_precision
 from workshop.plan.topology import parse_rate
 from workshop.plan.zero3 import Zero3Calls, zero3_calls
@@ -287,3 +288,32 @@ def netsim_check(bench: NetsimBench, netsim_result: dict, *, model: str = "tiny"
             }
         )
     return {"mode": bench.get("mode"), "model": model, "rows": out}
+
+
+# ---------------------------------------------------------------- one fact: what offload does on a CPU
+
+
+def offload_on_cpu(stored: dict | None = None) -> str:
+    """What optimizer offload does on a CPU, with the runs that measured it (chapters 04 and 06 both print
+    this, so they cannot disagree): no bytes cross a bus, the optimizer becomes DeepSpeed's fused CPU Adam."""
+    from workshop.paths import RESULTS_DIR
+    from workshop.report.interpret import measured_on
+
+    if stored is None:
+        path = RESULTS_DIR / "comms.json"
+        stored = json.loads(path.read_text()) if path.is_file() else {}
+    rows = {(r["model"], bool(r["offload"])): r["measured_s"] for r in (stored or {}).get("local", [])}
+    pairs = [m for m in dict.fromkeys(k[0] for k in rows) if (m, True) in rows and (m, False) in rows]
+    facts = "; ".join(
+        f"{m}: {rows[(m, True)]:.2f} s per step with offload, {rows[(m, False)]:.2f} s without" for m in pairs
+    )
+    out = _(
+        "On a CPU the 'device' is host memory, so offload moves no bytes across a bus and saves no memory "
+        "(it adds the fp32 gradient copy CPU Adam reads: 20 bytes per parameter instead of 16); what it changes is the optimizer: DeepSpeed's fused CPU Adam (one vectorised pass per partition) "
+        "instead of torch's AdamW over the ZeRO partitions, which can make the step faster"
+    )
+    if facts:
+        out += _(
+            " (stored ZeRO-3 runs, 2 ranks, medians over their steps, measured on {where}: {facts})"
+        ).format(where=measured_on(stored), facts=facts)
+    return out + "."
