@@ -309,8 +309,9 @@ def offload_on_cpu(stored: dict | None = None) -> str:
     )
     out = _(
         "On a CPU the 'device' is host memory, so offload moves no bytes across a bus and saves no memory "
-        "(it adds the fp32 gradient copy CPU Adam reads: 20 bytes per parameter instead of 16); what it changes is the optimizer: DeepSpeed's fused CPU Adam (one vectorised pass per partition) "
-        "instead of torch's AdamW over the ZeRO partitions, which can make the step faster"
+        "(it adds the fp32 gradient copy CPU Adam reads: 20 bytes per parameter instead of 16); what it "
+        "changes is the optimizer: DeepSpeed's fused CPU Adam (one vectorised pass per partition) instead of "
+        "torch's AdamW over the ZeRO partitions, which can make the step faster"
     )
     if facts:
         out += _(
