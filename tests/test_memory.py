@@ -192,3 +192,13 @@ def test_one_place_says_when_adams_moments_appear():
     assert "optimizer_grads_fp32" in states and "adam_moments" not in states and "+7.48" in states
     assert said[-1].startswith("adam_moments") and "first step" in said[-1]
     assert "first step" in {t: line for t, _b, _d, line in memory.RECONCILE_TERMS}["adam_moments"]
+
+
+def test_one_place_says_why_zero3_bytes_differ_by_transport():
+    """Issue 37: 36.1 GB per step in chapter 04 (NCCL) and 48.2 GB in chapter 01 (gloo), from one function."""
+    from workshop.plan import zero
+
+    said = zero.bytes_by_transport("llama-3-8b", 4)
+    assert "36.1 GB per step" in said and "48.2 GB over gloo" in said and "as an all-reduce" in said
+    sent = {r["stage"]: r["sent_gb_per_step"] for r in zero.stages("llama-3-8b", 4)}
+    assert f"{sent[3]:.1f} GB" in said  # the stage table chapter 04 prints says the same number
