@@ -66,7 +66,7 @@ def plot_original_prediction(rows: list[dict], path) -> Path:
     return _save(fig, path)
 
 
-def plot_bytes_by_stage(traffic: dict[int, dict], path) -> Path:
+def plot_bytes_by_stage(traffic: dict[int, dict], path, *, title: str = "") -> Path:
     """Stacked bytes per rank per step for ZeRO stages 0-3 (GB): which collective grows with each stage."""
     fig, ax = plt.subplots(figsize=(6.5, 4))
     stages = sorted(traffic)
@@ -78,11 +78,13 @@ def plot_bytes_by_stage(traffic: dict[int, dict], path) -> Path:
     ax.set_xlabel("ZeRO stage")
     ax.set_ylabel("GB per rank per optimizer step")
     ax.legend(fontsize=8)
+    if title:
+        ax.set_title(title, fontsize=9)
     return _save(fig, path)
 
 
 def plot_step_vs_bandwidth(
-    sweep: list[BandwidthPoint], path, *, marks: dict[str, float] | None = None
+    sweep: list[BandwidthPoint], path, *, marks: dict[str, float] | None = None, title: str = ""
 ) -> Path:
     """Step time against link bandwidth (log x), with the named links marked."""
     fig, ax = plt.subplots(figsize=(6.5, 4))
@@ -93,19 +95,41 @@ def plot_step_vs_bandwidth(
         ax.text(bw, ax.get_ylim()[1] * 0.95, name, rotation=90, va="top", fontsize=8)
     ax.set_xlabel("effective bandwidth between ranks (GB/s)")
     ax.set_ylabel("seconds per optimizer step")
+    if title:
+        ax.set_title(title, fontsize=9)
     return _save(fig, path)
 
 
-def plot_collective_bench(rows: list[dict], path) -> Path:
-    """Bus bandwidth over message size, one line per collective (nccl-tests convention)."""
+def plot_collective_bench(
+    rows: Sequence[Mapping[str, Any]],
+    path,
+    *,
+    fits: dict[str, list[tuple[float, float]]] | None = None,
+    fit_labels: dict[str, str] | None = None,
+    title: str = "",
+) -> Path:
+    """Bus bandwidth over message size, one line per collective (nccl-tests convention), and, dashed in the
+    same colour, the fitted latency + bandwidth model at the same sizes: a fit that misses its own points
+    shows."""
     fig, ax = plt.subplots(figsize=(6.5, 4))
     for op in sorted({r["op"] for r in rows}):
         pts = sorted((r["bytes"], r["busbw_gbytes_per_s"]) for r in rows if r["op"] == op)
-        ax.plot([p[0] / 1e6 for p in pts], [p[1] for p in pts], marker="o", label=op)
+        (line,) = ax.plot([p[0] / 1e6 for p in pts], [p[1] for p in pts], marker="o", label=op)
+        curve = (fits or {}).get(op)
+        if curve:
+            ax.plot(
+                [c[0] / 1e6 for c in curve],
+                [c[1] for c in curve],
+                ls="--",
+                color=line.get_color(),
+                label=(fit_labels or {}).get(op, f"{op} fit"),
+            )
     ax.set_xscale("log")
     ax.set_xlabel("message size (MB)")
     ax.set_ylabel("bus bandwidth (GB/s)")
-    ax.legend()
+    ax.legend(fontsize=7)
+    if title:
+        ax.set_title(title, fontsize=9)
     return _save(fig, path)
 
 

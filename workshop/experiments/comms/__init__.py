@@ -11,6 +11,7 @@ from workshop.experiments.comms.cli import main, model_report
 from workshop.experiments.comms.collectives import (
     OPS,
     SIZES_MB,
+    bench_figure,
     bus_factor,
     collective_time,
     fit_collectives,
@@ -34,6 +35,7 @@ __all__ = [
     "SIZES_MB",
     "LocalRun",
     "annotations",
+    "bench_figure",
     "bus_factor",
     "collective_time",
     "fit_collectives",
