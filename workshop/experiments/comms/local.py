@@ -318,3 +318,60 @@ def offload_on_cpu(stored: dict | None = None) -> str:
             " (stored ZeRO-3 runs, 2 ranks, medians over their steps, measured on {where}: {facts})"
         ).format(where=measured_on(stored), facts=facts)
     return out + "."
+
+
+def netsim_reproduced(
+    stored: dict, live_path: str | Path | None = None, *, tolerance: float = 0.2
+) -> list[str]:
+    """Chapter 05's rate-capped step times from THIS run (its report JSON, when chapter 05 ran) beside the
+    stored ones chapter 06's model was checked against, and whether the stored slowdown under the tighter cap
+    reproduced here (within `tolerance` of its ratio): a stored number never stands in for this run's."""
+    from workshop.report.interpret import measured_on
+
+    rows = {r["rate"]: r["measured_s"] for r in (stored.get("netsim") or {}).get("rows", [])}
+    where = measured_on(stored)
+    path = Path(live_path) if live_path else None
+    if not path or not path.is_file():
+        return [
+            _(
+                "stored ({where}): {rows}; chapter 05 has not run here, so there is nothing of this run "
+                "to set beside them"
+            ).format(where=where, rows=", ".join(f"{k} {v:.2f} s/step" for k, v in rows.items()) or "-")
+        ]
+    live = {
+        r["rate"]: r["step_time_s_median"]
+        for r in json.loads(path.read_text()).get("table", [])
+        if r.get("ok") and r.get("step_time_s_median")
+    }
+    out = [
+        _("{rate}: this run (chapter 05) {live}, stored {stored} ({where})").format(
+            rate=rate,
+            live=f"{live[rate]:.2f} s/step" if rate in live else "-",
+            stored=f"{rows[rate]:.2f} s/step" if rate in rows else "-",
+            where=where,
+        )
+        for rate in dict.fromkeys([*rows, *live])
+    ]
+    both = [r for r in rows if r in live]
+    if len(both) >= 2:
+        fast, slow = both[0], both[-1]
+        here, then = live[slow] / live[fast], rows[slow] / rows[fast]
+        same = abs(here / then - 1) <= tolerance
+        out.append(
+            _(
+                "{fast} -> {slow}: the step grew x{here:.2f} in this run and x{then:.2f} in the stored one: "
+                "{verdict} (within {tol:.0%} of the stored ratio counts as reproduced)"
+            ).format(
+                fast=fast,
+                slow=slow,
+                here=here,
+                then=then,
+                verdict=_("reproduced")
+                if same
+                else _(
+                    "did NOT reproduce: read the stored explanation below as that machine's, not this one's"
+                ),
+                tol=tolerance,
+            )
+        )
+    return out
