@@ -68,13 +68,16 @@ def compare(
     higher_is_better: bool = True,
     paired: bool = False,
     min_effect: float = MIN_EFFECT,
+    where: str | None = None,
 ) -> Comparison:
     """A against B from their samples: "A beats B by xR (range)" only when every A sample is on the same side
     of every B sample (paired: every round's ratio on the same side of 1) and the median effect is at least
     `min_effect`; otherwise "within noise on this machine", with the spread that hid the difference.
 
-    One sample each has no spread to judge by, so it never names a winner.
+    One sample each has no spread to judge by, so it never names a winner. `where`: the machine that
+    measured the samples, when it is not this one (a stored result).
     """
+    where = where or _("this machine")
     xa, xb = _clean(a_label, a), _clean(b_label, b)
     if paired:
         if len(xa) != len(xb):
@@ -100,9 +103,9 @@ def compare(
         flip = (a_wins and not higher_is_better) or (b_wins and higher_is_better)
         f, lo, hi = (1 / ratio, 1 / high, 1 / low) if flip else (ratio, low, high)
         sentence = _(
-            "{win} beats {lose} by x{f:.2f} ({lo:.2f}-{hi:.2f}) in {unit}: larger than the noise on this "
-            "machine (spread {spread:.0f}%, {n})"
-        ).format(win=win, lose=lose, f=f, lo=lo, hi=hi, unit=unit, spread=spread, n=n)
+            "{win} beats {lose} by x{f:.2f} ({lo:.2f}-{hi:.2f}) in {unit}: larger than the noise on {where} "
+            "(spread {spread:.0f}%, {n})"
+        ).format(win=win, lose=lose, f=f, lo=lo, hi=hi, unit=unit, where=where, spread=spread, n=n)
         return Comparison(sentence, True, win, ratio, low, high, spread, len(xa), len(xb))
     if not enough:
         sentence = _(
@@ -111,9 +114,11 @@ def compare(
         ).format(a=a_label, b=b_label, ratio=ratio, unit=unit)
     else:
         sentence = _(
-            "{a} vs {b}: within noise on this machine (x{ratio:.2f}, range {lo:.2f}-{hi:.2f} in {unit}; "
+            "{a} vs {b}: within noise on {where} (x{ratio:.2f}, range {lo:.2f}-{hi:.2f} in {unit}; "
             "spread {spread:.0f}%, {n})"
-        ).format(a=a_label, b=b_label, ratio=ratio, lo=low, hi=high, unit=unit, spread=spread, n=n)
+        ).format(
+            a=a_label, b=b_label, where=where, ratio=ratio, lo=low, hi=high, unit=unit, spread=spread, n=n
+        )
     return Comparison(sentence, False, None, ratio, low, high, spread, len(xa), len(xb))
 
 
