@@ -257,7 +257,9 @@ def test_chapter_06_sets_this_runs_netsim_beside_the_stored_one(tmp_path):
     assert "chapter 05 has not run here" in netsim_reproduced(stored, tmp_path / "missing.json")[0]
     live = tmp_path / "report.json"
     rows = [("10gbit", 0.47), ("1gbit", 0.66)]
-    live.write_text(json.dumps({"table": [{"rate": r, "ok": True, "step_time_s_median": s} for r, s in rows]}))
+    live.write_text(
+        json.dumps({"table": [{"rate": r, "ok": True, "step_time_s_median": s} for r, s in rows]})
+    )
     said = netsim_reproduced(stored, live)
     assert said[0].startswith("10gbit: this run (chapter 05) 0.47 s/step, stored 0.31 s/step (Stored CPU")
     assert "x1.40 in this run and x2.16 in the stored one: did NOT reproduce" in said[-1]

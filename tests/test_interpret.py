@@ -229,3 +229,15 @@ def test_a_drifting_ceiling_gives_a_range_and_no_share():
     said = interpret.ceiling(res)
     assert "is between" in said[0] and "moved from" in said[0] and "The other" not in " ".join(said)
     assert "No share is read from this run" in said[-1]
+
+
+def test_gemm_sentence_names_no_winner_when_the_repeats_overlap():
+    d = {"cpu_model": "Test CPU", "cores": 2, "isa_class": "zen4", "amx": False}
+    said = interpret.gemm(
+        {"bf16_over_fp32": 1.3, "bf16_samples": [1.0, 1.3, 1.6], "fp32_samples": [0.9, 1.0, 1.2]}, d
+    )
+    assert "within noise" in said and "Train in bf16" not in said
+    clear = interpret.gemm(
+        {"bf16_over_fp32": 2.0, "bf16_samples": [2.0, 2.1, 1.9], "fp32_samples": [1.0, 1.05, 0.95]}, d
+    )
+    assert "x2.00 as fast as fp32" in clear

@@ -83,6 +83,15 @@ def gemm(summary: hardware.GemmSummary, d: hardware.Detection) -> str:
     if summary.get("threads"):
         where += _(", both at {threads} thread(s)").format(threads=summary["threads"])
     kernel = d.get("onednn_bf16_impl") or _("no native bf16 kernel")
+    if summary.get("bf16_samples") and summary.get("fp32_samples"):
+        v = verdict.compare(
+            summary["bf16_samples"], summary["fp32_samples"], a_label="bf16", b_label="fp32", unit="TFLOPS"
+        )
+        if not v.clear:  # the repeats overlap: no precision won here, whatever the medians say
+            return _(
+                "On this machine ({where}) bf16 against fp32 GEMMs: {said}. Either precision trains here; "
+                "bf16 saves memory."
+            ).format(where=where, said=v.sentence)
     if ratio >= 1.2:
         why = (
             _("each bf16 instruction does twice the work of an fp32 one")
