@@ -241,3 +241,16 @@ def test_gemm_sentence_names_no_winner_when_the_repeats_overlap():
         {"bf16_over_fp32": 2.0, "bf16_samples": [2.0, 2.1, 1.9], "fp32_samples": [1.0, 1.05, 0.95]}, d
     )
     assert "x2.00 as fast as fp32" in clear
+
+
+def test_bandwidth_sentence_makes_no_claim_when_the_caps_steps_overlap():
+    rate = {"10gbit": 10**10, "1gbit": 10**9}.get
+    rows = [
+        {"rate": "10gbit", "ok": True, "step_time_s_median": 0.31, "step_times_s": [0.25, 0.31, 0.5]},
+        {"rate": "1gbit", "ok": True, "step_time_s_median": 0.47, "step_times_s": [0.3, 0.47, 0.6]},
+    ]
+    said = interpret.bandwidth(rows, parse_rate=rate)
+    assert "within noise" in said[-1] and "cannot say" in said[-1] and "network shows" not in said[-1]
+    rows[1]["step_times_s"] = [0.66, 0.67, 0.68]
+    rows[0]["step_times_s"] = [0.30, 0.31, 0.32]
+    assert "The network shows" in interpret.bandwidth(rows, parse_rate=rate)[-1]

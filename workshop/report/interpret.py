@@ -377,6 +377,31 @@ def bandwidth(
         )
     fast, slow = ok[0], ok[-1]
     grow = slow["step_time_s_median"] / fast["step_time_s_median"] - 1
+    if fast.get("step_times_s") and slow.get("step_times_s"):
+        v = verdict.compare(
+            slow["step_times_s"],
+            fast["step_times_s"],
+            a_label=slow["rate"],
+            b_label=fast["rate"],
+            unit="s/step",
+            higher_is_better=False,
+            min_effect=0.10,
+        )
+        if not v.clear:  # the steps of the two caps overlap: no claim either way
+            out.append(
+                _(
+                    "step time {fast} -> {slow}: {said}. This run cannot say whether the cap showed; more "
+                    "steps (sim_steps) or a tighter cap make it measurable."
+                ).format(fast=fast["rate"], slow=slow["rate"], said=v.sentence)
+            )
+            return out
+        if v.winner == slow["rate"]:  # the tighter cap ran faster: the cap is not what set the step time
+            out.append(
+                _(
+                    "step time {fast} -> {slow}: {said}; something other than the cap set the step time."
+                ).format(fast=fast["rate"], slow=slow["rate"], said=v.sentence)
+            )
+            return out
     if abs(grow) < 0.10:
         out.append(
             _(
