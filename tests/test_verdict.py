@@ -43,7 +43,7 @@ def test_single_sample_is_never_a_verdict():
 
 
 def test_paired_rounds_must_agree():
-    assert compare([110, 120], [100, 100], a_label="A", b_label="B", paired=True).clear
+    assert compare([110, 112, 111], [100, 100, 100], a_label="A", b_label="B", paired=True).clear
     mixed = compare([110, 90], [100, 100], a_label="A", b_label="B", paired=True)
     assert not mixed.clear and "within noise" in mixed.sentence
     with pytest.raises(WorkshopError, match="as many A as B"):
@@ -80,3 +80,12 @@ def test_bad_samples_fail_early():
         compare([None], [1.0], a_label="A", b_label="B")
     with pytest.raises(WorkshopError, match="positive"):
         share([1.0], [0.0], part_label="p", reference_label="r")
+
+
+def test_two_samples_each_need_an_effect_well_beyond_their_spread():
+    """Two runs of two: samples of the same thing fail to overlap one time in three."""
+    weak = compare([252.0, 517.8], [84.7, 181.3], a_label="2 threads", b_label="1 thread")
+    assert weak.low > 1 and not weak.clear and "within noise" in weak.sentence
+    strong = compare([2474.0, 2300.0], [62.0, 60.0], a_label="workbook", b_label="original")
+    assert strong.clear and strong.winner == "workbook"
+    assert not compare([1.015, 1.058], [1.0, 1.0], a_label="A", b_label="B", paired=True).clear

@@ -11,6 +11,7 @@ as one number.
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -19,6 +20,9 @@ from workshop.errors import WorkshopError
 from workshop.lang import _
 
 MIN_EFFECT = 0.03  # a difference under 3% is never called a win, however quiet the machine
+FEW_SAMPLES = (
+    3  # below this many samples (or paired rounds) each, separation alone is too easy to get by chance
+)
 DRIFT_BOUND_PCT = 10.0  # a reference that moves more than this while measured gives a range, not a share
 
 
@@ -74,11 +78,14 @@ def compare(
     of every B sample (paired: every round's ratio on the same side of 1) and the median effect is at least
     `min_effect`; otherwise "within noise on this machine", with the spread that hid the difference.
 
-    One sample each has no spread to judge by, so it never names a winner. `where`: the machine that
+    One sample each has no spread to judge by, so it never names a winner. With fewer than FEW_SAMPLES each
+    (two runs of two, or two paired rounds) samples of the same thing fail to overlap one time in three, so
+    there the effect must also be more than twice the spread (in log terms). `where`: the machine that
     measured the samples, when it is not this one (a stored result).
     """
     where = where or _("this machine")
     xa, xb = _clean(a_label, a), _clean(b_label, b)
+    ratios: list[float] = []
     if paired:
         if len(xa) != len(xb):
             raise WorkshopError(f"paired samples need as many A as B, got {len(xa)} and {len(xb)}")
@@ -88,7 +95,10 @@ def compare(
         ratio = statistics.median(xa) / statistics.median(xb)
         low, high = min(xa) / max(xb), max(xa) / min(xb)
     spread = max(spread_pct(xa), spread_pct(xb))
-    enough = min(len(xa), len(xb)) >= 2
+    noise = spread_pct(ratios) if paired else spread
+    enough = min(len(xa), len(xb)) >= 2 and (
+        min(len(xa), len(xb)) >= FEW_SAMPLES or abs(math.log(ratio)) > 2 * noise / 100
+    )
     a_wins = (
         (low > 1 and ratio >= 1 + min_effect) if higher_is_better else (high < 1 and ratio <= 1 - min_effect)
     )
@@ -107,7 +117,7 @@ def compare(
             "(spread {spread:.0f}%, {n})"
         ).format(win=win, lose=lose, f=f, lo=lo, hi=hi, unit=unit, where=where, spread=spread, n=n)
         return Comparison(sentence, True, win, ratio, low, high, spread, len(xa), len(xb))
-    if not enough:
+    if min(len(xa), len(xb)) < 2:
         sentence = _(
             "{a} vs {b}: x{ratio:.2f} in {unit} from a single sample, which has no spread to judge by: not a "
             "verdict (run more steps or rounds)"
