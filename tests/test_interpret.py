@@ -228,6 +228,8 @@ def test_a_drifting_ceiling_gives_a_range_and_no_share():
         c["end"]["tflops"] = c["start"]["tflops"] * 1.54
     said = interpret.ceiling(res)
     assert "is between" in said[0] and "moved from" in said[0] and "The other" not in " ".join(said)
+    reach = said[0].split("same cores reach ")[1].split(" TFLOPS")[0]
+    assert "-" in reach  # the ceiling itself is quoted as the range its probes spanned, not as one number
     assert "No share is read from this run" in said[-1]
 
 

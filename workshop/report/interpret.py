@@ -232,16 +232,23 @@ def threads(rows: Sequence[Mapping[str, Any]], cores: int, nproc: int) -> str:
     return line
 
 
-def ceiling_share(res: Mapping[str, Any]) -> verdict.Share:
-    """The recipe's step against its GEMM ceiling: every steady step against every probe of the ceiling (the
-    start and end of each round), through report.verdict.share, so a ceiling that drifted gives a range."""
+def ceiling_probes(res: Mapping[str, Any]) -> list[float]:
+    """Every probe of the recipe's GEMM ceiling (TFLOPS, all ranks), in the order measured: start and end of
+    each round; older results without them: the rounds' means."""
     rec, cfg = res["levers"]["recipe"], res["config"]
     key = f"{cfg['micro_batch'] * cfg['seq_len']}x{rec['precision']}"
     probes = [p["tflops"] for c in res.get("ceilings", {}).get(key, []) for p in (c["start"], c["end"])]
+    return probes or list(rec["ceiling_tflops"]["values"])
+
+
+def ceiling_share(res: Mapping[str, Any]) -> verdict.Share:
+    """The recipe's step against its GEMM ceiling: every steady step against every probe of the ceiling (the
+    start and end of each round), through report.verdict.share, so a ceiling that drifted gives a range."""
+    rec = res["levers"]["recipe"]
     steps = [t * r["flops_per_token"] / 1e12 for r in rec["runs"] for t in r.get("step_tokens_per_s", [])]
     return verdict.share(
         steps or [r["model_tflops"] for r in rec["runs"]],
-        probes or rec["ceiling_tflops"]["values"],
+        ceiling_probes(res),
         part_label=_("the step"),
         reference_label=_("GEMM ceiling"),
         unit="TFLOPS",
@@ -259,12 +266,14 @@ def ceiling(res: Mapping[str, Any]) -> list[str]:
     nproc = res["config"]["nproc"]
     per_rank = rec["model_tflops"]["median"] / nproc
     sh = ceiling_share(res)
-    ceil = per_rank * 100 / sh.pct
+    probes = [p / nproc for p in ceiling_probes(res)]
+    # one ceiling only where it held still; a drifting one is quoted as the range its probes spanned
+    ceil = f"{per_rank * 100 / sh.pct:.3g}" if sh.clear else f"{min(probes):.3g}-{max(probes):.3g}"
     unit = "GPU" if res.get("device") == "cuda" else "rank"
     rows = res["config"]["micro_batch"] * res["config"]["seq_len"]
     head = _(
         "{where} ({isa}): the workbook recipe's step computes {per_rank:.3g} model TFLOPS per {unit}; the "
-        "same cores reach {ceil:.3g} TFLOPS per {unit} on the model's own matmuls ({rows} rows, "
+        "same cores reach {ceil} TFLOPS per {unit} on the model's own matmuls ({rows} rows, "
         "{precision}). {share}."
     ).format(
         where=measured_on(res),
