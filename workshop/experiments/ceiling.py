@@ -793,6 +793,7 @@ class LeverSummary(TypedDict):
     effect_vs_base: NotRequired[StatsRecord]  # tokens/s over its base's, paired by round
     verdict: NotRequired[str]  # "pays" | "costs" | "within noise"
     verdict_sentence: NotRequired[str]  # report.verdict.compare's sentence: the numbers behind the verdict
+    verdict_range: NotRequired[tuple[float, float]]  # the ratio's range the verdict judged (lever / base)
     share: NotRequired[ShareRecord]  # the step's share of the ceiling from every step and probe
 
 
@@ -829,6 +830,7 @@ class LeverResult(TypedDict):
     effect_vs_base: NotRequired[StatsRecord]
     verdict: NotRequired[str]
     verdict_sentence: NotRequired[str]
+    verdict_range: NotRequired[tuple[float, float]]
     share: NotRequired[ShareRecord]
 
 
@@ -1154,6 +1156,7 @@ def summarize_lever(
         v = lever_verdict(recs, base, labels)
         out["verdict"] = "within noise" if not v.clear else "pays" if v.winner == labels[0] else "costs"
         out["verdict_sentence"] = v.sentence
+        out["verdict_range"] = (v.low, v.high)
     return out
 
 
@@ -1288,7 +1291,13 @@ def rows(result: CeilingResult | None = None, path: str | Path = CEILING_JSON) -
                 "pct_range": (round(min(lo, pct["median"]), 1), round(max(hi, pct["median"]), 1)),
                 "mfu_pct": round(m["median"], 1) if m else None,
                 "effect": round(eff["median"], 3) if eff else None,
-                "effect_range": (round(eff["min"], 3), round(eff["max"], 3)) if eff else None,
+                "effect_range": (
+                    tuple(round(x, 3) for x in lv["verdict_range"])  # type: ignore[typeddict-item]
+                    if lv.get("verdict_range")
+                    else (round(eff["min"], 3), round(eff["max"], 3))
+                )
+                if eff
+                else None,
                 "base": lv.get("base"),
                 "verdict": lv.get("verdict", "baseline"),
                 "note": lv["about"],
@@ -1330,9 +1339,9 @@ def figure(result: CeilingResult | None = None, path: str | Path = IMAGES_DIR / 
     return plot_ceiling(
         [r for r in rows(res) if r["status"] == "measured"],
         path,
-        effect_label=f"tokens/s vs its base (x, paired over {rounds} rounds)"
+        effect_label=f"tokens/s vs its base (x, {rounds} paired rounds)"
         if rounds > 1
-        else "tokens/s vs its base (x, one round: every step against every step)",
+        else "tokens/s vs its base (x, 1 round: steps vs steps)",
         title=f"{res['machine'].get('gpu') or res['machine']['cpu_model']}, {res['isa_path']}: "
         f"step vs GEMM ceiling ({res['config']['model']}, {res['config']['nproc']} ranks, {rounds} round(s); "
         "whiskers: min-max)",
