@@ -38,15 +38,22 @@ def test_loading_names_the_winner_and_warns_when_the_model_is_too_small():
     assert any("too small" in line and "medium" in line for line in small)
 
 
-def test_threads_sentence_says_when_oversubscription_won_and_when_nothing_mattered():
+def test_threads_sentence_names_a_winner_only_when_the_steps_allow_it():
     rows = [
-        {"label": "2 ranks x 1 threads", "threads": 1, "tokens_per_s": 152.6},
-        {"label": "2 ranks x 2 threads", "threads": 2, "tokens_per_s": 166.6},
+        {"label": "2 ranks x 1 threads", "threads": 1, "tokens_per_s": 152.6, "samples": [150, 152.6, 155]},
+        {"label": "2 ranks x 2 threads", "threads": 2, "tokens_per_s": 176.6, "samples": [170, 176.6, 180]},
     ]
     line = interpret.threads(rows, cores=2, nproc=2)
-    assert "2 ranks x 2 threads" in line.split("fastest here:")[1][:25] and "over-subscribed" in line
-    flat = [{**rows[0], "tokens_per_s": 100.0}, {**rows[1], "tokens_per_s": 102.0}]
-    assert "barely matters" in interpret.threads(flat, cores=2, nproc=2)
+    assert (
+        line.startswith("2 ranks x 2 threads beats 2 ranks x 1 threads by x1.16")
+        and "over-subscribed" in line
+    )
+    # issue 37: one unpaired run each whose per-step values overlap is no win
+    overlap = [{**rows[0], "samples": [120, 152.6, 190]}, {**rows[1], "samples": [140, 176.6, 200]}]
+    said = interpret.threads(overlap, cores=2, nproc=2)
+    assert "within noise on this machine" in said and "won" not in said and "cannot tell" in said
+    single = [{**r, "samples": []} for r in rows]
+    assert "single sample" in interpret.threads(single, cores=2, nproc=2)
 
 
 def test_bandwidth_sentence_calls_a_compute_bound_step_compute_bound():
@@ -200,6 +207,52 @@ def test_a_share_over_100_percent_blames_the_ceiling_probe_not_the_step():
     said = interpret.ceiling(res)
     assert "The other" in said[-1] and "measured low" not in said[-1]
     over = copy.deepcopy(res)
-    over["levers"]["recipe"]["pct_of_ceiling"]["median"] = 129.0
+    for rounds in over["ceilings"].values():  # every probe ran at 40% of its stored rate: the step "beats" it
+        for c in rounds:
+            c["start"]["tflops"] *= 0.31
+            c["end"]["tflops"] *= 0.31
     said = interpret.ceiling(over)
-    assert "129%" in said[0] and "measured low" in said[-1] and "-29%" not in " ".join(said)
+    assert "129%" in said[0] and "measured low" in said[0] and "-29%" not in " ".join(said)
+    assert "No share is read from this run" in said[-1]
+
+
+def test_a_drifting_ceiling_gives_a_range_and_no_share():
+    """Issue 37: the ceiling moved 126 -> 194 GFLOPS while the step ran; the headline must not say 98%."""
+    import copy
+    import json
+
+    from workshop.paths import REPO
+
+    res = copy.deepcopy(json.loads((REPO / "benchmarks/results/ceiling.json").read_text()))
+    for c in res["ceilings"]["1024xbf16"]:
+        c["end"]["tflops"] = c["start"]["tflops"] * 1.54
+    said = interpret.ceiling(res)
+    assert "is between" in said[0] and "moved from" in said[0] and "The other" not in " ".join(said)
+    reach = said[0].split("same cores reach ")[1].split(" TFLOPS")[0]
+    assert "-" in reach  # the ceiling itself is quoted as the range its probes spanned, not as one number
+    assert "No share is read from this run" in said[-1]
+
+
+def test_gemm_sentence_names_no_winner_when_the_repeats_overlap():
+    d = {"cpu_model": "Test CPU", "cores": 2, "isa_class": "zen4", "amx": False}
+    said = interpret.gemm(
+        {"bf16_over_fp32": 1.3, "bf16_samples": [1.0, 1.3, 1.6], "fp32_samples": [0.9, 1.0, 1.2]}, d
+    )
+    assert "within noise" in said and "Train in bf16" not in said
+    clear = interpret.gemm(
+        {"bf16_over_fp32": 2.0, "bf16_samples": [2.0, 2.1, 1.9], "fp32_samples": [1.0, 1.05, 0.95]}, d
+    )
+    assert "x2.00 as fast as fp32" in clear
+
+
+def test_bandwidth_sentence_makes_no_claim_when_the_caps_steps_overlap():
+    rate = {"10gbit": 10**10, "1gbit": 10**9}.get
+    rows = [
+        {"rate": "10gbit", "ok": True, "step_time_s_median": 0.31, "step_times_s": [0.25, 0.31, 0.5]},
+        {"rate": "1gbit", "ok": True, "step_time_s_median": 0.47, "step_times_s": [0.3, 0.47, 0.6]},
+    ]
+    said = interpret.bandwidth(rows, parse_rate=rate)
+    assert "within noise" in said[-1] and "cannot say" in said[-1] and "network shows" not in said[-1]
+    rows[1]["step_times_s"] = [0.66, 0.67, 0.68]
+    rows[0]["step_times_s"] = [0.30, 0.31, 0.32]
+    assert "The network shows" in interpret.bandwidth(rows, parse_rate=rate)[-1]

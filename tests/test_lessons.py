@@ -82,6 +82,17 @@ def test_debug_summary_reads_fingerprints_and_spots_a_rank_behind():
     assert all(k.split("=")[0] in " ".join(debugging.SWITCHES) for k in debugging.DEBUG_ENV)
 
 
+def test_the_checks_cost_is_said_from_like_for_like_steps():
+    """Issue 37: a faster checks-on run (x1.31 by its median) is noise, never "switch them off, x1.31"."""
+    s = debugging.summarize("")
+    s.samples, s.plain_samples = [1854.0, 1300.0, 2000.0], [1418.0, 1900.0, 1200.0]
+    said = debugging.report(s)
+    assert "within noise on this machine" in said and "does not show above the noise" in said
+    s.samples, s.plain_samples = [900.0, 910.0, 905.0], [1400.0, 1420.0, 1410.0]
+    said = debugging.report(s)
+    assert "checks off beats checks on by x1.56" in said and "extra collective per call shows" in said
+
+
 def test_the_planner_widget_says_its_answer_without_a_frontend():
     bundle = widgets.planner_picker("llama-3-8b", 4, source="moto")._repr_mimebundle_()
     assert "application/vnd.jupyter.widget-view+json" in bundle

@@ -180,3 +180,25 @@ def test_cli_json(capsys):
     assert memory.main(["--model", "nope", "--nodes", "1"]) == 2
     assert memory.main(["--nodes", "0"]) == 2
     assert "error:" in capsys.readouterr().err
+
+
+def test_one_place_says_when_adams_moments_appear():
+    """Issue 37: chapter 04 read the original log's +7.5 GiB as "two fp32 moments"; the moments come at the
+    first step and that jump is the offloaded optimizer's fp32 gradient buffer (chapter 01's table)."""
+    from workshop.plan import memory
+
+    said = memory.original_log_reading()
+    states = next(line for line in said if line.startswith("After initializing optimizer states"))
+    assert "optimizer_grads_fp32" in states and "adam_moments" not in states and "+7.48" in states
+    assert said[-1].startswith("adam_moments") and "first step" in said[-1]
+    assert "first step" in {t: line for t, _b, _d, line in memory.RECONCILE_TERMS}["adam_moments"]
+
+
+def test_one_place_says_why_zero3_bytes_differ_by_transport():
+    """Issue 37: 36.1 GB per step in chapter 04 (NCCL) and 48.2 GB in chapter 01 (gloo), from one function."""
+    from workshop.plan import zero
+
+    said = zero.bytes_by_transport("llama-3-8b", 4)
+    assert "36.1 GB per step" in said and "48.2 GB over gloo" in said and "as an all-reduce" in said
+    sent = {r["stage"]: r["sent_gb_per_step"] for r in zero.stages("llama-3-8b", 4)}
+    assert f"{sent[3]:.1f} GB" in said  # the stage table chapter 04 prints says the same number

@@ -156,24 +156,29 @@ EXERCISES: dict[str, list[Exercise]] = {
             ),
         ),
         Exercise(
-            {"families": ["c8i", "m8i", "r8i"]},
-            N_("Xeon 6 families: the same plan, with the prices and EFA sizes of the newer generation."),
+            {"families": ["r7i"]},
+            N_(
+                "Memory-optimized r7i only: four nodes still need EFA, so the pick is again a 48xlarge, "
+                "r7i.48xlarge, at a higher hourly price than c7i.48xlarge for memory this plan does not use. "
+                "(The Xeon 6 families c8i/m8i/r8i are in the catalog, but without on-demand prices offline.)"
+            ),
         ),
     ],
     "02": [
         Exercise(
-            {"karpenter_version": "1.14.1"},
+            {"karpenter_version": "1.8.8"},
             N_(
-                "The same pool validates against Karpenter v1.14.1's CRDs: the "
-                "specs use only fields both releases accept."
+                "The same pool validates against the older Karpenter v1.8.8's CRDs too (1.14.1 is the "
+                "default): the specs use only fields both releases accept."
             ),
             _ch02_other_release,
         ),
         Exercise(
             {"nodes": 1, "model": "llama-3-8b"},
             N_(
-                "One node: the pool's CPU limit shrinks to one node's vCPUs "
-                "and smaller sizes (no EFA needed) are admitted."
+                "One node must hold what four shared: the small sizes (4xlarge, 8xlarge) drop out of the "
+                "pool and larger ones (up to 48xlarge) come in, while its CPU limit shrinks to one node's "
+                "vCPUs."
             ),
         ),
     ],

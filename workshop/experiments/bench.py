@@ -50,6 +50,7 @@ from workshop.plan.hardware import GemmCell, GemmSummary, detect, gemm_benchmark
 from workshop.plan.models import PRESETS, Architecture, architecture
 from workshop.report.interpret import measured_on
 from workshop.report.plots import plot_bench_recipes
+from workshop.report.verdict import compare as compare_samples
 from workshop.train.data import build_corpus, local_kit
 
 # ---------------------------------------------------------------- statistics
@@ -272,6 +273,7 @@ class TrainingBenchmark(TypedDict):
     order: list[str]  # "variant#round" in the order they ran
     tokens_per_s_ratio: StatsRecord  # A / B, paired by round
     step_time_ratio_b_over_a: StatsRecord
+    verdict: NotRequired[str]  # report.verdict.compare of A against B, paired by round
     interleaved_with: NotRequired[list[str]]  # training_benchmarks(): every variant of the series
     wall_s_all_variants: NotRequired[float]
 
@@ -306,6 +308,7 @@ def compare(
             [r["step_time_s"] for r in runs[b]], [r["step_time_s"] for r in runs[a]]
         ).as_dict(),
     }
+    out["verdict"] = paired_verdict(out, runs)
     for vname in (a, b):
         v = VARIANTS[vname]
         recs = runs[vname]
@@ -337,6 +340,21 @@ def compare(
             "hfu_pct_of_present_peak": round(mfu(computed.median, fpt, peak_here), 2) if peak_here else None,
         }
     return out
+
+
+def paired_verdict(res: Mapping[str, Any], runs: Mapping[str, list] | None = None) -> str:
+    """A against B through report.verdict.compare, paired by round: a winner only when every round agrees and
+    the effect is beyond the noise floor (stored results without it get it computed from their runs)."""
+    a, b = res["a"], res["b"]
+    got = runs or {n: res["variants"][n]["runs"] for n in (a, b)}
+    return compare_samples(
+        [r["tokens_per_s"] for r in got[a]],
+        [r["tokens_per_s"] for r in got[b]],
+        a_label=VARIANTS[a].label,
+        b_label=VARIANTS[b].label,
+        paired=True,
+        where=measured_on(res) if runs is None else None,
+    ).sentence
 
 
 # ---------------------------------------------------------------- targets
@@ -425,7 +443,8 @@ def summary_rows(
                 ratio["median"],
                 "x",
                 detail=f"{va['tokens_per_s']['median']:.0f} vs {vb['tokens_per_s']['median']:.0f}"
-                f" tokens/s; paired ratios {ratio['min']:.2f}-{ratio['max']:.2f} over {ratio['n']} rounds",
+                f" tokens/s; paired ratios {ratio['min']:.2f}-{ratio['max']:.2f} over {ratio['n']} rounds; "
+                + (r.get("verdict") or paired_verdict(r)),
             )
         else:
             row(key, None, "x")

@@ -42,12 +42,14 @@ from workshop.experiments.measure import (
     save,
 )
 from workshop.experiments.recipes import WORKBOOK_ALLOCATOR, WORKBOOK_ENGINE, run_argv, runnable_here
+from workshop.lang import _
 from workshop.launch import torchrun
 from workshop.launch.torchrun import allocator_env, check_fits, rank_env, run_torchrun
 from workshop.paths import IMAGES_DIR, RESULTS_DIR
 from workshop.plan import hardware
 from workshop.plan.models import PRESETS, Architecture, architecture, build_config
 from workshop.report.plots import plot_ceiling
+from workshop.report.verdict import Comparison, compare, share, steady
 from workshop.train import TrainArgs, parse_args
 from workshop.train.data import build_corpus
 from workshop.train.guard import versions
@@ -774,6 +776,7 @@ class LeverRun(TypedDict):
     model_tflops: float
     final_loss: float | None
     steps: int
+    step_tokens_per_s: NotRequired[list[float]]  # every step's, the warm-up left out: the run's own spread
 
 
 class LeverSummary(TypedDict):
@@ -789,6 +792,20 @@ class LeverSummary(TypedDict):
     mfu_pct_of_amx_peak: StatsRecord | None
     effect_vs_base: NotRequired[StatsRecord]  # tokens/s over its base's, paired by round
     verdict: NotRequired[str]  # "pays" | "costs" | "within noise"
+    verdict_sentence: NotRequired[str]  # report.verdict.compare's sentence: the numbers behind the verdict
+    verdict_range: NotRequired[tuple[float, float]]  # the ratio's range the verdict judged (lever / base)
+    share: NotRequired[ShareRecord]  # the step's share of the ceiling from every step and probe
+
+
+class ShareRecord(TypedDict):
+    """report.verdict.share of a lever's steps against its ceiling probes (start and end of every round)."""
+
+    pct: float
+    low: float
+    high: float
+    drift_pct: float  # the ceiling's last probe against its first
+    clear: bool  # one share can be quoted (the ceiling held within verdict.DRIFT_BOUND_PCT, share <= 100%)
+    sentence: str
 
 
 class LeverResult(TypedDict):
@@ -812,6 +829,9 @@ class LeverResult(TypedDict):
     mfu_pct_of_amx_peak: NotRequired[StatsRecord | None]
     effect_vs_base: NotRequired[StatsRecord]
     verdict: NotRequired[str]
+    verdict_sentence: NotRequired[str]
+    verdict_range: NotRequired[tuple[float, float]]
+    share: NotRequired[ShareRecord]
 
 
 class StepTarget(TypedDict):
@@ -940,8 +960,8 @@ def run(
 
     for r in range(cfg.rounds):
         first = probe_all(r, "start")
-        for _, name in interleave(names, 1):
-            args, env, _ = pl.runs[name]
+        for _round, name in interleave(names, 1):
+            args, env, _alloc = pl.runs[name]
             order.append(f"{name}#{r}")
             try:
                 m = trainer(args, env, cfg, r)
@@ -1026,6 +1046,7 @@ def run(
                 peaks,
                 dtype,
                 runs.get(lv.base) if lv.base else None,
+                (lv.label, LEVERS[lv.base].label if lv.base else ""),
             ),
         }
     out["targets"] = targets(out)
@@ -1043,6 +1064,7 @@ def record(m: dict, args: TrainArgs, arch: Architecture) -> LeverRun:
         tied=arch.tied_embeddings,
     )
     tps = m["tokens_per_s_median"]
+    per_step = steady([s.get("tokens_per_s") for s in m.get("steps", [])])
     return {
         "tokens_per_s": tps,
         "step_time_s": m["step_time_s_median"],
@@ -1050,6 +1072,7 @@ def record(m: dict, args: TrainArgs, arch: Architecture) -> LeverRun:
         "model_tflops": tps * fpt / 1e12,
         "final_loss": m.get("final_loss"),
         "steps": len(m.get("steps", [])),
+        "step_tokens_per_s": per_step or [tps],
     }
 
 
@@ -1079,7 +1102,12 @@ def device_peaks(cfg: CeilingConfig, mach: dict) -> dict:
 
 
 def summarize_lever(
-    recs: list[LeverRun], ceils: list[CeilingRound], peaks: dict, dtype: str, base: list[LeverRun] | None
+    recs: list[LeverRun],
+    ceils: list[CeilingRound],
+    peaks: dict,
+    dtype: str,
+    base: list[LeverRun] | None,
+    labels: tuple[str, str] = ("lever", "base"),
 ) -> LeverSummary:
     """Medians and spreads over the rounds; % of the SAME round's ceiling; effect paired with the base's
     run."""
@@ -1104,17 +1132,53 @@ def summarize_lever(
         if peaks.get("amx_bf16_tflops")
         else None,
     }
+    probes = [p["tflops"] for c in ceils for p in (c["start"], c["end"])]
+    if probes:
+        steps = [t * r["flops_per_token"] / 1e12 for r in recs for t in r.get("step_tokens_per_s", [])]
+        sh = share(
+            steps or [r["model_tflops"] for r in recs],
+            probes,
+            part_label=_("the step"),
+            reference_label=_("GEMM ceiling"),
+            unit="TFLOPS",
+        )
+        out["share"] = {
+            "pct": sh.pct,
+            "low": sh.low,
+            "high": sh.high,
+            "drift_pct": sh.drift_pct,
+            "clear": sh.clear,
+            "sentence": sh.sentence,
+        }
     if base is not None:
         eff = paired_ratios([r["tokens_per_s"] for r in recs], [r["tokens_per_s"] for r in base])
         out["effect_vs_base"] = eff.as_dict()
-        out["verdict"] = (
-            "pays"
-            if eff.median >= 1.03 and eff.min > 1.0
-            else "costs"
-            if eff.median <= 0.97 and eff.max < 1.0
-            else "within noise"
-        )
+        v = lever_verdict(recs, base, labels)
+        out["verdict"] = "within noise" if not v.clear else "pays" if v.winner == labels[0] else "costs"
+        out["verdict_sentence"] = v.sentence
+        out["verdict_range"] = (v.low, v.high)
     return out
+
+
+def lever_verdict(
+    recs: list[LeverRun], base: list[LeverRun], labels: tuple[str, str] = ("lever", "base")
+) -> Comparison:
+    """A lever against its base: per round, paired (drift between rounds cancels); from one round, every
+    step of each run against the other's (the steps' spread is the noise)."""
+    if len(recs) >= 2 and len(recs) == len(base):
+        return compare(
+            [r["tokens_per_s"] for r in recs],
+            [r["tokens_per_s"] for r in base],
+            a_label=labels[0],
+            b_label=labels[1],
+            paired=True,
+        )
+    return compare(
+        [t for r in recs for t in r.get("step_tokens_per_s", [r["tokens_per_s"]])],
+        [t for r in base for t in r.get("step_tokens_per_s", [r["tokens_per_s"]])],
+        a_label=labels[0],
+        b_label=labels[1],
+    )
 
 
 def targets(res: CeilingResult) -> Targets:
@@ -1210,6 +1274,10 @@ def rows(result: CeilingResult | None = None, path: str | Path = CEILING_JSON) -
             )
             continue
         pct, eff, m = lv["pct_of_ceiling"], lv.get("effect_vs_base"), lv.get("mfu_pct_of_peak")
+        # every step against every ceiling probe where the result has them (the whisker a drifting ceiling
+        # widens); older results: min-max over the rounds
+        sh = lv.get("share")
+        lo, hi = (sh["low"], sh["high"]) if sh else (pct["min"], pct["max"])
         # a lever in another precision is measured against that precision's ceiling, not the recipe's
         other = lv.get("precision") and lv["precision"] != res.get("precision")
         out.append(
@@ -1220,10 +1288,16 @@ def rows(result: CeilingResult | None = None, path: str | Path = CEILING_JSON) -
                 "ceiling_of": f"{lv['precision']} ceiling" if other else None,
                 "tokens_per_s": round(lv["tokens_per_s"]["median"], 1),
                 "pct_of_ceiling": round(pct["median"], 1),
-                "pct_range": (round(pct["min"], 1), round(pct["max"], 1)),
+                "pct_range": (round(min(lo, pct["median"]), 1), round(max(hi, pct["median"]), 1)),
                 "mfu_pct": round(m["median"], 1) if m else None,
                 "effect": round(eff["median"], 3) if eff else None,
-                "effect_range": (round(eff["min"], 3), round(eff["max"], 3)) if eff else None,
+                "effect_range": (
+                    tuple(round(x, 3) for x in lv["verdict_range"])  # type: ignore[typeddict-item]
+                    if lv.get("verdict_range")
+                    else (round(eff["min"], 3), round(eff["max"], 3))
+                )
+                if eff
+                else None,
                 "base": lv.get("base"),
                 "verdict": lv.get("verdict", "baseline"),
                 "note": lv["about"],
@@ -1261,11 +1335,16 @@ def format_table(table: list[CeilingRow]) -> str:
 def figure(result: CeilingResult | None = None, path: str | Path = IMAGES_DIR / "bench_ceiling.png") -> Path:
 
     res = load() if result is None else result
+    rounds = res["config"].get("rounds", 1)
     return plot_ceiling(
         [r for r in rows(res) if r["status"] == "measured"],
         path,
+        effect_label=f"tokens/s vs its base (x, {rounds} paired rounds)"
+        if rounds > 1
+        else "tokens/s vs its base (x, 1 round: steps vs steps)",
         title=f"{res['machine'].get('gpu') or res['machine']['cpu_model']}, {res['isa_path']}: "
-        f"step vs GEMM ceiling",
+        f"step vs GEMM ceiling ({res['config']['model']}, {res['config']['nproc']} ranks, {rounds} round(s); "
+        "whiskers: min-max)",
     )
 
 

@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from workshop.lang import _
 from workshop.launch.torchrun import run_torchrun
+from workshop.report.verdict import compare, steady
 
 SWITCHES = {
     "TORCH_DISTRIBUTED_DEBUG=DETAIL": "wraps every process group: before each collective the ranks compare a "
@@ -54,6 +56,8 @@ class DebugSummary:
     nccl_lines: int
     examples: list[str]
     tokens_per_s: float | None
+    samples: list[float] = field(default_factory=list)  # steady steps' tokens/s with the checks on
+    plain_samples: list[float] = field(default_factory=list)  # the same job without them, same steps
 
 
 def summarize(log: str, tokens_per_s: float | None = None) -> DebugSummary:
@@ -93,18 +97,35 @@ def summarize(log: str, tokens_per_s: float | None = None) -> DebugSummary:
     return DebugSummary(len(lines), fps, last, rdzv, nccl, keep, tokens_per_s)
 
 
-def debug_run(train_args, *, nproc: int = 2, threads: int = 1) -> DebugSummary:
-    """Train with every debugging switch on (few steps), through workshop.launch.torchrun.run_torchrun."""
+def debug_run(train_args, *, nproc: int = 2, threads: int = 1, rounds: int = 1) -> DebugSummary:
+    """Train with every debugging switch on and, interleaved with it, the same job without them (the same
+    steps, `rounds` times each: plain, debug, plain, debug ...), so the checks' cost is measured like for
+    like, through workshop.launch.torchrun.run_torchrun."""
     from dataclasses import replace
 
-    args = replace(train_args, output_dir=f"{train_args.output_dir}-debug")
-    run = run_torchrun(
-        args, nproc_per_node=nproc, threads_per_rank=threads, env=DEBUG_ENV, progress=False
-    ).check()
-    return summarize(run.log, run.metrics["tokens_per_s_median"] if run.metrics else None)
+    got: dict[str, list[float]] = {"plain": [], "debug": []}
+    log, tps = "", None
+    for r in range(rounds):
+        for kind in ("plain", "debug"):
+            args = replace(train_args, output_dir=f"{train_args.output_dir}-{kind}-r{r}")
+            run = run_torchrun(
+                args,
+                nproc_per_node=nproc,
+                threads_per_rank=threads,
+                env=DEBUG_ENV if kind == "debug" else None,
+                progress=False,
+            ).check()
+            m = run.metrics or {}
+            got[kind] += steady([s.get("tokens_per_s") for s in m.get("steps", [])])
+            if kind == "debug":
+                log, tps = run.log, m.get("tokens_per_s_median")
+    s = summarize(log, tps)
+    s.samples, s.plain_samples = got["debug"], got["plain"]
+    return s
 
 
-def report(s: DebugSummary, *, plain_tokens_per_s: float | None = None) -> str:
+def report(s: DebugSummary) -> str:
+    """The facts worth reading, and the checks' cost from like-for-like samples (report.verdict)."""
     out = [
         f"{s.lines} log lines; {sum(s.fingerprints.values())} collectives checked on rank 0: "
         + ", ".join(f"{op} {n}" for op, n in s.fingerprints.most_common()),
@@ -118,11 +139,19 @@ def report(s: DebugSummary, *, plain_tokens_per_s: float | None = None) -> str:
         f"rendezvous/store lines: {s.rendezvous_lines}; NCCL lines: {s.nccl_lines}"
         + (" (none: gloo on CPU)" if not s.nccl_lines else ""),
     ]
-    if plain_tokens_per_s and s.tokens_per_s:
+    if s.samples and s.plain_samples:
+        v = compare(s.samples, s.plain_samples, a_label="checks on", b_label="checks off")
         out.append(
-            f"throughput with the checks on: {s.tokens_per_s:.0f} tokens/s vs {plain_tokens_per_s:.0f} "
-            "without "
-            f"(x{s.tokens_per_s / plain_tokens_per_s:.2f}): switch them off for real runs"
+            _("throughput, the same steps with and without the checks: ")
+            + v.sentence
+            + (
+                _("; the checks' extra collective per call shows")
+                if v.clear and v.winner == "checks off"
+                else _(
+                    "; here their cost does not show above the noise; it grows with the collectives per step"
+                )
+            )
+            + _(". Switch them off for real runs: they log every collective and fingerprint each one.")
         )
     out += ["examples:", *(f"  {e}" for e in s.examples)]
     return "\n".join(out)

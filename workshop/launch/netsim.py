@@ -521,6 +521,10 @@ class NetSimReport:
                     "mb_startup_per_node": [mb(n.startup_tx_bytes) for n in r.nodes],
                     "mb_per_step_per_node": [mb(b) for b in steady],
                     "steps": len(r.steps),
+                    # every steady step's time: interpret.bandwidth judges the caps against this spread
+                    "step_times_s": [
+                        x["step_time_s"] for x in r.steps[1:] if x.get("step_time_s") is not None
+                    ],
                 }
             )
         return rows

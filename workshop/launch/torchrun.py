@@ -12,6 +12,7 @@ import os
 import queue
 import re
 import signal
+import statistics
 import subprocess
 import sys
 import threading
@@ -481,32 +482,48 @@ def run_torchrun(
     return RunResult(code, "".join(lines), steps, metrics, str(job.log_path), seconds)
 
 
-def sweep_threads(train_args, settings: list[int], *, nproc_per_node: int = 2, steps: int = 8) -> list[dict]:
-    """The same job once per threads-per-rank setting (fewer steps); median tokens/s and step time of each.
+def sweep_threads(
+    train_args, settings: list[int], *, nproc_per_node: int = 2, steps: int = 8, rounds: int = 1
+) -> list[dict]:
+    """The same job once per threads-per-rank setting per round, rounds interleaved (A B A B), equal steps.
 
-    `train_args` is a workshop.train.TrainArgs; each setting writes to its own `<output_dir>-threadsT`.
-    Settings that oversubscribe the cores are allowed on purpose: that is what the sweep shows.
+    Each row keeps every steady step's tokens/s ("samples", the warm-up step left out) and each round's
+    median, so report.verdict can tell a difference from the machine's noise. `train_args` is a
+    workshop.train.TrainArgs; each run writes to its own `<output_dir>-threadsT-rR`. Settings that
+    oversubscribe the cores are allowed on purpose: that is what the sweep shows.
     """
     from dataclasses import replace
 
-    rows = []
-    for i, t in enumerate(settings, 1):
-        label = f"{nproc_per_node} ranks x {t} threads"
-        print(
-            f"[{i}/{len(settings)}] {label}, {steps} steps ...", end=" ", flush=True
-        )  # a long cell shows progress
-        args = replace(train_args, max_steps=steps, output_dir=f"{train_args.output_dir}-threads{t}")
+    from workshop.report.verdict import steady
+
+    rows: dict[int, dict] = {
+        t: {
+            "label": f"{nproc_per_node} ranks x {t} threads",
+            "threads": t,
+            "samples": [],
+            "times": [],
+            "rounds": [],
+        }
+        for t in settings
+    }
+    order = [(r, t) for r in range(rounds) for t in settings]
+    for i, (r, t) in enumerate(order, 1):
+        row = rows[t]
+        print(f"[{i}/{len(order)}] {row['label']}, {steps} steps ...", end=" ", flush=True)  # a long cell
+        args = replace(train_args, max_steps=steps, output_dir=f"{train_args.output_dir}-threads{t}-r{r}")
         run = run_torchrun(
             args, nproc_per_node=nproc_per_node, threads_per_rank=t, allow_oversubscribe=True, progress=False
         )
         metrics = run.finished_metrics()
-        rows.append(
-            {
-                "label": label,
-                "threads": t,
-                "tokens_per_s": metrics["tokens_per_s_median"],
-                "step_time_s": metrics["step_time_s_median"],
-            }
+        row["samples"] += steady([s.get("tokens_per_s") for s in metrics["steps"]])
+        row["times"] += steady([s.get("step_time_s") for s in metrics["steps"]])
+        row["rounds"].append(metrics["tokens_per_s_median"])
+        print(f"{metrics['tokens_per_s_median']:.0f} tokens/s in {run.seconds:.0f} s", flush=True)
+    for row in rows.values():
+        xs = row["samples"] or row["rounds"]
+        row.update(
+            tokens_per_s=round(statistics.median(xs), 1),
+            range=f"{min(xs):.0f}-{max(xs):.0f}",
+            step_time_s=round(statistics.median(row["times"]), 3) if row["times"] else None,
         )
-        print(f"{rows[-1]['tokens_per_s']:.0f} tokens/s in {run.seconds:.0f} s", flush=True)
-    return rows
+    return list(rows.values())

@@ -523,6 +523,10 @@ class GemmSummary(TypedDict):
     peaks: GemmPeaks
     peaks_by_threads: dict[int, dict[str, float | None]]  # peak_lines() per thread count
     note: str | None  # set when a measurement is above its peak
+    bf16_samples: NotRequired[
+        list[float]
+    ]  # every repeat of the two compared cells (report.verdict judges them)
+    fp32_samples: NotRequired[list[float]]
 
 
 def summarize(d: Detection, results: list[GemmResult]) -> GemmSummary:
@@ -586,6 +590,8 @@ def summarize(d: Detection, results: list[GemmResult]) -> GemmSummary:
         "peaks_by_threads": {t: peak_lines(d, t) for t in counts},
         "note": None,
     }
+    if bf16 and fp32:
+        out["bf16_samples"], out["fp32_samples"] = list(bf16.tflops), list(fp32.tflops)
     if any((v or 0) > 100 for v in (out["bf16_pct_of_peak"], out["fp32_pct_of_peak"])):
         out["note"] = (
             "above 100% of peak: the clock used is below the one the cores really ran at "

@@ -494,6 +494,32 @@ def reconcile(plan: MemoryPlan | None = None) -> Reconciliation:
     }
 
 
+def original_log_reading(plan: MemoryPlan | None = None) -> list[str]:
+    """What each jump in the original workshop's ZeRO-3 memory log is, from RECONCILE_TERMS (the table chapter
+    01 prints): one place says when Adam's moments appear, so chapters 01 and 04 cannot disagree."""
+    plan = plan or plan_memory(**ORIGINAL_RUN)
+    first = {line: (term, bpp) for term, bpp, _ds, line in RECONCILE_TERMS}
+    out, prev = [], None
+    for line, gib in ORIGINAL_STAGES_GIB.items():
+        term = first.get(line)
+        delta = f"{gib - prev:+.2f}" if prev is not None else f"{gib:.2f}"
+        what = (
+            f"{term[0]} ({term[1]} B x {plan.params / 1e9:.2f} B parameters / {plan.world_size} ranks = "
+            f"{plan.components.get(term[0], 0) / GiB:.2f} GiB)"
+            if term
+            else "allocator copies (the flat buffers of the bf16 shards)"
+        )
+        out.append(f"{line}: {gib:.2f} GiB ({delta}) = {what}")
+        prev = gib
+    moments = next(line for term, _b, _ds, line in RECONCILE_TERMS if term == "adam_moments")
+    out.append(
+        f"adam_moments ({plan.components['adam_moments'] / GiB:.2f} GiB per rank): {moments}, after every "
+        f"line above (planner: {dict(plan.stages())['After the first step (Adam moments)'] / GiB:.2f} GiB "
+        "after it)"
+    )
+    return out
+
+
 def format_reconcile(r: Reconciliation) -> str:
     """The reconciliation as the table and three lines chapter 01 prints."""
     lines = [

@@ -10,6 +10,7 @@ backward.
 from __future__ import annotations
 
 from workshop.errors import check_choice
+from workshop.lang import _
 from workshop.plan.memory import DTYPES, plan_memory
 from workshop.plan.traffic import zero_traffic
 
@@ -70,6 +71,37 @@ def stages(
             }
         )
     return rows
+
+
+def bytes_by_transport(
+    model: str = "llama-3-8b", world: int = 4, *, grad_accum: int = 1, grad_ckpt: bool = False
+) -> str:
+    """ZeRO-3's bytes per rank for one job, per transport, and why they differ: the one sentence chapter 04
+    (the stage table's "sent GB/step") and chapter 01 (the cost planner's gloo figure) both stand on."""
+    params = plan_memory(model, world_size=world, zero_stage=3, grad_ckpt=grad_ckpt).params
+    nccl = zero_traffic(params, world, 3, grad_accum=grad_accum, grad_ckpt=grad_ckpt)
+    gloo = zero_traffic(
+        params, world, 3, grad_accum=grad_accum, grad_ckpt=grad_ckpt, reduce_scatter_as_all_reduce=True
+    )
+    per = (
+        _("per optimizer step ({n} micro-steps)").format(n=grad_accum)
+        if grad_accum > 1
+        else _("per step (one micro-step)")
+    )
+    return _(
+        "ZeRO-3, {model}, {world} ranks: each rank sends {nccl:.1f} GB {per} where reduce-scatter is its own "
+        "collective (NCCL: all-gathers {ag:.1f} + reduce-scatter {rs:.1f}), and {gloo:.1f} GB over gloo, "
+        "which runs reduce-scatter as an all-reduce (twice its bytes: {grs:.1f} GB)"
+    ).format(
+        model=model,
+        world=world,
+        nccl=nccl.collective / 1e9,
+        per=per,
+        ag=nccl.all_gather / 1e9,
+        rs=nccl.reduce_scatter / 1e9,
+        gloo=gloo.collective / 1e9,
+        grs=gloo.reduce_scatter / 1e9,
+    )
 
 
 def format_stages(rows: list[dict]) -> str:

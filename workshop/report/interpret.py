@@ -16,6 +16,7 @@ from typing import Any
 
 from workshop.lang import _
 from workshop.plan import hardware, topology
+from workshop.report import verdict
 
 
 def machine(d: hardware.Detection | None = None) -> str:
@@ -82,6 +83,15 @@ def gemm(summary: hardware.GemmSummary, d: hardware.Detection) -> str:
     if summary.get("threads"):
         where += _(", both at {threads} thread(s)").format(threads=summary["threads"])
     kernel = d.get("onednn_bf16_impl") or _("no native bf16 kernel")
+    if summary.get("bf16_samples") and summary.get("fp32_samples"):
+        v = verdict.compare(
+            summary["bf16_samples"], summary["fp32_samples"], a_label="bf16", b_label="fp32", unit="TFLOPS"
+        )
+        if not v.clear:  # the repeats overlap: no precision won here, whatever the medians say
+            return _(
+                "On this machine ({where}) bf16 against fp32 GEMMs: {said}. Either precision trains here; "
+                "bf16 saves memory."
+            ).format(where=where, said=v.sentence)
     if ratio >= 1.2:
         why = (
             _("each bf16 instruction does twice the work of an fp32 one")
@@ -188,54 +198,92 @@ def loading(
 
 
 def threads(rows: Sequence[Mapping[str, Any]], cores: int, nproc: int) -> str:
-    """Which ranks x threads layout won here, and whether over-subscribing the cores cost anything."""
+    """Which ranks x threads layout was faster here, only where the steps' spread lets one say so
+    (report.verdict.compare of the fastest row's steady steps against the slowest's), and whether
+    over-subscribing the cores cost anything."""
     best = max(rows, key=lambda r: r["tokens_per_s"])
     worst = min(rows, key=lambda r: r["tokens_per_s"])
-    gain = best["tokens_per_s"] / worst["tokens_per_s"]
+    if best is worst:
+        return _("one thread setting ran; nothing to compare")
+    v = verdict.compare(
+        best.get("samples") or [best["tokens_per_s"]],
+        worst.get("samples") or [worst["tokens_per_s"]],
+        a_label=best["label"],
+        b_label=worst["label"],
+    )
     over = [r for r in rows if nproc * r["threads"] > cores]
-    line = _(
-        "fastest here: {best} at {tps:.0f} tokens/s, x{gain:.2f} the slowest ({worst}), on {cores} physical "
-        "cores."
-    ).format(best=best["label"], tps=best["tokens_per_s"], gain=gain, worst=worst["label"], cores=cores)
-    if gain < 1.05:
-        line += _(" Within 5%: on this machine the thread count barely matters for this model.")
-    elif best in over:
+    if not v.clear:
+        return _(
+            "{said}, on {cores} physical cores: this run cannot tell the layouts apart; the thread count "
+            "matters less here than whatever else the machine was doing (more rounds, compare_rounds, give "
+            "a verdict)."
+        ).format(said=v.sentence, cores=cores)
+    line = _("{said}, on {cores} physical cores.").format(said=v.sentence, cores=cores)
+    if best in over:
         line += _(
             " Here the over-subscribed layout ({nproc} x {threads} > {cores} cores) won: while one "
             "rank waits on gloo its core is free for the other's threads. The rule ranks x threads <= cores "
             "is a starting point to measure around, not a law."
         ).format(nproc=nproc, threads=best["threads"], cores=cores)
     else:
-        line += _(" It keeps ranks x threads within the physical cores, the usual starting point.")
+        line += _(
+            " The faster layout keeps ranks x threads within the physical cores, the usual starting point."
+        )
     return line
+
+
+def ceiling_probes(res: Mapping[str, Any]) -> list[float]:
+    """Every probe of the recipe's GEMM ceiling (TFLOPS, all ranks), in the order measured: start and end of
+    each round; older results without them: the rounds' means."""
+    rec, cfg = res["levers"]["recipe"], res["config"]
+    key = f"{cfg['micro_batch'] * cfg['seq_len']}x{rec['precision']}"
+    probes = [p["tflops"] for c in res.get("ceilings", {}).get(key, []) for p in (c["start"], c["end"])]
+    return probes or list(rec["ceiling_tflops"]["values"])
+
+
+def ceiling_share(res: Mapping[str, Any]) -> verdict.Share:
+    """The recipe's step against its GEMM ceiling: every steady step against every probe of the ceiling (the
+    start and end of each round), through report.verdict.share, so a ceiling that drifted gives a range."""
+    rec = res["levers"]["recipe"]
+    steps = [t * r["flops_per_token"] / 1e12 for r in rec["runs"] for t in r.get("step_tokens_per_s", [])]
+    return verdict.share(
+        steps or [r["model_tflops"] for r in rec["runs"]],
+        ceiling_probes(res),
+        part_label=_("the step"),
+        reference_label=_("GEMM ceiling"),
+        unit="TFLOPS",
+    )
 
 
 def ceiling(res: Mapping[str, Any]) -> list[str]:
     """Chapter 04's headline: the recipe's step as a share of the same cores' matmul rate at the model's own
-    shapes, on the machine the result names, and what each measured lever did to that share."""
+    shapes, on the machine the result names, and what each measured lever did against its base; a share or a
+    winner only where the samples support one (report.verdict)."""
     lv = res["levers"]
     rec = lv.get("recipe", {})
     if rec.get("status") != "measured":
         return [_("the recipe was not measured: {reason}").format(reason=rec.get("reason", "no run"))]
     nproc = res["config"]["nproc"]
     per_rank = rec["model_tflops"]["median"] / nproc
-    ceil = rec["ceiling_tflops"]["median"] / nproc
-    pct = rec["pct_of_ceiling"]["median"]
+    sh = ceiling_share(res)
+    probes = [p / nproc for p in ceiling_probes(res)]
+    # one ceiling only where it held still; a drifting one is quoted as the range its probes spanned
+    ceil = f"{per_rank * 100 / sh.pct:.3g}" if sh.clear else f"{min(probes):.3g}-{max(probes):.3g}"
     unit = "GPU" if res.get("device") == "cuda" else "rank"
     rows = res["config"]["micro_batch"] * res["config"]["seq_len"]
     head = _(
-        "{where} ({isa}): the workbook recipe's step computes {per_rank:.3g} model "
-        "TFLOPS per {unit}, {pct:.0f}% of the {ceil:.3g} TFLOPS the same cores reach on the model's own "
-        "matmuls ({rows} rows, {precision})."
+        "{where} ({isa}): the workbook recipe's step computes {per_rank:.3g} model TFLOPS per {unit}; the "
+        "same cores reach {ceil} TFLOPS per {unit} on the model's own matmuls ({rows} rows, "
+        "{precision}). {share}."
     ).format(
         where=measured_on(res),
         isa=res["isa_path"],
         per_rank=per_rank,
         unit=unit,
-        pct=pct,
         ceil=ceil,
         rows=rows,
         precision=rec["precision"],
+        share=sh.sentence[:1].upper() + sh.sentence[1:],
     )
     out = [head]
     for name, v in lv.items():
@@ -244,37 +292,34 @@ def ceiling(res: Mapping[str, Any]) -> list[str]:
         if v["status"] != "measured":
             out.append(f"  {v['label']}: {v['status']} ({v.get('reason', '')})")
             continue
-        eff = v.get("effect_vs_base") or {}
         other = v.get("precision") != rec["precision"]
+        said = v.get("verdict_sentence") or _("{verdict}, x{effect:.2f} the tokens/s of {base}").format(
+            verdict=v.get("verdict", "-"),
+            effect=(v.get("effect_vs_base") or {}).get("median", 1.0),
+            base=v["base"],
+        )
         out.append(
             f"  {v['label']}: {v['pct_of_ceiling']['median']:.0f}%"
             + (_(" of the {precision} ceiling").format(precision=v["precision"]) if other else "")
-            + (
-                _(", x{effect:.2f} the tokens/s of {base}").format(effect=eff["median"], base=v["base"])
-                if eff
-                else ""
-            )
+            + f"; {said}"
         )
-    if (
-        pct > 100
-    ):  # the step cannot beat its own matmuls: the ceiling probe ran slow (contended cores, clocks)
+    if sh.clear:
         out.append(
             _(
-                "Over 100% means the ceiling was measured low, not that the step beat its matmuls: something "
-                "else shared these cores while the GEMM probe ran, or the clock dropped. Re-run `python -m "
-                "workshop bench ceiling` on an idle machine for a share you can trust."
+                "The other {rest:.0f}% is what the step spends beyond those matmuls at that rate: "
+                "attention, norms, activations, the loss, the optimizer and the all-reduce (each a pass over "
+                "memory), and its matmuls running below the ceiling between them. That work grows with the "
+                "model's width, the matmuls with its square: the share rises with the model."
+            ).format(rest=100 - sh.pct)
+        )
+    else:
+        out.append(
+            _(
+                "No share is read from this run: the samples above do not support one number. Re-run "
+                "`python -m workshop bench ceiling` (more rounds) on an idle machine for a share you can "
+                "trust."
             )
         )
-        return out
-    out.append(
-        _(
-            "The other {rest:.0f}% is what the step spends beyond those matmuls at that rate: attention, "
-            "norms, activations, the loss, the optimizer and the all-reduce (each a pass over memory), and "
-            "its "
-            "matmuls running below the ceiling between them. That work grows with the model's width, the "
-            "matmuls with its square: the share rises with the model."
-        ).format(rest=100 - pct)
-    )
     return out
 
 
@@ -341,6 +386,31 @@ def bandwidth(
         )
     fast, slow = ok[0], ok[-1]
     grow = slow["step_time_s_median"] / fast["step_time_s_median"] - 1
+    if fast.get("step_times_s") and slow.get("step_times_s"):
+        v = verdict.compare(
+            slow["step_times_s"],
+            fast["step_times_s"],
+            a_label=slow["rate"],
+            b_label=fast["rate"],
+            unit="s/step",
+            higher_is_better=False,
+            min_effect=0.10,
+        )
+        if not v.clear:  # the steps of the two caps overlap: no claim either way
+            out.append(
+                _(
+                    "step time {fast} -> {slow}: {said}. This run cannot say whether the cap showed; more "
+                    "steps (sim_steps) or a tighter cap make it measurable."
+                ).format(fast=fast["rate"], slow=slow["rate"], said=v.sentence)
+            )
+            return out
+        if v.winner == slow["rate"]:  # the tighter cap ran faster: the cap is not what set the step time
+            out.append(
+                _(
+                    "step time {fast} -> {slow}: {said}; something other than the cap set the step time."
+                ).format(fast=fast["rate"], slow=slow["rate"], said=v.sentence)
+            )
+            return out
     if abs(grow) < 0.10:
         out.append(
             _(

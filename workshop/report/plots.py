@@ -66,7 +66,7 @@ def plot_original_prediction(rows: list[dict], path) -> Path:
     return _save(fig, path)
 
 
-def plot_bytes_by_stage(traffic: dict[int, dict], path) -> Path:
+def plot_bytes_by_stage(traffic: dict[int, dict], path, *, title: str = "") -> Path:
     """Stacked bytes per rank per step for ZeRO stages 0-3 (GB): which collective grows with each stage."""
     fig, ax = plt.subplots(figsize=(6.5, 4))
     stages = sorted(traffic)
@@ -78,11 +78,13 @@ def plot_bytes_by_stage(traffic: dict[int, dict], path) -> Path:
     ax.set_xlabel("ZeRO stage")
     ax.set_ylabel("GB per rank per optimizer step")
     ax.legend(fontsize=8)
+    if title:
+        ax.set_title(title, fontsize=9)
     return _save(fig, path)
 
 
 def plot_step_vs_bandwidth(
-    sweep: list[BandwidthPoint], path, *, marks: dict[str, float] | None = None
+    sweep: list[BandwidthPoint], path, *, marks: dict[str, float] | None = None, title: str = ""
 ) -> Path:
     """Step time against link bandwidth (log x), with the named links marked."""
     fig, ax = plt.subplots(figsize=(6.5, 4))
@@ -93,19 +95,41 @@ def plot_step_vs_bandwidth(
         ax.text(bw, ax.get_ylim()[1] * 0.95, name, rotation=90, va="top", fontsize=8)
     ax.set_xlabel("effective bandwidth between ranks (GB/s)")
     ax.set_ylabel("seconds per optimizer step")
+    if title:
+        ax.set_title(title, fontsize=9)
     return _save(fig, path)
 
 
-def plot_collective_bench(rows: list[dict], path) -> Path:
-    """Bus bandwidth over message size, one line per collective (nccl-tests convention)."""
+def plot_collective_bench(
+    rows: Sequence[Mapping[str, Any]],
+    path,
+    *,
+    fits: dict[str, list[tuple[float, float]]] | None = None,
+    fit_labels: dict[str, str] | None = None,
+    title: str = "",
+) -> Path:
+    """Bus bandwidth over message size, one line per collective (nccl-tests convention), and, dashed in the
+    same colour, the fitted latency + bandwidth model at the same sizes: a fit that misses its own points
+    shows."""
     fig, ax = plt.subplots(figsize=(6.5, 4))
     for op in sorted({r["op"] for r in rows}):
         pts = sorted((r["bytes"], r["busbw_gbytes_per_s"]) for r in rows if r["op"] == op)
-        ax.plot([p[0] / 1e6 for p in pts], [p[1] for p in pts], marker="o", label=op)
+        (line,) = ax.plot([p[0] / 1e6 for p in pts], [p[1] for p in pts], marker="o", label=op)
+        curve = (fits or {}).get(op)
+        if curve:
+            ax.plot(
+                [c[0] / 1e6 for c in curve],
+                [c[1] for c in curve],
+                ls="--",
+                color=line.get_color(),
+                label=(fit_labels or {}).get(op, f"{op} fit"),
+            )
     ax.set_xscale("log")
     ax.set_xlabel("message size (MB)")
     ax.set_ylabel("bus bandwidth (GB/s)")
-    ax.legend()
+    ax.legend(fontsize=7)
+    if title:
+        ax.set_title(title, fontsize=9)
     return _save(fig, path)
 
 
@@ -221,14 +245,33 @@ def plot_training(steps: list[dict], path, title: str = "ZeRO-3 training on CPU 
 
 
 def plot_thread_comparison(rows: list[dict], path, *, machine: str = "") -> Path:
-    """Median tokens/s per thread setting (one bar each), with the step-time spread as error bars."""
+    """Median tokens/s per thread setting (one bar each), every steady step as a dot and its min-max as a
+    whisker: bars whose whiskers overlap are not a difference this run can show."""
     fig, ax = plt.subplots(figsize=(6, 3.6))
     labels = [r["label"] for r in rows]
-    ax.bar(labels, [r["tokens_per_s"] for r in rows], color="tab:blue")
-    for i, r in enumerate(rows):
-        ax.annotate(f"{r['tokens_per_s']:.0f}", (i, r["tokens_per_s"]), ha="center", va="bottom")
-    ax.set_ylabel("median useful tokens / s")
-    ax.set_title("threads per rank: same ranks, same steps" + (f"\n{machine}" if machine else ""), fontsize=9)
+    med = [r["tokens_per_s"] for r in rows]
+    samples = [r.get("samples") or [r["tokens_per_s"]] for r in rows]
+    ax.bar(
+        labels,
+        med,
+        color="tab:blue",
+        alpha=0.7,
+        yerr=[[m - min(xs) for m, xs in zip(med, samples)], [max(xs) - m for m, xs in zip(med, samples)]],
+        capsize=4,
+    )
+    for i, xs in enumerate(samples):
+        ax.plot([i] * len(xs), xs, "k.", ms=4)
+        ax.annotate(
+            f"{med[i]:.0f}", (i, med[i]), ha="left", va="bottom", xytext=(6, 0), textcoords="offset points"
+        )
+    rounds = max((len(r.get("rounds") or [1]) for r in rows), default=1)
+    steps = max((len(xs) for xs in samples), default=1)
+    ax.set_ylabel("useful tokens / s (median; dots: steps)")
+    ax.set_title(
+        f"threads per rank: same ranks, {steps} steady steps each over {rounds} interleaved round(s)"
+        + (f"\n{machine}" if machine else ""),
+        fontsize=9,
+    )
     return _save(fig, path)
 
 
@@ -354,7 +397,11 @@ def plot_bench_recipes(bars: list[dict], path, *, machine: str = "") -> Path:
 
 
 def plot_ceiling(
-    rows: Sequence[Mapping[str, Any]], path, *, title: str = "training step vs this machine's GEMM ceiling"
+    rows: Sequence[Mapping[str, Any]],
+    path,
+    *,
+    title: str = "training step vs this machine's GEMM ceiling",
+    effect_label: str = "tokens/s vs its base (x, paired per round)",
 ) -> Path:
     """Per lever: the step's model-FLOP rate as % of the same cores' GEMM ceiling (left) and its effect on
     tokens/s against its base (right); whiskers are min-max over interleaved rounds.
@@ -404,7 +451,7 @@ def plot_ceiling(
     right = max([1.0] + [e + d for e, d in zip(eff, hi)])
     pad = 0.08 * (right - left or 1.0)
     ax2.set_xlim(left - pad, right + pad)  # the 1.0 line (no change) stays inside the axes
-    ax2.set_xlabel("tokens/s vs its base (x, paired per round)")
+    ax2.set_xlabel(effect_label)
     fig.suptitle(title, fontsize=10)
     return _save(fig, path)
 

@@ -21,6 +21,7 @@ from workshop.launch.procs import run_captured
 from workshop.launch.torchrun import rank_env, torchrun_command
 from workshop.plan.topology import GB
 from workshop.plan.traffic import Traffic, ring_factor
+from workshop.report.plots import plot_collective_bench
 
 OPS = ("all_reduce", "all_gather", "reduce_scatter")
 SIZES_MB = (0.004, 0.064, 0.25, 1, 4, 16, 64)  # <= 0.1 MB pin the per-call latency, >= 1 MB the bandwidth
@@ -253,7 +254,10 @@ SMALL_BYTES, LARGE_BYTES = 100_000, 1_000_000
 
 def _two_regime_fit(sizes: list[float], xs: list[float], ys: list[float]) -> tuple[float, float]:
     """t = a + b x from the two regimes a collective has: a = the median time of small messages (<= 100 kB,
-    latency-bound), b = the least-squares slope over large ones (>= 1 MB, bandwidth-bound). Falls back to one
+    latency-bound), b = the median over large ones (>= 1 MB, bandwidth-bound) of each point's own slope
+    (t - a) / x. A median, not a least-squares line: on a busy machine one slow large message tilts a line
+    until its bandwidth is several times what any point measured; the median keeps the fitted curve
+    through the middle of the points it was fitted to (chapter 06 draws both). Falls back to one
     least-squares line over all points when a regime has no data."""
     small = [y for s, y in zip(sizes, ys) if s <= SMALL_BYTES]
     big = [(x, y) for s, x, y in zip(sizes, xs, ys) if s >= LARGE_BYTES]
@@ -263,6 +267,9 @@ def _two_regime_fit(sizes: list[float], xs: list[float], ys: list[float]) -> tup
     sxx = sum((x - mx) ** 2 for x, _ in big)
     b = sum((x - mx) * (y - my) for x, y in big) / sxx if sxx else 0.0
     a = statistics.median(small) if small else max(0.0, my - b * mx)
+    per_point = [(y - a) / x for x, y in big if x > 0 and y > a]
+    if small and per_point:
+        b = statistics.median(per_point)
     return a, b
 
 
@@ -339,6 +346,21 @@ def fit_collectives(rows: list[BenchRow], world: int) -> dict[str, CollectiveFit
             "wire_bytes_over_model_bytes": wire,
         }
     return fit
+
+
+def bench_figure(bench: CollectiveBench, path, *, machine: str = "") -> Path:
+    """Chapter 06's collective figure: the measured bus bandwidth and the fit drawn at the same sizes, so the
+    fitted bandwidth the model uses can be checked against the points it came from."""
+    world = bench["world"]
+    fits: dict[str, list[tuple[float, float]]] = {}
+    labels: dict[str, str] = {}
+    for op, f in bench.get("fit", {}).items():
+        sizes = sorted({r["bytes"] for r in bench["results"] if r["op"] == op})
+        x = [s * bus_factor(op, world) for s in sizes]
+        fits[op] = [(s, xi / (f["alpha_s"] + xi / (f["gbytes_per_s"] * GB)) / GB) for s, xi in zip(sizes, x)]
+        labels[op] = f"{op} fit: {f['gbytes_per_s']:.2f} GB/s, {f['alpha_s'] * 1e3:.2f} ms/call"
+    title = f"{bench['backend']}, {world} ranks" + (f", {machine}" if machine else "")
+    return plot_collective_bench(bench["results"], path, fits=fits, fit_labels=labels, title=title)
 
 
 def collective_time(

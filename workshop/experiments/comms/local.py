@@ -21,6 +21,7 @@ from workshop.experiments.comms.collectives import (
     loopback_bytes,
 )
 from workshop.experiments.comms.counting import per_step_calls
+from workshop.lang import _
 from workshop.plan.hardware import resolve_precision
 from workshop.plan.topology import parse_rate
 from workshop.plan.zero3 import Zero3Calls, zero3_calls
@@ -287,3 +288,90 @@ def netsim_check(bench: NetsimBench, netsim_result: dict, *, model: str = "tiny"
             }
         )
     return {"mode": bench.get("mode"), "model": model, "rows": out}
+
+
+# ---------------------------------------------------------------- one fact: what offload does on a CPU
+
+
+def offload_on_cpu(stored: dict | None = None) -> str:
+    """What optimizer offload does on a CPU, with the runs that measured it (chapters 04 and 06 both print
+    this, so they cannot disagree): no bytes cross a bus, the optimizer becomes DeepSpeed's fused CPU Adam."""
+    from workshop.paths import RESULTS_DIR
+    from workshop.report.interpret import measured_on
+
+    if stored is None:
+        path = RESULTS_DIR / "comms.json"
+        stored = json.loads(path.read_text()) if path.is_file() else {}
+    rows = {(r["model"], bool(r["offload"])): r["measured_s"] for r in (stored or {}).get("local", [])}
+    pairs = [m for m in dict.fromkeys(k[0] for k in rows) if (m, True) in rows and (m, False) in rows]
+    facts = "; ".join(
+        f"{m}: {rows[(m, True)]:.2f} s per step with offload, {rows[(m, False)]:.2f} s without" for m in pairs
+    )
+    out = _(
+        "On a CPU the 'device' is host memory, so offload moves no bytes across a bus and saves no memory "
+        "(it adds the fp32 gradient copy CPU Adam reads: 20 bytes per parameter instead of 16); what it "
+        "changes is the optimizer: DeepSpeed's fused CPU Adam (one vectorised pass per partition) instead of "
+        "torch's AdamW over the ZeRO partitions, which can make the step faster"
+    )
+    if facts:
+        out += _(
+            " (stored ZeRO-3 runs, 2 ranks, medians over their steps, measured on {where}: {facts})"
+        ).format(where=measured_on(stored), facts=facts)
+    return out + "."
+
+
+def netsim_reproduced(
+    stored: dict, live_path: str | Path | None = None, *, tolerance: float = 0.2
+) -> list[str]:
+    """Chapter 05's rate-capped step times from THIS run (its report JSON, when chapter 05 ran) beside the
+    stored ones chapter 06's model was checked against, and whether the stored slowdown under the tighter cap
+    reproduced here (within `tolerance` of its ratio): a stored number never stands in for this run's."""
+    from workshop.report.interpret import measured_on
+
+    rows = {r["rate"]: r["measured_s"] for r in (stored.get("netsim") or {}).get("rows", [])}
+    where = measured_on(stored)
+    path = Path(live_path) if live_path else None
+    if not path or not path.is_file():
+        return [
+            _(
+                "stored ({where}): {rows}; chapter 05 has not run here, so there is nothing of this run "
+                "to set beside them"
+            ).format(where=where, rows=", ".join(f"{k} {v:.2f} s/step" for k, v in rows.items()) or "-")
+        ]
+    live = {
+        r["rate"]: r["step_time_s_median"]
+        for r in json.loads(path.read_text()).get("table", [])
+        if r.get("ok") and r.get("step_time_s_median")
+    }
+    out = [
+        _("{rate}: this run (chapter 05) {live}, stored {stored} ({where})").format(
+            rate=rate,
+            live=f"{live[rate]:.2f} s/step" if rate in live else "-",
+            stored=f"{rows[rate]:.2f} s/step" if rate in rows else "-",
+            where=where,
+        )
+        for rate in dict.fromkeys([*rows, *live])
+    ]
+    both = [r for r in rows if r in live]
+    if len(both) >= 2:
+        fast, slow = both[0], both[-1]
+        here, then = live[slow] / live[fast], rows[slow] / rows[fast]
+        same = abs(here / then - 1) <= tolerance
+        out.append(
+            _(
+                "{fast} -> {slow}: the step grew x{here:.2f} in this run and x{then:.2f} in the stored one: "
+                "{verdict} (within {tol:.0%} of the stored ratio counts as reproduced)"
+            ).format(
+                fast=fast,
+                slow=slow,
+                here=here,
+                then=then,
+                verdict=_("reproduced")
+                if same
+                else _(
+                    "did NOT reproduce: read the stored explanation below as that machine's, not this one's"
+                ),
+                tol=tolerance,
+            )
+        )
+    return out

@@ -1,0 +1,187 @@
+"""One way to conclude from measurements, for every live comparison in the workbook.
+
+A learner's machine is rarely idle (a browser, a neighbour's job on a shared VM), so a number measured once
+can move by half between two runs. Every sentence that names a winner or a share is therefore computed here
+from the samples themselves (per-step values with the warm-up left out, or interleaved rounds A B A B) and
+states a result only when it is larger than the samples' own spread; otherwise it says the difference is
+within the noise on this machine, and how large that noise was. A reference measured before and after (the
+GEMM ceiling) shows how far it drifted; past `DRIFT_BOUND_PCT` a share is given as the range it can be, not
+as one number.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from workshop.errors import WorkshopError
+from workshop.lang import _
+
+MIN_EFFECT = 0.03  # a difference under 3% is never called a win, however quiet the machine
+FEW_SAMPLES = (
+    3  # below this many samples (or paired rounds) each, separation alone is too easy to get by chance
+)
+DRIFT_BOUND_PCT = 10.0  # a reference that moves more than this while measured gives a range, not a share
+
+
+def _clean(name: str, xs: Sequence[float | None]) -> list[float]:
+    out = [float(x) for x in xs if x is not None]
+    if not out:
+        raise WorkshopError(f"{name}: no samples to compare (every run failed or produced no steps)")
+    if min(out) <= 0:
+        raise WorkshopError(f"{name}: samples must be positive rates or times, got {min(out)}")
+    return out
+
+
+def spread_pct(xs: Sequence[float]) -> float:
+    """(max - min) / median in percent: how far repeated measurements of one thing disagree."""
+    med = statistics.median(xs)
+    return 100 * (max(xs) - min(xs)) / med if med else 0.0
+
+
+def steady(values: Sequence[float | None], warmup: int = 1) -> list[float]:
+    """The samples after the warm-up (the first step compiles, allocates, faults pages in)."""
+    xs = [float(v) for v in values if v is not None]
+    return xs[warmup:] if len(xs) > warmup else xs
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """What `compare` concluded, with the numbers it concluded from (ratio is A over B, medians)."""
+
+    sentence: str
+    clear: bool  # a winner is named: the ranges do not overlap and the effect is >= MIN_EFFECT
+    winner: str | None
+    ratio: float
+    low: float  # the ratio's range: min A / max B .. max A / min B (paired: min-max of the pairs)
+    high: float
+    spread_pct: float  # the larger of the two samples' spreads
+    n_a: int
+    n_b: int
+
+
+def compare(
+    a: Sequence[float | None],
+    b: Sequence[float | None],
+    *,
+    a_label: str,
+    b_label: str,
+    unit: str = "tokens/s",
+    higher_is_better: bool = True,
+    paired: bool = False,
+    min_effect: float = MIN_EFFECT,
+    where: str | None = None,
+) -> Comparison:
+    """A against B from their samples: "A beats B by xR (range)" only when every A sample is on the same side
+    of every B sample (paired: every round's ratio on the same side of 1) and the median effect is at least
+    `min_effect`; otherwise "within noise on this machine", with the spread that hid the difference.
+
+    One sample each has no spread to judge by, so it never names a winner. With fewer than FEW_SAMPLES each
+    (two runs of two, or two paired rounds) samples of the same thing fail to overlap one time in three, so
+    there the effect must also be more than twice the spread (in log terms). `where`: the machine that
+    measured the samples, when it is not this one (a stored result).
+    """
+    where = where or _("this machine")
+    xa, xb = _clean(a_label, a), _clean(b_label, b)
+    ratios: list[float] = []
+    if paired:
+        if len(xa) != len(xb):
+            raise WorkshopError(f"paired samples need as many A as B, got {len(xa)} and {len(xb)}")
+        ratios = [x / y for x, y in zip(xa, xb)]
+        ratio, low, high = statistics.median(ratios), min(ratios), max(ratios)
+    else:
+        ratio = statistics.median(xa) / statistics.median(xb)
+        low, high = min(xa) / max(xb), max(xa) / min(xb)
+    spread = max(spread_pct(xa), spread_pct(xb))
+    noise = spread_pct(ratios) if paired else spread
+    enough = min(len(xa), len(xb)) >= 2 and (
+        min(len(xa), len(xb)) >= FEW_SAMPLES or abs(math.log(ratio)) > 2 * noise / 100
+    )
+    a_wins = (
+        (low > 1 and ratio >= 1 + min_effect) if higher_is_better else (high < 1 and ratio <= 1 - min_effect)
+    )
+    b_wins = (
+        (high < 1 and ratio <= 1 - min_effect) if higher_is_better else (low > 1 and ratio >= 1 + min_effect)
+    )
+    clear = enough and (a_wins or b_wins)
+    n = _("{na} and {nb} samples").format(na=len(xa), nb=len(xb))
+    if clear:
+        win, lose = (a_label, b_label) if a_wins else (b_label, a_label)
+        # the winner's advantage as a factor >= 1, with its range
+        flip = (a_wins and not higher_is_better) or (b_wins and higher_is_better)
+        f, lo, hi = (1 / ratio, 1 / high, 1 / low) if flip else (ratio, low, high)
+        sentence = _(
+            "{win} beats {lose} by x{f:.2f} ({lo:.2f}-{hi:.2f}) in {unit}: larger than the noise on {where} "
+            "(spread {spread:.0f}%, {n})"
+        ).format(win=win, lose=lose, f=f, lo=lo, hi=hi, unit=unit, where=where, spread=spread, n=n)
+        return Comparison(sentence, True, win, ratio, low, high, spread, len(xa), len(xb))
+    if min(len(xa), len(xb)) < 2:
+        sentence = _(
+            "{a} vs {b}: x{ratio:.2f} in {unit} from a single sample, which has no spread to judge by: not a "
+            "verdict (run more steps or rounds)"
+        ).format(a=a_label, b=b_label, ratio=ratio, unit=unit)
+    else:
+        sentence = _(
+            "{a} vs {b}: within noise on {where} (x{ratio:.2f}, range {lo:.2f}-{hi:.2f} in {unit}; "
+            "spread {spread:.0f}%, {n})"
+        ).format(
+            a=a_label, b=b_label, where=where, ratio=ratio, lo=low, hi=high, unit=unit, spread=spread, n=n
+        )
+    return Comparison(sentence, False, None, ratio, low, high, spread, len(xa), len(xb))
+
+
+@dataclass(frozen=True)
+class Share:
+    """What `share` concluded: a part's rate as a percentage of a reference measured around it."""
+
+    sentence: str
+    clear: bool  # one number can be quoted: the reference stayed within DRIFT_BOUND_PCT and the share <= 100%
+    pct: float  # median part over median reference
+    low: float  # min part / max reference
+    high: float  # max part / min reference
+    drift_pct: float  # the reference's last sample against its first
+    ref_range_pct: float  # (max - min) / min of the reference samples
+
+
+def share(
+    part: Sequence[float | None],
+    reference: Sequence[float | None],
+    *,
+    part_label: str,
+    reference_label: str,
+    unit: str = "GFLOPS",
+    drift_bound_pct: float = DRIFT_BOUND_PCT,
+) -> Share:
+    """`part` as a share of `reference` (samples in the order measured): one percentage when the reference
+    held still, otherwise the range the share can be and how far the reference moved."""
+    xp, xr = _clean(part_label, part), _clean(reference_label, reference)
+    pct = 100 * statistics.median(xp) / statistics.median(xr)
+    low, high = 100 * min(xp) / max(xr), 100 * max(xp) / min(xr)
+    drift = 100 * (xr[-1] - xr[0]) / xr[0]
+    moved = 100 * (max(xr) - min(xr)) / min(xr)
+    still = moved <= drift_bound_pct
+    moved_txt = _(
+        "the {ref} moved from {first:.4g} to {last:.4g} {unit} ({drift:+.0f}%) while it was measured"
+    ).format(ref=reference_label, first=xr[0], last=xr[-1], unit=unit, drift=drift)
+    if not still:
+        sentence = _(
+            "{part} is between {lo:.0f}% and {hi:.0f}% of the {ref}: {moved}, more than the {bound:.0f}% "
+            "this workbook trusts, so something else used these cores; no single share can be read from this "
+            "run (re-run on an idle machine)"
+        ).format(
+            part=part_label, lo=low, hi=high, ref=reference_label, moved=moved_txt, bound=drift_bound_pct
+        )
+        return Share(sentence, False, pct, low, high, drift, moved)
+    if low > 100 or pct > 100:
+        sentence = _(
+            "{part} reads {pct:.0f}% ({lo:.0f}-{hi:.0f}%) of the {ref}: over 100% means the reference was "
+            "measured low (the cores were shared or the clock dropped while it ran), not that the step beat "
+            "its matmuls; {moved}"
+        ).format(part=part_label, pct=pct, lo=low, hi=high, ref=reference_label, moved=moved_txt)
+        return Share(sentence, False, pct, low, high, drift, moved)
+    sentence = _("{part} is {pct:.0f}% ({lo:.0f}-{hi:.0f}%) of the {ref}; {moved}").format(
+        part=part_label, pct=pct, lo=low, hi=high, ref=reference_label, moved=moved_txt
+    )
+    return Share(sentence, True, pct, low, high, drift, moved)
