@@ -24,8 +24,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 TINY = ["-m", "workshop.train", "--model", "tiny", "--max-steps", "5"]
 TRAINJOB = ["torchrun", "--nproc-per-node", "2", *TINY, "--zero-stage", "3", "--backend", "gloo"]
-BUILT = "Building extension module deepspeed_shm_comm"  # torch prints it before compiling; ninja then works
-NO_WORK = "ninja: no work to do"
+# The job runs under this wrapper, which then counts the C++ ops (.so) the job itself compiled.
+COUNT_BUILT = (
+    'touch /tmp/t0 && "$@" && '
+    'echo "BUILT_OPS $(find "$TORCH_EXTENSIONS_DIR" -name "*.so" -newer /tmp/t0 | wc -l)"'
+)
 
 
 def run_flags(engine: str) -> list[str]:
@@ -41,7 +44,7 @@ def run_flags(engine: str) -> list[str]:
 def train(engine: str, image: str, cmd: list[str], env: dict[str, str] | None = None) -> dict:
     """Run one job in a fresh container; seconds from `run` to the first METRIC line, the losses, the log."""
     envs = [f for k, v in (env or {}).items() for f in ("-e", f"{k}={v}")]
-    argv = [engine, *run_flags(engine), *envs, image, *cmd]
+    argv = [engine, *run_flags(engine), *envs, image, "sh", "-c", COUNT_BUILT, "sh", *cmd]
     t0, first, losses, log = time.monotonic(), None, [], []
     with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as proc:
         assert proc.stdout is not None
@@ -59,7 +62,8 @@ def train(engine: str, image: str, cmd: list[str], env: dict[str, str] | None = 
         "first_step_s": round(first or wall, 1),
         "wall_s": round(wall, 1),
         "losses": losses,
-        "compiled_shm_op": BUILT in text and NO_WORK not in text,
+        "compiled_shm_op": "BUILT_OPS 0" not in text,
+        "op_log": [line.strip()[:160] for line in log if "shm_comm" in line or "BUILT_OPS" in line][:8],
     }
 
 
@@ -114,7 +118,8 @@ def main() -> None:
     if trainjob["compiled_shm_op"] or plain["compiled_shm_op"] or not cold["compiled_shm_op"]:
         sys.exit(
             f"FAILED: the prebuilt shared-memory op was not used (or the cold run did not build it): "
-            f"{plain['compiled_shm_op']=}, {trainjob['compiled_shm_op']=}, {cold['compiled_shm_op']=}"
+            f"{plain['compiled_shm_op']=}, {trainjob['compiled_shm_op']=}, {cold['compiled_shm_op']=}\n"
+            + json.dumps({"plain": plain["op_log"], "trainjob": trainjob["op_log"], "cold": cold["op_log"]})
         )
     result = {
         **sizes(a.engine, a.image),

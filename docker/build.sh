@@ -13,7 +13,7 @@ cd "$(dirname "$0")/.."
 dockerfile=docker/cpu/Dockerfile
 version=$(sed -n 's/.*org.opencontainers.image.version="\([^"]*\)".*/\1/p' "$dockerfile")
 tag=${REGISTRY:+$REGISTRY/}workshop-cpu:$version
-torch_index=${TORCH_INDEX:-} engine=${ENGINE:-} local_base=0
+torch_index=${TORCH_INDEX:-} engine=${ENGINE:-} local_base=0 old_base=
 base=$(sed -n 's/^FROM \([^ ]*\).*/\1/p' "$dockerfile" | head -n1)
 torch_version=$(sed -n 's/^ARG TORCH_VERSION=//p' "$dockerfile")
 die() { echo "docker/build.sh: $*" >&2; exit 2; }
@@ -43,7 +43,8 @@ has_image() { if [ "$engine" = docker ]; then docker image inspect "$1" >/dev/nu
 make_local_base() {
   command -v debootstrap >/dev/null || die "no registry reachable and no debootstrap to make a local base (apt-get install debootstrap)"
   local root mirror=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
-  root=$(mktemp -d "${TMPDIR:-/var/tmp}/workshop-base.XXXXXX")
+  root=$(mktemp -d "${TMPDIR:-/var/tmp}/workshop-base.XXXXXX") && chmod 755 "$root"   # it becomes the image's /
+  old_base=$(podman image inspect --format '{{.Id}}' "$base" 2>/dev/null || true)
   say "no registry reachable: making a LOCAL base for $base with debootstrap (bookworm minbase, $mirror)"
   local packages=python3.11,python3.11-venv,libpython3.11-dev,python3-distutils,python3-setuptools-whl,ca-certificates
   debootstrap --variant=minbase --include="$packages" bookworm "$root" "$mirror" > "$root.log" 2>&1 \
@@ -97,6 +98,9 @@ cert=${PIP_CERT:-$(pip config get global.cert 2>/dev/null || true)}
 [ -z "$cert" ] || { [ -f "$cert" ] && build_args+=(--secret "id=cacert,src=$cert") && say "pip in the build trusts $cert"; }
 
 # --- the build ---
+digest=$(find pyproject.toml README.md workshop -type f -not -path '*/__pycache__/*' | LC_ALL=C sort \
+  | xargs sha256sum | sha256sum | cut -c1-16)
+build_args+=(--build-arg "SOURCE_DIGEST=$digest")
 start=$SECONDS
 if [ "$engine" = docker ]; then
   DOCKER_BUILDKIT=1 docker build --network host "${build_args[@]}" -f "$dockerfile" -t "$tag" .
@@ -105,7 +109,9 @@ else
   # --pull=never: the base is the one above, pulled or local.
   buildah bud --isolation chroot --network host --pull=never --layers \
     --ignorefile "$dockerfile.dockerignore" "${build_args[@]}" -f "$dockerfile" -t "$tag" .
-  buildah rmi --prune >/dev/null 2>&1 || true   # the dangling intermediates of earlier builds
+  # the intermediate images this build left untagged (they carry the image's title label), and a replaced base
+  podman image prune -f --filter label=org.opencontainers.image.title=workshop-cpu >/dev/null
+  [ -z "${old_base:-}" ] || podman rmi "$old_base" >/dev/null 2>&1 || true
 fi
 say "built $tag in $((SECONDS - start)) s; its layers:"
 if [ "$engine" = docker ]; then docker history --format '{{.Size}}\t{{.CreatedBy}}' "$tag"
