@@ -88,7 +88,12 @@ if [ -n "$torch_index" ] && [ -d "$torch_index" ]; then
     project=$(basename "$whl" | cut -d- -f1 | tr 'A-Z_.' 'a-z--')
     mkdir -p "$tmp/simple/$project" && mv "$whl" "$tmp/simple/$project/"
   done
-  port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  # one fixed port when free: TORCH_INDEX is a build argument, so a new URL would rebuild every layer after it
+  port=$(python3 -c 'import socket
+for port in (38765, 0):
+    try:
+        s = socket.socket(); s.bind(("127.0.0.1", port)); print(s.getsockname()[1]); break
+    except OSError: pass')
   python3 -m http.server --bind 127.0.0.1 --directory "$tmp/simple" "$port" >/dev/null 2>&1 & server=$!
   torch_index=http://127.0.0.1:$port/
 fi
