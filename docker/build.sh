@@ -119,5 +119,5 @@ else
   [ -z "${old_base:-}" ] || podman rmi "$old_base" >/dev/null 2>&1 || true
 fi
 say "built $tag in $((SECONDS - start)) s; its layers:"
-if [ "$engine" = docker ]; then docker history --format '{{.Size}}\t{{.CreatedBy}}' "$tag"
-else podman history --format '{{.Size}}\t{{.CreatedBy}}' "$tag"; fi | cut -c1-150
+if [ "$engine" = docker ]; then docker history --no-trunc --format '{{.Size}}\t{{.CreatedBy}}' "$tag"
+else podman history --no-trunc --format '{{.Size}}\t{{.CreatedBy}}' "$tag"; fi | cut -c1-150
