@@ -70,17 +70,23 @@ def train(engine: str, image: str, cmd: list[str], env: dict[str, str] | None = 
 def sizes(engine: str, image: str) -> dict:
     """Uncompressed size, size per layer, and the compressed (gzip) size a registry holds and a node pulls."""
     inspect = subprocess.run([engine, "image", "inspect", image], check=True, capture_output=True, text=True)
-    fmt = ["--format", "{{.Size}}\t{{.CreatedBy}}", "--human=false", "--no-trunc"]
-    hist = subprocess.run([engine, "history", *fmt, image], check=True, capture_output=True, text=True)
-    layers = [
-        {"bytes": int(size), "created_by": " ".join(by.split())[:200]}
-        for size, by in (line.split("\t", 1) for line in hist.stdout.splitlines())
-        if size.isdigit() and int(size) > 0
-    ]
+    name = json.loads(inspect.stdout)[0]["RepoTags"][0]  # podman: localhost/NAME:TAG, as skopeo needs it
+    if engine == "podman":
+        hist = subprocess.run(
+            [engine, "history", "--format", "json", "--no-trunc", image], check=True, capture_output=True
+        )
+        rows = [(x["size"], x["CreatedBy"]) for x in json.loads(hist.stdout)]
+    else:  # docker: bytes with --human=false
+        fmt = ["--format", "{{.Size}}\t{{.CreatedBy}}", "--human=false", "--no-trunc"]
+        out = subprocess.run(
+            [engine, "history", *fmt, image], check=True, capture_output=True, text=True
+        ).stdout
+        rows = [(int(size), by) for size, by in (line.split("\t", 1) for line in out.splitlines())]
+    layers = [{"bytes": size, "created_by": " ".join(by.split())[:200]} for size, by in rows if size > 0]
     with tempfile.TemporaryDirectory(dir=os.environ.get("TMPDIR", "/var/tmp")) as tmp:
         if engine == "podman":
             subprocess.run(
-                ["skopeo", "copy", "-q", f"containers-storage:{image}", f"oci:{tmp}/oci"], check=True
+                ["skopeo", "copy", "-q", f"containers-storage:{name}", f"oci:{tmp}/oci"], check=True
             )
             index = json.loads(Path(f"{tmp}/oci/index.json").read_text())
             digest = index["manifests"][0]["digest"].split(":")[1]
@@ -112,6 +118,7 @@ def main() -> None:
     )
     p.add_argument("--json-out", type=Path, default=ROOT / "benchmarks/results/image.json")
     a = p.parse_args()
+    size = sizes(a.engine, a.image)
     plain = train(a.engine, a.image, ["python", *TINY])
     trainjob = train(a.engine, a.image, TRAINJOB)
     cold = train(a.engine, a.image, TRAINJOB, {"TORCH_EXTENSIONS_DIR": "/tmp/empty-extensions"})
@@ -122,7 +129,7 @@ def main() -> None:
             + json.dumps({"plain": plain["op_log"], "trainjob": trainjob["op_log"], "cold": cold["op_log"]})
         )
     result = {
-        **sizes(a.engine, a.image),
+        **size,
         "first_step_s": trainjob["first_step_s"],
         "first_step_s_without_prebuilt_op": cold["first_step_s"],
         "what": "seconds from `run` (network off) to the first METRIC line of the TrainJob's shape: "
