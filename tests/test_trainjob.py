@@ -226,7 +226,10 @@ def test_manifest_images_and_commands_match_the_build_files(kind):
     # the command: torchrun comes from the torch wheel, -m workshop.train from the installed package
     assert job["command"] == ["torchrun", "-m", "workshop.train"]
     assert re.search(r"pip install --index-url \$\{TORCH_INDEX\} torch==\$\{TORCH_VERSION\}", text)
-    assert "COPY workshop ./workshop" in text and "pip install --no-deps ." in text
+    # the package from a bind mount of the context (no source copy, build/ or egg-info left), checked from /
+    assert "--mount=type=bind,source=.,target=/tmp/workshop-src,rw" in text
+    assert "pip install --no-deps --no-build-isolation /tmp/workshop-src" in text
+    assert 'WORKDIR /\nRUN python -c "import torch, deepspeed, transformers, workshop.train' in text
     code = "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("#"))
     assert "git clone" not in code
     if kind == "cpu":
