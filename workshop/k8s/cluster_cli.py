@@ -43,7 +43,8 @@ def main(argv: list[str] | None = None) -> int:
         "workshop or field manager workshop) with what it costs; --yes deletes them "
         "in dependency order and waits until Karpenter has drained the nodes.",
         epilog="exit codes: 0 done, 1 something could not be listed or removed, 2 bad flags or "
-        "no cluster, 3 stopped (nothing deleted): a claim holds a trained model",
+        "no cluster, 3 stopped (nothing deleted): a claim holds a trained model, 4 deletion asked for but "
+        "objects are still Terminating at the timeout (a finalizer holds them; each is named)",
     )
     p_down.add_argument("--yes", action="store_true", help="delete (without it: a dry run that only lists)")
     model = p_down.add_mutually_exclusive_group()
@@ -59,7 +60,8 @@ def main(argv: list[str] | None = None) -> int:
         "--timeout",
         type=float,
         default=900,
-        help="seconds to wait for Karpenter to drain the deleted pools' nodes (default 900)",
+        help="seconds to wait for Karpenter to drain the deleted pools' nodes and for Terminating objects "
+        "to go (default 900)",
     )
     p_down.add_argument(
         "-n",
