@@ -101,6 +101,12 @@ class FakeAPIServer:
     def __init__(self, groups: dict | None = None):
         self.groups = dict(GROUPS if groups is None else groups)
         self.objects: dict[tuple, dict] = {}  # (group/version, plural, namespace, name) -> object
+        for ns in ("default", "kube-system"):  # a real server always has these
+            self.objects[("v1", "namespaces", None, ns)] = {
+                "apiVersion": "v1",
+                "kind": "Namespace",
+                "metadata": {"name": ns, "uid": "uid-" + ns, "resourceVersion": "1"},
+            }
         self.requests: list[dict] = []
         self.faults: list[tuple] = []  # (method, path prefix, code, body, headers): answered once each
         self.watch_scripts: list[list] = []  # per watch request: events (dicts) and "cut" / "gone" / "close"

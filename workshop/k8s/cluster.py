@@ -227,7 +227,7 @@ class Cluster:
                     f"`kubectl create namespace {namespace}` or pick another",
                     missing_namespace=namespace,
                 )
-            if namespace and verb in ("get", "list", "get logs of", "follow logs of", "delete", "patch"):
+            if namespace and verb in ("get", "list", "get logs of", "follow logs of"):
                 if self._namespace_missing(namespace):
                     return ClusterError(
                         404,
@@ -726,8 +726,6 @@ def connect(
         import urllib3
 
         urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)
-        if not quiet:
-            print(f"note: {cfg.host}'s TLS certificate is not verified (insecure-skip-tls-verify, {where})")
     cluster = Cluster(client.ApiClient(cfg), where=where, user=user)
     try:
         info = client.VersionApi(cluster.api).get_code(_request_timeout=timeout)
@@ -742,6 +740,8 @@ def connect(
         return None
     cluster.version = info.git_version or "?"
     say(f"connected: {cfg.host} (Kubernetes {cluster.version}, {where})")
+    if not cfg.verify_ssl:
+        say(f"note: {cfg.host}'s TLS certificate is not verified (insecure-skip-tls-verify, {where})")
     return cluster
 
 

@@ -39,7 +39,7 @@ def ensure_secret(cluster, secret: HFTokenSecret, *, create: bool = True) -> str
         cluster.get("Secret", secret.name, secret.namespace)
         return "present"
     except ClusterError as exc:
-        if exc.status != 404:
+        if exc.status != 404 or getattr(exc, "missing_namespace", None):  # not a missing Secret
             raise
     if not (create and secret.value):
         raise WorkshopError(
