@@ -9,7 +9,7 @@ cluster and what removes it, instead of a bare "not Ready".
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from workshop.errors import check_positive
 from workshop.k8s.cluster import ClusterError, conditions
@@ -49,7 +49,7 @@ def diagnose(kind: str, name: str, obj: dict | None, condition: str, waited: flo
 
 def wait_ready(
     cluster,
-    objects: list[tuple[str, str, str | None]],
+    objects: Sequence[tuple[str, str, str | None]],
     *,
     condition: str = "Ready",
     timeout: float,
@@ -80,7 +80,8 @@ def wait_ready(
                     if exc.status != 404:
                         raise
                     last[o] = None
-                if last[o] is not None and conditions(last[o]).get(condition) == "True":
+                now = last[o]
+                if now is not None and conditions(now).get(condition) == "True":
                     done[o] = True
                     if bar is not None:
                         bar.update(1)
