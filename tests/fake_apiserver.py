@@ -4,6 +4,11 @@ labelSelector, deletion (with hooks that play a controller's part, e.g. Karpente
 NodeClaims), watch streams (scripted: cut mid-stream, 410 Gone), pod logs (followed, chunked), and injected
 failures.
 
+As a real server: an object with `metadata.finalizers` is not removed by a DELETE but marked Terminating
+(`deletionTimestamp`) until its finalizers are gone (`finalize()` plays the controller that removes them); a
+pod's log answers 204 with no body while the pod is not scheduled and 400 "waiting to start" while its
+container is created (`log_script`); `forbidden` answers 403 per resource and verb.
+
 It records every request so a test can assert what the client sent. Only what the workbook's client calls is
 served; anything else is a 404 Status, as a real server would answer."""
 
@@ -96,6 +101,12 @@ class FakeAPIServer:
     def __init__(self, groups: dict | None = None):
         self.groups = dict(GROUPS if groups is None else groups)
         self.objects: dict[tuple, dict] = {}  # (group/version, plural, namespace, name) -> object
+        for ns in ("default", "kube-system"):  # a real server always has these
+            self.objects[("v1", "namespaces", None, ns)] = {
+                "apiVersion": "v1",
+                "kind": "Namespace",
+                "metadata": {"name": ns, "uid": "uid-" + ns, "resourceVersion": "1"},
+            }
         self.requests: list[dict] = []
         self.faults: list[tuple] = []  # (method, path prefix, code, body, headers): answered once each
         self.watch_scripts: list[list] = []  # per watch request: events (dicts) and "cut" / "gone" / "close"
@@ -104,6 +115,10 @@ class FakeAPIServer:
         self.on_delete: list[
             Callable[[tuple, dict], None]
         ] = []  # called with (key, object) after each DELETE
+        # pod name -> answers to give before its log: "204" (not scheduled) or "waiting" (ContainerCreating)
+        self.log_script: dict[str, list[str]] = {}
+        self.forbidden: set[tuple[str, str]] = set()  # (verb: get/list/watch/patch/delete, plural): 403
+        self.user = "alice"
         self._rv = itertools.count(100)
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.httpd.daemon_threads = True
@@ -139,6 +154,26 @@ class FakeAPIServer:
         }
         self.objects[(gv, plural, namespace, obj["metadata"]["name"])] = obj
         return obj
+
+    def finalize(self, gv: str, plural: str, name: str, namespace: str | None = None, finalizer=None) -> None:
+        """Play a controller: drop one finalizer (all without `finalizer`); a Terminating object with none
+        left is removed, as the real server does."""
+        key = (gv, plural, namespace, name)
+        obj = self.objects[key]
+        held = obj["metadata"].get("finalizers") or []
+        obj["metadata"]["finalizers"] = [f for f in held if finalizer is not None and f != finalizer]
+        self._settle(key)
+
+    def _settle(self, key) -> bool:
+        """Remove a Terminating object whose finalizers are all gone; True when it was removed."""
+        obj = self.objects.get(key)
+        meta = (obj or {}).get("metadata") or {}
+        if obj is None or not meta.get("deletionTimestamp") or meta.get("finalizers"):
+            return False
+        gone = self.objects.pop(key)
+        for hook in list(self.on_delete):
+            hook(key, gone)
+        return True
 
     def __enter__(self):
         self.thread.start()
@@ -262,6 +297,21 @@ class FakeAPIServer:
                     (rest[1] if len(rest) > 1 else None),
                     (rest[2] if len(rest) > 2 else None),
                 )
+                listing = "watch" if query.get("watch") else "list"
+                verb = {"GET": "get" if name else listing, "PATCH": "patch", "DELETE": "delete"}.get(
+                    self.command, "create"
+                )
+                if (verb, plural) in server.forbidden or ("*", plural) in server.forbidden:
+                    where = f' in the namespace "{namespace}"' if namespace else " at the cluster scope"
+                    return self.send_json(
+                        403,
+                        status(
+                            403,
+                            f'{plural} is forbidden: User "{server.user}" cannot {verb} resource "{plural}"'
+                            f"{where}",
+                            "Forbidden",
+                        ),
+                    )
                 if sub == "log":
                     return self.pod_log(name, query)
                 key = (gv, plural, namespace, name)
@@ -272,10 +322,15 @@ class FakeAPIServer:
                 if self.command == "DELETE":
                     if key not in server.objects:
                         return self.send_json(404, status(404, f'{plural} "{name}" not found', "NotFound"))
-                    if query.get("dryRun") != "All":
-                        gone = server.objects.pop(key)
-                        for hook in list(server.on_delete):
-                            hook(key, gone)
+                    obj = server.objects[key]
+                    if query.get("dryRun") == "All":
+                        return self.send_json(200, obj)
+                    if obj["metadata"].get("finalizers"):  # Terminating until a controller removes them
+                        obj["metadata"].setdefault("deletionTimestamp", "2025-01-01T00:00:00Z")
+                        obj["metadata"]["resourceVersion"] = str(next(server._rv))
+                        return self.send_json(200, obj)
+                    obj["metadata"]["deletionTimestamp"] = "2025-01-01T00:00:00Z"
+                    server._settle(key)
                     return self.send_json(200, {"kind": "Status", "status": "Success"})
                 if name:
                     if key not in server.objects:
@@ -368,6 +423,7 @@ class FakeAPIServer:
                 obj["metadata"]["managedFields"] = entries + managed_fields(manager, "Update", key[0])
                 if query.get("dryRun") != "All":
                     obj = server.put(key[0], key[1], obj, key[2])
+                    server._settle(key)
                 return self.send_json(200, obj)
 
             def watch(self):
@@ -398,6 +454,21 @@ class FakeAPIServer:
                 self.end_stream()
 
             def pod_log(self, pod, query):
+                script = server.log_script.get(pod)
+                if script:
+                    step = script.pop(0)
+                    if step == "204":  # not scheduled: the real server answers 204, no body
+                        self.send_response(204)
+                        self.end_headers()
+                        return None
+                    return self.send_json(
+                        400,
+                        status(
+                            400,
+                            f'container "node" in pod "{pod}" is waiting to start: ContainerCreating',
+                            "BadRequest",
+                        ),
+                    )
                 lines = server.logs.get(pod)
                 if lines is None:
                     return self.send_json(404, status(404, f'pods "{pod}" not found', "NotFound"))

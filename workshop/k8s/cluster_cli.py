@@ -8,7 +8,7 @@ import sys
 
 from workshop.errors import WorkshopError, check_choice, check_positive, report
 from workshop.k8s.base import check_dns_label, read_yaml_docs
-from workshop.k8s.cluster import check_kubeconfig, connect
+from workshop.k8s.cluster import check_kubeconfig, connect, follow_logs, pod_waiting
 from workshop.k8s.teardown import teardown
 from workshop.k8s.validate import ensure_valid
 
@@ -34,6 +34,12 @@ def main(argv: list[str] | None = None) -> int:
     p_logs.add_argument("pod")
     p_logs.add_argument("-n", "--namespace", default="default")
     p_logs.add_argument("-f", "--follow", action="store_true")
+    p_logs.add_argument(
+        "--wait",
+        type=float,
+        default=900,
+        help="with -f: seconds to wait for a pod not yet scheduled or started (default 900)",
+    )
     p_del = sub.add_parser("delete", help="delete the objects of YAML files")
     p_del.add_argument("files", nargs="+")
     p_down = sub.add_parser(
@@ -43,7 +49,8 @@ def main(argv: list[str] | None = None) -> int:
         "workshop or field manager workshop) with what it costs; --yes deletes them "
         "in dependency order and waits until Karpenter has drained the nodes.",
         epilog="exit codes: 0 done, 1 something could not be listed or removed, 2 bad flags or "
-        "no cluster, 3 stopped (nothing deleted): a claim holds a trained model",
+        "no cluster, 3 stopped (nothing deleted): a claim holds a trained model, 4 deletion asked for but "
+        "objects are still Terminating at the timeout (a finalizer holds them; each is named)",
     )
     p_down.add_argument("--yes", action="store_true", help="delete (without it: a dry run that only lists)")
     model = p_down.add_mutually_exclusive_group()
@@ -59,7 +66,8 @@ def main(argv: list[str] | None = None) -> int:
         "--timeout",
         type=float,
         default=900,
-        help="seconds to wait for Karpenter to drain the deleted pools' nodes (default 900)",
+        help="seconds to wait for Karpenter to drain the deleted pools' nodes and for Terminating objects "
+        "to go (default 900)",
     )
     p_down.add_argument(
         "-n",
@@ -88,6 +96,8 @@ def main(argv: list[str] | None = None) -> int:
                 raise WorkshopError(f"--field-manager {args.field_manager!r} must be 1-128 characters")
         if args.action in ("watch", "teardown"):
             check_positive("--timeout", args.timeout)
+        if args.action == "logs":
+            check_positive("--wait", args.wait)
         if args.action == "teardown":
             if args.namespace is not None:
                 check_dns_label("--namespace", args.namespace)
@@ -122,9 +132,19 @@ def main(argv: list[str] | None = None) -> int:
             for line in watcher(timeout=args.timeout):
                 print(line, flush=True)
         elif args.action == "logs":
-            out = cluster.logs(args.pod, args.namespace, follow=args.follow)
-            for line in out if args.follow else str(out).splitlines():
-                print(line, flush=True)
+            if args.follow:
+                for line in follow_logs(cluster, args.pod, args.namespace, wait_s=args.wait):
+                    print(line, flush=True)
+            else:
+                text = cluster.logs(args.pod, args.namespace)
+                if not text:
+                    why = pod_waiting(cluster, args.pod, args.namespace)
+                    print(
+                        f"no log yet: pod {args.namespace}/{args.pod} "
+                        + (f"is {why}" if why else "printed nothing")
+                    )
+                for line in text.splitlines():
+                    print(line, flush=True)
     except WorkshopError as exc:
         return report(exc)
     return 0

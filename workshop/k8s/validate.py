@@ -443,7 +443,10 @@ def _type(validator, want, instance, schema):
     if schema.get("x-kubernetes-int-or-string"):
         return  # the keyword of its own name checks it
     if not validator.is_type(instance, want):
-        yield ValidationError(f"must be of type {want}, got {_type_name(instance)} {_short(instance)}")
+        hint = ""
+        if want == "string" and (instance is None or isinstance(instance, (bool, int, float))):
+            hint = " (a plain YAML scalar kubectl reads as a number/boolean/null: quote it)"
+        yield ValidationError(f"must be of type {want}, got {_type_name(instance)} {_short(instance)}{hint}")
 
 
 def _int_or_string(validator, on, instance, schema):
