@@ -294,7 +294,8 @@ def test_plain_float_looking_arg_is_refused_by_server_and_validator(server, clus
         content_type="application/apply-patch+yaml",
     )
     message = json.loads(body).get("message", "")
-    assert code == 422 and ".spec.trainer.args" in message and "expected string" in message, (code, message)
+    # a type error in an apply is a 500 ("failed to create typed patch object"), not a 422
+    assert code == 500 and ".spec.trainer.args[25]: expected string" in message, (code, message)
     bad = tmp_path / "trainjob.yaml"
     bad.write_text(text)
     from workshop.k8s.validate import main as validate_cli
@@ -425,6 +426,33 @@ def rank0_pod_body(job: str, name: str) -> dict:
     }
 
 
+def node_with_kubelet(server, kubelet: FakeKubelet, name: str) -> None:
+    """The part of a node the apiserver needs to proxy a log: a Node whose status names the kubelet's port."""
+    node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}}
+    code, body = server.request("POST", "/api/v1/nodes", node)
+    assert code == 201, body
+    set_status(
+        server,
+        f"/api/v1/nodes/{name}",
+        {
+            "addresses": [{"type": "InternalIP", "address": "127.0.0.1"}],
+            "daemonEndpoints": {"kubeletEndpoint": {"Port": kubelet.port}},
+        },
+    )
+
+
+def bind(server, pod: str, node: str, namespace: str = "default") -> None:
+    """The scheduler's part: bind the pod to the node."""
+    binding = {
+        "apiVersion": "v1",
+        "kind": "Binding",
+        "metadata": {"name": pod},
+        "target": {"apiVersion": "v1", "kind": "Node", "name": node},
+    }
+    code, body = server.request("POST", f"/api/v1/namespaces/{namespace}/pods/{pod}/binding", binding)
+    assert code == 201, body
+
+
 def test_logs_of_an_unscheduled_pod_then_followed_through_a_kubelet(server, cluster, capsys):
     pod = "rt-logs-node-0-0-abcde"
     code, body = server.request("POST", "/api/v1/namespaces/default/pods", rank0_pod_body("rt-logs", pod))
@@ -436,25 +464,8 @@ def test_logs_of_an_unscheduled_pod_then_followed_through_a_kubelet(server, clus
         out = capsys.readouterr()
         assert "None" not in out.out.splitlines(), out.out
         # the scheduler's part: a Node whose kubelet is the test's, the pod bound to it
-        node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "rt-node"}}
-        code, body = server.request("POST", "/api/v1/nodes", node)
-        assert code == 201, body
-        set_status(
-            server,
-            "/api/v1/nodes/rt-node",
-            {
-                "addresses": [{"type": "InternalIP", "address": "127.0.0.1"}],
-                "daemonEndpoints": {"kubeletEndpoint": {"Port": kubelet.port}},
-            },
-        )
-        binding = {
-            "apiVersion": "v1",
-            "kind": "Binding",
-            "metadata": {"name": pod},
-            "target": {"apiVersion": "v1", "kind": "Node", "name": "rt-node"},
-        }
-        code, body = server.request("POST", f"/api/v1/namespaces/default/pods/{pod}/binding", binding)
-        assert code == 201, body
+        node_with_kubelet(server, kubelet, "rt-node")
+        bind(server, pod, "rt-node")
         kubelet.lines[pod] = [
             "starting",
             'METRIC {"step": 1, "loss": 2.5}',
@@ -466,11 +477,66 @@ def test_logs_of_an_unscheduled_pod_then_followed_through_a_kubelet(server, clus
         assert [s["step"] for s in jobs.parse(lines)["steps"]] == [1, 2]
         assert kubelet.requests and "follow=true" in kubelet.requests[-1]
         rc = cluster_cli(["logs", pod])
-        assert rc == 0 and capsys.readouterr().out.splitlines() == kubelet.lines[pod]
+        said = capsys.readouterr().out.splitlines()
+        assert rc == 0 and said[0].startswith("connected: ") and said[1:] == kubelet.lines[pod], said
     finally:
         kubelet.stop()
         server.request("DELETE", f"/api/v1/namespaces/default/pods/{pod}?gracePeriodSeconds=0")
         server.request("DELETE", "/api/v1/nodes/rt-node")
+
+
+def test_chapter05_run_on_cluster_with_the_controllers_played(server, cluster, trainer_2_3):
+    """Chapter 05's `jobs.run_on_cluster` from submit to clean-up, while a thread plays Trainer + JobSet (the
+    rank-0 pod), the scheduler (binding), the kubelet (its log) and Trainer again (Complete)."""
+    spec = chapter05_job("rt-e2e")
+    pod, node = "rt-e2e-node-0-0-xyz12", "rt-e2e-node"
+    kubelet = FakeKubelet(server)
+    node_with_kubelet(server, kubelet, node)
+    kubelet.lines[pod] = ["rank 0 up", 'METRIC {"step": 1, "loss": 3.0}', 'METRIC {"step": 2, "loss": 2.5}']
+    problems: list[str] = []
+    job_path = TRAINJOBS.format(ns="default", name="rt-e2e")
+
+    def controllers():
+        try:
+            deadline = time.monotonic() + 60
+            while server.request("GET", job_path)[0] != 200:
+                assert time.monotonic() < deadline, "the TrainJob never appeared"
+                time.sleep(0.2)
+            code, body = server.request(
+                "POST", "/api/v1/namespaces/default/pods", rank0_pod_body("rt-e2e", pod)
+            )
+            assert code == 201, body
+            bind(server, pod, node)
+            set_status(server, job_path, {"conditions": [condition("Complete")]})
+        except AssertionError as exc:
+            problems.append(str(exc))
+
+    player = threading.Thread(target=controllers, daemon=True)
+    player.start()
+    said: list[str] = []
+    try:
+        result = jobs.run_on_cluster(
+            spec, trainer=TRAINER, cluster=cluster, timeout=60, wait_s=30, echo=said.append
+        )
+        player.join(timeout=10)
+        assert not problems, problems
+        assert result is not None and result["outcome"] == "Complete", (result, said)
+        assert [s["step"] for s in result["steps"]] == [1, 2]
+        with pytest.raises(ClusterError) as exc:  # a Complete job is deleted once its outputs are recorded
+            cluster.get("TrainJob", "rt-e2e")
+        assert exc.value.status == 404
+        claim = cluster.get("PersistentVolumeClaim", spec.storage.claim.name)
+        model = jobs.saved_model(spec)
+        assert (claim["metadata"].get("annotations") or {}).get(storage.MODEL_ANNOTATION + "rt-e2e") == (
+            model[1] if model else None
+        ), claim["metadata"]
+    finally:
+        kubelet.stop()
+        server.request("DELETE", f"/api/v1/namespaces/default/pods/{pod}?gracePeriodSeconds=0")
+        server.request("DELETE", f"/api/v1/nodes/{node}")
+        purge(
+            server, cluster, [*spec.storage.documents(), *spec.documents(TRAINER), spec.hf_secret.api_body()]
+        )
 
 
 # -- watch
@@ -486,6 +552,7 @@ def nodeclaim(name: str, pool: str, instance_type: str = "m7i.16xlarge") -> dict
                 "karpenter.sh/nodepool": pool,
                 "node.kubernetes.io/instance-type": instance_type,
                 "karpenter.sh/capacity-type": "on-demand",
+                "karpenter.k8s.aws/instance-cpu": "64",  # as Karpenter labels its claims
             },
         },
         "spec": {
@@ -553,9 +620,10 @@ def test_teardown_reports_terminating_until_the_finalizers_go(server, cluster, t
     lines.clear()
     rc = teardown(cluster, yes=False, echo=lines.append)
     said = "\n".join(lines)
-    assert "rt-down-claim" in said and "m7i.16xlarge" in said and "$0.00/h" not in said, said
+    assert "rt-down-claim" in said and "m7i.16xlarge" in said and "nodes $3.23/h" in said, said
 
-    # the controllers finish: finalizers removed, everything goes
+    # the controllers finish: Karpenter deletes the orphaned claim and drains it; the finalizers go
+    cluster.delete("NodeClaim", "rt-down-claim")
     for kind, name, ns in (
         ("EC2NodeClass", nodeclass, None),
         ("PersistentVolumeClaim", claim, "default"),
