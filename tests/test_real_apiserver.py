@@ -306,6 +306,25 @@ def test_plain_float_looking_arg_is_refused_by_server_and_validator(server, clus
     assert "spec.trainer.args" in out.out + out.err
 
 
+def test_apply_the_server_cannot_type_is_explained_at_once(server, cluster):
+    """The server's 500 for an apply it cannot type (a number in a string field; a field of another CRD
+    release) is the manifest's fault: one sentence naming the field, no retries."""
+    use_trainer(server, cluster, TRAINER)
+    job = read_yaml_docs(REPO / "manifests" / "trainjob-cpu-v2.2.yaml")[0]
+    args = job["spec"]["trainer"]["args"]
+    args[args.index("2e-05")] = 2e-05
+    old = read_yaml_docs(REPO / "manifests" / "trainjob-cpu-v2.1.yaml")[0]  # podTemplateOverrides: 2.1 only
+    for doc, said in (
+        (job, ".spec.trainer.args[25]: expected string, got 2e-05"),
+        (old, ".spec.podTemplateOverrides: a field the cluster's CRD does not declare"),
+    ):
+        t0 = time.monotonic()
+        with pytest.raises(ClusterError) as exc:
+            cluster.apply([doc], validate=False, dry_run=True)
+        assert exc.value.status == 500 and said in str(exc.value) and "try again" not in str(exc.value)
+        assert time.monotonic() - t0 < 3, "retried"
+
+
 # -- chapter 02: apply the pools; Ready once a controller says so; transition rules
 
 
