@@ -211,25 +211,6 @@ def test_429_then_success_is_retried_with_backoff(api):
     assert len(gets) == 2 and not api.faults
 
 
-def test_apply_the_server_cannot_type_is_named_at_once_not_retried(api):
-    """A real kube-apiserver answers an apply with a wrongly typed field with HTTP 500 (this exact message):
-    the manifest's fault, so no retries and no 'try again later'."""
-    cluster = _connect(api)
-    path = "/apis/trainer.kubeflow.org/v1alpha1/namespaces/default/trainjobs/llama"
-    message = (
-        "failed to create typed patch object (default/llama; trainer.kubeflow.org/v1alpha1, Kind=TrainJob): "
-        ".spec.trainer.args[25]: expected string, got &value.valueUnstructured{Value:2e-05}"
-    )
-    api.faults.append(("PATCH", path, 500, status(500, message, "InternalError"), None))
-    with pytest.raises(cl.ClusterError) as err:
-        cluster.apply([JOB], validate=False)
-    text = str(err.value)
-    assert err.value.status == 500 and "\n" not in text
-    assert ".spec.trainer.args[25]: expected string, got 2e-05" in text and "quote it" in text
-    assert "try again" not in text
-    assert len([r for r in api.requests if r["path"] == path]) == 1
-
-
 def test_503_that_never_ends_is_reported_after_the_retries(api, monkeypatch):
     monkeypatch.setattr(
         cl,

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -77,10 +76,7 @@ COMPONENTS = {
     "karpenter.k8s.aws": "Karpenter's AWS provider",
     "jobset.x-k8s.io": "JobSet",
 }
-# Retried: 429 and the 5xx of an overloaded server or a proxy. Not a plain 500 (client-go retries one only
-# with Retry-After): the API server answers 500 where retrying cannot help, e.g. a manifest a CRD cannot type.
-RETRY_STATUSES = (429, 502, 503, 504)
-TYPED_PATCH = "failed to create typed patch object"  # a real kube-apiserver's 500 for an apply it cannot type
+RETRY_STATUSES = (429, 500, 502, 503, 504)
 
 
 class ClusterError(WorkshopError):
@@ -145,20 +141,6 @@ def retries():
 
 def _plural(kind: str) -> str:
     return kind.lower() + ("es" if kind.endswith("s") else "s")
-
-
-def untyped(message: str) -> str:
-    """A server-side apply the server cannot type ('failed to create typed patch object (...): .spec.x[3]:
-    expected string, got &value.valueUnstructured{Value:2e-05}', HTTP 500) as one sentence: the field, what is
-    wrong with it, and the two usual causes."""
-    detail = message.split("): ", 1)[-1]
-    detail = re.sub(r"&value\.value\w+\{Value:(.*?)\}", r"\1", detail)
-    detail = detail.replace("field not declared in schema", "a field the cluster's CRD does not declare")
-    return (
-        f"the server cannot type the manifest: {detail}. Either a number or boolean stands where the CRD "
-        "wants a string (quote it in YAML), or the manifest is written for another release of the CRD than "
-        "the cluster runs (`python -m workshop validate FILE --trainer/--karpenter VERSION`)"
-    )
 
 
 def _status_body(exc) -> dict:
@@ -263,8 +245,6 @@ class Cluster:
                 f"{'; '.join(fields)}. Drop those fields from the manifest, or take them "
                 "over with force=True (`--force-conflicts`)",
             )
-        if status == 500 and TYPED_PATCH in message:
-            return ClusterError(500, f"cannot {verb} {obj} {where}: {untyped(message)}")
         if status in RETRY_STATUSES:
             return ClusterError(
                 status,
