@@ -697,7 +697,8 @@ def test_an_object_a_finalizer_holds_is_terminating_not_deleted(api, capsys):
     """The claim's pvc-protection (a pod still mounts it) keeps it on the server: never "deleted", exit 4,
     and the next teardown names it Terminating and does not delete it again."""
     _seed(api, api.cluster)
-    api.objects[CLAIM]["metadata"]["finalizers"] = ["kubernetes.io/pvc-protection"]
+    assert api.objects[CLAIM]["metadata"]["finalizers"] == ["kubernetes.io/pvc-protection"]  # admission
+    _mounting_pod(api)  # not the job's: kube-controller-manager keeps the claim while it runs
     code, out = _run(api, "--yes", "--delete-model", "--timeout", "0.5", capsys=capsys)
     assert code == teardown.EXIT_TERMINATING == 4, out.out
     assert CLAIM in api.objects and api.objects[CLAIM]["metadata"]["deletionTimestamp"]
@@ -713,9 +714,20 @@ def test_an_object_a_finalizer_holds_is_terminating_not_deleted(api, capsys):
     assert "Terminating since" in out.out and "is already Terminating" in out.out
 
 
+def _mounting_pod(api, name="debug-shell"):
+    volumes = [{"name": "out", "persistentVolumeClaim": {"claimName": CLAIM[3]}}]
+    pod = {
+        "kind": "Pod",
+        "metadata": {"name": name},
+        "spec": {"volumes": volumes},
+        "status": {"phase": "Running"},
+    }
+    api.put("v1", "pods", pod, NS)
+
+
 def test_a_finalizer_removed_while_teardown_waits_ends_done(api, capsys):
     _seed(api, api.cluster)
-    api.objects[CLAIM]["metadata"]["finalizers"] = ["kubernetes.io/pvc-protection"]
+    _mounting_pod(api)
 
     def controller():  # the pod that mounted the claim ends 0.3 s after the claim is marked for deletion
         while CLAIM in api.objects and not api.objects[CLAIM]["metadata"].get("deletionTimestamp"):
