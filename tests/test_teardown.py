@@ -765,6 +765,8 @@ def test_nodes_of_a_pool_already_deleted_are_found_and_counted(api, capsys):
     assert "nodes $3.23/h" in out.out and "someone-else-1" not in out.out
     code, out = _run(api, "--yes", "--timeout", "0.3", capsys=capsys)
     assert code == 1 and "timed out after 0.3 s: 1 NodeClaim(s) left (cpu-amx-zz9q1)" in out.out
+    assert _deletes(api) == ["/apis/karpenter.sh/v1/nodeclaims/cpu-amx-zz9q1"]  # never someone else's
+    assert "asked Karpenter to terminate NodeClaim cpu-amx-zz9q1 (its NodePool is gone)" in out.out
 
 
 def test_a_runtime_an_admin_applied_too_is_co_owned_listed_not_deleted(api, capsys):
