@@ -799,3 +799,20 @@ def test_a_missing_namespace_is_named(api, capsys):
     assert code == 1
     assert "namespace 'nosuchns' does not exist" in out.out.lower()
     assert "Nothing of the workbook's" not in out.out
+
+
+def test_controllers_writing_status_or_bindings_do_not_make_an_object_co_owned():
+    def obj(*entries):
+        return {"metadata": {"managedFields": [dict(e) for e in entries]}}
+
+    mine = {"manager": "workshop", "operation": "Apply"}
+    assert teardown.co_owners(obj(mine, {"manager": "karpenter", "operation": "Update"})) == []
+    assert teardown.co_owners(obj(mine, {"manager": "kube-controller-manager", "operation": "Update"})) == []
+    assert (
+        teardown.co_owners(obj(mine, {"manager": "x", "operation": "Update", "subresource": "status"})) == []
+    )
+    shared = obj(mine, {"manager": "kubectl-client-side-apply", "operation": "Update"})
+    assert teardown.co_owners(shared) == ["kubectl-client-side-apply"]
+    assert teardown.co_owners(obj(mine, {"manager": "before-first-apply", "operation": "Update"})) == [
+        "before-first-apply"
+    ]
