@@ -7,7 +7,11 @@ failures.
 As a real server: an object with `metadata.finalizers` is not removed by a DELETE but marked Terminating
 (`deletionTimestamp`) until its finalizers are gone (`finalize()` plays the controller that removes them); a
 pod's log answers 204 with no body while the pod is not scheduled and 400 "waiting to start" while its
-container is created (`log_script`); `forbidden` answers 403 per resource and verb.
+container is created (`log_script`); `forbidden` answers 403 per resource and verb. A new claim gets
+`kubernetes.io/pvc-protection` (an admission plugin adds it), and, playing kube-controller-manager
+(`pvc_protection_controller`), a deleted claim no pod mounts loses it at once. An apply into a namespace that
+does not exist is 404 `namespaces "x" not found`; a string field given a number is the real server's 500
+"failed to create typed patch object".
 
 It records every request so a test can assert what the client sent. Only what the workbook's client calls is
 served; anything else is a 404 Status, as a real server would answer."""
@@ -119,6 +123,7 @@ class FakeAPIServer:
         self.log_script: dict[str, list[str]] = {}
         self.forbidden: set[tuple[str, str]] = set()  # (verb: get/list/watch/patch/delete, plural): 403
         self.user = "alice"
+        self.pvc_protection_controller = True  # kube-controller-manager releases claims no pod mounts
         self._rv = itertools.count(100)
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.httpd.daemon_threads = True
@@ -163,6 +168,18 @@ class FakeAPIServer:
         held = obj["metadata"].get("finalizers") or []
         obj["metadata"]["finalizers"] = [f for f in held if finalizer is not None and f != finalizer]
         self._settle(key)
+
+    def claim_in_use(self, namespace: str | None, claim: str) -> bool:
+        """Does a pod (not finished) in the namespace mount the claim? (what pvc-protection waits for)"""
+        for (gv, plural, ns, _), pod in list(self.objects.items()):
+            if (gv, plural, ns) != ("v1", "pods", namespace):
+                continue
+            if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+                continue
+            for volume in (pod.get("spec") or {}).get("volumes") or []:
+                if (volume.get("persistentVolumeClaim") or {}).get("claimName") == claim:
+                    return True
+        return False
 
     def _settle(self, key) -> bool:
         """Remove a Terminating object whose finalizers are all gone; True when it was removed."""
@@ -325,6 +342,12 @@ class FakeAPIServer:
                     obj = server.objects[key]
                     if query.get("dryRun") == "All":
                         return self.send_json(200, obj)
+                    if plural == "persistentvolumeclaims" and server.pvc_protection_controller:
+                        if not server.claim_in_use(namespace, name):
+                            held = obj["metadata"].get("finalizers") or []
+                            obj["metadata"]["finalizers"] = [
+                                f for f in held if f != "kubernetes.io/pvc-protection"
+                            ]
                     if obj["metadata"].get("finalizers"):  # Terminating until a controller removes them
                         obj["metadata"].setdefault("deletionTimestamp", "2025-01-01T00:00:00Z")
                         obj["metadata"]["resourceVersion"] = str(next(server._rv))
@@ -360,6 +383,34 @@ class FakeAPIServer:
 
             def apply(self, key, query, body):
                 doc = json.loads(body)
+                if key[2] is not None and ("v1", "namespaces", None, key[2]) not in server.objects:
+                    return self.send_json(
+                        404,
+                        status(
+                            404,
+                            f'namespaces "{key[2]}" not found',
+                            "NotFound",
+                            name=key[2],
+                            kind="namespaces",
+                        ),
+                    )
+                trainer = (doc.get("spec") or {}).get("trainer") or {}
+                for field in ("command", "args"):
+                    for i, value in enumerate(trainer.get(field) or []):
+                        if not isinstance(value, str):
+                            return self.send_json(
+                                500,
+                                status(
+                                    500,
+                                    f"failed to create typed patch object ({key[2]}/{key[3]}; {key[0]}, "
+                                    f"Kind={doc.get('kind')}): .spec.trainer.{field}[{i}]: expected string, "
+                                    f"got &value.valueUnstructured{{Value:{value}}}",
+                                    "InternalError",
+                                ),
+                            )
+                if key[1] == "persistentvolumeclaims" and key not in server.objects:
+                    meta = doc.setdefault("metadata", {})
+                    meta["finalizers"] = [*(meta.get("finalizers") or []), "kubernetes.io/pvc-protection"]
                 owned = server.conflicts.get(key[3])
                 if owned and query.get("force") not in ("true", "True"):
                     causes = [

@@ -155,3 +155,32 @@ def test_insecure_kubeconfig_says_it_once_and_silences_urllib3(api, tmp_path, ca
     out = capsys.readouterr().out
     assert out.count("not verified (insecure-skip-tls-verify") == 1
     assert not caught
+
+
+def _old_trainjob_text() -> str:
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "manifests" / "trainjob-cpu-v2.2.yaml").read_text()
+    return text.replace("- '2e-05'", "- 2e-05")  # what PyYAML wrote before the fix
+
+
+def test_a_typed_patch_500_is_the_manifests_fault_said_once_not_retried(api):
+    from workshop.k8s.base import load_yaml_docs
+
+    docs = [d for d in load_yaml_docs(_old_trainjob_text()) if d["kind"] == "TrainJob"]
+    with pytest.raises(cl.ClusterError) as err:
+        api.cluster.apply(docs, validate=False)  # what kubectl would send
+    text = str(err.value)
+    assert err.value.status == 500 and "retries" not in text and "try again" not in text
+    assert ".spec.trainer.args[25]: expected string, got 2e-05" in text and "quote it" in text
+    assert len([r for r in api.requests if r["method"] == "PATCH"]) == 1
+
+
+def test_cluster_apply_refuses_yesterdays_file_before_sending(api, tmp_path, capsys):
+    path = tmp_path / "trainjob.yaml"
+    path.write_text(_old_trainjob_text())
+    api.requests.clear()
+    code = cluster_cli.main(["--kubeconfig", api.kubeconfig_path, "apply", str(path)])
+    err = capsys.readouterr().err
+    assert code == 2 and "spec.trainer.args[25]: must be of type string, got number 2e-05" in err
+    assert api.requests == []

@@ -697,7 +697,8 @@ def test_an_object_a_finalizer_holds_is_terminating_not_deleted(api, capsys):
     """The claim's pvc-protection (a pod still mounts it) keeps it on the server: never "deleted", exit 4,
     and the next teardown names it Terminating and does not delete it again."""
     _seed(api, api.cluster)
-    api.objects[CLAIM]["metadata"]["finalizers"] = ["kubernetes.io/pvc-protection"]
+    assert api.objects[CLAIM]["metadata"]["finalizers"] == ["kubernetes.io/pvc-protection"]  # admission
+    _mounting_pod(api)  # not the job's: kube-controller-manager keeps the claim while it runs
     code, out = _run(api, "--yes", "--delete-model", "--timeout", "0.5", capsys=capsys)
     assert code == teardown.EXIT_TERMINATING == 4, out.out
     assert CLAIM in api.objects and api.objects[CLAIM]["metadata"]["deletionTimestamp"]
@@ -713,9 +714,20 @@ def test_an_object_a_finalizer_holds_is_terminating_not_deleted(api, capsys):
     assert "Terminating since" in out.out and "is already Terminating" in out.out
 
 
+def _mounting_pod(api, name="debug-shell"):
+    volumes = [{"name": "out", "persistentVolumeClaim": {"claimName": CLAIM[3]}}]
+    pod = {
+        "kind": "Pod",
+        "metadata": {"name": name},
+        "spec": {"volumes": volumes},
+        "status": {"phase": "Running"},
+    }
+    api.put("v1", "pods", pod, NS)
+
+
 def test_a_finalizer_removed_while_teardown_waits_ends_done(api, capsys):
     _seed(api, api.cluster)
-    api.objects[CLAIM]["metadata"]["finalizers"] = ["kubernetes.io/pvc-protection"]
+    _mounting_pod(api)
 
     def controller():  # the pod that mounted the claim ends 0.3 s after the claim is marked for deletion
         while CLAIM in api.objects and not api.objects[CLAIM]["metadata"].get("deletionTimestamp"):
@@ -753,6 +765,8 @@ def test_nodes_of_a_pool_already_deleted_are_found_and_counted(api, capsys):
     assert "nodes $3.23/h" in out.out and "someone-else-1" not in out.out
     code, out = _run(api, "--yes", "--timeout", "0.3", capsys=capsys)
     assert code == 1 and "timed out after 0.3 s: 1 NodeClaim(s) left (cpu-amx-zz9q1)" in out.out
+    assert _deletes(api) == ["/apis/karpenter.sh/v1/nodeclaims/cpu-amx-zz9q1"]  # never someone else's
+    assert "asked Karpenter to terminate NodeClaim cpu-amx-zz9q1 (its NodePool is gone)" in out.out
 
 
 def test_a_runtime_an_admin_applied_too_is_co_owned_listed_not_deleted(api, capsys):
@@ -785,3 +799,20 @@ def test_a_missing_namespace_is_named(api, capsys):
     assert code == 1
     assert "namespace 'nosuchns' does not exist" in out.out.lower()
     assert "Nothing of the workbook's" not in out.out
+
+
+def test_controllers_writing_status_or_bindings_do_not_make_an_object_co_owned():
+    def obj(*entries):
+        return {"metadata": {"managedFields": [dict(e) for e in entries]}}
+
+    mine = {"manager": "workshop", "operation": "Apply"}
+    assert teardown.co_owners(obj(mine, {"manager": "karpenter", "operation": "Update"})) == []
+    assert teardown.co_owners(obj(mine, {"manager": "kube-controller-manager", "operation": "Update"})) == []
+    assert (
+        teardown.co_owners(obj(mine, {"manager": "x", "operation": "Update", "subresource": "status"})) == []
+    )
+    shared = obj(mine, {"manager": "kubectl-client-side-apply", "operation": "Update"})
+    assert teardown.co_owners(shared) == ["kubectl-client-side-apply"]
+    assert teardown.co_owners(obj(mine, {"manager": "before-first-apply", "operation": "Update"})) == [
+        "before-first-apply"
+    ]

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -76,7 +77,11 @@ COMPONENTS = {
     "karpenter.k8s.aws": "Karpenter's AWS provider",
     "jobset.x-k8s.io": "JobSet",
 }
-RETRY_STATUSES = (429, 500, 502, 503, 504)
+# 500 is not among them: a real server answers 500 "failed to create typed patch object" to an apply whose
+# manifest has a wrong type or an undeclared field, which no retry changes (client-go retries 5xx only with
+# Retry-After, which urllib3 honours for 500 too through respect_retry_after_header).
+RETRY_STATUSES = (429, 502, 503, 504)
+TYPED_PATCH = "failed to create typed patch object"
 
 
 class ClusterError(WorkshopError):
@@ -122,8 +127,8 @@ def check_library() -> str:
 
 
 def retries():
-    """429/5xx are retried with exponential backoff (0.5 s, 1 s, 2 s, 4 s) or the server's Retry-After; a
-    refused connection is not (that is "no cluster", said at once)."""
+    """429/502/503/504 are retried with exponential backoff (0.5 s, 1 s, 2 s, 4 s) or the server's
+    Retry-After; a refused connection is not (that is "no cluster", said at once)."""
     from urllib3.util.retry import Retry
 
     return Retry(
@@ -137,6 +142,25 @@ def retries():
         raise_on_status=False,
         respect_retry_after_header=True,
     )
+
+
+def _typed_patch(message: str) -> str:
+    """'.spec.trainer.args[25]: expected string, got 2e-05 (a plain YAML number: quote it)' from the server's
+    500 'failed to create typed patch object (...): .spec...: expected string, got &value...{Value:2e-05}'."""
+    detail = message.split("): ", 1)[1] if "): " in message else message
+    got = re.search(r"expected (\w+), got &value\.\w+\{Value:(.*)\}", detail)
+    if got:
+        field = detail.split(":", 1)[0]
+        return (
+            f"{field}: expected {got.group(1)}, got {got.group(2)} (in YAML a plain {got.group(2)} is not a "
+            "string to kubectl: quote it, or render the file with `python -m workshop render`)"
+        )
+    if "field not declared in schema" in detail:
+        return (
+            f"{detail}: the cluster's CRD does not declare that field (is the release on the cluster the one "
+            "the manifest was rendered for? `python -m workshop validate --trainer X.Y.Z FILE`)"
+        )
+    return detail
 
 
 def _plural(kind: str) -> str:
@@ -245,6 +269,8 @@ class Cluster:
                 f"{'; '.join(fields)}. Drop those fields from the manifest, or take them "
                 "over with force=True (`--force-conflicts`)",
             )
+        if status == 500 and TYPED_PATCH in message:
+            return ClusterError(500, f"the server cannot take {obj} {where}: {_typed_patch(message)}")
         if status in RETRY_STATUSES:
             return ClusterError(
                 status,

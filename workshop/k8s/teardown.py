@@ -40,9 +40,10 @@ nothing).
 named with the finalizer and what removes it (`kubernetes.io/pvc-protection`: a pod still mounts the claim;
 `karpenter.sh/termination`: Karpenter drains the node), and teardown waits for it within `--timeout`.
 NodeClaims and Nodes labelled `karpenter.sh/nodepool=<a workbook pool>` are found, and their cost counted,
-even after their NodePool is gone (a drain that timed out leaves them). An object the workbook applied that
-another field manager (a person's `kubectl`, another tool; not a controller writing status) also applied is
-co-owned: listed, never deleted.
+even after their NodePool is gone (a drain that timed out leaves them); --yes deletes those NodeClaims, so
+that Karpenter terminates their instances, and waits. An object the workbook applied that another field
+manager (a person's `kubectl`, another tool; not a controller writing status) also applied is co-owned:
+listed, never deleted.
 
 Exit codes: 0 listed (dry run) or everything removed; 1 something could not be listed or removed (a 403, a
 timeout while Karpenter drains); 2 bad flags or no cluster; 3 stopped, nothing deleted: a claim holds a model;
@@ -251,6 +252,7 @@ class Inventory:
     released: list[Volume] = field(default_factory=list)  # Released FSx volumes: still billed
     co_owned: list[tuple[str, str, str]] = field(default_factory=list)  # kind, ref, the other managers
     orphans: list[Node] = field(default_factory=list)  # nodes of a workbook pool that is gone: still billed
+    orphan_claims: list[str] = field(default_factory=list)  # their NodeClaims (--yes deletes them)
     forbidden: list[str] = field(default_factory=list)  # kinds a 403 kept from being listed
     missing_namespace: str | None = None
 
@@ -532,6 +534,11 @@ def inventory(cluster, *, namespace: str | None = None) -> Inventory:
             inv.left_alone.append((k.kind, f"... and {len(others) - LEFT_ALONE_SHOWN} more", ""))
 
     inv.orphans = _orphans(listed["NodePool"], claims, nodes)
+    inv.orphan_claims = [
+        _meta(c).get("name", "?")
+        for c in claims
+        if _node_of_claim(c).name in {n.name for n in inv.orphans} and not _meta(c).get("deletionTimestamp")
+    ]
 
     # file systems a deleted claim left behind (Retain): the PV is Released and still billed
     for pv in read.list("PersistentVolume", "v1", False, quiet_missing=True) or []:
@@ -878,6 +885,13 @@ def teardown(
                 )
     deadline = clock() + timeout
     deleted, held = _delete_all(cluster, plan, failures, echo)
+    for name in inv.orphan_claims:  # Karpenter terminates the instance of a deleted NodeClaim
+        try:
+            cluster.delete("NodeClaim", name, api_version="karpenter.sh/v1")
+            echo(f"asked Karpenter to terminate NodeClaim {name} (its NodePool is gone)")
+        except ClusterError as exc:
+            failures.append(f"NodeClaim {name}: {exc}")
+            echo(f"could not delete NodeClaim {name}: {exc}")
     pools = sorted({f.name for f in deleted + held if f.kind == "NodePool"} | {n.pool for n in inv.orphans})
     if pools and not _wait_drained(cluster, pools, timeout, interval, echo, clock, sleep):
         failures.append(f"NodeClaims of {', '.join(pools)} still there after {timeout:g} s")

@@ -17,6 +17,10 @@ The checks follow what the API server does for a custom resource, in its order:
    (those reading `oldSelf`) compare against the stored object and are skipped — `rule_inventory()` says
    which rules run and which cannot, and why.
 
+Which types? The file's plain scalars are typed as kubectl types them (Go's YAML, see `goyaml`): `- 2e-05`
+among a TrainJob's args is a number there, and the server refuses it (`.spec.trainer.args[25]`); PyYAML
+would have read a string and passed it.
+
 Which release? A manifest is judged against the release its shape targets: a field that only some known
 releases declare (Trainer: `runtimePatches` means 2.2+, `podTemplateOverrides` means 2.1; Karpenter:
 EC2NodeClass `networkInterfaces` means newer than 1.8) picks those releases; with no such clue it is judged
