@@ -149,10 +149,14 @@ def purge(server, cluster, docs: list[dict]) -> None:
             assert exc.status == 404, exc
 
 
-def set_status(server, path: str, status: dict) -> dict:
-    """Play a controller: a merge patch of the object's status subresource."""
+def set_status(server, path: str, status: dict, manager: str = "karpenter") -> dict:
+    """Play a controller: a merge patch of the object's status subresource, under the controller's field
+    manager (Karpenter's is `karpenter`, kubebuilder controllers' `manager`, a node's `kubelet`)."""
     code, body = server.request(
-        "PATCH", path + "/status", {"status": status}, content_type="application/merge-patch+json"
+        "PATCH",
+        f"{path}/status?fieldManager={manager}",
+        {"status": status},
+        content_type="application/merge-patch+json",
     )
     assert code == 200, body
     return json.loads(body)
@@ -217,6 +221,103 @@ def test_connect_names_the_real_server_and_its_version(cluster, capsys):
     again = connect()
     assert again is not None and again.version.startswith("v1.36"), again and again.version
     assert "connected: https://127.0.0.1:" in capsys.readouterr().out
+
+
+def test_cli_status_apply_watch_delete(server, cluster, capsys):
+    """`workshop cluster status|apply|watch|delete` as a learner types them."""
+    use_trainer(server, cluster, TRAINER)
+    assert cluster_cli(["status"]) == 0
+    assert "(Kubernetes v1.36" in capsys.readouterr().out
+    files = [str(p) for p in MANIFESTS if "v2.1" not in p.name]
+    n_docs = sum(len(read_yaml_docs(f)) for f in files)
+    assert cluster_cli(["apply", "--dry-run", *files]) == 0
+    assert capsys.readouterr().out.count("(server dry run, nothing stored)") == n_docs
+    pools = str(REPO / "manifests" / "karpenter-cpu-amx.yaml")
+    assert cluster_cli(["apply", pools]) == 0
+    assert capsys.readouterr().out.count(" applied") == 2
+    assert cluster_cli(["watch", "nodeclaims", "--timeout", "1"]) == 0
+    assert capsys.readouterr().out.splitlines()[1:] == []  # no NodeClaim: nothing after "connected"
+    assert cluster_cli(["delete", pools, "--timeout", "5"]) == 0
+    out = capsys.readouterr().out
+    assert out.count(" deleted") == 2 and "Terminating" not in out, out
+    storage_file = str(REPO / "manifests" / "storage-fsx.yaml")
+    assert cluster_cli(["apply", storage_file]) == 0
+    capsys.readouterr()
+    rc = cluster_cli(["delete", storage_file, "--timeout", "1"])  # no controller removes pvc-protection
+    out = capsys.readouterr().out
+    claim = [line for line in out.splitlines() if line.startswith("PersistentVolumeClaim/")]
+    assert rc == 4 and len(claim) == 1 and "Terminating" in claim[0], out
+    assert "kubernetes.io/pvc-protection" in claim[0] and "deleted" not in claim[0], out
+    purge(server, cluster, read_yaml_docs(storage_file))
+
+
+def test_insecure_kubeconfig_says_so_once_not_per_request(server, tmp_path):
+    """A kubeconfig with insecure-skip-tls-verify (no CA): one note, not a urllib3 warning per request,
+    as a learner's terminal shows it (a separate process)."""
+    import subprocess
+    import sys
+
+    crt, key = server.users["admin"]
+    kubeconfig = tmp_path / "insecure"
+    kubeconfig.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [
+                    {"name": "e", "cluster": {"server": server.url, "insecure-skip-tls-verify": True}}
+                ],
+                "users": [{"name": "a", "user": {"client-certificate": str(crt), "client-key": str(key)}}],
+                "contexts": [{"name": "e", "context": {"cluster": "e", "user": "a"}}],
+                "current-context": "e",
+            }
+        )
+    )
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "workshop",
+            "cluster",
+            "--kubeconfig",
+            str(kubeconfig),
+            "apply",
+            "--dry-run",
+            str(REPO / "manifests" / "karpenter-gpu.yaml"),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=120,
+    )
+    said = run.stdout + run.stderr
+    assert run.returncode == 0, said
+    assert "InsecureRequestWarning" not in said and said.count("not verified") == 1, said
+
+
+def test_co_owned_runtime_is_listed_not_deleted_by_teardown(server, cluster):
+    """A ClusterTrainingRuntime an admin applied (kubectl) and the workbook re-applied is co-owned: teardown
+    lists it and leaves it."""
+    use_trainer(server, cluster, "2.1.0")
+    path = crds.folder("trainer", "2.1.0", fetch_if_missing=False) / "runtimes" / "torch_distributed.yaml"
+    runtime = read_yaml_docs(path)[0]
+    name = runtime["metadata"]["name"]
+    code, body = server.request(
+        "PATCH",
+        f"/apis/trainer.kubeflow.org/v1alpha1/clustertrainingruntimes/{name}?fieldManager=kubectl",
+        path.read_text(),
+        content_type="application/apply-patch+yaml",
+    )
+    assert code in (200, 201), body
+    try:
+        cluster.apply([runtime], validate=False)  # what chapter 05's install does (field manager workshop)
+        lines: list[str] = []
+        teardown(cluster, yes=True, timeout=2, interval=0.5, echo=lines.append)
+        said = "\n".join(lines)
+        assert cluster.get("ClusterTrainingRuntime", name)["metadata"]["name"] == name, said
+        assert name in said and "kubectl" in said, said
+    finally:
+        server.request("DELETE", f"/apis/trainer.kubeflow.org/v1alpha1/clustertrainingruntimes/{name}")
 
 
 # -- every manifest in manifests/: server dry run, real, re-apply a no-op
@@ -460,6 +561,7 @@ def node_with_kubelet(server, kubelet: FakeKubelet, name: str) -> None:
             "addresses": [{"type": "InternalIP", "address": "127.0.0.1"}],
             "daemonEndpoints": {"kubeletEndpoint": {"Port": kubelet.port}},
         },
+        "kubelet",
     )
 
 
@@ -529,7 +631,7 @@ def test_chapter05_run_on_cluster_with_the_controllers_played(server, cluster, t
             )
             assert code == 201, body
             bind(server, pod, node)
-            set_status(server, job_path, {"conditions": [condition("Complete")]})
+            set_status(server, job_path, {"conditions": [condition("Complete")]}, "manager")
         except AssertionError as exc:
             problems.append(str(exc))
 
