@@ -237,13 +237,13 @@ def test_cli_status_apply_watch_delete(server, cluster, capsys):
     assert capsys.readouterr().out.count(" applied") == 2
     assert cluster_cli(["watch", "nodeclaims", "--timeout", "1"]) == 0
     assert capsys.readouterr().out.splitlines()[1:] == []  # no NodeClaim: nothing after "connected"
-    assert cluster_cli(["delete", pools, "--timeout", "5"]) == 0
+    assert cluster_cli(["delete", pools]) == 0
     out = capsys.readouterr().out
     assert out.count(" deleted") == 2 and "Terminating" not in out, out
     storage_file = str(REPO / "manifests" / "storage-fsx.yaml")
     assert cluster_cli(["apply", storage_file]) == 0
     capsys.readouterr()
-    rc = cluster_cli(["delete", storage_file, "--timeout", "1"])  # no controller removes pvc-protection
+    rc = cluster_cli(["delete", storage_file])  # no controller removes pvc-protection
     out = capsys.readouterr().out
     claim = [line for line in out.splitlines() if line.startswith("PersistentVolumeClaim/")]
     assert rc == 4 and len(claim) == 1 and "Terminating" in claim[0], out
