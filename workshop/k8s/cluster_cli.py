@@ -8,8 +8,8 @@ import sys
 
 from workshop.errors import WorkshopError, check_choice, check_positive, report
 from workshop.k8s.base import check_dns_label, read_yaml_docs
-from workshop.k8s.cluster import check_kubeconfig, connect, follow_logs, pod_waiting
-from workshop.k8s.teardown import teardown
+from workshop.k8s.cluster import ClusterError, check_kubeconfig, connect, follow_logs, pod_waiting
+from workshop.k8s.teardown import EXIT_TERMINATING, finalizer_text, teardown
 from workshop.k8s.validate import ensure_valid
 
 
@@ -40,7 +40,10 @@ def main(argv: list[str] | None = None) -> int:
         default=900,
         help="with -f: seconds to wait for a pod not yet scheduled or started (default 900)",
     )
-    p_del = sub.add_parser("delete", help="delete the objects of YAML files")
+    p_del = sub.add_parser(
+        "delete",
+        help="delete the objects of YAML files (exit 4 when a finalizer keeps one Terminating: named)",
+    )
     p_del.add_argument("files", nargs="+")
     p_down = sub.add_parser(
         "teardown",
@@ -120,12 +123,21 @@ def main(argv: list[str] | None = None) -> int:
             ):
                 print(result)
         elif args.action == "delete":
+            terminating = 0
             for doc in docs:
                 meta = doc.get("metadata") or {}
                 gone = cluster.delete(
                     doc["kind"], meta["name"], meta.get("namespace"), api_version=doc.get("apiVersion")
                 )
-                print(f"{doc['kind']}/{meta['name']} {'deleted' if gone else 'was not there'}")
+                left = _still_there(cluster, doc) if gone else None
+                if left is not None:  # a finalizer holds it: not deleted yet, and said so
+                    held = finalizer_text(left)
+                    print(f"{doc['kind']}/{meta['name']}: deletion asked for, Terminating: {held}")
+                    terminating += 1
+                else:
+                    print(f"{doc['kind']}/{meta['name']} {'deleted' if gone else 'was not there'}")
+            if terminating:
+                return EXIT_TERMINATING
         elif args.action == "watch":
             check_choice("watch target", args.what, ("nodeclaims", "nodes"))
             watcher = cluster.watch_nodeclaims if args.what == "nodeclaims" else cluster.watch_nodes
@@ -148,6 +160,19 @@ def main(argv: list[str] | None = None) -> int:
     except WorkshopError as exc:
         return report(exc)
     return 0
+
+
+def _still_there(cluster, doc: dict) -> dict | None:
+    """The object as the server has it after a delete; None once it is gone."""
+    meta = doc.get("metadata") or {}
+    try:
+        return cluster.get(
+            doc["kind"], meta["name"], meta.get("namespace"), api_version=doc.get("apiVersion")
+        )
+    except ClusterError as exc:
+        if exc.status == 404:
+            return None
+        raise
 
 
 if __name__ == "__main__":
