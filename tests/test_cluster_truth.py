@@ -186,6 +186,30 @@ def test_cluster_apply_refuses_yesterdays_file_before_sending(api, tmp_path, cap
     assert api.requests == []
 
 
+def test_cluster_delete_of_a_claim_a_pod_mounts_says_terminating_exit_4(api, tmp_path, capsys):
+    claim = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": "out", "namespace": "default"},
+        "spec": {"accessModes": ["ReadWriteMany"], "resources": {"requests": {"storage": "1Gi"}}},
+    }
+    api.cluster.apply([claim], validate=False)
+    volumes = [{"name": "o", "persistentVolumeClaim": {"claimName": "out"}}]
+    api.put("v1", "pods", {"kind": "Pod", "metadata": {"name": "p"}, "spec": {"volumes": volumes}}, "default")
+    path = tmp_path / "claim.yaml"
+    path.write_text(json.dumps(claim))
+    code = cluster_cli.main(["--kubeconfig", api.kubeconfig_path, "delete", str(path)])
+    out = capsys.readouterr().out
+    assert code == 4 and "PersistentVolumeClaim/out deleted" not in out
+    assert (
+        "PersistentVolumeClaim/out: deletion asked for, Terminating: finalizer kubernetes.io/pvc-protection"
+        in out
+    )
+    api.objects.pop(("v1", "pods", "default", "p"))
+    api.finalize("v1", "persistentvolumeclaims", "out", "default")  # kube-controller-manager, once p is gone
+    assert ("v1", "persistentvolumeclaims", "default", "out") not in api.objects
+
+
 def test_run_on_cluster_without_a_trainer_says_what_is_left_and_returns(api, capsys):
     """Chapter 05 with submit and no Trainer controller: an outcome, not an exception that skips the
     chapter's clean-up listing, and the TrainJob it leaves named with what removes it."""

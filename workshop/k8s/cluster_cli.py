@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 
 from workshop.errors import WorkshopError, check_choice, check_positive, report
 from workshop.k8s.base import check_dns_label, read_yaml_docs
@@ -43,14 +42,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     p_del = sub.add_parser(
         "delete",
-        help="delete the objects of YAML files",
-        epilog=f"exit codes: 0 every object gone, {EXIT_TERMINATING} still Terminating at --timeout (a "
-        "finalizer holds it: named), 1 refused, 2 bad input",
+        help="delete the objects of YAML files (exit 4 when a finalizer keeps one Terminating: named)",
     )
     p_del.add_argument("files", nargs="+")
-    p_del.add_argument(
-        "--timeout", type=float, default=30, help="seconds to wait for the objects to be gone (default 30)"
-    )
     p_down = sub.add_parser(
         "teardown",
         help="list what the workbook created and what it costs; --yes removes it",
@@ -103,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
             ensure_valid(docs)
             if not args.field_manager or len(args.field_manager) > 128:
                 raise WorkshopError(f"--field-manager {args.field_manager!r} must be 1-128 characters")
-        if args.action in ("watch", "teardown", "delete"):
+        if args.action in ("watch", "teardown"):
             check_positive("--timeout", args.timeout)
         if args.action == "logs":
             check_positive("--wait", args.wait)
@@ -129,7 +123,21 @@ def main(argv: list[str] | None = None) -> int:
             ):
                 print(result)
         elif args.action == "delete":
-            return delete(cluster, docs, args.timeout)
+            terminating = 0
+            for doc in docs:
+                meta = doc.get("metadata") or {}
+                gone = cluster.delete(
+                    doc["kind"], meta["name"], meta.get("namespace"), api_version=doc.get("apiVersion")
+                )
+                left = _still_there(cluster, doc) if gone else None
+                if left is not None:  # a finalizer holds it: not deleted yet, and said so
+                    held = finalizer_text(left)
+                    print(f"{doc['kind']}/{meta['name']}: deletion asked for, Terminating: {held}")
+                    terminating += 1
+                else:
+                    print(f"{doc['kind']}/{meta['name']} {'deleted' if gone else 'was not there'}")
+            if terminating:
+                return EXIT_TERMINATING
         elif args.action == "watch":
             check_choice("watch target", args.what, ("nodeclaims", "nodes"))
             watcher = cluster.watch_nodeclaims if args.what == "nodeclaims" else cluster.watch_nodes
@@ -154,36 +162,17 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def delete(cluster, docs: list[dict], timeout: float, interval: float = 1.0) -> int:
-    """Delete each object, then say "deleted" only for what is gone: an object a finalizer holds stays
-    Terminating (a claim a pod mounts, a node class Karpenter still drains), named with its finalizer."""
-    asked = []
-    for doc in docs:
-        meta = doc.get("metadata") or {}
-        ref = (doc["kind"], meta["name"], meta.get("namespace"), doc.get("apiVersion"))
-        if cluster.delete(ref[0], ref[1], ref[2], api_version=ref[3]):
-            asked.append(ref)
-        else:
-            print(f"{ref[0]}/{ref[1]} was not there")
-    deadline = time.monotonic() + timeout
-    left: dict[tuple, dict] = {}
-    while True:
-        left = {}
-        for ref in asked:
-            try:
-                left[ref] = cluster.get(ref[0], ref[1], ref[2], api_version=ref[3])
-            except ClusterError as exc:
-                if exc.status != 404:
-                    raise
-        if not left or time.monotonic() + interval > deadline:
-            break
-        time.sleep(interval)
-    for ref in asked:
-        if ref in left:
-            print(f"{ref[0]}/{ref[1]} Terminating after {timeout:g} s, not gone: {finalizer_text(left[ref])}")
-        else:
-            print(f"{ref[0]}/{ref[1]} deleted")
-    return EXIT_TERMINATING if left else 0
+def _still_there(cluster, doc: dict) -> dict | None:
+    """The object as the server has it after a delete; None once it is gone."""
+    meta = doc.get("metadata") or {}
+    try:
+        return cluster.get(
+            doc["kind"], meta["name"], meta.get("namespace"), api_version=doc.get("apiVersion")
+        )
+    except ClusterError as exc:
+        if exc.status == 404:
+            return None
+        raise
 
 
 if __name__ == "__main__":
