@@ -5,6 +5,8 @@ multi-document apply that fails half way, a missing namespace, an insecure kubec
 from __future__ import annotations
 
 import json
+import threading
+import time
 import warnings
 
 import pytest
@@ -186,7 +188,16 @@ def test_cluster_apply_refuses_yesterdays_file_before_sending(api, tmp_path, cap
     assert api.requests == []
 
 
-def test_cluster_delete_of_a_claim_a_pod_mounts_says_terminating_exit_4(api, tmp_path, capsys):
+CLAIM_DOC = {
+    "apiVersion": "v1",
+    "kind": "PersistentVolumeClaim",
+    "metadata": {"name": "out", "namespace": "default"},
+    "spec": {"accessModes": ["ReadWriteMany"], "resources": {"requests": {"storage": "1Gi"}}},
+}
+
+
+def test_cluster_delete_of_a_claim_a_pod_mounts_says_terminating_exit_4(api, tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(cluster_cli, "SETTLE_S", 0.3)
     claim = {
         "apiVersion": "v1",
         "kind": "PersistentVolumeClaim",
@@ -208,6 +219,29 @@ def test_cluster_delete_of_a_claim_a_pod_mounts_says_terminating_exit_4(api, tmp
     api.objects.pop(("v1", "pods", "default", "p"))
     api.finalize("v1", "persistentvolumeclaims", "out", "default")  # kube-controller-manager, once p is gone
     assert ("v1", "persistentvolumeclaims", "default", "out") not in api.objects
+
+
+def test_cluster_delete_waits_a_moment_for_a_controller_before_saying_terminating(api, tmp_path, capsys):
+    """On EKS kube-controller-manager drops pvc-protection about a second after the DELETE of a claim no pod
+    mounts: that claim is "deleted", not Terminating."""
+    api.pvc_protection_controller = False  # this test plays it, a little late
+    api.cluster.apply([CLAIM_DOC], validate=False)
+    key = ("v1", "persistentvolumeclaims", "default", "out")
+
+    def controller():
+        while key in api.objects and not api.objects[key]["metadata"].get("deletionTimestamp"):
+            time.sleep(0.02)
+        time.sleep(0.8)
+        api.finalize("v1", "persistentvolumeclaims", "out", "default")
+
+    thread = threading.Thread(target=controller, daemon=True)
+    thread.start()
+    path = tmp_path / "claim.yaml"
+    path.write_text(json.dumps(CLAIM_DOC))
+    code = cluster_cli.main(["--kubeconfig", api.kubeconfig_path, "delete", str(path)])
+    thread.join(5)
+    out = capsys.readouterr().out
+    assert code == 0 and "PersistentVolumeClaim/out deleted" in out and "Terminating" not in out
 
 
 def test_run_on_cluster_without_a_trainer_says_what_is_left_and_returns(api, capsys):

@@ -5,12 +5,16 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 
 from workshop.errors import WorkshopError, check_choice, check_positive, report
 from workshop.k8s.base import check_dns_label, read_yaml_docs
 from workshop.k8s.cluster import ClusterError, check_kubeconfig, connect, follow_logs, pod_waiting
 from workshop.k8s.teardown import EXIT_TERMINATING, finalizer_text, teardown
 from workshop.k8s.validate import ensure_valid
+
+# `cluster delete`: how long a deleted object may take to go before it is called Terminating
+SETTLE_S = 10.0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -123,20 +127,23 @@ def main(argv: list[str] | None = None) -> int:
             ):
                 print(result)
         elif args.action == "delete":
-            terminating = 0
+            asked = []
             for doc in docs:
                 meta = doc.get("metadata") or {}
-                gone = cluster.delete(
+                if cluster.delete(
                     doc["kind"], meta["name"], meta.get("namespace"), api_version=doc.get("apiVersion")
-                )
-                left = _still_there(cluster, doc) if gone else None
-                if left is not None:  # a finalizer holds it: not deleted yet, and said so
-                    held = finalizer_text(left)
-                    print(f"{doc['kind']}/{meta['name']}: deletion asked for, Terminating: {held}")
-                    terminating += 1
+                ):
+                    asked.append(doc)
                 else:
-                    print(f"{doc['kind']}/{meta['name']} {'deleted' if gone else 'was not there'}")
-            if terminating:
+                    print(f"{doc['kind']}/{meta['name']} was not there")
+            left = _settle(cluster, asked)
+            for doc in asked:
+                name = f"{doc['kind']}/{doc['metadata']['name']}"
+                if id(doc) in left:  # a finalizer holds it: not deleted yet, and said so
+                    print(f"{name}: deletion asked for, Terminating: {finalizer_text(left[id(doc)])}")
+                else:
+                    print(f"{name} deleted")
+            if left:
                 return EXIT_TERMINATING
         elif args.action == "watch":
             check_choice("watch target", args.what, ("nodeclaims", "nodes"))
@@ -173,6 +180,19 @@ def _still_there(cluster, doc: dict) -> dict | None:
         if exc.status == 404:
             return None
         raise
+
+
+def _settle(cluster, docs: list[dict], interval: float = 0.5) -> dict[int, dict]:
+    """id(doc) -> the object, for those still there after up to SETTLE_S seconds: a controller often
+    removes a finalizer within a second of the DELETE (kube-controller-manager's pvc-protection for a claim
+    no pod mounts), so an immediate re-read would call Terminating what is gone a moment later."""
+    deadline = time.monotonic() + SETTLE_S
+    while True:
+        left = {id(d): obj for d in docs if (obj := _still_there(cluster, d)) is not None}
+        if not left or time.monotonic() + interval > deadline:
+            return left
+        docs = [d for d in docs if id(d) in left]
+        time.sleep(interval)
 
 
 if __name__ == "__main__":
