@@ -223,8 +223,11 @@ def test_connect_names_the_real_server_and_its_version(cluster, capsys):
     assert "connected: https://127.0.0.1:" in capsys.readouterr().out
 
 
-def test_cli_status_apply_watch_delete(server, cluster, capsys):
+def test_cli_status_apply_watch_delete(server, cluster, capsys, monkeypatch):
     """`workshop cluster status|apply|watch|delete` as a learner types them."""
+    import workshop.k8s.cluster_cli as cli_module
+
+    monkeypatch.setattr(cli_module, "SETTLE_S", 1.0)  # no controller here will remove pvc-protection
     use_trainer(server, cluster, TRAINER)
     assert cluster_cli(["status"]) == 0
     assert "(Kubernetes v1.36" in capsys.readouterr().out
