@@ -4,6 +4,15 @@ labelSelector, deletion (with hooks that play a controller's part, e.g. Karpente
 NodeClaims), watch streams (scripted: cut mid-stream, 410 Gone), pod logs (followed, chunked), and injected
 failures.
 
+As a real server: an object with `metadata.finalizers` is not removed by a DELETE but marked Terminating
+(`deletionTimestamp`) until its finalizers are gone (`finalize()` plays the controller that removes them); a
+pod's log answers 204 with no body while the pod is not scheduled and 400 "waiting to start" while its
+container is created (`log_script`); `forbidden` answers 403 per resource and verb. A new claim gets
+`kubernetes.io/pvc-protection` (an admission plugin adds it), and, playing kube-controller-manager
+(`pvc_protection_controller`), a deleted claim no pod mounts loses it at once. An apply into a namespace that
+does not exist is 404 `namespaces "x" not found`; a string field given a number is the real server's 500
+"failed to create typed patch object".
+
 It records every request so a test can assert what the client sent. Only what the workbook's client calls is
 served; anything else is a 404 Status, as a real server would answer."""
 
@@ -96,6 +105,12 @@ class FakeAPIServer:
     def __init__(self, groups: dict | None = None):
         self.groups = dict(GROUPS if groups is None else groups)
         self.objects: dict[tuple, dict] = {}  # (group/version, plural, namespace, name) -> object
+        for ns in ("default", "kube-system"):  # a real server always has these
+            self.objects[("v1", "namespaces", None, ns)] = {
+                "apiVersion": "v1",
+                "kind": "Namespace",
+                "metadata": {"name": ns, "uid": "uid-" + ns, "resourceVersion": "1"},
+            }
         self.requests: list[dict] = []
         self.faults: list[tuple] = []  # (method, path prefix, code, body, headers): answered once each
         self.watch_scripts: list[list] = []  # per watch request: events (dicts) and "cut" / "gone" / "close"
@@ -104,6 +119,11 @@ class FakeAPIServer:
         self.on_delete: list[
             Callable[[tuple, dict], None]
         ] = []  # called with (key, object) after each DELETE
+        # pod name -> answers to give before its log: "204" (not scheduled) or "waiting" (ContainerCreating)
+        self.log_script: dict[str, list[str]] = {}
+        self.forbidden: set[tuple[str, str]] = set()  # (verb: get/list/watch/patch/delete, plural): 403
+        self.user = "alice"
+        self.pvc_protection_controller = True  # kube-controller-manager releases claims no pod mounts
         self._rv = itertools.count(100)
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.httpd.daemon_threads = True
@@ -139,6 +159,38 @@ class FakeAPIServer:
         }
         self.objects[(gv, plural, namespace, obj["metadata"]["name"])] = obj
         return obj
+
+    def finalize(self, gv: str, plural: str, name: str, namespace: str | None = None, finalizer=None) -> None:
+        """Play a controller: drop one finalizer (all without `finalizer`); a Terminating object with none
+        left is removed, as the real server does."""
+        key = (gv, plural, namespace, name)
+        obj = self.objects[key]
+        held = obj["metadata"].get("finalizers") or []
+        obj["metadata"]["finalizers"] = [f for f in held if finalizer is not None and f != finalizer]
+        self._settle(key)
+
+    def claim_in_use(self, namespace: str | None, claim: str) -> bool:
+        """Does a pod (not finished) in the namespace mount the claim? (what pvc-protection waits for)"""
+        for (gv, plural, ns, _), pod in list(self.objects.items()):
+            if (gv, plural, ns) != ("v1", "pods", namespace):
+                continue
+            if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+                continue
+            for volume in (pod.get("spec") or {}).get("volumes") or []:
+                if (volume.get("persistentVolumeClaim") or {}).get("claimName") == claim:
+                    return True
+        return False
+
+    def _settle(self, key) -> bool:
+        """Remove a Terminating object whose finalizers are all gone; True when it was removed."""
+        obj = self.objects.get(key)
+        meta = (obj or {}).get("metadata") or {}
+        if obj is None or not meta.get("deletionTimestamp") or meta.get("finalizers"):
+            return False
+        gone = self.objects.pop(key)
+        for hook in list(self.on_delete):
+            hook(key, gone)
+        return True
 
     def __enter__(self):
         self.thread.start()
@@ -262,6 +314,21 @@ class FakeAPIServer:
                     (rest[1] if len(rest) > 1 else None),
                     (rest[2] if len(rest) > 2 else None),
                 )
+                listing = "watch" if query.get("watch") else "list"
+                verb = {"GET": "get" if name else listing, "PATCH": "patch", "DELETE": "delete"}.get(
+                    self.command, "create"
+                )
+                if (verb, plural) in server.forbidden or ("*", plural) in server.forbidden:
+                    where = f' in the namespace "{namespace}"' if namespace else " at the cluster scope"
+                    return self.send_json(
+                        403,
+                        status(
+                            403,
+                            f'{plural} is forbidden: User "{server.user}" cannot {verb} resource "{plural}"'
+                            f"{where}",
+                            "Forbidden",
+                        ),
+                    )
                 if sub == "log":
                     return self.pod_log(name, query)
                 key = (gv, plural, namespace, name)
@@ -272,10 +339,21 @@ class FakeAPIServer:
                 if self.command == "DELETE":
                     if key not in server.objects:
                         return self.send_json(404, status(404, f'{plural} "{name}" not found', "NotFound"))
-                    if query.get("dryRun") != "All":
-                        gone = server.objects.pop(key)
-                        for hook in list(server.on_delete):
-                            hook(key, gone)
+                    obj = server.objects[key]
+                    if query.get("dryRun") == "All":
+                        return self.send_json(200, obj)
+                    if plural == "persistentvolumeclaims" and server.pvc_protection_controller:
+                        if not server.claim_in_use(namespace, name):
+                            held = obj["metadata"].get("finalizers") or []
+                            obj["metadata"]["finalizers"] = [
+                                f for f in held if f != "kubernetes.io/pvc-protection"
+                            ]
+                    if obj["metadata"].get("finalizers"):  # Terminating until a controller removes them
+                        obj["metadata"].setdefault("deletionTimestamp", "2025-01-01T00:00:00Z")
+                        obj["metadata"]["resourceVersion"] = str(next(server._rv))
+                        return self.send_json(200, obj)
+                    obj["metadata"]["deletionTimestamp"] = "2025-01-01T00:00:00Z"
+                    server._settle(key)
                     return self.send_json(200, {"kind": "Status", "status": "Success"})
                 if name:
                     if key not in server.objects:
@@ -305,6 +383,34 @@ class FakeAPIServer:
 
             def apply(self, key, query, body):
                 doc = json.loads(body)
+                if key[2] is not None and ("v1", "namespaces", None, key[2]) not in server.objects:
+                    return self.send_json(
+                        404,
+                        status(
+                            404,
+                            f'namespaces "{key[2]}" not found',
+                            "NotFound",
+                            name=key[2],
+                            kind="namespaces",
+                        ),
+                    )
+                trainer = (doc.get("spec") or {}).get("trainer") or {}
+                for field in ("command", "args"):
+                    for i, value in enumerate(trainer.get(field) or []):
+                        if not isinstance(value, str):
+                            return self.send_json(
+                                500,
+                                status(
+                                    500,
+                                    f"failed to create typed patch object ({key[2]}/{key[3]}; {key[0]}, "
+                                    f"Kind={doc.get('kind')}): .spec.trainer.{field}[{i}]: expected string, "
+                                    f"got &value.valueUnstructured{{Value:{value}}}",
+                                    "InternalError",
+                                ),
+                            )
+                if key[1] == "persistentvolumeclaims" and key not in server.objects:
+                    meta = doc.setdefault("metadata", {})
+                    meta["finalizers"] = [*(meta.get("finalizers") or []), "kubernetes.io/pvc-protection"]
                 owned = server.conflicts.get(key[3])
                 if owned and query.get("force") not in ("true", "True"):
                     causes = [
@@ -368,6 +474,7 @@ class FakeAPIServer:
                 obj["metadata"]["managedFields"] = entries + managed_fields(manager, "Update", key[0])
                 if query.get("dryRun") != "All":
                     obj = server.put(key[0], key[1], obj, key[2])
+                    server._settle(key)
                 return self.send_json(200, obj)
 
             def watch(self):
@@ -398,6 +505,21 @@ class FakeAPIServer:
                 self.end_stream()
 
             def pod_log(self, pod, query):
+                script = server.log_script.get(pod)
+                if script:
+                    step = script.pop(0)
+                    if step == "204":  # not scheduled: the real server answers 204, no body
+                        self.send_response(204)
+                        self.end_headers()
+                        return None
+                    return self.send_json(
+                        400,
+                        status(
+                            400,
+                            f'container "node" in pod "{pod}" is waiting to start: ContainerCreating',
+                            "BadRequest",
+                        ),
+                    )
                 lines = server.logs.get(pod)
                 if lines is None:
                     return self.send_json(404, status(404, f'pods "{pod}" not found', "NotFound"))

@@ -5,6 +5,7 @@ apply."""
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 from fake_apiserver import FakeAPIServer, managed_fields, status
@@ -686,3 +687,132 @@ def test_the_offline_plan_says_what_the_command_would_do():
         "  python -m workshop cluster teardown --yes",
     ]
     assert "--keep-model" in plan and "aws fsx delete-file-system" in plan
+
+
+# ------------------------------------------------------------------- finalizers, orphans, co-owners, 403
+CLAIM = ("v1", "persistentvolumeclaims", NS, "workshop-outputs")
+
+
+def test_an_object_a_finalizer_holds_is_terminating_not_deleted(api, capsys):
+    """The claim's pvc-protection (a pod still mounts it) keeps it on the server: never "deleted", exit 4,
+    and the next teardown names it Terminating and does not delete it again."""
+    _seed(api, api.cluster)
+    assert api.objects[CLAIM]["metadata"]["finalizers"] == ["kubernetes.io/pvc-protection"]  # admission
+    _mounting_pod(api)  # not the job's: kube-controller-manager keeps the claim while it runs
+    code, out = _run(api, "--yes", "--delete-model", "--timeout", "0.5", capsys=capsys)
+    assert code == teardown.EXIT_TERMINATING == 4, out.out
+    assert CLAIM in api.objects and api.objects[CLAIM]["metadata"]["deletionTimestamp"]
+    assert "deleted PersistentVolumeClaim default/workshop-outputs" not in out.out
+    assert (
+        "PersistentVolumeClaim default/workshop-outputs: deletion asked for, Terminating: finalizer "
+        "kubernetes.io/pvc-protection (a pod still mounts the claim" in out.out
+    )
+    assert "Not done: 1 object(s) still Terminating" in out.out and "Done:" not in out.out
+    api.requests.clear()
+    code, out = _run(api, "--yes", "--delete-model", "--timeout", "0.3", capsys=capsys)
+    assert code == 4 and _deletes(api) == []
+    assert "Terminating since" in out.out and "is already Terminating" in out.out
+
+
+def _mounting_pod(api, name="debug-shell"):
+    volumes = [{"name": "out", "persistentVolumeClaim": {"claimName": CLAIM[3]}}]
+    pod = {
+        "kind": "Pod",
+        "metadata": {"name": name},
+        "spec": {"volumes": volumes},
+        "status": {"phase": "Running"},
+    }
+    api.put("v1", "pods", pod, NS)
+
+
+def test_a_finalizer_removed_while_teardown_waits_ends_done(api, capsys):
+    _seed(api, api.cluster)
+    _mounting_pod(api)
+
+    def controller():  # the pod that mounted the claim ends 0.3 s after the claim is marked for deletion
+        while CLAIM in api.objects and not api.objects[CLAIM]["metadata"].get("deletionTimestamp"):
+            time.sleep(0.02)
+        time.sleep(0.3)
+        api.finalize("v1", "persistentvolumeclaims", "workshop-outputs", NS)
+
+    thread = threading.Thread(target=controller, daemon=True)
+    thread.start()
+    code, out = _run(api, "--yes", "--delete-model", "--timeout", "10", capsys=capsys)
+    thread.join(5)
+    assert code == 0, out.out
+    assert CLAIM not in api.objects
+    assert "deleted PersistentVolumeClaim default/workshop-outputs (its finalizer was removed)" in out.out
+
+
+def _orphan_claim(api, name="cpu-amx-zz9q1", pool="cpu-amx"):
+    labels = {
+        "karpenter.sh/nodepool": pool,
+        "node.kubernetes.io/instance-type": "m7i.16xlarge",
+        "karpenter.sh/capacity-type": "on-demand",
+        "karpenter.k8s.aws/instance-cpu": "64",
+    }
+    meta = {"name": name, "labels": labels, "finalizers": ["karpenter.sh/termination"]}
+    api.put("karpenter.sh/v1", "nodeclaims", {"kind": "NodeClaim", "metadata": meta, "status": {}})
+
+
+def test_nodes_of_a_pool_already_deleted_are_found_and_counted(api, capsys):
+    _orphan_claim(api)
+    _orphan_claim(api, "someone-else-1", pool="their-pool")
+    code, out = _run(api, capsys=capsys)
+    assert code == 0
+    assert "Nothing of the workbook's on this cluster" not in out.out
+    assert "whose NodePool is gone" in out.out and "1 x m7i.16xlarge on-demand, $3.23/h" in out.out
+    assert "nodes $3.23/h" in out.out and "someone-else-1" not in out.out
+    code, out = _run(api, "--yes", "--timeout", "0.3", capsys=capsys)
+    assert code == 1 and "timed out after 0.3 s: 1 NodeClaim(s) left (cpu-amx-zz9q1)" in out.out
+    assert _deletes(api) == ["/apis/karpenter.sh/v1/nodeclaims/cpu-amx-zz9q1"]  # never someone else's
+    assert "asked Karpenter to terminate NodeClaim cpu-amx-zz9q1 (its NodePool is gone)" in out.out
+
+
+def test_a_runtime_an_admin_applied_too_is_co_owned_listed_not_deleted(api, capsys):
+    api.put(
+        TRAINER,
+        "clustertrainingruntimes",
+        {**RUNTIME, "metadata": {**RUNTIME["metadata"], "managedFields": managed_fields("kubectl", "Apply")}},
+    )
+    api.cluster.apply([RUNTIME], validate=False)  # the workbook re-applies it (chapter 05's install)
+    code, out = _run(api, "--yes", capsys=capsys)
+    assert code == 0 and _deletes(api) == []
+    assert (TRAINER, "clustertrainingruntimes", None, "torch-distributed") in api.objects
+    assert "Co-owned" in out.out and "also applied by kubectl" in out.out
+
+
+def test_every_list_forbidden_is_not_nothing_on_the_cluster(api, capsys):
+    _seed(api, api.cluster)
+    for plural in ("trainjobs", "persistentvolumeclaims", "storageclasses", "nodepools", "ec2nodeclasses"):
+        api.forbidden.add(("list", plural))
+    api.forbidden |= {("list", "clustertrainingruntimes"), ("list", "secrets")}
+    code, out = _run(api, capsys=capsys)
+    assert code == 1
+    assert "Nothing of the workbook's" not in out.out
+    assert "Could not tell what of the workbook's is on this cluster: listing TrainJob," in out.out
+    assert "cannot list trainjobs" in out.out
+
+
+def test_a_missing_namespace_is_named(api, capsys):
+    code, out = _run(api, "-n", "nosuchns", capsys=capsys)
+    assert code == 1
+    assert "namespace 'nosuchns' does not exist" in out.out.lower()
+    assert "Nothing of the workbook's" not in out.out
+
+
+def test_controllers_writing_status_or_bindings_do_not_make_an_object_co_owned():
+    def obj(*entries):
+        return {"metadata": {"managedFields": [dict(e) for e in entries]}}
+
+    mine = {"manager": "workshop", "operation": "Apply"}
+    assert teardown.co_owners(obj(mine, {"manager": "karpenter", "operation": "Update"})) == []
+    assert teardown.co_owners(obj(mine, {"manager": "kube-controller-manager", "operation": "Update"})) == []
+    assert (
+        teardown.co_owners(obj(mine, {"manager": "x", "operation": "Update", "subresource": "status"})) == []
+    )
+    shared = obj(mine, {"manager": "kubectl-client-side-apply", "operation": "Update"})
+    assert teardown.co_owners(shared) == ["kubectl-client-side-apply"]
+    assert teardown.co_owners(obj(mine, {"manager": "before-first-apply", "operation": "Update"})) == [
+        "before-first-apply"
+    ]

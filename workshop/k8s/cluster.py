@@ -29,14 +29,15 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from workshop.errors import WorkshopError, check_positive
-from workshop.k8s.base import read_yaml_docs
+from workshop.k8s.base import read_yaml_docs, workbook_labels
 from workshop.k8s.validate import KIND_FAMILY, ensure_valid
 
 # The oldest `kubernetes` release tests/test_cluster.py was run against (it passes on 31.0.0, 35.0.0 and
@@ -76,15 +77,20 @@ COMPONENTS = {
     "karpenter.k8s.aws": "Karpenter's AWS provider",
     "jobset.x-k8s.io": "JobSet",
 }
-RETRY_STATUSES = (429, 500, 502, 503, 504)
+# 500 is not among them: a real server answers 500 "failed to create typed patch object" to an apply whose
+# manifest has a wrong type or an undeclared field, which no retry changes (client-go retries 5xx only with
+# Retry-After, which urllib3 honours for 500 too through respect_retry_after_header).
+RETRY_STATUSES = (429, 502, 503, 504)
+TYPED_PATCH = "failed to create typed patch object"
 
 
 class ClusterError(WorkshopError):
     """The API server refused a request; carries the HTTP status (0: no answer) and a plain explanation."""
 
-    def __init__(self, status: int, message: str):
+    def __init__(self, status: int, message: str, *, missing_namespace: str | None = None):
         super().__init__(f"{message} (HTTP {status})" if status else message)
         self.status = status
+        self.missing_namespace = missing_namespace  # a 404 because the namespace itself does not exist
 
 
 class NoCluster(WorkshopError):
@@ -121,8 +127,8 @@ def check_library() -> str:
 
 
 def retries():
-    """429/5xx are retried with exponential backoff (0.5 s, 1 s, 2 s, 4 s) or the server's Retry-After; a
-    refused connection is not (that is "no cluster", said at once)."""
+    """429/502/503/504 are retried with exponential backoff (0.5 s, 1 s, 2 s, 4 s) or the server's
+    Retry-After; a refused connection is not (that is "no cluster", said at once)."""
     from urllib3.util.retry import Retry
 
     return Retry(
@@ -136,6 +142,25 @@ def retries():
         raise_on_status=False,
         respect_retry_after_header=True,
     )
+
+
+def _typed_patch(message: str) -> str:
+    """'.spec.trainer.args[25]: expected string, got 2e-05 (a plain YAML number: quote it)' from the server's
+    500 'failed to create typed patch object (...): .spec...: expected string, got &value...{Value:2e-05}'."""
+    detail = message.split("): ", 1)[1] if "): " in message else message
+    got = re.search(r"expected (\w+), got &value\.\w+\{Value:(.*)\}", detail)
+    if got:
+        field = detail.split(":", 1)[0]
+        return (
+            f"{field}: expected {got.group(1)}, got {got.group(2)} (in YAML a plain {got.group(2)} is not a "
+            "string to kubectl: quote it, or render the file with `python -m workshop render`)"
+        )
+    if "field not declared in schema" in detail:
+        return (
+            f"{detail}: the cluster's CRD does not declare that field (is the release on the cluster the one "
+            "the manifest was rendered for? `python -m workshop validate --trainer X.Y.Z FILE`)"
+        )
+    return detail
 
 
 def _plural(kind: str) -> str:
@@ -218,6 +243,22 @@ class Cluster:
                 "update-kubeconfig`)",
             )
         if status == 404:
+            details = body.get("details") or {}
+            if namespace and details.get("kind") == "namespaces" and details.get("name") == namespace:
+                return ClusterError(
+                    404,
+                    f"namespace {namespace!r} does not exist (so no {obj} in it): create it with "
+                    f"`kubectl create namespace {namespace}` or pick another",
+                    missing_namespace=namespace,
+                )
+            if namespace and verb in ("get", "list", "get logs of", "follow logs of"):
+                if self._namespace_missing(namespace):
+                    return ClusterError(
+                        404,
+                        f"namespace {namespace!r} does not exist (so no {obj} in it): check the namespace "
+                        f"(`kubectl get namespaces`)",
+                        missing_namespace=namespace,
+                    )
             return ClusterError(404, f"{obj} not found {where}")
         if status == 409 and verb == "apply":
             causes = (body.get("details") or {}).get("causes") or []
@@ -228,6 +269,8 @@ class Cluster:
                 f"{'; '.join(fields)}. Drop those fields from the manifest, or take them "
                 "over with force=True (`--force-conflicts`)",
             )
+        if status == 500 and TYPED_PATCH in message:
+            return ClusterError(500, f"the server cannot take {obj} {where}: {_typed_patch(message)}")
         if status in RETRY_STATUSES:
             return ClusterError(
                 status,
@@ -236,6 +279,19 @@ class Cluster:
                 "later",
             )
         return ClusterError(status, f"cannot {verb} {obj} {where}: {message}")
+
+    def _namespace_missing(self, namespace: str) -> bool:
+        """Does the namespace itself not exist? (A get in a missing namespace answers 404 for the object.)"""
+        from kubernetes.client.exceptions import ApiException
+        from urllib3.exceptions import HTTPError
+
+        try:
+            self.core.read_namespace(namespace)
+        except ApiException as exc:
+            return exc.status == 404
+        except HTTPError:
+            return False
+        return False
 
     def _call(self, fn, verb: str, kind: str, name: str | None = None, namespace: str | None = None):
         from kubernetes.client.exceptions import ApiException
@@ -295,29 +351,49 @@ class Cluster:
             )
         if not field_manager or len(field_manager) > 128:
             raise WorkshopError(f"field manager {field_manager!r} must be 1-128 characters")
-        results = []
-        for doc in docs:
-            meta = doc.get("metadata") or {}
-            res = self.resource(doc["kind"], doc.get("apiVersion"))
-            ns = (meta.get("namespace") or namespace) if res.namespaced else None
-            kwargs = {
-                "body": doc,
-                "name": meta.get("name"),
-                "namespace": ns,
-                "field_manager": field_manager,
-                "force_conflicts": True if force else None,
-                **({"dry_run": "All"} if dry_run else {}),
-            }
-            out = self._call(
-                lambda res=res, kwargs=kwargs: self.dynamic.server_side_apply(res, **kwargs),
-                "apply",
-                doc["kind"],
-                meta.get("name"),
-                ns,
-            )
-            uid = (out.to_dict().get("metadata") or {}).get("uid") if out is not None else None
-            results.append(Applied(doc["kind"], meta["name"], ns, dry_run, uid))
+        results: list[Applied] = []
+        for i, doc in enumerate(docs, 1):
+            try:
+                results.append(self._apply_one(doc, dry_run, field_manager, namespace, force))
+            except ClusterError as exc:
+                if not results:
+                    raise
+                done = ", ".join(f"{r.kind}/{r.name}" for r in results)
+                raise ClusterError(
+                    exc.status,
+                    f"document {i} of {len(docs)} failed: {exc}. Documents 1-{i - 1} went through "
+                    f"({done}{', dry run' if dry_run else ''}; nothing is rolled back); "
+                    f"{len(docs) - i} after it not sent",
+                    missing_namespace=exc.missing_namespace,
+                ) from exc
         return results
+
+    def _apply_one(
+        self, doc: dict, dry_run: bool, field_manager: str, namespace: str, force: bool
+    ) -> Applied:
+        if doc.get("kind") == "Namespace" and field_manager == "workshop":  # teardown recognises it by both
+            meta = doc.get("metadata") or {}
+            doc = {**doc, "metadata": {**meta, "labels": {**(meta.get("labels") or {}), **workbook_labels()}}}
+        meta = doc.get("metadata") or {}
+        res = self.resource(doc["kind"], doc.get("apiVersion"))
+        ns = (meta.get("namespace") or namespace) if res.namespaced else None
+        kwargs = {
+            "body": doc,
+            "name": meta.get("name"),
+            "namespace": ns,
+            "field_manager": field_manager,
+            "force_conflicts": True if force else None,
+            **({"dry_run": "All"} if dry_run else {}),
+        }
+        out = self._call(
+            lambda res=res, kwargs=kwargs: self.dynamic.server_side_apply(res, **kwargs),
+            "apply",
+            doc["kind"],
+            meta.get("name"),
+            ns,
+        )
+        uid = (out.to_dict().get("metadata") or {}).get("uid") if out is not None else None
+        return Applied(doc["kind"], meta["name"], ns, dry_run, uid)
 
     def delete(
         self,
@@ -526,13 +602,14 @@ class Cluster:
 
         kwargs = {k: v for k, v in (("container", container), ("tail_lines", tail)) if v is not None}
         if not follow:
-            return self._call(
+            text = self._call(
                 lambda: self.core.read_namespaced_pod_log(pod, namespace, _request_timeout=timeout, **kwargs),
                 "get logs of",
                 "pods",
                 pod,
                 namespace,
             )
+            return text or ""  # 204, no body: the pod is not scheduled yet
 
         return _guarded(
             lambda: watch.Watch().stream(
@@ -556,6 +633,69 @@ def _guarded(make, explain) -> Iterator[str]:
         yield from make()
     except (ApiException, HTTPError) as exc:
         raise explain(exc) from exc
+
+
+def pod_waiting(cluster, pod: str, namespace: str) -> str | None:
+    """Why a pod has no log yet ('Pending: not scheduled', 'ContainerCreating'), or None when its
+    containers run or ran (or the pod is gone)."""
+    try:
+        obj = cluster.get("Pod", pod, namespace)
+    except ClusterError as exc:
+        if exc.status == 404:
+            return None
+        raise
+    status = obj.get("status") or {}
+    for c in status.get("containerStatuses") or []:
+        waiting = (c.get("state") or {}).get("waiting")
+        if waiting:
+            return waiting.get("reason") or "waiting to start"
+    if status.get("phase", "Pending") == "Pending":
+        scheduled = conditions(obj).get("PodScheduled")
+        return "Pending: " + ("not scheduled yet" if scheduled != "True" else "containers not started")
+    return None
+
+
+def follow_logs(
+    cluster,
+    pod: str,
+    namespace: str = "default",
+    *,
+    container: str | None = None,
+    timeout: float = 3600,
+    wait_s: float = 900,
+    interval: float = 2.0,
+    say: Callable[[str], None] | None = print,
+) -> Iterator[str]:
+    """`kubectl logs -f` that waits for a pod not yet scheduled or started (the server answers 204 or
+    'waiting to start'; on EKS the normal state while Karpenter brings a node), saying why, for at most
+    `wait_s` seconds, then follows the log to its end."""
+    check_positive("wait", wait_s)
+    start = time.monotonic()
+    said = None
+    while True:
+        got = 0
+        try:
+            for line in cluster.logs(pod, namespace, container=container, follow=True, timeout=timeout):
+                got += 1
+                yield line
+        except ClusterError as exc:
+            if exc.status != 400 or "waiting to start" not in str(exc):
+                raise
+        if got:
+            return
+        why = pod_waiting(cluster, pod, namespace)
+        if why is None:
+            return  # it ran (and printed nothing) or is gone
+        waited = time.monotonic() - start
+        if waited + interval > wait_s:
+            raise WorkshopError(
+                f"pod {namespace}/{pod} has not started after {wait_s:g} s ({why}); "
+                f"`kubectl describe pod {pod} -n {namespace}` says why"
+            )
+        if say and why != said:
+            say(f"waiting for pod {namespace}/{pod} to start ({why}; {waited:.0f} s so far)")
+            said = why
+        time.sleep(interval)
 
 
 def conditions(obj: dict) -> dict[str, str]:
@@ -608,6 +748,10 @@ def connect(
         say(f"no cluster: the kubeconfig could not be used ({exc}); continuing offline")
         return None
     cfg.retries = retries()
+    if not cfg.verify_ssl:  # insecure-skip-tls-verify: one line here, not a urllib3 warning per request
+        import urllib3
+
+        urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)
     cluster = Cluster(client.ApiClient(cfg), where=where, user=user)
     try:
         info = client.VersionApi(cluster.api).get_code(_request_timeout=timeout)
@@ -622,6 +766,8 @@ def connect(
         return None
     cluster.version = info.git_version or "?"
     say(f"connected: {cfg.host} (Kubernetes {cluster.version}, {where})")
+    if not cfg.verify_ssl:
+        say(f"note: {cfg.host}'s TLS certificate is not verified (insecure-skip-tls-verify, {where})")
     return cluster
 
 

@@ -5,12 +5,16 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 
 from workshop.errors import WorkshopError, check_choice, check_positive, report
 from workshop.k8s.base import check_dns_label, read_yaml_docs
-from workshop.k8s.cluster import check_kubeconfig, connect
-from workshop.k8s.teardown import teardown
+from workshop.k8s.cluster import ClusterError, check_kubeconfig, connect, follow_logs, pod_waiting
+from workshop.k8s.teardown import EXIT_TERMINATING, finalizer_text, teardown
 from workshop.k8s.validate import ensure_valid
+
+# `cluster delete`: how long a deleted object may take to go before it is called Terminating
+SETTLE_S = 10.0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -34,7 +38,16 @@ def main(argv: list[str] | None = None) -> int:
     p_logs.add_argument("pod")
     p_logs.add_argument("-n", "--namespace", default="default")
     p_logs.add_argument("-f", "--follow", action="store_true")
-    p_del = sub.add_parser("delete", help="delete the objects of YAML files")
+    p_logs.add_argument(
+        "--wait",
+        type=float,
+        default=900,
+        help="with -f: seconds to wait for a pod not yet scheduled or started (default 900)",
+    )
+    p_del = sub.add_parser(
+        "delete",
+        help="delete the objects of YAML files (exit 4 when a finalizer keeps one Terminating: named)",
+    )
     p_del.add_argument("files", nargs="+")
     p_down = sub.add_parser(
         "teardown",
@@ -43,7 +56,8 @@ def main(argv: list[str] | None = None) -> int:
         "workshop or field manager workshop) with what it costs; --yes deletes them "
         "in dependency order and waits until Karpenter has drained the nodes.",
         epilog="exit codes: 0 done, 1 something could not be listed or removed, 2 bad flags or "
-        "no cluster, 3 stopped (nothing deleted): a claim holds a trained model",
+        "no cluster, 3 stopped (nothing deleted): a claim holds a trained model, 4 deletion asked for but "
+        "objects are still Terminating at the timeout (a finalizer holds them; each is named)",
     )
     p_down.add_argument("--yes", action="store_true", help="delete (without it: a dry run that only lists)")
     model = p_down.add_mutually_exclusive_group()
@@ -59,7 +73,8 @@ def main(argv: list[str] | None = None) -> int:
         "--timeout",
         type=float,
         default=900,
-        help="seconds to wait for Karpenter to drain the deleted pools' nodes (default 900)",
+        help="seconds to wait for Karpenter to drain the deleted pools' nodes and for Terminating objects "
+        "to go (default 900)",
     )
     p_down.add_argument(
         "-n",
@@ -88,6 +103,8 @@ def main(argv: list[str] | None = None) -> int:
                 raise WorkshopError(f"--field-manager {args.field_manager!r} must be 1-128 characters")
         if args.action in ("watch", "teardown"):
             check_positive("--timeout", args.timeout)
+        if args.action == "logs":
+            check_positive("--wait", args.wait)
         if args.action == "teardown":
             if args.namespace is not None:
                 check_dns_label("--namespace", args.namespace)
@@ -110,24 +127,72 @@ def main(argv: list[str] | None = None) -> int:
             ):
                 print(result)
         elif args.action == "delete":
+            asked = []
             for doc in docs:
                 meta = doc.get("metadata") or {}
-                gone = cluster.delete(
+                if cluster.delete(
                     doc["kind"], meta["name"], meta.get("namespace"), api_version=doc.get("apiVersion")
-                )
-                print(f"{doc['kind']}/{meta['name']} {'deleted' if gone else 'was not there'}")
+                ):
+                    asked.append(doc)
+                else:
+                    print(f"{doc['kind']}/{meta['name']} was not there")
+            left = _settle(cluster, asked)
+            for doc in asked:
+                name = f"{doc['kind']}/{doc['metadata']['name']}"
+                if id(doc) in left:  # a finalizer holds it: not deleted yet, and said so
+                    print(f"{name}: deletion asked for, Terminating: {finalizer_text(left[id(doc)])}")
+                else:
+                    print(f"{name} deleted")
+            if left:
+                return EXIT_TERMINATING
         elif args.action == "watch":
             check_choice("watch target", args.what, ("nodeclaims", "nodes"))
             watcher = cluster.watch_nodeclaims if args.what == "nodeclaims" else cluster.watch_nodes
             for line in watcher(timeout=args.timeout):
                 print(line, flush=True)
         elif args.action == "logs":
-            out = cluster.logs(args.pod, args.namespace, follow=args.follow)
-            for line in out if args.follow else str(out).splitlines():
-                print(line, flush=True)
+            if args.follow:
+                for line in follow_logs(cluster, args.pod, args.namespace, wait_s=args.wait):
+                    print(line, flush=True)
+            else:
+                text = cluster.logs(args.pod, args.namespace)
+                if not text:
+                    why = pod_waiting(cluster, args.pod, args.namespace)
+                    print(
+                        f"no log yet: pod {args.namespace}/{args.pod} "
+                        + (f"is {why}" if why else "printed nothing")
+                    )
+                for line in text.splitlines():
+                    print(line, flush=True)
     except WorkshopError as exc:
         return report(exc)
     return 0
+
+
+def _still_there(cluster, doc: dict) -> dict | None:
+    """The object as the server has it after a delete; None once it is gone."""
+    meta = doc.get("metadata") or {}
+    try:
+        return cluster.get(
+            doc["kind"], meta["name"], meta.get("namespace"), api_version=doc.get("apiVersion")
+        )
+    except ClusterError as exc:
+        if exc.status == 404:
+            return None
+        raise
+
+
+def _settle(cluster, docs: list[dict], interval: float = 0.5) -> dict[int, dict]:
+    """id(doc) -> the object, for those still there after up to SETTLE_S seconds: a controller often
+    removes a finalizer within a second of the DELETE (kube-controller-manager's pvc-protection for a claim
+    no pod mounts), so an immediate re-read would call Terminating what is gone a moment later."""
+    deadline = time.monotonic() + SETTLE_S
+    while True:
+        left = {id(d): obj for d in docs if (obj := _still_there(cluster, d)) is not None}
+        if not left or time.monotonic() + interval > deadline:
+            return left
+        docs = [d for d in docs if id(d) in left]
+        time.sleep(interval)
 
 
 if __name__ == "__main__":

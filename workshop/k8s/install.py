@@ -19,6 +19,7 @@ from workshop.errors import WorkshopError, check_positive
 from workshop.k8s.base import load_yaml_docs
 from workshop.k8s.cluster import ClusterError
 from workshop.k8s.trainjob import DEFAULT_RUNTIME, normalize_trainer_version
+from workshop.k8s.waits import wait_ready
 
 TRAINER_REPO = "https://github.com/kubeflow/trainer.git"
 OVERLAYS = ("manager", "runtimes")  # the controller + CRDs first, then the runtimes that need them
@@ -102,13 +103,16 @@ def wait_for_runtimes(
         sleep(interval)
 
 
-def pools_ready(cluster, docs: list[dict], *, timeout: float = 120) -> dict[str, bool]:
+def pools_ready(
+    cluster, docs: list[dict], *, timeout: float = 300, echo=print, progress=True
+) -> dict[str, bool]:
     """'Kind/name' -> Ready for each NodePool / EC2NodeClass in docs (the original workshop's `kubectl get
-    nodepool,ec2nodeclass`). An EC2NodeClass stays not-Ready when its subnets, security groups, AMI or role
-    cannot be resolved."""
-    out = {}
-    for d in docs:
-        if d.get("kind") in ("NodePool", "EC2NodeClass"):
-            name = d["metadata"]["name"]
-            out[f"{d['kind']}/{name}"] = cluster.wait_for(d["kind"], name, "Ready", timeout=timeout)
-    return out
+    nodepool,ec2nodeclass`), all waited for together with progress. An EC2NodeClass stays not-Ready when its
+    subnets, security groups, AMI or role cannot be resolved; one with no status at all means no Karpenter
+    controller answered (said, with what is left on the cluster)."""
+    objects = [
+        (d["kind"], d["metadata"]["name"], None)
+        for d in docs
+        if d.get("kind") in ("NodePool", "EC2NodeClass")
+    ]
+    return wait_ready(cluster, objects, timeout=timeout, echo=echo, progress=progress)

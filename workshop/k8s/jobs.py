@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from workshop.errors import WorkshopError, check_choice, check_positive
-from workshop.k8s.cluster import ClusterError, connect
+from workshop.k8s.cluster import ClusterError, connect, follow_logs
 from workshop.k8s.storage import MODEL_ANNOTATION, model_dir
 from workshop.k8s.trainjob import NODE_JOB, HFTokenSecret, TrainJobSpec, crd_release
 from workshop.k8s.validate import ensure_valid
@@ -39,7 +39,7 @@ def ensure_secret(cluster, secret: HFTokenSecret, *, create: bool = True) -> str
         cluster.get("Secret", secret.name, secret.namespace)
         return "present"
     except ClusterError as exc:
-        if exc.status != 404:
+        if exc.status != 404 or getattr(exc, "missing_namespace", None):  # not a missing Secret
             raise
     if not (create and secret.value):
         raise WorkshopError(
@@ -131,30 +131,78 @@ def wait(
 
 
 def rank0_pod(
-    cluster, name: str, namespace: str = "default", *, timeout: float = 600, interval: float = 5
+    cluster,
+    name: str,
+    namespace: str = "default",
+    *,
+    timeout: float = 900,
+    interval: float = 5,
+    echo: Callable[[str], None] | None = None,
 ) -> str | None:
-    """Name of the rank-0 pod once it exists (None on timeout)."""
-    deadline = time.monotonic() + timeout
+    """Name of the rank-0 pod once it exists (None on timeout), saying every minute what it waits for."""
+    check_positive("pod wait", timeout)
+    start = time.monotonic()
+    said = -1e18
     while True:
         items = (
             cluster.get("Pod", namespace=namespace, label_selector=rank0_selector(name)).get("items") or []
         )
         if items:
             return items[0]["metadata"]["name"]
-        if time.monotonic() + interval > deadline:
+        waited = time.monotonic() - start
+        if echo and waited - said >= 60:
+            echo(f"waiting for the rank-0 pod of TrainJob {namespace}/{name} ({waited:.0f}/{timeout:g} s)")
+            said = waited
+        if waited + interval > timeout:
             return None
         time.sleep(interval)
 
 
-def stream_rank0(cluster, name: str, namespace: str = "default", *, timeout: float = 3600) -> Iterator[str]:
-    """Rank 0's log lines as they are written (what `kubectl logs -f <job>-node-0-0-...` shows)."""
-    pod = rank0_pod(cluster, name, namespace)
+def why_no_pod(cluster, name: str, namespace: str, waited: float) -> str:
+    """Why a TrainJob has no rank-0 pod: no Trainer controller (no status, no JobSet), or its conditions."""
+    try:
+        job = cluster.get("TrainJob", name, namespace)
+    except ClusterError as exc:
+        return f"the TrainJob cannot be read ({exc})"
+    if not (job.get("status") or {}).get("conditions"):
+        try:
+            cluster.get("JobSet", name, namespace)
+            jobset = "its JobSet exists"
+        except ClusterError:
+            jobset = "no JobSet was made for it"
+        return (
+            f"the TrainJob has no status after {waited:.0f} s and {jobset}: no Kubeflow Trainer controller "
+            "answered (is it installed and running? `kubectl get pods -n kubeflow-system`)"
+        )
+    true = [c.get("type") for c in job["status"]["conditions"] if c.get("status") == "True"]
+    return (
+        f"the TrainJob is {', '.join(true) or 'without a true condition'}; its pods wait for nodes: "
+        f"`kubectl describe trainjob {name} -n {namespace}`, `kubectl get nodeclaims`"
+    )
+
+
+def stream_rank0(
+    cluster,
+    name: str,
+    namespace: str = "default",
+    *,
+    timeout: float = 3600,
+    wait_s: float = 900,
+    echo: Callable[[str], None] | None = print,
+) -> Iterator[str]:
+    """Rank 0's log lines as they are written (what `kubectl logs -f <job>-node-0-0-...` shows), after
+    waiting up to `wait_s` for the pod to appear and start (a node may take minutes to come up)."""
+    start = time.monotonic()
+    pod = rank0_pod(cluster, name, namespace, timeout=wait_s, echo=echo)
     if pod is None:
         raise WorkshopError(
-            f"no rank-0 pod for TrainJob {namespace}/{name} appeared; check `kubectl describe "
-            f"trainjob {name}` and the node pool"
+            f"no rank-0 pod for TrainJob {namespace}/{name} appeared in {wait_s:g} s: "
+            + why_no_pod(cluster, name, namespace, time.monotonic() - start)
         )
-    yield from cluster.logs(pod, namespace, container=NODE_JOB, follow=True, timeout=timeout)
+    left = max(1.0, wait_s - (time.monotonic() - start))
+    yield from follow_logs(
+        cluster, pod, namespace, container=NODE_JOB, timeout=timeout, wait_s=left, say=echo
+    )
 
 
 def parse(lines) -> dict:
@@ -203,23 +251,35 @@ def run_on_cluster(
     trainer: str = "2.1.0",
     cluster=None,
     timeout: float = 3600,
+    wait_s: float = 900,
     keep: bool = False,
     echo: Callable[[str], None] | None = print,
 ) -> dict | None:
     """Submit, follow rank 0, wait, parse; delete only a job that ended Complete (its outputs are on the
     volume or in S3 by then; a model on an FSx claim is first recorded on the claim, see `mark_saved_model`).
     A failed, timed-out or interrupted job is kept for `kubectl describe` and logs, and a resubmission resumes
-    from its last checkpoint. No cluster -> one plain line, None."""
+    from its last checkpoint. No cluster -> one plain line, None. `wait_s`: how long the rank-0 pod may take
+    to appear and start (Karpenter bringing nodes); when it does not, the outcome says why and what stays."""
     if cluster is None:
         cluster = connect()
     if cluster is None:
         return None
     sub = submit(cluster, spec, trainer=trainer)
-    lines = []
-    for line in stream_rank0(cluster, spec.name, spec.namespace, timeout=timeout):
-        lines.append(line)
-        if echo and (line.startswith("METRIC ") or "error" in line.lower()):
-            echo(line)
+    lines: list[str] = []
+    try:
+        for line in stream_rank0(
+            cluster, spec.name, spec.namespace, timeout=timeout, wait_s=wait_s, echo=echo
+        ):
+            lines.append(line)
+            if echo and (line.startswith("METRIC ") or "error" in line.lower()):
+                echo(line)
+    except WorkshopError as exc:  # no pod: say so and what stays, and let the notebook go on to its clean-up
+        if echo:
+            echo(
+                f"{exc}. Left on the cluster: TrainJob {spec.namespace}/{spec.name} (and what it made); "
+                "`python -m workshop cluster teardown` lists it, `--yes` removes it"
+            )
+        return {"submitted": sub, "outcome": "no rank-0 pod", "error": str(exc), **parse(lines)}
     outcome = wait(cluster, spec.name, spec.namespace, timeout=max(60.0, timeout / 10))
     if outcome == "Complete":
         try:  # the claim says it holds the model before the job that says so is deleted

@@ -36,8 +36,18 @@ Not removed on purpose: the Kubeflow Trainer controller (its CRDs hold every Tra
 people's too), and chapter 05's self-referencing security-group rules (EC2, not the cluster; they cost
 nothing).
 
+"Deleted" is said only of an object a re-read no longer finds. One a finalizer holds stays Terminating: it is
+named with the finalizer and what removes it (`kubernetes.io/pvc-protection`: a pod still mounts the claim;
+`karpenter.sh/termination`: Karpenter drains the node), and teardown waits for it within `--timeout`.
+NodeClaims and Nodes labelled `karpenter.sh/nodepool=<a workbook pool>` are found, and their cost counted,
+even after their NodePool is gone (a drain that timed out leaves them); --yes deletes those NodeClaims, so
+that Karpenter terminates their instances, and waits. An object the workbook applied that another field
+manager (a person's `kubectl`, another tool; not a controller writing status) also applied is co-owned:
+listed, never deleted.
+
 Exit codes: 0 listed (dry run) or everything removed; 1 something could not be listed or removed (a 403, a
-timeout while Karpenter drains); 2 bad flags or no cluster; 3 stopped, nothing deleted: a claim holds a model.
+timeout while Karpenter drains); 2 bad flags or no cluster; 3 stopped, nothing deleted: a claim holds a model;
+4 deletion asked for, but objects are still Terminating at the timeout (a finalizer holds them: named).
 """
 
 from __future__ import annotations
@@ -67,6 +77,57 @@ PROGRESS_S = 60.0  # and prints a line even when nothing changed
 TRAINER_NAMESPACE = "kubeflow-system"
 LEFT_ALONE_SHOWN = 10  # per kind; a shared cluster may have many
 COMMAND = "python -m workshop cluster teardown"
+EXIT_TERMINATING = 4
+# The pool names the workbook's builders give (karpenter.cpu_amx_pool, gpu_pool): their nodes are found by
+# the label karpenter.sh/nodepool even when the pool itself is gone.
+WORKBOOK_POOLS = ("cpu-amx", "gpu")
+# What removes a finalizer, in a learner's words.
+FINALIZER_WHY = {
+    "kubernetes.io/pvc-protection": "a pod still mounts the claim; it goes when that pod is gone",
+    "kubernetes.io/pv-protection": "a claim is still bound to the volume",
+    "karpenter.sh/termination": "Karpenter drains and terminates the node first (its controller must run)",
+    "karpenter.k8s.aws/termination": "Karpenter removes it once no NodeClaim uses this node class "
+    "(needs its controller running)",
+    "foregroundDeletion": "the garbage collector deletes its dependents (pods, jobs) first",
+    "orphan": "the garbage collector orphans its dependents first",
+}
+# Field managers that are controllers writing what they own (status, bindings, finalizers), not co-owners.
+CONTROLLER_MANAGERS = frozenset(
+    {
+        "kube-controller-manager",
+        "kube-scheduler",
+        "kubelet",
+        "karpenter",
+        "manager",  # kubebuilder's default: Trainer's, JobSet's controller
+        "trainer-controller-manager",
+        "jobset-controller-manager",
+        "csi-provisioner",
+        "external-provisioner",
+        "external-attacher",
+    }
+)
+
+
+def finalizer_text(obj: dict) -> str:
+    """'finalizer kubernetes.io/pvc-protection (a pod still mounts the claim; ...)' for each finalizer."""
+    held = (obj.get("metadata") or {}).get("finalizers") or []
+    if not held:
+        return "no finalizer left (the server removes it any moment)"
+    return "; ".join(
+        f"finalizer {f} ({FINALIZER_WHY.get(f, 'the controller that set it removes it')})" for f in held
+    )
+
+
+def co_owners(obj: dict) -> list[str]:
+    """Field managers besides `workshop` that applied or edited the object itself (a status subresource and
+    the controllers above do not count): such an object is shared, and teardown leaves it."""
+    out = set()
+    for e in (obj.get("metadata") or {}).get("managedFields") or []:
+        name = e.get("manager") or ""
+        if name == FIELD_MANAGER or e.get("subresource") or name in CONTROLLER_MANAGERS:
+            continue
+        out.add(name or "(unnamed manager)")
+    return sorted(out)
 
 
 @dataclass(frozen=True)
@@ -174,6 +235,7 @@ class Found:
     models: list[str] = field(default_factory=list)  # claims: where a trained model is kept, and how we know
     unmarked: dict[str, str] = field(default_factory=dict)  # claims: annotations to write before a job goes
     storage_class: str | None = None  # claims: the class that provisioned them
+    terminating: str = ""  # deletion asked for, a finalizer holds it: which, and what removes it
 
     @property
     def ref(self) -> str:
@@ -188,6 +250,11 @@ class Inventory:
     skipped: list[str] = field(default_factory=list)  # kinds the cluster does not serve
     kept_on_purpose: list[str] = field(default_factory=list)
     released: list[Volume] = field(default_factory=list)  # Released FSx volumes: still billed
+    co_owned: list[tuple[str, str, str]] = field(default_factory=list)  # kind, ref, the other managers
+    orphans: list[Node] = field(default_factory=list)  # nodes of a workbook pool that is gone: still billed
+    orphan_claims: list[str] = field(default_factory=list)  # their NodeClaims (--yes deletes them)
+    forbidden: list[str] = field(default_factory=list)  # kinds a 403 kept from being listed
+    missing_namespace: str | None = None
 
     def of(self, kind: str) -> list[Found]:
         return [f for f in self.found if f.kind == kind]
@@ -202,6 +269,8 @@ class Inventory:
         for f in self.found:
             for n in f.nodes:
                 nodes.setdefault(n.name, n)
+        for n in self.orphans:
+            nodes.setdefault(n.name, n)
         unknown = sorted({f"{n.instance_type} ({n.name})" for n in nodes.values() if n.hourly_usd is None})
         node_h = sum(n.hourly_usd for n in nodes.values() if n.hourly_usd is not None)
         fsx_h = 0.0
@@ -374,6 +443,8 @@ class _Reader:
             hint = (
                 " (pass -n NAMESPACE to look in one namespace)" if namespaced and not self.namespace else ""
             )
+            if exc.status == 403:
+                self.inv.forbidden.append(kind)
             self.inv.problems.append(f"cannot list {kind}: {exc}{hint}")
             return None
         return out.get("items") or []
@@ -394,6 +465,13 @@ def inventory(cluster, *, namespace: str | None = None) -> Inventory:
     only."""
     inv = Inventory()
     read = _Reader(cluster, inv, namespace)
+    if namespace:
+        try:
+            cluster.get("Namespace", namespace, api_version="v1")
+        except ClusterError as exc:
+            if exc.status == 404:
+                inv.missing_namespace = namespace
+                inv.problems.append(f"namespace {namespace!r} does not exist on this cluster (check -n)")
     listed: dict[str, list[dict]] = {}
     for k in KINDS:
         if k.kind == "Secret":
@@ -430,10 +508,17 @@ def inventory(cluster, *, namespace: str | None = None) -> Inventory:
     for k in KINDS:
         for obj in mine[k.kind]:
             meta = _meta(obj)
+            shared = co_owners(obj)
+            if shared and PART_OF[0] not in (meta.get("labels") or {}):  # the label: the workbook's own file
+                inv.co_owned.append((k.kind, _ref(obj), f"also applied by {', '.join(shared)}"))
+                continue
             item = Found(k.kind, meta.get("name", "?"), meta.get("namespace"), k.api_version, found_by(obj))
             _describe(
                 item, obj, read, claims=claims, nodes=nodes, storage_classes=storage_classes, models=models
             )
+            if meta.get("deletionTimestamp"):
+                item.terminating = finalizer_text(obj)
+                item.details.append(f"Terminating since {meta['deletionTimestamp']}: {item.terminating}")
             inv.found.append(item)
         others = [o for o in listed[k.kind] if not found_by(o)]
         for obj in others[:LEFT_ALONE_SHOWN]:
@@ -447,6 +532,13 @@ def inventory(cluster, *, namespace: str | None = None) -> Inventory:
             )
         if len(others) > LEFT_ALONE_SHOWN:
             inv.left_alone.append((k.kind, f"... and {len(others) - LEFT_ALONE_SHOWN} more", ""))
+
+    inv.orphans = _orphans(listed["NodePool"], claims, nodes)
+    inv.orphan_claims = [
+        _meta(c).get("name", "?")
+        for c in claims
+        if _node_of_claim(c).name in {n.name for n in inv.orphans} and not _meta(c).get("deletionTimestamp")
+    ]
 
     # file systems a deleted claim left behind (Retain): the PV is Released and still billed
     for pv in read.list("PersistentVolume", "v1", False, quiet_missing=True) or []:
@@ -469,6 +561,21 @@ def inventory(cluster, *, namespace: str | None = None) -> Inventory:
             'installed>"'
         )
     return inv
+
+
+def _orphans(pools: list[dict], claims: list[dict], nodes: dict) -> list[Node]:
+    """NodeClaims, and Nodes without one, labelled with a workbook pool's name whose NodePool is gone."""
+    ours = set(WORKBOOK_POOLS) | {_meta(p).get("name") for p in pools if found_by(p)}
+    present = {_meta(p).get("name") for p in pools}
+
+    def orphaned(obj) -> bool:
+        pool = (_meta(obj).get("labels") or {}).get("karpenter.sh/nodepool")
+        return bool(pool) and pool in ours and pool not in present
+
+    out = [_node_of_claim(c) for c in claims if orphaned(c)]
+    named = {n.name for n in out}
+    out += [_node_of(n) for name, n in nodes.items() if orphaned(n) and name not in named]
+    return out
 
 
 def _volume(pv: dict, storage_classes: dict) -> Volume:
@@ -595,7 +702,19 @@ def _table(rows: Sequence[tuple[str, ...]], indent: str = "  ") -> list[str]:
 
 def listing(inv: Inventory) -> list[str]:
     """The inventory as text: the workbook's objects in deletion order with their cost, then the rest."""
-    if not inv.found:
+    if not inv.found and inv.forbidden:
+        refused = ", ".join(inv.forbidden)
+        lines = [
+            (
+                f"Could not tell what of the workbook's is on this cluster: listing {refused} was refused "
+                "(403, see below); nothing here means nothing is there."
+            )
+        ]
+    elif not inv.found and inv.missing_namespace:
+        lines = [f"Namespace {inv.missing_namespace!r} does not exist: nothing of the workbook's in it."]
+    elif not inv.found and inv.orphans:
+        lines = ["No object of the workbook's is left, but nodes of its pools are (below)."]
+    elif not inv.found:
         lines = [
             (
                 "Nothing of the workbook's on this cluster (no object labelled "
@@ -618,6 +737,12 @@ def listing(inv: Inventory) -> list[str]:
         for f, row in zip(inv.found, table[1:]):
             lines.append(row)
             lines += [pad + d for d in f.details]
+    if inv.orphans:
+        lines.append(
+            "Nodes of the workbook's pools whose NodePool is gone (billed until Karpenter terminates them; "
+            f"--yes waits for that): {nodes_text(inv.orphans)}"
+        )
+    if inv.found or inv.orphans:
         node_h, fsx_h, unknown = inv.running_cost()
         lines.append(
             f"Running cost of the above: ${node_h + fsx_h:.2f}/h known (nodes ${node_h:.2f}/h, "
@@ -633,6 +758,12 @@ def listing(inv: Inventory) -> list[str]:
             + " && ".join(v.removal())
             for v in inv.released
         ]
+    if inv.co_owned:
+        lines.append(
+            f"Co-owned (applied by `{FIELD_MANAGER}` and by another field manager): listed, never deleted; "
+            "remove by hand once nobody else needs it:"
+        )
+        lines += _table([(kind, ref, why) for kind, ref, why in inv.co_owned], "  ")
     if inv.left_alone:
         lines.append(f"Left alone (same kinds, neither the label nor the field manager `{FIELD_MANAGER}`):")
         lines += _table([(kind, ref, why) for kind, ref, why in inv.left_alone], "  ")
@@ -752,19 +883,20 @@ def teardown(
                     f"{', '.join(j for _, j in sorted(jobs))}"
                     " kept: they are the only record that the claim holds a model"
                 )
-    deleted: list[Found] = []
-    for f in plan:
+    deadline = clock() + timeout
+    deleted, held = _delete_all(cluster, plan, failures, echo)
+    for name in inv.orphan_claims:  # Karpenter terminates the instance of a deleted NodeClaim
         try:
-            gone = cluster.delete(f.kind, f.name, f.namespace, api_version=f.api_version)
+            cluster.delete("NodeClaim", name, api_version="karpenter.sh/v1")
+            echo(f"asked Karpenter to terminate NodeClaim {name} (its NodePool is gone)")
         except ClusterError as exc:
-            failures.append(f"{f.kind} {f.ref}: {exc}")
-            echo(f"could not delete {f.kind} {f.ref}: {exc}")
-            continue
-        deleted.append(f)
-        echo(f"deleted {f.kind} {f.ref}" if gone else f"{f.kind} {f.ref} was already gone")
-    pools = [f.name for f in deleted if f.kind == "NodePool"]
+            failures.append(f"NodeClaim {name}: {exc}")
+            echo(f"could not delete NodeClaim {name}: {exc}")
+    pools = sorted({f.name for f in deleted + held if f.kind == "NodePool"} | {n.pool for n in inv.orphans})
     if pools and not _wait_drained(cluster, pools, timeout, interval, echo, clock, sleep):
         failures.append(f"NodeClaims of {', '.join(pools)} still there after {timeout:g} s")
+    held = _wait_terminated(cluster, held, deadline, interval, echo, clock, sleep)
+    deleted = [f for f in deleted + [f for f in plan if f.terminating] if f not in held]
     for f in deleted:
         if f.volume is not None and f.volume.reclaim == "Retain":
             echo(
@@ -783,11 +915,80 @@ def teardown(
     if failures:
         echo(f"Not everything was removed ({len(failures)} problem(s)): " + "; ".join(failures))
         return 1
+    if held:
+        echo(
+            f"Not done: {len(held)} object(s) still Terminating after {timeout:g} s (deletion asked for; "
+            "they go when their finalizer is removed): "
+            + "; ".join(f"{f.kind} {f.ref}: {f.terminating}" for f in held)
+            + f". Exit code {EXIT_TERMINATING}; run `{COMMAND}` again later to see them gone."
+        )
+        return EXIT_TERMINATING
     echo(
         f"Done: {len(deleted)} object(s) deleted"
         + (", no NodeClaim of the deleted pools left." if pools else ".")
     )
     return 0
+
+
+def _reread(cluster, f: Found) -> dict | None:
+    """The object as the server has it now; None when it is gone."""
+    try:
+        return cluster.get(f.kind, f.name, f.namespace, api_version=f.api_version)
+    except ClusterError as exc:
+        if exc.status == 404:
+            return None
+        raise
+
+
+def _delete_all(cluster, plan: list[Found], failures: list[str], echo) -> tuple[list[Found], list[Found]]:
+    """Ask for each deletion, then re-read: (gone, still there because a finalizer holds it). An object that
+    was already Terminating is not deleted again: it waits with the others."""
+    gone: list[Found] = []
+    held: list[Found] = []
+    for f in plan:
+        if f.terminating:
+            echo(f"{f.kind} {f.ref} is already Terminating: {f.terminating}")
+            held.append(f)
+            continue
+        try:
+            existed = cluster.delete(f.kind, f.name, f.namespace, api_version=f.api_version)
+            now = _reread(cluster, f) if existed else None
+        except ClusterError as exc:
+            failures.append(f"{f.kind} {f.ref}: {exc}")
+            echo(f"could not delete {f.kind} {f.ref}: {exc}")
+            continue
+        if now is None:
+            gone.append(f)
+            echo(f"deleted {f.kind} {f.ref}" if existed else f"{f.kind} {f.ref} was already gone")
+        else:
+            f.terminating = finalizer_text(now)
+            held.append(f)
+            echo(f"{f.kind} {f.ref}: deletion asked for, Terminating: {f.terminating}")
+    return gone, held
+
+
+def _wait_terminated(cluster, held: list[Found], deadline: float, interval: float, echo, clock, sleep):
+    """Poll until every Terminating object is gone or the deadline passes; those still there (their
+    finalizers re-read)."""
+    while held:
+        left = []
+        for f in held:
+            try:
+                now = _reread(cluster, f)
+            except ClusterError as exc:
+                echo(f"cannot re-read {f.kind} {f.ref}: {exc}")
+                left.append(f)
+                continue
+            if now is None:
+                echo(f"deleted {f.kind} {f.ref} (its finalizer was removed)")
+            else:
+                f.terminating = finalizer_text(now)
+                left.append(f)
+        held = left
+        if not held or clock() + interval > deadline:
+            return held
+        sleep(interval)
+    return held
 
 
 def _wait_drained(cluster, pools: list[str], timeout: float, interval: float, echo, clock, sleep) -> bool:

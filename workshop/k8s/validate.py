@@ -17,6 +17,10 @@ The checks follow what the API server does for a custom resource, in its order:
    (those reading `oldSelf`) compare against the stored object and are skipped — `rule_inventory()` says
    which rules run and which cannot, and why.
 
+Which types? The file's plain scalars are typed as kubectl types them (Go's YAML, see `goyaml`): `- 2e-05`
+among a TrainJob's args is a number there, and the server refuses it (`.spec.trainer.args[25]`); PyYAML
+would have read a string and passed it.
+
 Which release? A manifest is judged against the release its shape targets: a field that only some known
 releases declare (Trainer: `runtimePatches` means 2.2+, `podTemplateOverrides` means 2.1; Karpenter:
 EC2NodeClass `networkInterfaces` means newer than 1.8) picks those releases; with no such clue it is judged
@@ -443,7 +447,10 @@ def _type(validator, want, instance, schema):
     if schema.get("x-kubernetes-int-or-string"):
         return  # the keyword of its own name checks it
     if not validator.is_type(instance, want):
-        yield ValidationError(f"must be of type {want}, got {_type_name(instance)} {_short(instance)}")
+        hint = ""
+        if want == "string" and (instance is None or isinstance(instance, (bool, int, float))):
+            hint = " (a plain YAML scalar kubectl reads as a number/boolean/null: quote it)"
+        yield ValidationError(f"must be of type {want}, got {_type_name(instance)} {_short(instance)}{hint}")
 
 
 def _int_or_string(validator, on, instance, schema):

@@ -1,0 +1,107 @@
+"""Waits on a cluster that run side by side, show progress and, when nothing answers, say who did not.
+
+One poll pass reads every object, so four objects take as long as the slowest, not the sum. A NodePool with no
+status conditions at all after the wait was never looked at by a Karpenter controller; a TrainJob with no
+status was never looked at by the Trainer's. That is what a learner needs to hear, with what is left on the
+cluster and what removes it, instead of a bare "not Ready".
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+
+from workshop.errors import check_positive
+from workshop.k8s.cluster import ClusterError, conditions
+
+TEARDOWN = "python -m workshop cluster teardown"
+# kind -> (the controller that writes its status, how to look for it)
+CONTROLLERS = {
+    "NodePool": ("Karpenter", "kubectl get pods -A -l app.kubernetes.io/name=karpenter"),
+    "EC2NodeClass": ("Karpenter", "kubectl get pods -A -l app.kubernetes.io/name=karpenter"),
+    "NodeClaim": ("Karpenter", "kubectl get pods -A -l app.kubernetes.io/name=karpenter"),
+    "TrainJob": ("Kubeflow Trainer", "kubectl get pods -n kubeflow-system"),
+}
+
+
+def ref(kind: str, name: str, namespace: str | None = None) -> str:
+    return f"{kind}/{namespace + '/' if namespace else ''}{name}"
+
+
+def diagnose(kind: str, name: str, obj: dict | None, condition: str, waited: float) -> str:
+    """Why an object is not `condition` after `waited` seconds, in one line."""
+    if obj is None:
+        return f"{kind}/{name}: not on the cluster (deleted, or never created)"
+    conds = (obj.get("status") or {}).get("conditions") or []
+    if not conds:
+        controller, look = CONTROLLERS.get(kind, ("its controller", "kubectl get pods -A"))
+        return (
+            f"{kind}/{name}: no status at all after {waited:.0f} s: no {controller} controller answered "
+            f"(is it installed and running? `{look}`)"
+        )
+    for c in conds:
+        if c.get("type") == condition:
+            why = ": ".join(x for x in (c.get("reason"), c.get("message")) if x)
+            return f"{kind}/{name}: {condition} is {c.get('status')}" + (f" ({why})" if why else "")
+    true = [c.get("type") for c in conds if c.get("status") == "True"]
+    return f"{kind}/{name}: no {condition} condition yet (true: {', '.join(true) or 'none'})"
+
+
+def wait_ready(
+    cluster,
+    objects: Sequence[tuple[str, str, str | None]],
+    *,
+    condition: str = "Ready",
+    timeout: float,
+    interval: float = 5.0,
+    echo: Callable[[str], None] | None = print,
+    progress: bool = True,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> dict[str, bool]:
+    """'Kind/name' -> whether `condition` turned True within `timeout` seconds, all objects polled together.
+    What is not Ready is explained (`diagnose`) and named as left on the cluster, with what removes it."""
+    check_positive("timeout", timeout)
+    start = clock()
+    last: dict[tuple, dict | None] = {o: None for o in objects}
+    done: dict[tuple, bool] = {o: False for o in objects}
+    bar = None
+    if progress and objects:
+        from workshop.launch.progress import bar as make_bar
+
+        bar = make_bar(len(objects), f"waiting for {condition}", unit="object")
+    try:
+        while True:
+            for o in [o for o in objects if not done[o]]:
+                kind, name, namespace = o
+                try:
+                    last[o] = cluster.get(kind, name, namespace)
+                except ClusterError as exc:
+                    if exc.status != 404:
+                        raise
+                    last[o] = None
+                now = last[o]
+                if now is not None and conditions(now).get(condition) == "True":
+                    done[o] = True
+                    if bar is not None:
+                        bar.update(1)
+            pending = [o for o in objects if not done[o]]
+            if bar is not None:
+                bar.set_postfix_str(", ".join(f"{k}/{n}" for k, n, _ in pending)[:80])
+            if not pending or clock() - start + interval > timeout:
+                break
+            sleep(interval)
+    finally:
+        if bar is not None:
+            bar.close()
+    pending = [o for o in objects if not done[o]]
+    if pending and echo:
+        waited = clock() - start
+        for o in pending:
+            echo(diagnose(o[0], o[1], last[o], condition, waited))
+        echo(
+            "left on the cluster: "
+            + ", ".join(ref(*o) for o in pending if last[o] is not None)
+            + f"; `{TEARDOWN}` lists them, `{TEARDOWN} --yes` removes them"
+        )
+    return {f"{k}/{n}": done[(k, n, ns)] for k, n, ns in objects}
