@@ -155,3 +155,45 @@ def test_korean_readme_keeps_every_command_of_the_english_one():
     fences = [b for b in i18n._md_shape(en)[0] if isinstance(b, tuple) and b[0] == "fence"]
     assert fences and all(f in i18n._md_shape(ko)[0] for f in fences)
     assert "Settings → Language → 한국어" in ko and "--lang ko" in ko and "README.ko.md" in en
+
+
+def _literal_markers(text: str) -> tuple[int, list[str]]:
+    """`*`/`_` left as text after CommonMark parsing (an emphasis that did not open or close), and the
+    words set in emphasis."""
+    import re
+
+    from markdown_it import MarkdownIt
+
+    count, emphasized = 0, []
+    for tok in MarkdownIt("commonmark").enable("table").parse(text):
+        kids = tok.children or []
+        for i, child in enumerate(kids):
+            if child.type == "text":
+                count += len(re.findall(r"[*_]", child.content))
+            elif child.type in ("em_open", "strong_open") and i + 1 < len(kids):
+                emphasized.append(kids[i + 1].content)
+    return count, emphasized
+
+
+_PARTICLE = r"(은|는|이|가|을|를|과|와|의|도|로|으로|에|에서)"
+
+
+def test_korean_markdown_renders_without_literal_emphasis_markers_or_emphasized_particles():
+    """CommonMark's flanking rule: `**굵게(bold)**을` stays literal `**` next to Hangul; every Korean cell
+    (and README.ko.md) must render with no more literal `*`/`_` than its English, and no particle may be set
+    apart by emphasis (`스키마 *와* CEL`)."""
+    import re
+
+    from workshop.paths import REPO
+
+    pairs = [(str(m.id), str(m.string), m.context) for m in _catalog(i18n.NOTEBOOKS) if m.id and m.string]
+    pairs.append(((REPO / "README.md").read_text(), (REPO / "README.ko.md").read_text(), "README.ko.md"))
+    bad = []
+    for en, ko, where in pairs:
+        (n_en, _), (n_ko, emph) = _literal_markers(en), _literal_markers(ko)
+        particles = [e for e in emph if re.fullmatch(_PARTICLE, e.strip())]
+        if n_ko > n_en or particles:
+            bad.append((where, n_en, n_ko, particles))
+    assert not bad
+    assert _literal_markers("**전이 규칙(transition rule)**을 뺀")[0] == 4  # the test sees the failure
+    assert _literal_markers("**전이 규칙**(transition rule)을 뺀")[0] == 0
