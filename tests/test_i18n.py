@@ -197,3 +197,26 @@ def test_korean_markdown_renders_without_literal_emphasis_markers_or_emphasized_
     assert not bad
     assert _literal_markers("**전이 규칙(transition rule)**을 뺀")[0] == 4  # the test sees the failure
     assert _literal_markers("**전이 규칙**(transition rule)을 뺀")[0] == 0
+
+
+def test_figures_are_korean_with_a_hangul_font_and_english_ones_unchanged(tmp_path, monkeypatch):
+    """WORKSHOP_LANG=ko: titles/axes/legends come from the catalog and every glyph is in a font (matplotlib
+    warns 'Glyph ... missing' otherwise); English: matplotlib's default font family, English labels."""
+    import warnings
+
+    import matplotlib
+
+    from workshop.report import fonts, plots
+
+    steps = [{"step": i, "loss": 5 - i / 10, "tokens_per_s": 1000 + i} for i in range(1, 5)]
+    monkeypatch.setenv("WORKSHOP_LANG", "ko")
+    assert fonts.apply() is not None
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a missing glyph fails the test
+        plots.plot_training(steps, tmp_path / "ko.png")
+    assert lang._("training loss") == "학습 loss"
+    monkeypatch.setenv("WORKSHOP_LANG", "en")
+    assert fonts.apply() is None
+    assert matplotlib.rcParams["font.family"] == matplotlib.rcParamsDefault["font.family"]
+    assert lang._("training loss") == "training loss"
+    plots.plot_training(steps, tmp_path / "en.png")

@@ -197,9 +197,17 @@ def _fields(text: str) -> Counter:
         return Counter({"<unbalanced braces>": 1})
 
 
+_MONTHS = re.compile(
+    r"\b(January|February|March|April|May|June|July|August|September|October|November|December)\b"
+)
+_MONTH_NUMBER = {m: str(i) for i, m in enumerate(_MONTHS.pattern[4:-4].split("|"), 1)}
+
+
 def _numbers(text: str) -> Counter:
-    """Digits outside code spans and {fields} (those are compared whole)."""
+    """Digits outside code spans and {fields} (those are compared whole); an English month counts as its
+    number, as Korean writes it (June 2025 = 2025년 6월)."""
     text = re.sub(r"\{[^{}]*\}", " ", _CODE_SPAN.sub(" ", text))
+    text = _MONTHS.sub(lambda m: f" {_MONTH_NUMBER[m.group(1)]} ", text)
     return Counter(_NUMBER.findall(text))
 
 

@@ -18,6 +18,7 @@ from functools import lru_cache
 from typing import TypedDict
 
 from workshop.errors import WorkshopError, check_choice, report
+from workshop.lang import N_
 
 # The original workshop's query: every "7i" type with EFA (the cluster's inter-node fabric).
 ORIGINAL_FILTERS = [
@@ -33,7 +34,7 @@ DEFAULT_REGION = "us-east-1"
 # Published us-east-1 Linux on-demand prices (USD/hour) we are confident of; anything else is None
 # ("unknown"), never a guess. c7i/m7i/r7i price every size (metal included) linearly per vCPU, so one
 # rate per family covers them: c7i.large $0.08925, m7i.large $0.1008, r7i.large $0.1323.
-PRICE_SOURCE = (
+PRICE_SOURCE = N_(
     "aws.amazon.com/ec2/pricing/on-demand, us-east-1, Linux, as published 2024-2025; "
     "prices change (P5 was cut in 2025 and is left unknown): check before budgeting"
 )

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from workshop.errors import WorkshopError
+from workshop.lang import N_, _
 from workshop.paths import RESULTS_DIR
 from workshop.plan.catalog import PRICE_SOURCE, InstanceRow, hourly_price
 from workshop.plan.topology import DMA_EFFICIENCY, LINKS
@@ -28,7 +29,7 @@ class Rate:
     source: str
 
     def cite(self) -> str:
-        return f"{self.value:g} {self.unit} ({self.kind}: {self.source})"
+        return f"{self.value:g} {_(self.unit)} ({_(self.kind)}: {_(self.source)})"
 
 
 # ---------------------------------------------------------------- GPUs (data sheets)
@@ -101,7 +102,7 @@ CPU_FAMILIES = ("c7i", "m7i", "r7i", "c8i", "m8i", "r8i")
 
 # ---------------------------------------------------------------- networks (AWS documentation + assumptions)
 
-FLOW_SOURCE = (
+FLOW_SOURCE = N_(
     "EC2 User Guide, 'Amazon EC2 instance network bandwidth': a single TCP flow (5-tuple) is limited to 5 "
     "Gbps "
     "outside a cluster placement group, 10 Gbps inside one; ENA Express raises one flow to 25 Gbps"
@@ -109,36 +110,47 @@ FLOW_SOURCE = (
 TCP_FLOW_GBPS = {"default": 5.0, "placement_group": 10.0, "ena_express": 25.0}
 TCP_EFFICIENCY = Rate(
     0.9,
-    "of line rate",
-    "assumption",
-    "large gloo messages over one TCP connection: headers and ACKs cost ~5-10%",
+    N_("of line rate"),
+    N_("assumption"),
+    N_("large gloo messages over one TCP connection: headers and ACKs cost ~5-10%"),
 )
 EFA_GBPS_PER_DEVICE = 100.0  # LINKS["efa"]: 12.5 GB/s per EFA device
 LATENCY_S = {
-    "tcp": Rate(100e-6, "s per collective call", "assumption", "TCP round trip inside a VPC"),
-    "efa": Rate(50e-6, "s per collective call", "assumption", "NCCL over EFA/libfabric, small message"),
-    "nvlink": Rate(50e-6, "s per collective call", "assumption", "NCCL inside one instance, kernel launch"),
+    "tcp": Rate(100e-6, N_("s per collective call"), N_("assumption"), N_("TCP round trip inside a VPC")),
+    "efa": Rate(
+        50e-6, N_("s per collective call"), N_("assumption"), N_("NCCL over EFA/libfabric, small message")
+    ),
+    "nvlink": Rate(
+        50e-6, N_("s per collective call"), N_("assumption"), N_("NCCL inside one instance, kernel launch")
+    ),
 }
 OVERLAP = {
-    "cpu": Rate(0.0, "of comms hidden", "assumption", "gloo collectives block the cores that compute"),
-    "gpu": Rate(0.5, "of comms hidden", "assumption", "NCCL on its own stream, prefetch overlaps half"),
+    "cpu": Rate(
+        0.0, N_("of comms hidden"), N_("assumption"), N_("gloo collectives block the cores that compute")
+    ),
+    "gpu": Rate(
+        0.5, N_("of comms hidden"), N_("assumption"), N_("NCCL on its own stream, prefetch overlaps half")
+    ),
 }
 GPU_MFU = Rate(
-    0.5, "of dense bf16 peak", "assumption", "typical FSDP/ZeRO-3 7-8B training (MosaicML: 46-64%)"
+    0.5,
+    N_("of dense bf16 peak"),
+    N_("assumption"),
+    N_("typical FSDP/ZeRO-3 7-8B training (MosaicML: 46-64%)"),
 )
 
 # ---------------------------------------------------------------- memory and the optimizer step
 
 ADAM_BYTES_PER_PARAM = Rate(
     30.0,
-    "bytes per parameter",
-    "assumption",
-    "Adam reads fp32 master, m, v, grad (16 B) and writes master, m, v, bf16 weight (14 B)",
+    N_("bytes per parameter"),
+    N_("assumption"),
+    N_("Adam reads fp32 master, m, v, grad (16 B) and writes master, m, v, bf16 weight (14 B)"),
 )
 DDR_GBYTES_PER_S_PER_CORE = Rate(
     6.4,
-    "GB/s per core",
-    "data sheet",
+    N_("GB/s per core"),
+    N_("data sheet"),
     "Sapphire Rapids socket: 8 x DDR5-4800 x 8 B = 307 GB/s over 48 cores (2 sockets on a 48xlarge)",
 )
 
@@ -161,31 +173,36 @@ def cpu_efficiency() -> Rate:
     gemm_pct = gemm["bf16_pct_of_peak"] / 100
     return Rate(
         share * gemm_pct,
-        "of AMX bf16 peak",
-        "measured",
-        f"chapter 04: step = {share:.0%} of the GEMM ceiling (ceiling.json, {ceiling['machine']['date']}) x "
-        f"chapter 01: GEMM = {gemm_pct:.0%} of AMX peak (gemm.json, n={gemm['bf16_size']})",
+        N_("of AMX bf16 peak"),
+        N_("measured"),
+        _(
+            "chapter 04: step = {share:.0%} of the GEMM ceiling (ceiling.json, {date}) x "
+            "chapter 01: GEMM = {gemm:.0%} of AMX peak (gemm.json, n={n})"
+        ).format(share=share, date=ceiling["machine"]["date"], gemm=gemm_pct, n=gemm["bf16_size"]),
     )
 
 
 def gloo_local_fit() -> tuple[Rate, Rate]:
     """Chapter 06's gloo collective fit on one host (comms.json): (all-gather GB/s, latency per call)."""
     fit = _read("comms.json")["bench"]["fit"]["all_gather"]
-    where = "chapter 06's gloo all-gather fit on one 2-core host (comms.json)"
+    where = N_("chapter 06's gloo all-gather fit on one 2-core host (comms.json)")
     return (
-        Rate(fit["gbytes_per_s"], "GB/s", "measured", where),
-        Rate(fit["alpha_s"], "s per collective call", "measured", where),
+        Rate(fit["gbytes_per_s"], "GB/s", N_("measured"), where),
+        Rate(fit["alpha_s"], N_("s per collective call"), N_("measured"), where),
     )
 
 
 def tcp_flow_gbps(placement_group: bool, ena_express: bool) -> Rate:
     key = "ena_express" if ena_express else "placement_group" if placement_group else "default"
-    label = {"default": "outside a placement group", "placement_group": "inside a cluster placement group"}
+    label = {
+        "default": N_("outside a placement group"),
+        "placement_group": N_("inside a cluster placement group"),
+    }
     return Rate(
         TCP_FLOW_GBPS[key],
-        "Gbps per TCP flow",
-        "data sheet",
-        f"{label.get(key, 'ENA Express')}: {FLOW_SOURCE}",
+        N_("Gbps per TCP flow"),
+        N_("data sheet"),
+        f"{_(label.get(key, 'ENA Express'))}: {_(FLOW_SOURCE)}",
     )
 
 
@@ -211,7 +228,7 @@ def efa_gbytes_per_s(row: InstanceRow) -> float:
 
 # ---------------------------------------------------------------- prices
 
-PRE_CUT_SOURCE = (
+PRE_CUT_SOURCE = N_(
     "aws.amazon.com/ec2/pricing/on-demand, us-east-1 Linux, as published 2024 (BEFORE AWS cut P4/P5 "
     "on-demand "
     "prices by up to 45% in June 2025): check the page, pass --price TYPE=USD"
@@ -241,13 +258,13 @@ LIST_PRICES = {
 def price(row: InstanceRow, overrides: dict[str, float] | None = None) -> Rate | None:
     """USD per instance-hour: an override, the catalog's price, or the dated list above; None if unknown."""
     if overrides and row.instance_type in overrides:
-        return Rate(overrides[row.instance_type], "USD/h", "override", "--price")
+        return Rate(overrides[row.instance_type], "USD/h", N_("override"), "--price")
     usd = hourly_price(row.instance_type, row.vcpus)
     if usd is not None:
-        cut = " (P4d: before the June 2025 cut of up to 45%)" if row.family.startswith("p4") else ""
-        return Rate(usd, "USD/h", "price", PRICE_SOURCE + cut)
+        cut = _(" (P4d: before the June 2025 cut of up to 45%)") if row.family.startswith("p4") else ""
+        return Rate(usd, "USD/h", N_("price"), PRICE_SOURCE + cut)
     if row.instance_type in LIST_PRICES:
-        return Rate(LIST_PRICES[row.instance_type], "USD/h", "price", PRE_CUT_SOURCE)
+        return Rate(LIST_PRICES[row.instance_type], "USD/h", N_("price"), PRE_CUT_SOURCE)
     return None
 
 
