@@ -69,7 +69,11 @@ def test_korean_notebook_has_the_same_cells_and_byte_identical_code(english):
     ko = nbformat.read(NOTEBOOKS_KO_DIR / english.name, as_version=4)
     assert [(c.id, c.cell_type) for c in en.cells] == [(c.id, c.cell_type) for c in ko.cells]
     for e, k in zip(en.cells, ko.cells):
-        if e.cell_type == "code":
+        if e.cell_type == "code" and "parameters" in e.metadata.get("tags", []):
+            # only the comments' text is Korean: every character of code is the English one's
+            assert i18n.code_only(e.source) == i18n.code_only(k.source) and e.metadata == k.metadata
+            assert e.source != k.source and k.outputs == []
+        elif e.cell_type == "code":
             assert (e.source, e.metadata) == (k.source, k.metadata) and k.outputs == []
         elif e.source.strip():
             assert e.source != k.source, f"{english.name} cell {e.id} is still English"
@@ -220,3 +224,12 @@ def test_figures_are_korean_with_a_hangul_font_and_english_ones_unchanged(tmp_pa
     assert matplotlib.rcParams["font.family"] == matplotlib.rcParamsDefault["font.family"]
     assert lang._("training loss") == "training loss"
     plots.plot_training(steps, tmp_path / "en.png")
+
+
+def test_parameters_comments_are_translated_and_nothing_else_in_the_cell_changes():
+    src = 'nodes = 4  # training nodes\nurl = "http://x#y"  # a "#" in a string is code\n# whole line\n'
+    texts = [t for _, _, t in i18n.comments(src)]
+    assert texts == ["training nodes", 'a "#" in a string is code', "whole line"]
+    ko = i18n._translate_comments(src, lambda t: "학습 노드 수" if t == "training nodes" else t)
+    assert ko.startswith("nodes = 4  # 학습 노드 수\n") and i18n.code_only(ko) == i18n.code_only(src)
+    assert i18n.code_only(src.replace("4", "8")) != i18n.code_only(src)  # a code change is still caught
