@@ -306,7 +306,7 @@ def translate_notebook(path: Path, cat: Catalog):
 
                 def korean(text: str, context: str = context) -> str:
                     msg = cat.get(text, context=context)
-                    return msg.string if msg is not None and msg.string and not msg.fuzzy else text
+                    return str(msg.string) if msg is not None and msg.string and not msg.fuzzy else text
 
                 cell.source = _translate_comments(cell.source, korean)
     return nb

@@ -1,0 +1,76 @@
+"""Sentences the chapters' code cells print, kept here so they go through the catalog: a code cell is the
+same bytes in the English and the Korean notebook, so what it prints in the learner's language must come from
+the package (`_()`), never from a string literal in the cell."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from workshop.lang import _
+
+
+def amx_peak(name: str, cores: int, clock_ghz: float, peak_tflops: float, h100_tflops: float) -> str:
+    """Chapter 01: an AMX socket's theoretical peak, and the original workshop's claim against it."""
+    return (
+        _("{name}: {cores} cores x {clock} GHz x 1024 = {peak:.0f} TFLOPS AMX peak").format(
+            name=name, cores=cores, clock=clock_ghz, peak=peak_tflops
+        )
+        + "\n"
+        + _(
+            "the original workshop's 30-50 TFLOPS = {low:.0f}-{high:.0f}% of it; "
+            "H100 dense bf16 / AMX peak = {ratio:.1f}x"
+        ).format(low=3000 / peak_tflops, high=5000 / peak_tflops, ratio=h100_tflops / peak_tflops)
+    )
+
+
+def plans_within(margin: float, usd: float, tokens: float) -> str:
+    return _("plans within {margin:.0%} of the cheapest (${usd:,.0f} for {tokens:.3g} tokens):").format(
+        margin=margin, usd=usd, tokens=tokens
+    )
+
+
+def validation(product: str, release: str, problems: Sequence[object]) -> str:
+    """`Karpenter 1.8.8: valid: ...`, or the problems found."""
+    verdict = problems or _("valid: every schema check and every evaluable CEL rule passes")
+    return f"{product} {release}: {verdict}"
+
+
+def offline_apply(docs: Sequence[dict], path: object) -> str:
+    names = ", ".join(d["kind"] + "/" + d["metadata"]["name"] for d in docs)
+    return (
+        _("offline: would server-side apply {names}").format(names=names)
+        + "\n"
+        + _("same as: kubectl apply --server-side --field-manager=workshop -f {path}").format(path=path)
+    )
+
+
+def weights_match() -> str:
+    return _("weights equal the file everywhere; ZeRO-3 ranks hold 1/N of the elements each")
+
+
+def plan_gap(gaps: Sequence[float]) -> str:
+    return _(
+        "measured peak - plan*: {low:+.2f} to {high:+.2f} GB over {n} rank runs "
+        "(meta: compare plan* with 'used')"
+    ).format(low=min(gaps), high=max(gaps), n=len(gaps))
+
+
+def no_stored_result(command: str) -> str:
+    return _("no stored result: run `{command}`").format(command=command)
+
+
+def not_submitted(model_dir: str) -> str:
+    return _("not submitted (submit=False or no cluster); the job would write its model to {path}").format(
+        path=model_dir
+    )
+
+
+def self_rules(added: Sequence[object]) -> str:
+    return _("added self-referencing rules: {rules}").format(rules=added or _("none needed"))
+
+
+def no_netsim_result() -> str:
+    return _(
+        "no namespace result stored: run `python -m workshop netsim --json ...` then "
+        "`python -m workshop comms netsim`"
+    )
