@@ -74,3 +74,23 @@ def no_netsim_result() -> str:
         "no namespace result stored: run `python -m workshop netsim --json ...` then "
         "`python -m workshop comms netsim`"
     )
+
+
+def cost_time_title(model: str, tokens: float) -> str:
+    return _("{model}, {tokens:.3g} tokens: every plan that fits").format(model=model, tokens=tokens)
+
+
+def loading_title(model: str, machine: str) -> str:
+    return _("{model}: peak RSS while loading\n{machine}").format(model=model, machine=machine)
+
+
+def loading_ratios(ratios: dict[str, Sequence[float]]) -> str:
+    """Chapter 03: each method's peak over naive's, per rank, at N = 2."""
+    rounded = {m: [round(x, 2) for x in v] for m, v in ratios.items()}
+    return _("peak / naive peak at N=2, per rank:") + f" {rounded}"
+
+
+def training_title(model: str, nproc: int, zero_stage: int, precision: str, machine: str) -> str:
+    return _("{model}: {nproc}-rank ZeRO-{zero}, {precision}, {machine}").format(
+        model=model, nproc=nproc, zero=zero_stage, precision=precision, machine=machine
+    )
