@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from workshop.lang import _
+from workshop.plan.catalog import PRICE_SOURCE
 
 
 def amx_peak(name: str, cores: int, clock_ghz: float, peak_tflops: float, h100_tflops: float) -> str:
@@ -93,4 +94,31 @@ def loading_ratios(ratios: dict[str, Sequence[float]]) -> str:
 def training_title(model: str, nproc: int, zero_stage: int, precision: str, machine: str) -> str:
     return _("{model}: {nproc}-rank ZeRO-{zero}, {precision}, {machine}").format(
         model=model, nproc=nproc, zero=zero_stage, precision=precision, machine=machine
+    )
+
+
+def peak_note(note: str | None) -> str:
+    """Chapter 01: the summary's warning, or that every measured value is below its peak."""
+    return note or _("all measured values are below their peak")
+
+
+def price_source() -> str:
+    return _(PRICE_SOURCE)
+
+
+def gemm_summary(d: dict, s: dict) -> str:
+    """Chapter 01: bf16 against fp32 at one thread count, against this CPU's peak and the AMX peak."""
+    return _(
+        "{cpu}, AMX={amx}, both at {threads} thread(s): bf16 {bf16:.3f} vs fp32 {fp32:.3f} TFLOPS "
+        "(x{ratio}), {pct}% of this CPU's bf16 peak ({path}), {amx_pct}% of the AMX peak of the same cores"
+    ).format(
+        cpu=d["cpu_model"],
+        amx=d["amx"],
+        threads=s["threads"],
+        bf16=s["bf16_tflops"],
+        fp32=s["fp32_tflops"],
+        ratio=s["bf16_over_fp32"],
+        pct=s["bf16_pct_of_peak"],
+        path=s["peak_bf16_path"],
+        amx_pct=s["bf16_pct_of_amx_peak"],
     )

@@ -587,10 +587,10 @@ def summarize(d: Detection, results: list[GemmResult]) -> GemmSummary:
         "note": None,
     }
     if any((v or 0) > 100 for v in (out["bf16_pct_of_peak"], out["fp32_pct_of_peak"])):
-        out["note"] = (
+        out["note"] = _(
             "above 100% of peak: the clock used is below the one the cores really ran at "
-            f"({d.get('clock_source')}; VMs report the base clock, cores boost higher)"
-        )
+            "({source}; VMs report the base clock, cores boost higher)"
+        ).format(source=d.get("clock_source"))
     return out
 
 

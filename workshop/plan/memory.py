@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, field
 from typing import TypedDict
 
 from workshop.errors import WorkshopError, check_choice, check_positive, report
-from workshop.lang import _
+from workshop.lang import N_, _
 from workshop.plan.catalog import PRICE_SOURCE, InstanceRow, list_instances
 from workshop.plan.models import Architecture, architecture
 
@@ -420,7 +420,7 @@ RECONCILE_TERMS = [
     ("master_fp32", 4, True, "After creating fp32 partitions"),
     ("optimizer_grads_fp32", 4, True, "After initializing optimizer states"),
     ("grads", 2, False, "After initializing ZeRO optimizer"),
-    ("adam_moments", 8, True, "not in the log: Adam creates its moments at the first step"),
+    ("adam_moments", 8, True, N_("not in the log: Adam creates its moments at the first step")),
 ]
 
 
@@ -509,7 +509,7 @@ def format_reconcile(r: Reconciliation) -> str:
         f"{'term':22s} {'B/param':>7s} {'planner GiB':>11s}  DeepSpeed?  original log",
         *(
             f"{x['term']:22s} {x['bytes_per_param']:7d} {x['planner_gib']:11.2f}  "
-            f"{'yes' if x['deepspeed_counts_it'] else 'no':10s}  {x['original_log']}"
+            f"{'yes' if x['deepspeed_counts_it'] else 'no':10s}  {_(x['original_log'])}"
             for x in r["rows"]
         ),
         _(
