@@ -180,7 +180,7 @@ def plot_gemm_tflops(results: list[GemmCell], peaks: dict, path, *, machine: str
         ] = {}  # equal peaks (no native bf16: bf16 peak = fp32 peak) share one line
         for label, value in (peaks.get(t) or peaks.get(str(t)) or {}).items():
             if value:
-                merged.setdefault(value, []).append(label)
+                merged.setdefault(value, []).append(_(label))
         for k, (label, value) in enumerate((" = ".join(ls), v) for v, ls in merged.items()):
             ax.axhline(value, ls=("--", ":", "-.")[k % 3], color="0.3", lw=1)
             ax.annotate(
@@ -322,7 +322,7 @@ def plot_loading_peaks(
                     [r["plan_load_gb"]] * 2,
                     color="black",
                     lw=1.5,
-                    label=None if "plan" in named else "planner (measured baseline)",
+                    label=None if "plan" in named else _("planner (measured baseline)"),
                 )
                 named.add("plan")
             if r.get("used_rss_gb") is not None:
@@ -332,7 +332,7 @@ def plot_loading_peaks(
                     marker="x",
                     color="black",
                     ls="none",
-                    label=None if "used" in named else "after every weight is read once",
+                    label=None if "used" in named else _("after every weight is read once"),
                 )
                 named.add("used")
         labels.append((x, f"{method}\nN={n}"))
@@ -414,7 +414,11 @@ def plot_ceiling(
             bar.set(hatch="//", edgecolor="0.4")
     ax1.set_yticks(
         ys,
-        [r["label"] + (f"\n(of the {r['ceiling_of']})" if r.get("ceiling_of") else "") for r in rows],
+        [
+            r["label"]
+            + (_("\n(of the {ceiling})").format(ceiling=r["ceiling_of"]) if r.get("ceiling_of") else "")
+            for r in rows
+        ],
         fontsize=8,
     )
     ax1.set_xlabel(_("step model FLOP/s, % of GEMM ceiling"))
@@ -459,21 +463,25 @@ def plot_pool_admission(
     # drawn bottom to top; hollow rings stay visible where two types share vCPUs and memory (48xlarge / metal)
     styles: list[tuple[str, Callable[[dict], bool], dict[str, Any]]] = [  # (legend, rows, scatter kwargs)
         (
-            "neither",
+            N_("neither"),
             lambda r: not r["original"] and not r["workbook"],
             {"c": "lightgray", "marker": ".", "s": 40},
         ),
         (
-            "original workshop's pool only",
+            N_("original workshop's pool only"),
             lambda r: r["original"] and not r["workbook"],
             {"c": "tab:red", "marker": "x", "s": 40},
         ),
         (
-            "workbook pool only",
+            N_("workbook pool only"),
             lambda r: r["workbook"] and not r["original"],
             {"facecolors": "none", "edgecolors": "tab:blue", "marker": "o", "s": 140, "linewidths": 1.5},
         ),
-        ("both pools", lambda r: r["workbook"] and r["original"], {"c": "tab:green", "marker": "o", "s": 35}),
+        (
+            N_("both pools"),
+            lambda r: r["workbook"] and r["original"],
+            {"c": "tab:green", "marker": "o", "s": 35},
+        ),
     ]
     for label, pick, style in styles:
         sel = [r for r in rows if pick(r)]
@@ -481,7 +489,7 @@ def plot_pool_admission(
             ax.scatter(
                 [r["vcpus"] for r in sel],
                 [r["memory_gib"] for r in sel],
-                label=f"{label} ({len(sel)})",
+                label=f"{_(label)} ({len(sel)})",
                 **style,
             )
     if need_gib:
