@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from workshop.lang import _
+from workshop.plan import topology
 from workshop.plan.catalog import PRICE_SOURCE
 
 
@@ -122,3 +123,8 @@ def gemm_summary(d: dict, s: dict) -> str:
         path=s["peak_bf16_path"],
         amx_pct=s["bf16_pct_of_amx_peak"],
     )
+
+
+def confounders() -> list[str]:
+    """Chapter 06: what limits any model's claim on the original workshop's table."""
+    return [_(c) for c in topology.CONFOUNDERS]
