@@ -69,7 +69,11 @@ def test_korean_notebook_has_the_same_cells_and_byte_identical_code(english):
     ko = nbformat.read(NOTEBOOKS_KO_DIR / english.name, as_version=4)
     assert [(c.id, c.cell_type) for c in en.cells] == [(c.id, c.cell_type) for c in ko.cells]
     for e, k in zip(en.cells, ko.cells):
-        if e.cell_type == "code":
+        if e.cell_type == "code" and "parameters" in e.metadata.get("tags", []):
+            # only the comments' text is Korean: every character of code is the English one's
+            assert i18n.code_only(e.source) == i18n.code_only(k.source) and e.metadata == k.metadata
+            assert e.source != k.source and k.outputs == []
+        elif e.cell_type == "code":
             assert (e.source, e.metadata) == (k.source, k.metadata) and k.outputs == []
         elif e.source.strip():
             assert e.source != k.source, f"{english.name} cell {e.id} is still English"
@@ -155,3 +159,77 @@ def test_korean_readme_keeps_every_command_of_the_english_one():
     fences = [b for b in i18n._md_shape(en)[0] if isinstance(b, tuple) and b[0] == "fence"]
     assert fences and all(f in i18n._md_shape(ko)[0] for f in fences)
     assert "Settings → Language → 한국어" in ko and "--lang ko" in ko and "README.ko.md" in en
+
+
+def _literal_markers(text: str) -> tuple[int, list[str]]:
+    """`*`/`_` left as text after CommonMark parsing (an emphasis that did not open or close), and the
+    words set in emphasis."""
+    import re
+
+    from markdown_it import MarkdownIt
+
+    count, emphasized = 0, []
+    for tok in MarkdownIt("commonmark").enable("table").parse(text):
+        kids = tok.children or []
+        for i, child in enumerate(kids):
+            if child.type == "text":
+                count += len(re.findall(r"[*_]", child.content))
+            elif child.type in ("em_open", "strong_open") and i + 1 < len(kids):
+                emphasized.append(kids[i + 1].content)
+    return count, emphasized
+
+
+_PARTICLE = r"(은|는|이|가|을|를|과|와|의|도|로|으로|에|에서)"
+
+
+def test_korean_markdown_renders_without_literal_emphasis_markers_or_emphasized_particles():
+    """CommonMark's flanking rule: `**굵게(bold)**을` stays literal `**` next to Hangul; every Korean cell
+    (and README.ko.md) must render with no more literal `*`/`_` than its English, and no particle may be set
+    apart by emphasis (`스키마 *와* CEL`)."""
+    import re
+
+    from workshop.paths import REPO
+
+    pairs = [(str(m.id), str(m.string), m.context) for m in _catalog(i18n.NOTEBOOKS) if m.id and m.string]
+    pairs.append(((REPO / "README.md").read_text(), (REPO / "README.ko.md").read_text(), "README.ko.md"))
+    bad = []
+    for en, ko, where in pairs:
+        (n_en, _), (n_ko, emph) = _literal_markers(en), _literal_markers(ko)
+        particles = [e for e in emph if re.fullmatch(_PARTICLE, e.strip())]
+        if n_ko > n_en or particles:
+            bad.append((where, n_en, n_ko, particles))
+    assert not bad
+    assert _literal_markers("**전이 규칙(transition rule)**을 뺀")[0] == 4  # the test sees the failure
+    assert _literal_markers("**전이 규칙**(transition rule)을 뺀")[0] == 0
+
+
+def test_figures_are_korean_with_a_hangul_font_and_english_ones_unchanged(tmp_path, monkeypatch):
+    """WORKSHOP_LANG=ko: titles/axes/legends come from the catalog and every glyph is in a font (matplotlib
+    warns 'Glyph ... missing' otherwise); English: matplotlib's default font family, English labels."""
+    import warnings
+
+    import matplotlib
+
+    from workshop.report import fonts, plots
+
+    steps = [{"step": i, "loss": 5 - i / 10, "tokens_per_s": 1000 + i} for i in range(1, 5)]
+    monkeypatch.setenv("WORKSHOP_LANG", "ko")
+    assert fonts.apply() is not None
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a missing glyph fails the test
+        plots.plot_training(steps, tmp_path / "ko.png")
+    assert lang._("training loss") == "학습 loss"
+    monkeypatch.setenv("WORKSHOP_LANG", "en")
+    assert fonts.apply() is None
+    assert matplotlib.rcParams["font.family"] == matplotlib.rcParamsDefault["font.family"]
+    assert lang._("training loss") == "training loss"
+    plots.plot_training(steps, tmp_path / "en.png")
+
+
+def test_parameters_comments_are_translated_and_nothing_else_in_the_cell_changes():
+    src = 'nodes = 4  # training nodes\nurl = "http://x#y"  # a "#" in a string is code\n# whole line\n'
+    texts = [t for _, _, t in i18n.comments(src)]
+    assert texts == ["training nodes", 'a "#" in a string is code', "whole line"]
+    ko = i18n._translate_comments(src, lambda t: "학습 노드 수" if t == "training nodes" else t)
+    assert ko.startswith("nodes = 4  # 학습 노드 수\n") and i18n.code_only(ko) == i18n.code_only(src)
+    assert i18n.code_only(src.replace("4", "8")) != i18n.code_only(src)  # a code change is still caught

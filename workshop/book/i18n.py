@@ -2,13 +2,14 @@
 
 English is the source. Two gettext catalogs (Babel) hold the Korean:
   workshop/locale/ko/LC_MESSAGES/notebooks.po  one message per markdown cell; msgctxt "<notebook stem>:<cell
-  id>" workshop/locale/ko/LC_MESSAGES/workshop.po   every `_()`/`N_()` sentence of the package
+  id>"; and one per comment of a parameters cell, msgctxt "<stem>:<cell id>#comment" (the code stays as is)
+  workshop/locale/ko/LC_MESSAGES/workshop.po   every `_()`/`N_()` sentence of the package
   (workshop/lang.py)
 `update` extracts both from the English and merges (new: empty; changed: fuzzy, the previous English kept as
-`#| msgid`); `generate` writes notebooks-ko/NN_*.ipynb (same cells, ids and code, markdown translated,
-outputs stripped); `check` fails naming every untranslated, fuzzy or stale message (notebook + cell id) and
-every Korean notebook out of date. `sync` is the three in order: after the English changes, run it, translate
-what it names in the .po files, run it again.
+`#| msgid`); `generate` writes notebooks-ko/NN_*.ipynb (same cells, ids and code, markdown and the parameters
+cells' comments translated, outputs stripped); `check` fails naming every untranslated, fuzzy or stale
+message (notebook + cell id) and every Korean notebook out of date. `sync` is the three in order: after the
+English changes, run it, translate what it names in the .po files, run it again.
 
 notebooks-ko/ sits beside notebooks/ (not inside it) so the code cells' relative paths ("../benchmarks/...",
 "../out") mean the same in both, in JupyterLab as under `workshop run --lang ko`.
@@ -90,7 +91,58 @@ def extract_notebooks(folder: Path = NOTEBOOKS_DIR) -> Catalog:
                 cat.add(
                     cell.source, context=f"{path.stem}:{cell.id}", locations=[(f"notebooks/{path.name}", i)]
                 )
+            elif _is_parameters(cell):
+                for _start, _end, text in comments(cell.source):
+                    cat.add(
+                        text,
+                        context=f"{path.stem}:{cell.id}{COMMENT_CONTEXT}",
+                        locations=[(f"notebooks/{path.name}", i)],
+                    )
     return cat
+
+
+# ---------------------------------------------------------------- parameters cells' comments
+#
+# A parameters cell is what the exercises ask a learner to edit; its comments say what each value means, so
+# the Korean notebook translates them. Only the comment text changes: the code, every character outside a
+# `#` comment, stays byte-identical (`code_only` compares exactly that).
+
+COMMENT_CONTEXT = "#comment"
+
+
+def _is_parameters(cell) -> bool:
+    return cell.cell_type == "code" and "parameters" in cell.metadata.get("tags", [])
+
+
+def comments(source: str) -> list[tuple[int, int, str]]:
+    """(start, end, text) of every `#` comment's text (after "# ") in `source`, as offsets (tokenize)."""
+    import io
+    import tokenize
+
+    starts = [0]
+    for line in source.splitlines(keepends=True):
+        starts.append(starts[-1] + len(line))
+    out = []
+    for tok in tokenize.generate_tokens(io.StringIO(source).readline):
+        if tok.type == tokenize.COMMENT:
+            start = starts[tok.start[0] - 1] + tok.start[1]
+            lead = len(tok.string) - len(tok.string.lstrip("#").lstrip())
+            if tok.string[lead:].strip():
+                out.append((start + lead, start + len(tok.string), tok.string[lead:]))
+    return out
+
+
+def code_only(source: str) -> str:
+    """`source` with every comment's text removed: what must be byte-identical between the languages."""
+    for start, end, _text in reversed(comments(source)):
+        source = source[:start] + source[end:]
+    return source
+
+
+def _translate_comments(source: str, translate) -> str:
+    for start, end, text in reversed(comments(source)):
+        source = source[:start] + translate(text) + source[end:]
+    return source
 
 
 def extract_package(package: Path = PACKAGE) -> Catalog:
@@ -197,9 +249,17 @@ def _fields(text: str) -> Counter:
         return Counter({"<unbalanced braces>": 1})
 
 
+_MONTHS = re.compile(
+    r"\b(January|February|March|April|May|June|July|August|September|October|November|December)\b"
+)
+_MONTH_NUMBER = {m: str(i) for i, m in enumerate(_MONTHS.pattern[4:-4].split("|"), 1)}
+
+
 def _numbers(text: str) -> Counter:
-    """Digits outside code spans and {fields} (those are compared whole)."""
+    """Digits outside code spans and {fields} (those are compared whole); an English month counts as its
+    number, as Korean writes it (June 2025 = 2025년 6월)."""
     text = re.sub(r"\{[^{}]*\}", " ", _CODE_SPAN.sub(" ", text))
+    text = _MONTHS.sub(lambda m: f" {_MONTH_NUMBER[m.group(1)]} ", text)
     return Counter(_NUMBER.findall(text))
 
 
@@ -241,6 +301,14 @@ def translate_notebook(path: Path, cat: Catalog):
                 cell.source = msg.string
         elif cell.cell_type == "code":
             cell.outputs, cell.execution_count = [], None
+            if _is_parameters(cell):
+                context = f"{path.stem}:{cell.id}{COMMENT_CONTEXT}"
+
+                def korean(text: str, context: str = context) -> str:
+                    msg = cat.get(text, context=context)
+                    return str(msg.string) if msg is not None and msg.string and not msg.fuzzy else text
+
+                cell.source = _translate_comments(cell.source, korean)
     return nb
 
 
@@ -278,6 +346,8 @@ def generate(
 def _where(msg, domain: Domain) -> str:
     if domain.markdown and msg.context:
         stem, _, cell = msg.context.partition(":")
+        if cell.endswith(COMMENT_CONTEXT):
+            return f"notebooks/{stem}.ipynb cell {cell.removesuffix(COMMENT_CONTEXT)} comment {msg.id[:50]!r}"
         return f"notebooks/{stem}.ipynb cell {cell}"
     locs = ", ".join(sorted({f for f, _ in msg.locations})) or "?"
     return f"{locs} {msg.id[:60]!r}"

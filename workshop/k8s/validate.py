@@ -49,6 +49,7 @@ from jsonschema import Draft4Validator, ValidationError, validators
 from workshop.errors import WorkshopError, read_text, report
 from workshop.k8s import cel_ext, crds
 from workshop.k8s.base import load_yaml_docs
+from workshop.lang import _
 
 DEFAULT_KARPENTER = crds.pinned_versions("karpenter")[-1]  # the newest pinned release
 DEFAULT_TRAINER = "2.1.0"  # the original workshop's release (chapter 05 picks the form per trainer_version)
@@ -754,16 +755,16 @@ class Verdict:
 
     def __str__(self) -> str:
         if self.family == "core":
-            return f"{self.label}: {'valid' if self.ok else 'invalid'}"
+            return f"{self.label}: {_('valid') if self.ok else _('invalid')}"
         name = FAMILY_NAME[self.family]
         rejected = [v for v in self.judged if v not in self.accepted]
         text = f"{self.label}: " + (
-            f"accepted by {name} {', '.join(self.accepted)}"
+            _("accepted by {name} {releases}").format(name=name, releases=", ".join(self.accepted))
             if self.accepted
-            else f"rejected by {name} {', '.join(self.judged)}"
+            else _("rejected by {name} {releases}").format(name=name, releases=", ".join(self.judged))
         )
         if self.accepted and rejected:
-            text += f"; not by {', '.join(rejected)}"
+            text += _("; not by {releases}").format(releases=", ".join(rejected))
         return text + (f" ({self.reason})" if self.reason else "")
 
 

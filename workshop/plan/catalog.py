@@ -18,6 +18,7 @@ from functools import lru_cache
 from typing import TypedDict
 
 from workshop.errors import WorkshopError, check_choice, report
+from workshop.lang import N_
 
 # The original workshop's query: every "7i" type with EFA (the cluster's inter-node fabric).
 ORIGINAL_FILTERS = [
@@ -82,9 +83,10 @@ PRICES: dict[str, Price] = {
     "g5.24xlarge": Price(8.144, "2025-01", _ONDEMAND),
     "g5.48xlarge": Price(16.288, "2025-01", _ONDEMAND),
 }
-PRICE_SOURCE = (
-    f"the dated table in workshop.plan.catalog.PRICES ({_ONDEMAND}; P4/P5 after AWS's June 2025 cut); "
-    "with AWS credentials, the AWS Price List API; check before budgeting"
+PRICE_SOURCE = N_(
+    "the dated table in workshop.plan.catalog.PRICES (aws.amazon.com/ec2/pricing/on-demand, us-east-1, "
+    "Linux; P4/P5 after AWS's June 2025 cut); with AWS credentials, the AWS Price List API; check before "
+    "budgeting"
 )
 
 _FAMILY_RE = re.compile(r"^(?P<cls>[a-z]+?)(?P<gen>\d+)(?P<attrs>[a-z]*)(?:-(?P<extra>[a-z0-9-]+))?$")

@@ -24,7 +24,7 @@ from functools import lru_cache
 from typing import Any, NotRequired, TypedDict
 
 from workshop.errors import WorkshopError, check_positive, comma_list, report
-from workshop.lang import _
+from workshop.lang import N_, _
 
 # FLOPs per cycle per core for the matmul paths that matter here, with where each number comes from.
 # A FLOP is a multiply or an add (an FMA is 2).
@@ -593,10 +593,10 @@ def summarize(d: Detection, results: list[GemmResult]) -> GemmSummary:
     if bf16 and fp32:
         out["bf16_samples"], out["fp32_samples"] = list(bf16.tflops), list(fp32.tflops)
     if any((v or 0) > 100 for v in (out["bf16_pct_of_peak"], out["fp32_pct_of_peak"])):
-        out["note"] = (
+        out["note"] = _(
             "above 100% of peak: the clock used is below the one the cores really ran at "
-            f"({d.get('clock_source')}; VMs report the base clock, cores boost higher)"
-        )
+            "({source}; VMs report the base clock, cores boost higher)"
+        ).format(source=d.get("clock_source"))
     return out
 
 
@@ -604,9 +604,9 @@ def peak_lines(d: Detection, threads: int) -> dict[str, float | None]:
     """The peaks a figure panel for `threads` threads draws: this CPU's bf16 and fp32 paths and AMX's."""
     peaks = machine_peaks(d, cores=min(threads, d["cores"]))
     return {
-        "bf16 peak here": peaks["bf16"].tflops if peaks["bf16"] else None,
-        "fp32 peak here": peaks["fp32"].tflops if peaks["fp32"] else None,
-        "AMX peak, same cores": peaks["amx_reference"].tflops,
+        N_("bf16 peak here"): peaks["bf16"].tflops if peaks["bf16"] else None,
+        N_("fp32 peak here"): peaks["fp32"].tflops if peaks["fp32"] else None,
+        N_("AMX peak, same cores"): peaks["amx_reference"].tflops,
     }
 
 

@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, field
 from typing import TypedDict
 
 from workshop.errors import WorkshopError, check_choice, check_positive, report
-from workshop.lang import _
+from workshop.lang import N_, _
 from workshop.plan.catalog import PRICE_SOURCE, InstanceRow, list_instances
 from workshop.plan.models import Architecture, architecture
 
@@ -189,25 +189,34 @@ class MemoryPlan:
         """Every component of the per-rank total, in GiB, with why it is there (the chapter prints this)."""
         w, offl = self.world_size, self.offload_optimizer
         why = {
-            "runtime": "torch, DeepSpeed, Python, tokenized data (calibrated on the original workshop's log)",
-            "params": f"{self.dtype} parameters" + (f", 1/{w} each (ZeRO-3)" if self.zero_stage >= 3 else ""),
-            "grads": f"{self.dtype} gradients" + (f", 1/{w} each (ZeRO-2+)" if self.zero_stage >= 2 else ""),
-            "master_fp32": "fp32 master copy of the weights" + (f", 1/{w}" if self.zero_stage >= 1 else ""),
-            "adam_moments": "Adam's two fp32 moments, created at the first step"
+            "runtime": _(
+                "torch, DeepSpeed, Python, tokenized data (calibrated on the original workshop's log)"
+            ),
+            "params": _("{dtype} parameters").format(dtype=self.dtype)
+            + (_(", 1/{w} each (ZeRO-3)").format(w=w) if self.zero_stage >= 3 else ""),
+            "grads": _("{dtype} gradients").format(dtype=self.dtype)
+            + (_(", 1/{w} each (ZeRO-2+)").format(w=w) if self.zero_stage >= 2 else ""),
+            "master_fp32": _("fp32 master copy of the weights")
+            + (f", 1/{w}" if self.zero_stage >= 1 else ""),
+            "adam_moments": _("Adam's two fp32 moments, created at the first step")
             + (f", 1/{w}" if self.zero_stage else ""),
             "optimizer_grads_fp32": (
-                f"fp32 copy of the gradient partition that CPU Adam reads (offload), 1/{w}"
+                _("fp32 copy of the gradient partition that CPU Adam reads (offload), 1/{w}").format(w=w)
                 if offl
-                else "fp32 gradient of ONE optimizer sub-group, built at step time (DeepSpeed's "
-                f"sub_group_size = {SUB_GROUP_SIZE:.0e} parameters x 4 B)"
+                else _(
+                    "fp32 gradient of ONE optimizer sub-group, built at step time (DeepSpeed's "
+                    "sub_group_size = {size:.0e} parameters x 4 B)"
+                ).format(size=SUB_GROUP_SIZE)
             ),
-            "gathered_params": "the largest layer, all-gathered whole (fp32-sized working buffer)",
+            "gathered_params": _("the largest layer, all-gathered whole (fp32-sized working buffer)"),
             "activations": (
-                f"activations kept for backward: micro-batch {self.micro_batch} x {self.seq_len} tokens"
-                + (", checkpointed" if self.grad_ckpt else "")
+                _("activations kept for backward: micro-batch {mb} x {seq} tokens").format(
+                    mb=self.micro_batch, seq=self.seq_len
+                )
+                + (_(", checkpointed") if self.grad_ckpt else "")
             ),
-            "cuda_context": "CUDA context and NCCL buffers",
-            "load_staging": "checkpoint shard read into host memory before the GPU copy",
+            "cuda_context": _("CUDA context and NCCL buffers"),
+            "load_staging": _("checkpoint shard read into host memory before the GPU copy"),
         }
         lines = [
             f"{k:22s} {v / GiB:7.2f} GiB  {self.placement[k]:6s}  {why.get(k, '')}"
@@ -411,7 +420,7 @@ RECONCILE_TERMS = [
     ("master_fp32", 4, True, "After creating fp32 partitions"),
     ("optimizer_grads_fp32", 4, True, "After initializing optimizer states"),
     ("grads", 2, False, "After initializing ZeRO optimizer"),
-    ("adam_moments", 8, True, "not in the log: Adam creates its moments at the first step"),
+    ("adam_moments", 8, True, N_("not in the log: Adam creates its moments at the first step")),
 ]
 
 
@@ -526,26 +535,31 @@ def format_reconcile(r: Reconciliation) -> str:
         f"{'term':22s} {'B/param':>7s} {'planner GiB':>11s}  DeepSpeed?  original log",
         *(
             f"{x['term']:22s} {x['bytes_per_param']:7d} {x['planner_gib']:11.2f}  "
-            f"{'yes' if x['deepspeed_counts_it'] else 'no':10s}  {x['original_log']}"
+            f"{'yes' if x['deepspeed_counts_it'] else 'no':10s}  {_(x['original_log'])}"
             for x in r["rows"]
         ),
-        (
-            f"model states: planner {r['model_states_bytes_per_param']} B/param = "
-            f"{r['planner_model_states_gib']} GiB"
-            f" per rank; DeepSpeed {r['deepspeed_bytes_per_param']} B/param = "
-            f"{r['deepspeed_model_states_gib']} GiB"
-            " (no bf16 gradient partition)"
+        _(
+            "model states: planner {p_bpp} B/param = {p_gib} GiB per rank; DeepSpeed {d_bpp} B/param = "
+            "{d_gib} GiB (no bf16 gradient partition)"
+        ).format(
+            p_bpp=r["model_states_bytes_per_param"],
+            p_gib=r["planner_model_states_gib"],
+            d_bpp=r["deepspeed_bytes_per_param"],
+            d_gib=r["deepspeed_model_states_gib"],
         ),
-        f"planner only: {', '.join(f'{k} {v} GiB' for k, v in r['planner_only_gib'].items())}",
-        (
-            f"before the first step: planner {r['planner_at_zero_init_gib']} GiB, original workshop's log "
-            f"{r['original_log_at_zero_init_gib']} GiB resident (DeepSpeed's MA)"
+        _("planner only: {terms}").format(
+            terms=", ".join(f"{k} {v} GiB" for k, v in r["planner_only_gib"].items())
         ),
-        f"training peak: planner {r['planner_training_peak_gib']} GiB resident"
+        _(
+            "before the first step: planner {p_gib} GiB, original workshop's log {o_gib} GiB resident "
+            "(DeepSpeed's MA)"
+        ).format(p_gib=r["planner_at_zero_init_gib"], o_gib=r["original_log_at_zero_init_gib"]),
+        _("training peak: planner {gib} GiB resident").format(gib=r["planner_training_peak_gib"])
         + (
-            f"; the original workshop's ~{r['original_virtual_gb_per_process']} GB per process is VIRTUAL "
-            "memory (address space "
-            "reserved, not resident): size pods from the resident figure"
+            _(
+                "; the original workshop's ~{gb} GB per process is VIRTUAL memory (address space "
+                "reserved, not resident): size pods from the resident figure"
+            ).format(gb=r["original_virtual_gb_per_process"])
             if r["original_virtual_gb_per_process"]
             else ""
         ),

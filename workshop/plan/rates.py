@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from workshop.errors import WorkshopError
+from workshop.lang import N_, _
 from workshop.paths import RESULTS_DIR
 from workshop.plan.catalog import InstanceRow, aws_price, has_aws_credentials, known_types, price_of
 from workshop.plan.topology import DMA_EFFICIENCY, LINKS
@@ -29,7 +30,7 @@ class Rate:
     source: str
 
     def cite(self) -> str:
-        return f"{self.value:g} {self.unit} ({self.kind}: {self.source})"
+        return f"{self.value:g} {_(self.unit)} ({_(self.kind)}: {_(self.source)})"
 
 
 # ---------------------------------------------------------------- GPUs (data sheets)
@@ -115,7 +116,7 @@ CPU_FAMILIES = ("c7i", "m7i", "r7i", "c8i", "m8i", "r8i")
 
 # ---------------------------------------------------------------- networks (AWS documentation + assumptions)
 
-FLOW_SOURCE = (
+FLOW_SOURCE = N_(
     "EC2 User Guide, 'Amazon EC2 instance network bandwidth': a single TCP flow (5-tuple) is limited to 5 "
     "Gbps "
     "outside a cluster placement group, 10 Gbps inside one; ENA Express raises one flow to 25 Gbps"
@@ -123,24 +124,32 @@ FLOW_SOURCE = (
 TCP_FLOW_GBPS = {"default": 5.0, "placement_group": 10.0, "ena_express": 25.0}
 TCP_EFFICIENCY = Rate(
     0.9,
-    "of line rate",
-    "assumption",
-    "large gloo messages over one TCP connection: headers and ACKs cost ~5-10%",
+    N_("of line rate"),
+    N_("assumption"),
+    N_("large gloo messages over one TCP connection: headers and ACKs cost ~5-10%"),
 )
 EFA_GBPS_PER_DEVICE = 100.0  # LINKS["efa"]: 12.5 GB/s per EFA device
 LATENCY_S = {
-    "tcp": Rate(100e-6, "s per collective call", "assumption", "TCP round trip inside a VPC"),
-    "efa": Rate(50e-6, "s per collective call", "assumption", "NCCL over EFA/libfabric, small message"),
-    "nvlink": Rate(50e-6, "s per collective call", "assumption", "NCCL inside one instance, kernel launch"),
+    "tcp": Rate(100e-6, N_("s per collective call"), N_("assumption"), N_("TCP round trip inside a VPC")),
+    "efa": Rate(
+        50e-6, N_("s per collective call"), N_("assumption"), N_("NCCL over EFA/libfabric, small message")
+    ),
+    "nvlink": Rate(
+        50e-6, N_("s per collective call"), N_("assumption"), N_("NCCL inside one instance, kernel launch")
+    ),
 }
 OVERLAP = {
-    "cpu": Rate(0.0, "of comms hidden", "assumption", "gloo collectives block the cores that compute"),
-    "gpu": Rate(0.5, "of comms hidden", "assumption", "NCCL on its own stream, prefetch overlaps half"),
+    "cpu": Rate(
+        0.0, N_("of comms hidden"), N_("assumption"), N_("gloo collectives block the cores that compute")
+    ),
+    "gpu": Rate(
+        0.5, N_("of comms hidden"), N_("assumption"), N_("NCCL on its own stream, prefetch overlaps half")
+    ),
 }
 GPU_MFU = Rate(
     0.40,
-    "of dense bf16 peak",
-    "published",
+    N_("of dense bf16 peak"),
+    N_("published"),
     "the workbook's stack (HF transformers eager + DeepSpeed ZeRO, bf16, full recompute off): MosaicML "
     "llm-foundry's MPT-7B FSDP runs reach 40-46% MFU on 8 x H100 and 47-60% on A100 (scripts/train/"
     "benchmarking/README.md, commit 061f2c7); tuned stacks (Megatron/NeMo, torchtitan) reach 50-60%",
@@ -150,16 +159,16 @@ GPU_STACKS: dict[str, Rate] = {
     "hf-deepspeed-bf16": GPU_MFU,
     "tuned-bf16": Rate(
         0.55,
-        "of dense bf16 peak",
-        "published",
+        N_("of dense bf16 peak"),
+        N_("published"),
         "FSDP stacks with flash attention on 7-8B: MosaicML llm-foundry MPT-7B 40-46% on H100, 47-60% on "
         "A100 (scripts/train/benchmarking/README.md, commit 061f2c7); torchtitan Llama 3 8B 57-58% on 64 "
         "A100 (docs/performance.md); Megatron/NeMo 50-60%",
     ),
     "tuned-fp8": Rate(
         0.55 * 1.4,
-        "of dense bf16 peak",
-        "published",
+        N_("of dense bf16 peak"),
+        N_("published"),
         "FP8 recipes (Transformer Engine, torchao float8) train 1.4-1.8x faster than the same stack's bf16 "
         "on H100/H200 (NVIDIA NeMo performance summary; torchtitan docs/float8.md); the low end, x 1.4; GPUs "
         "without FP8 (A100, A10G) fall back to tuned-bf16",
@@ -171,14 +180,14 @@ FP8_GPUS = ("H100", "H200", "L40S")
 
 ADAM_BYTES_PER_PARAM = Rate(
     30.0,
-    "bytes per parameter",
-    "assumption",
-    "Adam reads fp32 master, m, v, grad (16 B) and writes master, m, v, bf16 weight (14 B)",
+    N_("bytes per parameter"),
+    N_("assumption"),
+    N_("Adam reads fp32 master, m, v, grad (16 B) and writes master, m, v, bf16 weight (14 B)"),
 )
 DDR_GBYTES_PER_S_PER_CORE = Rate(
     6.4,
-    "GB/s per core",
-    "data sheet",
+    N_("GB/s per core"),
+    N_("data sheet"),
     "Sapphire Rapids socket: 8 x DDR5-4800 x 8 B = 307 GB/s over 48 cores (2 sockets on a 48xlarge)",
 )
 
@@ -213,8 +222,8 @@ def cpu_clock_basis(path: str | None = None) -> Rate:
     machine = _ceiling(path)["machine"]
     return Rate(
         machine["clock_ghz"],
-        "GHz",
-        "measured",
+        N_("GHz"),
+        N_("measured"),
         f"the clock of the host chapter 04 measured on ({machine['cores']} cores, {machine['date']}; "
         f"{machine['clock_source']})",
     )
@@ -222,8 +231,8 @@ def cpu_clock_basis(path: str | None = None) -> Rate:
 
 CPU_THREAD_SCALING = Rate(
     0.5,
-    "of linear scaling",
-    "assumption",
+    N_("of linear scaling"),
+    N_("assumption"),
     "measured at 1 thread per rank on 2 cores; a rank on N cores across two sockets keeps 0.25-1.0 of the "
     "per-core rate (NUMA, shared DDR bandwidth); the estimate's range",
 )
@@ -252,8 +261,8 @@ def cpu_efficiency(engine: str = "deepspeed", path: str | None = None) -> Rate:
     machine, cfg = ceiling["machine"], ceiling["config"]
     return Rate(
         share * CPU_THREAD_SCALING.value,
-        "of AMX bf16 peak",
-        "measured",
+        N_("of AMX bf16 peak"),
+        N_("measured"),
         f"chapter 04's '{lever['label']}' step = {share:.1%} of the {machine['clock_ghz']} GHz AMX peak "
         f"(ceiling.json: model {cfg['model']}, seq {cfg['seq_len']}, micro-batch {cfg['micro_batch']}, "
         f"{cfg['nproc']} ranks x {cfg['threads']} thread, {machine['cpu_model']}, {machine['date']}) x "
@@ -265,21 +274,24 @@ def cpu_efficiency(engine: str = "deepspeed", path: str | None = None) -> Rate:
 def gloo_local_fit() -> tuple[Rate, Rate]:
     """Chapter 06's gloo collective fit on one host (comms.json): (all-gather GB/s, latency per call)."""
     fit = _read("comms.json")["bench"]["fit"]["all_gather"]
-    where = "chapter 06's gloo all-gather fit on one 2-core host (comms.json)"
+    where = N_("chapter 06's gloo all-gather fit on one 2-core host (comms.json)")
     return (
-        Rate(fit["gbytes_per_s"], "GB/s", "measured", where),
-        Rate(fit["alpha_s"], "s per collective call", "measured", where),
+        Rate(fit["gbytes_per_s"], "GB/s", N_("measured"), where),
+        Rate(fit["alpha_s"], N_("s per collective call"), N_("measured"), where),
     )
 
 
 def tcp_flow_gbps(placement_group: bool, ena_express: bool) -> Rate:
     key = "ena_express" if ena_express else "placement_group" if placement_group else "default"
-    label = {"default": "outside a placement group", "placement_group": "inside a cluster placement group"}
+    label = {
+        "default": N_("outside a placement group"),
+        "placement_group": N_("inside a cluster placement group"),
+    }
     return Rate(
         TCP_FLOW_GBPS[key],
-        "Gbps per TCP flow",
-        "data sheet",
-        f"{label.get(key, 'ENA Express')}: {FLOW_SOURCE}",
+        N_("Gbps per TCP flow"),
+        N_("data sheet"),
+        f"{_(label.get(key, 'ENA Express'))}: {_(FLOW_SOURCE)}",
     )
 
 
@@ -312,18 +324,18 @@ def price(
     """USD per instance-hour: an override, the AWS Price List API (with credentials, not under moto), or the
     dated table (catalog.PRICES); None if unknown. The Rate's kind says which ("override" is marked)."""
     if overrides and row.instance_type in overrides:
-        return Rate(overrides[row.instance_type], "USD/h", "override", "--price")
+        return Rate(overrides[row.instance_type], "USD/h", N_("override"), "--price")
     if source != "moto" and (source == "aws" or has_aws_credentials()):
         try:
             live = aws_price(row.instance_type)
         except Exception:  # noqa: BLE001 - no pricing permission or no network: the dated table answers
             live = None
         if live is not None:
-            return Rate(live.usd, "USD/h", "price", f"{live.date}: {live.source}")
+            return Rate(live.usd, "USD/h", N_("price"), f"{live.date}: {live.source}")
     got = price_of(row.instance_type, row.vcpus)
     if got is None:
         return None
-    return Rate(got.usd, "USD/h", "price", f"{got.date}: {got.source}")
+    return Rate(got.usd, "USD/h", N_("price"), f"{got.date}: {got.source}")
 
 
 def parse_prices(items: list[str] | None) -> dict[str, float]:

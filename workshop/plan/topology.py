@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass, field
 
 from workshop.errors import WorkshopError, check_choice
+from workshop.lang import N_
 
 GB = 1e9  # bandwidths and bytes in decimal GB, as vendors publish them
 
@@ -239,18 +240,21 @@ class OriginalWorkload:
 
 
 CONFOUNDERS: list[str] = [
-    (
+    N_(
         "CPU offload of parameters and optimizer: the step is dominated by host work (CPU Adam, PCIe "
         "copies), "
         "so a faster GPU barely helps (p5's single pod is slower than p4d's)."
     ),
-    "Only 1 of the instance's EFA devices per pod in the 4-pod runs (p4d has 4): 100 Gbps per rank, not 400.",
-    "Pod placement was not recorded: 4 one-GPU pods may share one node (shared CPU and memory) or not.",
-    (
+    N_(
+        "Only 1 of the instance's EFA devices per pod in the 4-pod runs (p4d has 4): "
+        "100 Gbps per rank, not 400."
+    ),
+    N_("Pod placement was not recorded: 4 one-GPU pods may share one node (shared CPU and memory) or not."),
+    N_(
         "Script version: the original workshop's training script changed between runs; "
         "sequence length is not recorded."
     ),
-    (
+    N_(
         "The transport of the g6e and p5 multi-pod runs was not recorded (EFA or plain ENI); "
         "p5 is marked for retest."
     ),

@@ -10,15 +10,15 @@ backward.
 from __future__ import annotations
 
 from workshop.errors import check_choice
-from workshop.lang import _
+from workshop.lang import N_, _
 from workshop.plan.memory import DTYPES, plan_memory
 from workshop.plan.traffic import zero_traffic
 
 SHARDS = {
-    0: "nothing (plain data parallel: every rank keeps everything)",
-    1: "optimizer state (fp32 master + Adam moments)",
-    2: "optimizer state + gradients",
-    3: "optimizer state + gradients + parameters",
+    0: N_("nothing (plain data parallel: every rank keeps everything)"),
+    1: N_("optimizer state (fp32 master + Adam moments)"),
+    2: N_("optimizer state + gradients"),
+    3: N_("optimizer state + gradients + parameters"),
 }
 GiB = 1024**3
 
@@ -116,7 +116,7 @@ def format_stages(rows: list[dict]) -> str:
             *(
                 f"{r['stage']:5d} {r['states_gib_per_rank']:15.2f} {r['peak_gib_per_rank']:13.2f} "
                 f"{r['all_reduce_gb']:10.2f} {r['reduce_scatter_gb']:12.2f} {r['all_gather_gb']:10.2f} "
-                f"{r['sent_gb_per_step']:12.2f}  {r['shards']}"
+                f"{r['sent_gb_per_step']:12.2f}  {_(r['shards'])}"
                 for r in rows
             ),
         ]
@@ -127,50 +127,64 @@ def format_stages(rows: list[dict]) -> str:
 # path. A test renders the config for several TrainArgs and requires an entry for every key, so this cannot go
 # stale silently.
 CONFIG_KEYS = {
-    "bf16": "mixed precision section",
-    "bf16.enabled": "'auto': the HF integration turns it on when TrainingArguments(bf16=True), i.e. "
-    "precision bf16",
-    "zero_optimization": "the ZeRO section",
-    "zero_optimization.stage": "0-3: what is sharded (the table above)",
-    "zero_optimization.contiguous_gradients": "copy gradients into one flat buffer as they are produced: "
-    "fewer, "
-    "larger reduce-scatters and less fragmentation",
-    "zero_optimization.overlap_comm": "overlap reduce-scatter with the backward pass; off here: on CPU the "
-    "same "
-    "cores compute and communicate, so overlap only adds buffers",
-    "zero_optimization.offload_optimizer": "keep the optimizer state in host memory and step it with "
-    "DeepSpeed's "
-    "CPU Adam (for GPUs; on a CPU it only adds copies)",
-    "zero_optimization.offload_optimizer.device": "'cpu' (or 'nvme')",
-    "zero_optimization.offload_param": "keep the parameter partitions in host memory between uses (ZeRO-3 "
-    "only)",
-    "zero_optimization.offload_param.device": "'cpu' (or 'nvme')",
-    "zero_optimization.stage3_gather_16bit_weights_on_model_save": "on save, gather the partitions into "
-    "whole "
-    "16-bit weights that from_pretrained can load",
-    "zero_optimization.stage3_param_persistence_threshold": "parameters smaller than this stay whole on "
-    "every rank "
-    "(not worth a gather)",
-    "zero_optimization.stage3_prefetch_bucket_size": "elements fetched ahead of use per all-gather bucket",
-    "zero_optimization.stage3_max_live_parameters": "most gathered elements kept alive at once",
-    "gradient_accumulation_steps": "'auto': from TrainingArguments (micro-steps per optimizer step)",
-    "gradient_clipping": "'auto': TrainingArguments.max_grad_norm",
-    "train_batch_size": "'auto': micro-batch x accumulation x world size",
-    "train_micro_batch_size_per_gpu": "'auto': the per-rank micro-batch (a CPU rank counts as a 'gpu' here)",
-    "steps_per_print": "DeepSpeed's own progress print, silenced: the entry point prints METRIC lines",
-    "wall_clock_breakdown": "per-phase timers (forward/backward/step); off, they add synchronisation",
-    "zero_allow_untested_optimizer": "let ZeRO wrap the HF Trainer's torch AdamW (DeepSpeed calls it "
-    "untested)",
-    "optimizer": "DeepSpeed's own optimizer section (needed for CPU Adam with optimizer offload)",
-    "optimizer.type": "AdamW, implemented by DeepSpeed's CPU Adam when offloaded",
-    "optimizer.params": "'auto' values from TrainingArguments",
-    "optimizer.params.lr": "'auto': TrainingArguments.learning_rate",
-    "optimizer.params.betas": "'auto': adam_beta1/adam_beta2",
-    "optimizer.params.eps": "'auto': adam_epsilon",
-    "optimizer.params.weight_decay": "'auto': weight_decay",
-    "checkpoint": "checkpoint options",
-    "checkpoint.use_node_local_storage": "each node writes its own ranks' files (no shared filesystem; S3 "
-    "sync)",
+    "bf16": N_("mixed precision section"),
+    "bf16.enabled": N_(
+        "'auto': the HF integration turns it on when TrainingArguments(bf16=True), i.e. precision bf16"
+    ),
+    "zero_optimization": N_("the ZeRO section"),
+    "zero_optimization.stage": N_("0-3: what is sharded (the table above)"),
+    "zero_optimization.contiguous_gradients": N_(
+        "copy gradients into one flat buffer as they are produced: "
+        "fewer, "
+        "larger reduce-scatters and less fragmentation"
+    ),
+    "zero_optimization.overlap_comm": N_(
+        "overlap reduce-scatter with the backward pass; off here: on CPU the "
+        "same "
+        "cores compute and communicate, so overlap only adds buffers"
+    ),
+    "zero_optimization.offload_optimizer": N_(
+        "keep the optimizer state in host memory and step it with "
+        "DeepSpeed's "
+        "CPU Adam (for GPUs; on a CPU it only adds copies)"
+    ),
+    "zero_optimization.offload_optimizer.device": N_("'cpu' (or 'nvme')"),
+    "zero_optimization.offload_param": N_(
+        "keep the parameter partitions in host memory between uses (ZeRO-3 only)"
+    ),
+    "zero_optimization.offload_param.device": N_("'cpu' (or 'nvme')"),
+    "zero_optimization.stage3_gather_16bit_weights_on_model_save": N_(
+        "on save, gather the partitions into whole 16-bit weights that from_pretrained can load"
+    ),
+    "zero_optimization.stage3_param_persistence_threshold": N_(
+        "parameters smaller than this stay whole on every rank (not worth a gather)"
+    ),
+    "zero_optimization.stage3_prefetch_bucket_size": N_(
+        "elements fetched ahead of use per all-gather bucket"
+    ),
+    "zero_optimization.stage3_max_live_parameters": N_("most gathered elements kept alive at once"),
+    "gradient_accumulation_steps": N_("'auto': from TrainingArguments (micro-steps per optimizer step)"),
+    "gradient_clipping": N_("'auto': TrainingArguments.max_grad_norm"),
+    "train_batch_size": N_("'auto': micro-batch x accumulation x world size"),
+    "train_micro_batch_size_per_gpu": N_(
+        "'auto': the per-rank micro-batch (a CPU rank counts as a 'gpu' here)"
+    ),
+    "steps_per_print": N_("DeepSpeed's own progress print, silenced: the entry point prints METRIC lines"),
+    "wall_clock_breakdown": N_("per-phase timers (forward/backward/step); off, they add synchronisation"),
+    "zero_allow_untested_optimizer": N_(
+        "let ZeRO wrap the HF Trainer's torch AdamW (DeepSpeed calls it untested)"
+    ),
+    "optimizer": N_("DeepSpeed's own optimizer section (needed for CPU Adam with optimizer offload)"),
+    "optimizer.type": N_("AdamW, implemented by DeepSpeed's CPU Adam when offloaded"),
+    "optimizer.params": N_("'auto' values from TrainingArguments"),
+    "optimizer.params.lr": N_("'auto': TrainingArguments.learning_rate"),
+    "optimizer.params.betas": N_("'auto': adam_beta1/adam_beta2"),
+    "optimizer.params.eps": N_("'auto': adam_epsilon"),
+    "optimizer.params.weight_decay": N_("'auto': weight_decay"),
+    "checkpoint": N_("checkpoint options"),
+    "checkpoint.use_node_local_storage": N_(
+        "each node writes its own ranks' files (no shared filesystem; S3 sync)"
+    ),
 }
 
 
@@ -191,6 +205,6 @@ def explain_config(cfg: dict) -> str:
         shown = "" if isinstance(value, dict) else f" = {value!r}"
         lines.append(
             f"{'  ' * path.count('.')}{path.rsplit('.', 1)[-1]}{shown}  # "
-            + CONFIG_KEYS.get(path, "(not explained: add it to workshop.plan.zero.CONFIG_KEYS)")
+            + _(CONFIG_KEYS.get(path, N_("(not explained: add it to workshop.plan.zero.CONFIG_KEYS)")))
         )
     return "\n".join(lines)

@@ -18,6 +18,11 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
+from workshop.lang import N_, _
+from workshop.report import fonts
+
+fonts.apply()  # Korean figures get a font with Hangul (WORKSHOP_LANG=ko); English ones are unchanged
+
 if TYPE_CHECKING:
     from workshop.plan.hardware import GemmCell
     from workshop.plan.memory import StageRow
@@ -54,14 +59,16 @@ def plot_original_prediction(rows: list[dict], path) -> Path:
     fig, ax = plt.subplots(figsize=(9, 4.2))
     labels = [r["label"].replace(" x ", "x").replace(".48xlarge", "").replace(".24xlarge", "") for r in rows]
     xs = range(len(rows))
-    ax.bar([x - 0.2 for x in xs], [r["measured_s"] for r in rows], 0.4, label="measured (original workshop)")
-    ax.bar([x + 0.2 for x in xs], [r["predicted_s"] for r in rows], 0.4, label="model")
+    ax.bar(
+        [x - 0.2 for x in xs], [r["measured_s"] for r in rows], 0.4, label=_("measured (original workshop)")
+    )
+    ax.bar([x + 0.2 for x in xs], [r["predicted_s"] for r in rows], 0.4, label=_("model"))
     for x, r in zip(xs, rows):
         if r.get("fitted"):
-            ax.annotate("fitted", (x + 0.2, r["predicted_s"]), ha="center", va="bottom", fontsize=7)
+            ax.annotate(_("fitted"), (x + 0.2, r["predicted_s"]), ha="center", va="bottom", fontsize=7)
     ax.set_xticks(list(xs), labels, rotation=30, ha="right", fontsize=8)
-    ax.set_ylabel("seconds per optimizer step")
-    ax.set_title("Llama-3-8B ZeRO-3 + CPU offload, 4 GPUs: model vs the original workshop")
+    ax.set_ylabel(_("seconds per optimizer step"))
+    ax.set_title(_("Llama-3-8B ZeRO-3 + CPU offload, 4 GPUs: model vs the original workshop"))
     ax.legend()
     return _save(fig, path)
 
@@ -75,8 +82,8 @@ def plot_bytes_by_stage(traffic: dict[int, dict], path, *, title: str = "") -> P
         vals = [traffic[s][key] / 1e9 for s in stages]
         ax.bar([str(s) for s in stages], vals, bottom=bottom, label=key.replace("_", "-"))
         bottom = [b + v for b, v in zip(bottom, vals)]
-    ax.set_xlabel("ZeRO stage")
-    ax.set_ylabel("GB per rank per optimizer step")
+    ax.set_xlabel(_("ZeRO stage"))
+    ax.set_ylabel(_("GB per rank per optimizer step"))
     ax.legend(fontsize=8)
     if title:
         ax.set_title(title, fontsize=9)
@@ -93,8 +100,8 @@ def plot_step_vs_bandwidth(
     for name, bw in (marks or {}).items():
         ax.axvline(bw, ls=":", color="grey")
         ax.text(bw, ax.get_ylim()[1] * 0.95, name, rotation=90, va="top", fontsize=8)
-    ax.set_xlabel("effective bandwidth between ranks (GB/s)")
-    ax.set_ylabel("seconds per optimizer step")
+    ax.set_xlabel(_("effective bandwidth between ranks (GB/s)"))
+    ax.set_ylabel(_("seconds per optimizer step"))
     if title:
         ax.set_title(title, fontsize=9)
     return _save(fig, path)
@@ -125,21 +132,21 @@ def plot_collective_bench(
                 label=(fit_labels or {}).get(op, f"{op} fit"),
             )
     ax.set_xscale("log")
-    ax.set_xlabel("message size (MB)")
-    ax.set_ylabel("bus bandwidth (GB/s)")
+    ax.set_xlabel(_("message size (MB)"))
+    ax.set_ylabel(_("bus bandwidth (GB/s)"))
     ax.legend(fontsize=7)
     if title:
         ax.set_title(title, fontsize=9)
     return _save(fig, path)
 
 
-def plot_local_prediction(rows: list[dict], path, *, machine: str = "machine not recorded") -> Path:
+def plot_local_prediction(rows: list[dict], path, *, machine: str = N_("machine not recorded")) -> Path:
     """Local check of the same model: measured vs predicted step time per case, the +-20% band drawn."""
     fig, ax = plt.subplots(figsize=(7.5, 4))
     xs = range(len(rows))
     meas = [r["measured_s"] for r in rows]
-    ax.bar([x - 0.2 for x in xs], meas, 0.4, label="measured")
-    ax.bar([x + 0.2 for x in xs], [r["predicted_s"] for r in rows], 0.4, label="model")
+    ax.bar([x - 0.2 for x in xs], meas, 0.4, label=_("measured"))
+    ax.bar([x + 0.2 for x in xs], [r["predicted_s"] for r in rows], 0.4, label=_("model"))
     ax.errorbar(
         [x + 0.2 for x in xs],
         meas,
@@ -147,11 +154,14 @@ def plot_local_prediction(rows: list[dict], path, *, machine: str = "machine not
         fmt="none",
         ecolor="grey",
         capsize=4,
-        label="measured +-20%",
+        label=_("measured +-20%"),
     )
     ax.set_xticks(list(xs), [r["label"] for r in rows], rotation=20, ha="right", fontsize=8)
-    ax.set_ylabel("seconds per optimizer step")
-    ax.set_title(f"ZeRO-3 over gloo, model vs measurement\nmeasured on {machine}", fontsize=9)
+    ax.set_ylabel(_("seconds per optimizer step"))
+    ax.set_title(
+        _("ZeRO-3 over gloo, model vs measurement\nmeasured on {machine}").format(machine=_(machine)),
+        fontsize=9,
+    )
     ax.legend(fontsize=8)
     return _save(fig, path)
 
@@ -180,27 +190,35 @@ def plot_gemm_tflops(results: list[GemmCell], peaks: dict, path, *, machine: str
             med = [cells[s]["median_tflops"] for s in sizes if s in cells]
             lo = [cells[s]["median_tflops"] - cells[s]["worst_tflops"] for s in sizes if s in cells]
             hi = [cells[s]["best_tflops"] - cells[s]["median_tflops"] for s in sizes if s in cells]
-            ax.bar(xs, med, 0.38, yerr=[lo, hi], capsize=3, color=colors[dtype], label=f"{dtype} (median)")
+            ax.bar(
+                xs,
+                med,
+                0.38,
+                yerr=[lo, hi],
+                capsize=3,
+                color=colors[dtype],
+                label=_("{dtype} (median)").format(dtype=dtype),
+            )
         merged: dict[
             float, list[str]
         ] = {}  # equal peaks (no native bf16: bf16 peak = fp32 peak) share one line
         for label, value in (peaks.get(t) or peaks.get(str(t)) or {}).items():
             if value:
-                merged.setdefault(value, []).append(label)
+                merged.setdefault(value, []).append(_(label))
         for k, (label, value) in enumerate((" = ".join(ls), v) for v, ls in merged.items()):
             ax.axhline(value, ls=("--", ":", "-.")[k % 3], color="0.3", lw=1)
             ax.annotate(
                 f"{label}: {value:.2f}", (len(sizes) - 0.5, value), ha="right", va="bottom", fontsize=7
             )
         ax.set_xticks(range(len(sizes)), [f"{s}" for s in sizes])
-        ax.set_xlabel("n (n x n GEMM)")
-        ax.set_title(f"{t} thread(s): peaks of {t} core(s)")
+        ax.set_xlabel(_("n (n x n GEMM)"))
+        ax.set_title(_("{t} thread(s): peaks of {t} core(s)").format(t=t))
         ax.set_yscale("log")
-    axes[0][0].set_ylabel("TFLOPS (log)")
+    axes[0][0].set_ylabel(_("TFLOPS (log)"))
     handles, labels = axes[0][0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="lower center", ncol=2, fontsize=8, frameon=False)
     fig.suptitle(
-        "GEMM throughput vs theoretical peak (whiskers: best and worst repeat)"
+        _("GEMM throughput vs theoretical peak (whiskers: best and worst repeat)")
         + (f"\n{machine}" if machine else "")
     )
     return _save(fig, path, rect=(0, 0.06, 1, 1))
@@ -210,17 +228,17 @@ def plot_memory_stages(rows: list[StageRow], path) -> Path:
     """Planned cumulative GiB per rank at each ZeRO-3 stage beside the original workshop's measured values."""
     fig, ax = plt.subplots(figsize=(9, 4.2))
     xs = range(len(rows))
-    ax.bar([x - 0.2 for x in xs], [r["plan_gib"] for r in rows], 0.4, label="planner")
+    ax.bar([x - 0.2 for x in xs], [r["plan_gib"] for r in rows], 0.4, label=_("planner"))
     original = [(x, v) for x, r in zip(xs, rows) if (v := r.get("original_gib")) is not None]
     ax.bar(
-        [x + 0.2 for x, _ in original], [v for _, v in original], 0.4, label="original workshop (measured)"
+        [x + 0.2 for x, _ in original], [v for _, v in original], 0.4, label=_("original workshop (measured)")
     )
     labels = [
         textwrap.fill(r["stage"].replace("After ", "").replace("initializing", "init"), 24) for r in rows
     ]
     ax.set_xticks(list(xs), labels, rotation=30, ha="right", fontsize=8)  # wrapped, never cut
-    ax.set_ylabel("GiB per rank")
-    ax.set_title("Llama-3-8B, ZeRO-3 + offload, 4 ranks: planner vs the original workshop's log")
+    ax.set_ylabel(_("GiB per rank"))
+    ax.set_title(_("Llama-3-8B, ZeRO-3 + offload, 4 ranks: planner vs the original workshop's log"))
     ax.legend()
     return _save(fig, path)
 
@@ -228,19 +246,19 @@ def plot_memory_stages(rows: list[StageRow], path) -> Path:
 # ---------------------------------------------------------------- chapter 04 (training)
 
 
-def plot_training(steps: list[dict], path, title: str = "ZeRO-3 training on CPU (gloo)") -> Path:
+def plot_training(steps: list[dict], path, title: str = N_("ZeRO-3 training on CPU (gloo)")) -> Path:
     """Loss and useful tokens/s per optimizer step, side by side."""
     fig, (a, b) = plt.subplots(1, 2, figsize=(10, 3.6))
     xs = [s["step"] for s in steps]
     a.plot(xs, [s["loss"] for s in steps], marker="o", ms=3)
-    a.set_xlabel("optimizer step")
-    a.set_ylabel("training loss")
-    a.set_title("loss")
+    a.set_xlabel(_("optimizer step"))
+    a.set_ylabel(_("training loss"))
+    a.set_title(_("loss"))
     b.plot(xs, [s["tokens_per_s"] for s in steps], marker="o", ms=3, color="tab:green")
-    b.set_xlabel("optimizer step")
-    b.set_ylabel("useful tokens / s (all ranks)")
-    b.set_title("throughput (step 1 includes warm-up)")
-    fig.suptitle(title)
+    b.set_xlabel(_("optimizer step"))
+    b.set_ylabel(_("useful tokens / s (all ranks)"))
+    b.set_title(_("throughput (step 1 includes warm-up)"))
+    fig.suptitle(_(title))
     return _save(fig, path)
 
 
@@ -266,9 +284,11 @@ def plot_thread_comparison(rows: list[dict], path, *, machine: str = "") -> Path
         )
     rounds = max((len(r.get("rounds") or [1]) for r in rows), default=1)
     steps = max((len(xs) for xs in samples), default=1)
-    ax.set_ylabel("useful tokens / s (median; dots: steps)")
+    ax.set_ylabel(_("useful tokens / s (median; dots: steps)"))
     ax.set_title(
-        f"threads per rank: same ranks, {steps} steady steps each over {rounds} interleaved round(s)"
+        _(
+            "threads per rank: same ranks, {steps} steady steps each over {rounds} interleaved round(s)"
+        ).format(steps=steps, rounds=rounds)
         + (f"\n{machine}" if machine else ""),
         fontsize=9,
     )
@@ -286,18 +306,23 @@ def plot_netsim(rows: list[dict], path, *, machine: str = "") -> Path:
     a.bar(labels, times, color="tab:blue")
     for i, t in enumerate(times):
         a.annotate(f"{t:.2f} s", (i, t), ha="center", va="bottom")
-    a.set_ylabel("median seconds per optimizer step")
-    a.set_title("step time vs per-node rate cap")
+    a.set_ylabel(_("median seconds per optimizer step"))
+    a.set_title(_("step time vs per-node rate cap"))
     if machine:
         fig.suptitle(machine, fontsize=9)
     nodes = max((len(r.get("mb_sent_per_node") or []) for r in rows), default=0)
     width = 0.8 / max(nodes, 1)
     for n in range(nodes):
         sent = [(r.get("mb_sent_per_node") or [None] * nodes)[n] or 0.0 for r in rows]
-        b.bar([i - 0.4 + width * (n + 0.5) for i in range(len(rows))], sent, width, label=f"node {n}")
+        b.bar(
+            [i - 0.4 + width * (n + 0.5) for i in range(len(rows))],
+            sent,
+            width,
+            label=_("node {n}").format(n=n),
+        )
     b.set_xticks(range(len(rows)), labels)
-    b.set_ylabel("MB sent during the run")
-    b.set_title("bytes on the wire per node")
+    b.set_ylabel(_("MB sent during the run"))
+    b.set_title(_("bytes on the wire per node"))
     if nodes:
         b.legend()
     return _save(fig, path)
@@ -307,7 +332,7 @@ def plot_netsim(rows: list[dict], path, *, machine: str = "") -> Path:
 
 
 def plot_loading_peaks(
-    rows: Sequence[Mapping[str, Any]], path, *, title: str = "Peak RSS while loading, per rank"
+    rows: Sequence[Mapping[str, Any]], path, *, title: str = N_("Peak RSS while loading, per rank")
 ) -> Path:
     """Peak RSS per method and world size, one bar per rank (anon solid, file-backed hatched on top)."""
     groups: dict[tuple[str, int], list[Mapping[str, Any]]] = {}
@@ -340,7 +365,7 @@ def plot_loading_peaks(
                     [r["plan_load_gb"]] * 2,
                     color="black",
                     lw=1.5,
-                    label=None if "plan" in named else "planner (measured baseline)",
+                    label=None if "plan" in named else _("planner (measured baseline)"),
                 )
                 named.add("plan")
             if r.get("used_rss_gb") is not None:
@@ -350,15 +375,18 @@ def plot_loading_peaks(
                     marker="x",
                     color="black",
                     ls="none",
-                    label=None if "used" in named else "after every weight is read once",
+                    label=None if "used" in named else _("after every weight is read once"),
                 )
                 named.add("used")
         labels.append((x, f"{method}\nN={n}"))
         x += 1.0
     ax.set_xticks([p for p, _ in labels], [t for _, t in labels], fontsize=8)
-    ax.set_ylabel("GB (peak resident)")
-    first, _, rest = title.partition("\n")
-    ax.set_title(f"{first} (hatched: mmap'd file pages)" + (f"\n{rest}" if rest else ""), fontsize=10)
+    ax.set_ylabel(_("GB (peak resident)"))
+    first, _nl, rest = _(title).partition("\n")
+    ax.set_title(
+        _("{first} (hatched: mmap'd file pages)").format(first=first) + (f"\n{rest}" if rest else ""),
+        fontsize=10,
+    )
     ax.legend(fontsize=8)
     return _save(fig, path)
 
@@ -387,10 +415,10 @@ def plot_bench_recipes(bars: list[dict], path, *, machine: str = "") -> Path:
         ax.annotate(f"{b['median']:.0f}", (x, b["max"]), ha="center", va="bottom", fontsize=8)
     ax.set_xticks(list(xs), [b["label"] for b in bars], fontsize=8)
     ax.set_yscale("log")
-    ax.set_ylabel("useful tokens / s (median, log)")
+    ax.set_ylabel(_("useful tokens / s (median, log)"))
     ax.set_title(
-        "Same model, same corpus, same steps, 2 ranks (whiskers: min-max over runs)"
-        + (f"\nmeasured on {machine}" if machine else ""),
+        _("Same model, same corpus, same steps, 2 ranks (whiskers: min-max over runs)")
+        + (_("\nmeasured on {machine}").format(machine=machine) if machine else ""),
         fontsize=9,
     )
     return _save(fig, path)
@@ -400,8 +428,8 @@ def plot_ceiling(
     rows: Sequence[Mapping[str, Any]],
     path,
     *,
-    title: str = "training step vs this machine's GEMM ceiling",
-    effect_label: str = "tokens/s vs its base (x, paired per round)",
+    title: str = N_("training step vs this machine's GEMM ceiling"),
+    effect_label: str = N_("tokens/s vs its base (x, paired per round)"),
 ) -> Path:
     """Per lever: the step's model-FLOP rate as % of the same cores' GEMM ceiling (left) and its effect on
     tokens/s against its base (right); whiskers are min-max over interleaved rounds.
@@ -430,10 +458,14 @@ def plot_ceiling(
             bar.set(hatch="//", edgecolor="0.4")
     ax1.set_yticks(
         ys,
-        [r["label"] + (f"\n(of the {r['ceiling_of']})" if r.get("ceiling_of") else "") for r in rows],
+        [
+            r["label"]
+            + (_("\n(of the {ceiling})").format(ceiling=r["ceiling_of"]) if r.get("ceiling_of") else "")
+            for r in rows
+        ],
         fontsize=8,
     )
-    ax1.set_xlabel("step model FLOP/s, % of GEMM ceiling")
+    ax1.set_xlabel(_("step model FLOP/s, % of GEMM ceiling"))
     eff = [r["effect"] or 1.0 for r in rows]
     lo = [e - (r["effect_range"] or (e, e))[0] for e, r in zip(eff, rows)]
     hi = [(r["effect_range"] or (e, e))[1] - e for e, r in zip(eff, rows)]
@@ -451,8 +483,8 @@ def plot_ceiling(
     right = max([1.0] + [e + d for e, d in zip(eff, hi)])
     pad = 0.08 * (right - left or 1.0)
     ax2.set_xlim(left - pad, right + pad)  # the 1.0 line (no change) stays inside the axes
-    ax2.set_xlabel(effect_label)
-    fig.suptitle(title, fontsize=10)
+    ax2.set_xlabel(_(effect_label))
+    fig.suptitle(_(title), fontsize=10)
     return _save(fig, path)
 
 
@@ -464,7 +496,7 @@ def plot_pool_admission(
     path,
     *,
     need_gib: float | None = None,
-    title: str = "Which instance types each NodePool may launch",
+    title: str = N_("Which instance types each NodePool may launch"),
 ) -> Path:
     """vCPUs vs memory of every candidate type, marked by which pool admits it (the plan's memory as a line).
 
@@ -475,21 +507,25 @@ def plot_pool_admission(
     # drawn bottom to top; hollow rings stay visible where two types share vCPUs and memory (48xlarge / metal)
     styles: list[tuple[str, Callable[[dict], bool], dict[str, Any]]] = [  # (legend, rows, scatter kwargs)
         (
-            "neither",
+            N_("neither"),
             lambda r: not r["original"] and not r["workbook"],
             {"c": "lightgray", "marker": ".", "s": 40},
         ),
         (
-            "original workshop's pool only",
+            N_("original workshop's pool only"),
             lambda r: r["original"] and not r["workbook"],
             {"c": "tab:red", "marker": "x", "s": 40},
         ),
         (
-            "workbook pool only",
+            N_("workbook pool only"),
             lambda r: r["workbook"] and not r["original"],
             {"facecolors": "none", "edgecolors": "tab:blue", "marker": "o", "s": 140, "linewidths": 1.5},
         ),
-        ("both pools", lambda r: r["workbook"] and r["original"], {"c": "tab:green", "marker": "o", "s": 35}),
+        (
+            N_("both pools"),
+            lambda r: r["workbook"] and r["original"],
+            {"c": "tab:green", "marker": "o", "s": 35},
+        ),
     ]
     for label, pick, style in styles:
         sel = [r for r in rows if pick(r)]
@@ -497,22 +533,22 @@ def plot_pool_admission(
             ax.scatter(
                 [r["vcpus"] for r in sel],
                 [r["memory_gib"] for r in sel],
-                label=f"{label} ({len(sel)})",
+                label=f"{_(label)} ({len(sel)})",
                 **style,
             )
     if need_gib:
         ax.axhline(need_gib, ls="--", c="k", lw=1)
         ax.annotate(
-            f"memory one node needs: {need_gib:.0f} GiB",
+            _("memory one node needs: {gib:.0f} GiB").format(gib=need_gib),
             (min(r["vcpus"] for r in rows), need_gib),
             va="bottom",
             fontsize=8,
         )
     ax.set_xscale("log", base=2)
     ax.set_yscale("log", base=2)
-    ax.set_xlabel("vCPUs")
-    ax.set_ylabel("memory (GiB)")
-    ax.set_title(title)
+    ax.set_xlabel(_("vCPUs"))
+    ax.set_ylabel(_("memory (GiB)"))
+    ax.set_title(_(title))
     ax.legend(fontsize=8, loc="lower right")
     return _save(fig, path)
 
@@ -532,11 +568,15 @@ def plot_cost_time(plans: Sequence[Mapping[str, Any]], path, *, title: str = "")
             s=28,
             alpha=0.6,
             color=color,
-            label=f"{device.upper()} plans ({len(mine)})",
+            label=_("{device} plans ({n})").format(device=device.upper(), n=len(mine)),
         )
     front = sorted((p for p in plans if p["pareto"]), key=lambda p: p["hours"])
     ax.plot(
-        [p["hours"] for p in front], [p["usd"] for p in front], "k--", lw=1, label="time-vs-cost Pareto front"
+        [p["hours"] for p in front],
+        [p["usd"] for p in front],
+        "k--",
+        lw=1,
+        label=_("time-vs-cost Pareto front"),
     )
     for p in front:
         ax.annotate(
@@ -548,9 +588,9 @@ def plot_cost_time(plans: Sequence[Mapping[str, Any]], path, *, title: str = "")
         )
     ax.set_xscale("log")
     ax.set_yscale("log")
-    ax.set_xlabel("hours for the token budget (log)")
-    ax.set_ylabel("on-demand USD (log)")
-    ax.set_title(title or "Every plan that fits: time against cost")
+    ax.set_xlabel(_("hours for the token budget (log)"))
+    ax.set_ylabel(_("on-demand USD (log)"))
+    ax.set_title(_(title) if title else _("Every plan that fits: time against cost"))
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8)
     return _save(fig, path)

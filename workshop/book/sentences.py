@@ -1,0 +1,131 @@
+"""Sentences the chapters' code cells print, kept here so they go through the catalog: a code cell is the
+same bytes in the English and the Korean notebook, so what it prints in the learner's language must come from
+the package (`_()`), never from a string literal in the cell."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from workshop.lang import _
+from workshop.plan import topology
+from workshop.plan.catalog import PRICE_SOURCE
+
+
+def amx_peak(name: str, cores: int, clock_ghz: float, peak_tflops: float, h100_tflops: float) -> str:
+    """Chapter 01: an AMX socket's theoretical peak, and the original workshop's claim against it."""
+    return (
+        _("{name}: {cores} cores x {clock} GHz x 1024 = {peak:.0f} TFLOPS AMX peak").format(
+            name=name, cores=cores, clock=clock_ghz, peak=peak_tflops
+        )
+        + "\n"
+        + _(
+            "the original workshop's 30-50 TFLOPS = {low:.0f}-{high:.0f}% of it; "
+            "H100 dense bf16 / AMX peak = {ratio:.1f}x"
+        ).format(low=3000 / peak_tflops, high=5000 / peak_tflops, ratio=h100_tflops / peak_tflops)
+    )
+
+
+def plans_within(margin: float, usd: float, tokens: float) -> str:
+    return _(
+        "the first plan, and every plan within {margin:.0%} of the cheapest "
+        "(${usd:,.0f} for {tokens:.3g} tokens):"
+    ).format(margin=margin, usd=usd, tokens=tokens)
+
+
+def validation(product: str, release: str, problems: Sequence[object]) -> str:
+    """`Karpenter 1.8.8: valid: ...`, or the problems found."""
+    verdict = problems or _("valid: every schema check and every evaluable CEL rule passes")
+    return f"{product} {release}: {verdict}"
+
+
+def offline_apply(docs: Sequence[dict], path: object) -> str:
+    names = ", ".join(d["kind"] + "/" + d["metadata"]["name"] for d in docs)
+    return (
+        _("offline: would server-side apply {names}").format(names=names)
+        + "\n"
+        + _("same as: kubectl apply --server-side --field-manager=workshop -f {path}").format(path=path)
+    )
+
+
+def weights_match() -> str:
+    return _("weights equal the file everywhere; ZeRO-3 ranks hold 1/N of the elements each")
+
+
+def plan_gap(gaps: Sequence[float]) -> str:
+    return _(
+        "measured peak - plan*: {low:+.2f} to {high:+.2f} GB over {n} rank runs "
+        "(meta: compare plan* with 'used')"
+    ).format(low=min(gaps), high=max(gaps), n=len(gaps))
+
+
+def no_stored_result(command: str) -> str:
+    return _("no stored result: run `{command}`").format(command=command)
+
+
+def not_submitted(model_dir: str) -> str:
+    return _("not submitted (submit=False or no cluster); the job would write its model to {path}").format(
+        path=model_dir
+    )
+
+
+def self_rules(added: Sequence[object]) -> str:
+    return _("added self-referencing rules: {rules}").format(rules=added or _("none needed"))
+
+
+def no_netsim_result() -> str:
+    return _(
+        "no namespace result stored: run `python -m workshop netsim --json ...` then "
+        "`python -m workshop comms netsim`"
+    )
+
+
+def cost_time_title(model: str, tokens: float) -> str:
+    return _("{model}, {tokens:.3g} tokens: every plan that fits").format(model=model, tokens=tokens)
+
+
+def loading_title(model: str, machine: str) -> str:
+    return _("{model}: peak RSS while loading\n{machine}").format(model=model, machine=machine)
+
+
+def loading_ratios(ratios: dict[str, Sequence[float]]) -> str:
+    """Chapter 03: each method's peak over naive's, per rank, at N = 2."""
+    rounded = {m: [round(x, 2) for x in v] for m, v in ratios.items()}
+    return _("peak / naive peak at N=2, per rank:") + f" {rounded}"
+
+
+def training_title(model: str, nproc: int, zero_stage: int, precision: str, machine: str) -> str:
+    return _("{model}: {nproc}-rank ZeRO-{zero}, {precision}, {machine}").format(
+        model=model, nproc=nproc, zero=zero_stage, precision=precision, machine=machine
+    )
+
+
+def peak_note(note: str | None) -> str:
+    """Chapter 01: the summary's warning, or that every measured value is below its peak."""
+    return note or _("all measured values are below their peak")
+
+
+def price_source() -> str:
+    return _(PRICE_SOURCE)
+
+
+def gemm_summary(d: dict, s: dict) -> str:
+    """Chapter 01: bf16 against fp32 at one thread count, against this CPU's peak and the AMX peak."""
+    return _(
+        "{cpu}, AMX={amx}, both at {threads} thread(s): bf16 {bf16:.3f} vs fp32 {fp32:.3f} TFLOPS "
+        "(x{ratio}), {pct}% of this CPU's bf16 peak ({path}), {amx_pct}% of the AMX peak of the same cores"
+    ).format(
+        cpu=d["cpu_model"],
+        amx=d["amx"],
+        threads=s["threads"],
+        bf16=s["bf16_tflops"],
+        fp32=s["fp32_tflops"],
+        ratio=s["bf16_over_fp32"],
+        pct=s["bf16_pct_of_peak"],
+        path=s["peak_bf16_path"],
+        amx_pct=s["bf16_pct_of_amx_peak"],
+    )
+
+
+def confounders() -> list[str]:
+    """Chapter 06: what limits any model's claim on the original workshop's table."""
+    return [_(c) for c in topology.CONFOUNDERS]
