@@ -166,6 +166,17 @@ def _old_trainjob_text() -> str:
     return text.replace("- '2e-05'", "- 2e-05")  # what PyYAML wrote before the fix
 
 
+def _lr_index() -> int:
+    """Where the learning rate sits in the rendered job's args (the planner decides how many come first)."""
+    from pathlib import Path
+
+    import yaml
+
+    text = (Path(__file__).resolve().parents[1] / "manifests" / "trainjob-cpu-v2.2.yaml").read_text()
+    job = next(d for d in yaml.safe_load_all(text) if d and d.get("kind") == "TrainJob")
+    return job["spec"]["trainer"]["args"].index("2e-05")
+
+
 def test_a_typed_patch_500_is_the_manifests_fault_said_once_not_retried(api):
     from workshop.k8s.base import load_yaml_docs
 
@@ -174,7 +185,7 @@ def test_a_typed_patch_500_is_the_manifests_fault_said_once_not_retried(api):
         api.cluster.apply(docs, validate=False)  # what kubectl would send
     text = str(err.value)
     assert err.value.status == 500 and "retries" not in text and "try again" not in text
-    assert ".spec.trainer.args[25]: expected string, got 2e-05" in text and "quote it" in text
+    assert f".spec.trainer.args[{_lr_index()}]: expected string, got 2e-05" in text and "quote it" in text
     assert len([r for r in api.requests if r["method"] == "PATCH"]) == 1
 
 
@@ -184,7 +195,7 @@ def test_cluster_apply_refuses_yesterdays_file_before_sending(api, tmp_path, cap
     api.requests.clear()
     code = cluster_cli.main(["--kubeconfig", api.kubeconfig_path, "apply", str(path)])
     err = capsys.readouterr().err
-    assert code == 2 and "spec.trainer.args[25]: must be of type string, got number 2e-05" in err
+    assert code == 2 and f"spec.trainer.args[{_lr_index()}]: must be of type string, got number 2e-05" in err
     assert api.requests == []
 
 
