@@ -141,6 +141,7 @@ def main() -> None:
         "measured_on": f"{cpu_model()}, {os.cpu_count()} cores",
         "date": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime()),
     }
+    a.json_out.parent.mkdir(parents=True, exist_ok=True)
     a.json_out.write_text(json.dumps(result, indent=1) + "\n")
     print(json.dumps({k: v for k, v in result.items() if k not in ("layers", "runs")}, indent=1))
     for name, r in result["runs"].items():
