@@ -251,7 +251,10 @@ def _gpu_node(row: InstanceRow, opts: Options) -> Node:
     host_link = LINKS[rates.GPU_HOST_LINK.get(row.family, "pcie4")]
     if row.efa and row.max_efa_interfaces:
         inter = rates.efa_gbytes_per_s(row)
-        transport = f"NCCL over EFA: {row.max_efa_interfaces} x 100 Gbps x {LINKS['efa'].efficiency:g}"
+        transport = (
+            f"NCCL over EFA: {row.max_efa_interfaces} devices, {rates.instance_gbps(row):g} Gbps "
+            f"({row.network_performance}) x {LINKS['efa'].efficiency:g}"
+        )
         latency = rates.LATENCY_S["efa"]
     else:
         inter = rates.instance_gbps(row) / 8 * LINKS["eni"].efficiency
@@ -809,6 +812,11 @@ def _validate(opts: Options) -> None:
             f"global batch {opts.global_batch:,} tokens is not a whole number of {opts.seq_len}-token "
             "sequences"
         )
+    if opts.global_batch > opts.tokens:
+        raise WorkshopError(
+            f"global batch {opts.global_batch:,} tokens is more than the token budget {opts.tokens:.3g}: not "
+            "one whole optimizer step; lower --global-batch or raise --tokens"
+        )
     plan_memory(opts.model, world_size=1, seq_len=opts.seq_len, micro_batch=1)  # model and seq_len
 
 
@@ -1099,6 +1107,17 @@ def options_from_args(args: argparse.Namespace) -> Options:
     return opts
 
 
+def _whole_number(text: str) -> int:
+    """A token count as people write it (8192, 8_192, 1e5): a whole number, else argparse's one-line error."""
+    try:
+        value = float(text.replace("_", ""))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of tokens") from None
+    if not value.is_integer():
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of tokens")
+    return int(value)
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="workshop plan", description=__doc__.splitlines()[0])
     p.add_argument("--model", default="llama-3-8b")
@@ -1118,7 +1137,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--micro-batch", type=int, default=None, help="default: the cheapest of 1, 2, 4, 8, 16")
     p.add_argument(
         "--global-batch",
-        type=int,
+        type=_whole_number,
         default=DEFAULT_GLOBAL_BATCH,
         help=f"tokens per optimizer step, the same on every plan (default {DEFAULT_GLOBAL_BATCH:,}: the "
         "fine-tune's own, 4 ranks x 1 x 4 x 512)",

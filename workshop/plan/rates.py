@@ -17,7 +17,7 @@ from workshop.errors import WorkshopError
 from workshop.lang import N_, _
 from workshop.paths import RESULTS_DIR
 from workshop.plan.catalog import InstanceRow, aws_price, has_aws_credentials, known_types, price_of
-from workshop.plan.topology import DMA_EFFICIENCY, LINKS
+from workshop.plan.topology import DMA_EFFICIENCY
 
 
 @dataclass(frozen=True)
@@ -311,8 +311,10 @@ def instance_gbps(row: InstanceRow) -> float:
 
 
 def efa_gbytes_per_s(row: InstanceRow) -> float:
-    """Effective EFA bandwidth of one instance: its EFA devices x 100 Gbps x the DMA efficiency (topology)."""
-    return row.max_efa_interfaces * LINKS["efa"].gbytes_per_s * DMA_EFFICIENCY
+    """Effective EFA bandwidth of one instance, GB/s: its network bandwidth from the catalog (all of it EFA on
+    the EFA instances: p4d 4 x 100, p5 32 x 100, p5en 16 x 200 Gbps) x the DMA efficiency (topology). Counting
+    devices x 100 Gbps would halve p5en's EFA v3."""
+    return instance_gbps(row) / 8 * DMA_EFFICIENCY
 
 
 # ---------------------------------------------------------------- prices
@@ -372,11 +374,12 @@ def startup_s() -> Rate:
         pull = image["compressed_bytes"] / 1e9 / IMAGE_PULL_GBYTES_PER_S
         value = KARPENTER_LAUNCH_S + pull + float(image["first_step_s"])
         where = (
-            f"image.json ({image.get('measured_on', '?')}, {image.get('date', '?')}): "
-            f"{image['compressed_bytes'] / 2**20:,.0f} MiB pulled at {IMAGE_PULL_GBYTES_PER_S:g} GB/s + "
-            f"first step {image['first_step_s']:g} s"
+            f"the CPU image's {image['compressed_bytes'] / 2**20:,.0f} MiB (measured) pulled at "
+            f"{IMAGE_PULL_GBYTES_PER_S:g} GB/s (assumed) + its first step {image['first_step_s']:g} s "
+            f"(measured: image.json, {image.get('measured_on', '?')}, {image.get('date', '?')}); GPU nodes "
+            "pull a larger image, never measured here, so theirs is a lower bound"
         )
-        kind = "measured"
+        kind = "assumption"
     except (OSError, ValueError, KeyError, TypeError):
         value = KARPENTER_LAUNCH_S + 675 * 2**20 / 1e9 / IMAGE_PULL_GBYTES_PER_S + 25.0
         where = (
@@ -384,7 +387,9 @@ def startup_s() -> Rate:
             "compiled at the first step (~25 s); no benchmarks/results/image.json yet"
         )
         kind = "assumption"
-    return Rate(value, "s per node", kind, f"Karpenter launch to Ready ~{KARPENTER_LAUNCH_S:g} s + {where}")
+    return Rate(
+        value, "s per node", kind, f"Karpenter launch to Ready ~{KARPENTER_LAUNCH_S:g} s (assumed) + {where}"
+    )
 
 
 DOWNLOAD_GBYTES_PER_S = Rate(
