@@ -16,6 +16,7 @@ from typing import Any
 
 from workshop.lang import _
 from workshop.plan import hardware, topology
+from workshop.plan.cost import STATE_BYTES_PER_PARAM
 from workshop.report import verdict
 
 
@@ -560,14 +561,19 @@ def before_submit(plan: Any, steps: int) -> str:
     job."""
     tokens = steps * plan.micro_batch * plan.seq_len * plan.grad_accum * plan.nodes * plan.procs_per_node
     once = sum(v for k, v in plan.fixed_s.items() if k != "checkpoints")  # start-up, download, init, save
-    hours = (steps * plan.step_time_s + once) / 3600
+    # the TrainJob's own checkpoints (--save-steps): each writes the states, 14 B/param where the final save
+    # writes 2 (bf16 weights), at the same storage rate
+    n_ckpt = steps // plan.save_steps if plan.save_steps else 0
+    ckpt_s = n_ckpt * plan.fixed_s.get("final save", 0.0) * STATE_BYTES_PER_PARAM / 2
+    hours = (steps * plan.step_time_s + once + ckpt_s) / 3600
     usd = f"${hours * plan.usd_per_hour:,.0f}" if plan.usd_per_hour is not None else _("an unknown price")
     return _(
         "Plan: {label}, {ppn} rank(s) per node x {threads} threads, ZeRO-{zero}, micro-batch {micro_batch} "
         "x {seq_len} tokens, accumulation {grad_accum}{ckpt}. Predicted before submitting: {step:.0f} s per "
         "step ({compute:.0f} s compute, {comm:.0f} s collectives, {bound}-bound), so this TrainJob's {steps} "
-        "steps ({tokens:,} tokens) plus {once:.0f} s of start-up, download, init and final save take "
-        "{hours:.1f} h and cost {usd} on demand; the whole budget of "
+        "steps ({tokens:,} tokens) plus {once:.0f} s of start-up, download, init and final save and "
+        "{ckpt_s:.0f} s for its {n_ckpt} checkpoints take {hours:.1f} h and cost {usd} on demand; the whole "
+        "budget of "
         "{budget:.3g} tokens: {budget_hours:.1f} h, ${budget_usd:,.0f}. {hint}."
     ).format(
         label=plan.label,
@@ -585,6 +591,8 @@ def before_submit(plan: Any, steps: int) -> str:
         steps=steps,
         tokens=tokens,
         once=once,
+        ckpt_s=ckpt_s,
+        n_ckpt=n_ckpt,
         hours=hours,
         usd=usd,
         budget=plan.tokens,
