@@ -173,8 +173,8 @@ def local_rows() -> list[CheckRow]:
                 _(
                     "network term: {mb:.0f} MB at {link:.3f} GB/s = {comm:.3f} s; the measured slow-vs-fast "
                     "cap gap is {gap_m:.3f} s against {gap_p:.3f} s predicted (in that stored run the capped "
-                    "TCP link delivered ~{share:.0%} of the modelled rate; chapter 06 sets this run's chapter "
-                    "05 result beside it); compute {compute:.3f} s is from a separate 1-rank session"
+                    "TCP link delivered ~{share:.0%} of the modelled rate; chapter 06 sets this run's "
+                    "chapter 05 result beside it); compute {compute:.3f} s is from a separate 1-rank session"
                 ).format(
                     mb=p.gb_per_rank_per_step * 1e3,
                     link=p.link_gbytes_per_s,
