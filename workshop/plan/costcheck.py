@@ -383,13 +383,15 @@ def validation() -> list[CheckRow]:
 
 
 def format_checks(rows: list[CheckRow]) -> str:
-    head = f"{'check':<46} {'predicted':>10} {'measured':>10} {'unit':<9} {'error':>7} {'target':>6}  ok"
+    """The validation table: one row per check, its whole label (two rows never read alike)."""
+    w = max([len("check")] + [len(r.check) for r in rows])
+    head = f"{'check':<{w}} {'predicted':>10} {'measured':>10} {'unit':<9} {'error':>7} {'target':>6}  ok"
     lines = [head, "-" * len(head)]
     for r in rows:
         ok = {True: _("yes"), False: _("MISS"), None: "-"}[r.within]  # the last column: its width is free
         tgt = f"{r.target:.0%}" if r.target is not None else "-"
         lines.append(
-            f"{r.check[:46]:<46} {r.predicted:>10.4g} {r.measured:>10.4g} {r.unit:<9} {r.error:>+7.1%} "
+            f"{r.check:<{w}} {r.predicted:>10.4g} {r.measured:>10.4g} {r.unit:<9} {r.error:>+7.1%} "
             f"{tgt:>6}  {ok}"
         )
     return "\n".join(lines)
