@@ -353,7 +353,15 @@ def test_chapter_sentences_are_computed_from_the_plans():
     assert "network-bound" in lines[-1] and f"{original.gb_per_rank_per_step / 4:.1f} GB" in lines[-1]
     text = interpret.before_submit(original, 10)
     once = sum(v for k, v in original.fixed_s.items() if k != "checkpoints")
-    assert f"{(10 * original.step_time_s + once) / 3600:.1f} h" in text and "instead of" in text
+    # the job's own checkpoints (--save-steps) write the states, 14 B/param against the final save's 2
+    n_ckpt = 10 // original.save_steps if original.save_steps else 0
+    ckpt_s = n_ckpt * original.fixed_s["final save"] * cost.STATE_BYTES_PER_PARAM / 2
+    assert f"{(10 * original.step_time_s + once + ckpt_s) / 3600:.1f} h" in text and "instead of" in text
+    assert f"for its {n_ckpt} checkpoints" in text
+    text = interpret.before_submit(replace(original, save_steps=3), 10)  # 3 checkpoints in 10 steps
+    ckpt_s = 3 * original.fixed_s["final save"] * cost.STATE_BYTES_PER_PARAM / 2
+    assert f"{ckpt_s:.0f} s for its 3 checkpoints" in text
+    assert f"{(10 * original.step_time_s + once + ckpt_s) / 3600:.1f} h" in text
     said = widgets.cost_text("llama-3-8b", 1e8, 0.001, "CPU only (c7i/m7i/r7i)", "moto")
     # in the widget's words (its deadline box), not the command line's flag; the fastest plan named
     assert "deadline of 0.001 hours" in said and "--max-hours" not in said and " x c7i." in said
