@@ -89,3 +89,14 @@ def test_two_samples_each_need_an_effect_well_beyond_their_spread():
     strong = compare([2474.0, 2300.0], [62.0, 60.0], a_label="workbook", b_label="original")
     assert strong.clear and strong.winner == "workbook"
     assert not compare([1.015, 1.058], [1.0, 1.0], a_label="A", b_label="B", paired=True).clear
+
+
+def test_three_agreeing_rounds_are_not_enough_when_their_ratios_scatter():
+    """Every one of 3 paired ratios above 1 happens 1 time in 4 with no real difference: that alone is no
+    verdict; 5 rounds that agree are (1 in 16), and 3 rounds whose effect dwarfs their scatter are too."""
+    a3, b3 = [105.0, 110.0, 130.0], [100.0, 100.0, 100.0]  # x1.10 median, ratios 1.05-1.30
+    assert not compare(a3, b3, a_label="A", b_label="B", paired=True).clear
+    a5, b5 = a3 + [108.0, 112.0], b3 + [100.0, 100.0]
+    assert compare(a5, b5, a_label="A", b_label="B", paired=True).clear
+    big = compare([200.0, 205.0, 210.0], [100.0, 100.0, 100.0], a_label="A", b_label="B", paired=True)
+    assert big.clear and big.winner == "A"

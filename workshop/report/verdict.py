@@ -20,9 +20,11 @@ from workshop.errors import WorkshopError
 from workshop.lang import _
 
 MIN_EFFECT = 0.03  # a difference under 3% is never called a win, however quiet the machine
-FEW_SAMPLES = (
-    3  # below this many samples (or paired rounds) each, separation alone is too easy to get by chance
-)
+# Below this many samples each, separation alone is too easy to get by chance: unpaired, all of 3 A above all
+# of 3 B happens 1 time in 10 with no real difference (2 of C(6, 3) orders); paired, every ratio on one side
+# of 1 happens 2 / 2**n of the time (3 rounds: 1 in 4; 5 rounds: 1 in 16), so pairs need more rounds.
+FEW_SAMPLES = 3
+FEW_PAIRED_ROUNDS = 5
 DRIFT_BOUND_PCT = 10.0  # a reference that moves more than this while measured gives a range, not a share
 
 
@@ -80,7 +82,8 @@ def compare(
 
     One sample each has no spread to judge by, so it never names a winner. With fewer than FEW_SAMPLES each
     (two runs of two, or two paired rounds) samples of the same thing fail to overlap one time in three, so
-    there the effect must also be more than twice the spread (in log terms). `where`: the machine that
+    there the effect must also be more than twice the spread (in log terms); paired rounds need
+    FEW_PAIRED_ROUNDS before agreement alone counts. `where`: the machine that
     measured the samples, when it is not this one (a stored result).
     """
     where = where or _("this machine")
@@ -96,8 +99,9 @@ def compare(
         low, high = min(xa) / max(xb), max(xa) / min(xb)
     spread = max(spread_pct(xa), spread_pct(xb))
     noise = spread_pct(ratios) if paired else spread
+    few = FEW_PAIRED_ROUNDS if paired else FEW_SAMPLES
     enough = min(len(xa), len(xb)) >= 2 and (
-        min(len(xa), len(xb)) >= FEW_SAMPLES or abs(math.log(ratio)) > 2 * noise / 100
+        min(len(xa), len(xb)) >= few or abs(math.log(ratio)) > 2 * noise / 100
     )
     a_wins = (
         (low > 1 and ratio >= 1 + min_effect) if higher_is_better else (high < 1 and ratio <= 1 - min_effect)
