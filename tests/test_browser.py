@@ -184,8 +184,14 @@ def _lab(lang: str, tmp: Path):
         "--LabApp.news_url=",
         "--ServerApp.port_retries=0",
     ]
+    # its own session: `workshop lab` starts jupyter lab as a child, so stopping means the whole group
     proc = subprocess.Popen(
-        cmd, env=env, cwd=REPO, stdout=subprocess.DEVNULL, stderr=open(tmp / "lab.log", "w")
+        cmd,
+        env=env,
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+        stderr=open(tmp / "lab.log", "w"),
+        start_new_session=True,
     )
     deadline = time.time() + 60
     while time.time() < deadline:
@@ -193,8 +199,23 @@ def _lab(lang: str, tmp: Path):
             if s.connect_ex(("127.0.0.1", port)) == 0:
                 return proc, copy, f"http://127.0.0.1:{port}/lab/tree/{CHAPTER}?token={token}"
         time.sleep(0.5)
-    proc.terminate()
+    _stop(proc)
     raise AssertionError(f"JupyterLab did not start: {(tmp / 'lab.log').read_text()[-2000:]}")
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    """End `workshop lab` and the jupyter lab server and kernels it started (one process group): terminating
+    the wrapper alone left them running, about 1 GB each, for the rest of the test session."""
+    import signal
+
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(30)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(10)
+    except ProcessLookupError:
+        pass
 
 
 def _wait(b, js: str, timeout: float, what: str, *args):
@@ -335,7 +356,6 @@ def test_a_learners_jupyterlab_session(browser, lang, tmp_path):
         time.sleep(2)
         assert _git_status() == status, "the session (Run All, widget changes, save) changed git status"
     finally:
-        proc.terminate()
-        proc.wait(30)
+        _stop(proc)
         shutil.rmtree(copy, ignore_errors=True)
         print(f"screenshots: {SHOTS}")
