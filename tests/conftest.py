@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
+from workshop.paths import REPO
 
 # No test may reach a real cluster: every test (and every notebook or subprocess it starts) sees a kubeconfig
 # whose only server is a closed loopback port, and no in-cluster service account. Set at import time, before

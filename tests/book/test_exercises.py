@@ -2,14 +2,14 @@
 parameters."""
 
 import json
-from pathlib import Path
 
 import pytest
 
 from workshop.book import exercises
 from workshop.errors import WorkshopError
+from workshop.paths import NOTEBOOKS_DIR
 
-NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
+NOTEBOOKS = NOTEBOOKS_DIR
 SLOW = {"03", "04"}  # these start torchrun ranks
 
 

@@ -11,6 +11,7 @@ import json
 import pytest
 
 from workshop.cli import main
+from workshop.paths import REPO
 
 # Files of the wrong kind, for every command that reads one (root reads any file: no unreadable-file case
 # here).
@@ -233,7 +234,7 @@ CASES = [
 def test_bad_input_fails_early_and_plainly(argv, value, capsys, tmp_path, monkeypatch):
     files = _bad_files(tmp_path / "files")
     argv = [_fill(a, files) for a in argv]
-    monkeypatch.chdir(tmp_path.parent if argv[0] != "validate" else _repo())
+    monkeypatch.chdir(tmp_path.parent if argv[0] != "validate" else REPO)
     try:
         code = main(argv)
     except SystemExit as exit_:  # argparse's own errors: exit 2 with a usage line
@@ -266,12 +267,6 @@ def _fill(text, files):
     for name in sorted(files, key=len, reverse=True):
         text = text.replace(name, str(files[name]))
     return text
-
-
-def _repo():
-    from pathlib import Path
-
-    return Path(__file__).resolve().parent.parent
 
 
 def test_there_are_at_least_fifty_cases():

@@ -1,4 +1,4 @@
-"""The cluster layer against a fake API server on 127.0.0.1 (tests/fake_apiserver.py) that records
+"""The cluster layer against a fake API server on 127.0.0.1 (tests/support/fake_apiserver.py) that records
 requests."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import socket
 
 import kubernetes
 import pytest
-from fake_apiserver import FakeAPIServer, status
 
+from tests.support.fake_apiserver import FakeAPIServer, status
 from workshop.errors import WorkshopError
 from workshop.k8s import cluster as cl
 from workshop.k8s import cluster_cli

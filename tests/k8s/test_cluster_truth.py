@@ -10,11 +10,12 @@ import time
 import warnings
 
 import pytest
-from fake_apiserver import FakeAPIServer, status
 
+from tests.support.fake_apiserver import FakeAPIServer, status
 from workshop.errors import WorkshopError
 from workshop.k8s import cluster as cl
 from workshop.k8s import cluster_cli, jobs, trainjob, waits
+from workshop.paths import MANIFESTS_DIR
 
 
 @pytest.fixture()
@@ -160,19 +161,17 @@ def test_insecure_kubeconfig_says_it_once_and_silences_urllib3(api, tmp_path, ca
 
 
 def _old_trainjob_text() -> str:
-    from pathlib import Path
 
-    text = (Path(__file__).resolve().parents[1] / "manifests" / "trainjob-cpu-v2.2.yaml").read_text()
+    text = (MANIFESTS_DIR / "trainjob-cpu-v2.2.yaml").read_text()
     return text.replace("- '2e-05'", "- 2e-05")  # what PyYAML wrote before the fix
 
 
 def _lr_index() -> int:
     """Where the learning rate sits in the rendered job's args (the planner decides how many come first)."""
-    from pathlib import Path
 
     import yaml
 
-    text = (Path(__file__).resolve().parents[1] / "manifests" / "trainjob-cpu-v2.2.yaml").read_text()
+    text = (MANIFESTS_DIR / "trainjob-cpu-v2.2.yaml").read_text()
     job = next(d for d in yaml.safe_load_all(text) if d and d.get("kind") == "TrainJob")
     return job["spec"]["trainer"]["args"].index("2e-05")
 

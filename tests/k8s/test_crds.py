@@ -11,15 +11,14 @@ import shutil
 import subprocess
 import sys
 import threading
-from pathlib import Path
 
 import pytest
 
 from workshop.errors import WorkshopError
 from workshop.k8s import crds
 from workshop.k8s import validate as v
+from workshop.paths import REPO
 
-REPO = Path(__file__).resolve().parent.parent
 POOL_FILE = REPO / "manifests" / "karpenter-cpu-amx.yaml"
 
 

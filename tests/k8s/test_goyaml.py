@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import math
-from pathlib import Path
 
 import pytest
 import yaml
@@ -14,8 +13,7 @@ import yaml
 from workshop.k8s import goyaml, render
 from workshop.k8s.base import dump_yaml, load_yaml_docs, to_yaml
 from workshop.k8s.validate import validate_yaml
-
-REPO = Path(__file__).resolve().parents[1]
+from workshop.paths import REPO
 
 # (text, what Go's yaml.v2 — kubectl — gives it written plain)
 HAND = [

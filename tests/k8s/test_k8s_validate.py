@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import copy
 from collections import Counter
-from pathlib import Path
 
 import pytest
 
@@ -13,6 +12,7 @@ from workshop.k8s import cel_ext, crds
 from workshop.k8s import validate as v
 from workshop.k8s.base import to_yaml
 from workshop.k8s.karpenter import cpu_amx_pool, gpu_pool
+from workshop.paths import MANIFESTS_DIR
 
 POOL = cpu_amx_pool().to_dicts()  # [NodePool, EC2NodeClass]
 
@@ -413,7 +413,7 @@ def test_list_map_keys_and_int_or_string_in_trainjob():
 
 
 # ------------------------------------------------------------------- which release a manifest targets
-MANIFESTS = sorted((Path(__file__).resolve().parents[1] / "manifests").glob("*.yaml"))
+MANIFESTS = sorted(MANIFESTS_DIR.glob("*.yaml"))
 
 
 def test_checked_in_manifests_pass_with_no_flags(capsys):
@@ -476,13 +476,7 @@ def test_storage_manifests_are_checked_not_waved_through():
     """The FSx StorageClass and claim have no CRD: typed schemas of the built-in kinds judge them."""
     import yaml
 
-    docs = [
-        d
-        for d in yaml.safe_load_all(
-            (Path(__file__).resolve().parents[1] / "manifests" / "storage-fsx.yaml").read_text()
-        )
-        if d
-    ]
+    docs = [d for d in yaml.safe_load_all((MANIFESTS_DIR / "storage-fsx.yaml").read_text()) if d]
     assert [d["kind"] for d in docs] == ["StorageClass", "PersistentVolumeClaim"]
     assert v.validate_documents(docs) == []
     bad = copy.deepcopy(docs)

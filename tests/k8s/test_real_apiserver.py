@@ -1,14 +1,14 @@
 """The workbook's cluster path against a real kube-apiserver + etcd (controller-runtime's envtest convention:
 `KUBEBUILDER_ASSETS` names a folder with both binaries; without it this module is skipped in one line).
 
-The session starts them on loopback (tests/real_apiserver.py), installs the package's shipped CRDs of a pinned
-release pair through the package's own `crds` module and `Cluster.apply`, and then runs what the notebooks and
-`workshop cluster ...` run, through the same functions. Nothing else of a cluster runs (no Karpenter, no
-Trainer, no kubelet): where an answer needs a controller, the test plays its part (a condition in `status`,
-removing a finalizer, binding a pod, a kubelet serving a log), as envtest users do.
+The session starts them on loopback (tests/support/real_apiserver.py), installs the package's shipped CRDs
+of a pinned release pair through the package's own `crds` module and `Cluster.apply`, and then runs what the
+notebooks and `workshop cluster ...` run, through the same functions. Nothing else of a cluster runs (no
+Karpenter, no Trainer, no kubelet): where an answer needs a controller, the test plays its part
+(a condition in `status`, removing a finalizer, binding a pod, a kubelet serving a log), as envtest users do.
 
-The fast tests' stand-in, tests/fake_apiserver.py, is kept honest by this module: what differs between the two
-is written down in the commit that finds it."""
+The fast tests' stand-in, tests/support/fake_apiserver.py, is kept honest by this module: what differs between
+the two is written down in the commit that finds it."""
 
 from __future__ import annotations
 
@@ -18,7 +18,8 @@ import time
 from pathlib import Path
 
 import pytest
-from real_apiserver import HOW_TO_GET, FakeKubelet, RealAPIServer, assets
+
+from tests.support.real_apiserver import HOW_TO_GET, FakeKubelet, RealAPIServer, assets
 
 if assets() is None:
     pytest.skip(HOW_TO_GET, allow_module_level=True)
@@ -33,11 +34,11 @@ from workshop.k8s.cluster import ClusterError, conditions, connect  # noqa: E402
 from workshop.k8s.cluster_cli import main as cluster_cli  # noqa: E402
 from workshop.k8s.install import pools_ready  # noqa: E402
 from workshop.k8s.teardown import teardown  # noqa: E402
+from workshop.paths import REPO
 from workshop.plan import cost  # noqa: E402
 
 pytestmark = pytest.mark.real_apiserver
 
-REPO = Path(__file__).resolve().parent.parent
 MANIFESTS = sorted((REPO / "manifests").glob("*.yaml"))
 KARPENTER, TRAINER = "1.14.1", "2.3.0"  # the pinned release pair the session installs
 CRD_API = "apiextensions.k8s.io/v1"
@@ -167,7 +168,7 @@ def condition(kind: str, status: str = "True") -> dict:
         "type": kind,
         "status": status,
         "reason": "PlayedByTheTest",
-        "message": "set by tests/test_real_apiserver.py",
+        "message": "set by tests/k8s/test_real_apiserver.py",
         "lastTransitionTime": "2026-01-01T00:00:00Z",
         "observedGeneration": 1,
     }

@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from workshop.k8s import render
 from workshop.k8s.base import HEADER, load_yaml_docs, to_yaml
 from workshop.k8s.validate import validate_files
-
-REPO_MANIFESTS = Path(__file__).resolve().parents[1] / "manifests"
+from workshop.paths import MANIFESTS_DIR
 
 
 def test_checked_in_manifests_have_no_drift():
-    assert render.drift(REPO_MANIFESTS) == [], "run `workshop render` and commit manifests/"
+    assert render.drift(MANIFESTS_DIR) == [], "run `workshop render` and commit manifests/"
 
 
 def test_checked_in_manifests_validate_on_listed_releases():
@@ -20,14 +17,14 @@ def test_checked_in_manifests_validate_on_listed_releases():
         if (
             not entry.crd_checked
         ):  # core kinds (StorageClass, PVC): checked by their typed spec (test_storage.py)
-            assert {d["kind"] for d in load_yaml_docs((REPO_MANIFESTS / name).read_text())} <= {
+            assert {d["kind"] for d in load_yaml_docs((MANIFESTS_DIR / name).read_text())} <= {
                 "StorageClass",
                 "PersistentVolumeClaim",
             }
             continue
         for kv in entry.karpenter:
             for tv in entry.trainer:
-                assert validate_files([REPO_MANIFESTS / name], karpenter=kv, trainer=tv) == []
+                assert validate_files([MANIFESTS_DIR / name], karpenter=kv, trainer=tv) == []
 
 
 def test_render_check_detects_drift(tmp_path, capsys):

@@ -131,8 +131,7 @@ def _fsx_job():
 
 
 def test_submit_creates_the_claim_first_and_only_a_complete_job_is_deleted():
-    from test_trainjob import FakeCluster
-
+    from tests.k8s.test_trainjob import FakeCluster
     from workshop.k8s import jobs
 
     job = _fsx_job()
@@ -160,8 +159,7 @@ def test_submit_creates_the_claim_first_and_only_a_complete_job_is_deleted():
 
 
 def test_a_claim_that_cannot_be_marked_keeps_the_finished_job_as_the_record(capsys):
-    from test_trainjob import FakeCluster
-
+    from tests.k8s.test_trainjob import FakeCluster
     from workshop.k8s import jobs
     from workshop.k8s.cluster import ClusterError
 

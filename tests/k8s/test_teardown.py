@@ -1,5 +1,5 @@
-"""`workshop cluster teardown` against the loopback fake API server (tests/fake_apiserver.py), seeded with
-what chapters 02 and 05 apply, built by the workbook's own builders and sent through its own server-side
+"""`workshop cluster teardown` against the loopback fake API server (tests/support/fake_apiserver.py), seeded
+with what chapters 02 and 05 apply, built by the workbook's own builders and sent through its own server-side
 apply."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import threading
 import time
 
 import pytest
-from fake_apiserver import FakeAPIServer, managed_fields, status
 
+from tests.support.fake_apiserver import FakeAPIServer, managed_fields, status
 from workshop.k8s import cluster as cl
 from workshop.k8s import cluster_cli, karpenter, storage, teardown, trainjob
 

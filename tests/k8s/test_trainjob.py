@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import re
 import shlex
-from pathlib import Path
 
 import pytest
 import yaml
@@ -17,8 +16,8 @@ from workshop.k8s import jobs
 from workshop.k8s import trainjob as tj
 from workshop.k8s.base import to_yaml
 from workshop.k8s.cluster import ClusterError
+from workshop.paths import REPO
 
-REPO = Path(__file__).resolve().parents[1]
 TOKEN = "hf_SuperSecretValue_0123456789"
 
 

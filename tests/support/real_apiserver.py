@@ -1,4 +1,4 @@
-"""A real etcd + kube-apiserver on loopback for tests/test_real_apiserver.py, the way controller-runtime's
+"""A real etcd + kube-apiserver on loopback for tests/k8s/test_real_apiserver.py, the way controller-runtime's
 envtest runs them: the binaries come from `KUBEBUILDER_ASSETS` (a folder holding `kube-apiserver` and `etcd`,
 e.g. from `setup-envtest use -p path 1.36.x`), nothing else of a cluster runs (no scheduler, no controllers,
 no kubelet), so a test plays a controller's part where it needs one.
@@ -20,7 +20,7 @@ Getting the binaries, outside the checkout:
     `GOFLAGS=-mod=vendor GOPROXY=off GOTOOLCHAIN=local CGO_ENABLED=0 go build -ldflags
     "-X k8s.io/component-base/version.gitVersion=v1.36.2" -o BIN/kube-apiserver ./cmd/envtest-kube-apiserver`
     (15-25 min on 2 cores; without -ldflags the server calls itself v0.0.0-master), and link etcd into BIN.
-  Then `KUBEBUILDER_ASSETS=BIN python -m pytest -q tests/test_real_apiserver.py`."""
+  Then `KUBEBUILDER_ASSETS=BIN python -m pytest -q tests/k8s/test_real_apiserver.py`."""
 
 from __future__ import annotations
 
@@ -42,7 +42,7 @@ import yaml
 BINARIES = ("kube-apiserver", "etcd")
 HOW_TO_GET = (
     "KUBEBUILDER_ASSETS must name a folder with kube-apiserver and etcd: `setup-envtest use -p path 1.36.x` "
-    "(controller-runtime's envtest) or build them as tests/real_apiserver.py says"
+    "(controller-runtime's envtest) or build them as tests/support/real_apiserver.py says"
 )
 
 

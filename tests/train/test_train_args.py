@@ -12,17 +12,15 @@ import sys
 import typing
 from dataclasses import fields, replace
 from datetime import timedelta
-from pathlib import Path
 
 import pytest
 import yaml
 
 from workshop.errors import WorkshopError
+from workshop.paths import REPO
 from workshop.train import TrainArgs, build_parser, ds_config, parse_args
 from workshop.train import args as train_args
 from workshop.train.args import DIST_TIMEOUT_MIN
-
-REPO = Path(__file__).resolve().parents[1]
 
 
 def _value_after(argv: list[str], flag: str) -> str:

@@ -7,7 +7,9 @@ from pathlib import Path
 
 import pytest
 
-WORKSHOP = Path(__file__).resolve().parents[1] / "workshop"
+from workshop.paths import REPO
+
+WORKSHOP = REPO / "workshop"
 LIMIT = 60
 
 

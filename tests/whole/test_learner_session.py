@@ -1,5 +1,5 @@
 """The learner's session without a browser: say()'s HTML, the widgets' sizes and words, `workshop lab`'s copy
-(tests/test_browser.py checks the same in JupyterLab)."""
+(tests/whole/test_browser.py checks the same in JupyterLab)."""
 
 from __future__ import annotations
 

@@ -1,18 +1,15 @@
 """The original workshop's lessons as the workbook teaches them: each demonstration measures what the chapter
 says it does."""
 
-from pathlib import Path
-
 import pytest
 import yaml
 
 from workshop.book import widgets
 from workshop.experiments import debugging, precision
+from workshop.paths import REPO
 from workshop.plan import topology, zero
 from workshop.train import TrainArgs
 from workshop.train.deepspeed_config import ds_config
-
-REPO = Path(__file__).resolve().parent.parent
 
 
 def test_fp16_overflows_where_bf16_does_not_and_the_scaler_recovers():

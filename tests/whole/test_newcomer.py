@@ -10,11 +10,10 @@ on an air-gapped lab machine or behind a proxy that refuses GitHub.
 import os
 import shutil
 import subprocess
-from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
+from workshop.paths import REPO
 
 pytestmark = pytest.mark.slow
 

@@ -4,14 +4,13 @@ inspection), and the recipes it shows run as far as they can without a cluster."
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import papermill
 import pytest
 
 from workshop.launch.notebooks import notebooks
+from workshop.paths import REPO
 
-REPO = Path(__file__).resolve().parents[1]
 README = (REPO / "README.md").read_text()
 
 
