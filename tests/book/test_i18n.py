@@ -127,20 +127,8 @@ def test_underscore_is_english_without_workshop_lang_and_korean_with_it(monkeypa
     assert lang._(sentence) == sentence
 
 
-@pytest.mark.slow
-def test_korean_chapter_02_runs_end_to_end_with_korean_computed_sentences(tmp_path):
-    """`workshop run --lang ko --only 02` (the cheapest chapter): Korean narration and Korean sentences
-    printed by the package (exercises.show, hardware.explain), same figure as the English run."""
-    from workshop.launch.notebooks import run_workbook
-
-    runs = run_workbook(tmp_path, only=["02"], echo=lambda *a: None, lang="ko")
-    assert [r.status for r in runs] == ["ok"], runs
-    nb = nbformat.read(tmp_path / "notebooks" / "02_karpenter_setup.ipynb", as_version=4)
-    printed = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs)
-    assert "   예상: " in printed and ("AMX 있음" in printed or "AMX 없음" in printed), printed[-2000:]
-    assert "karpenter.sh/discovery" in printed  # YAML stays as it is
-    assert sorted(p.name for p in (tmp_path / "images").glob("*.png")) == ["02_pool_admission.png"]
-    assert "| [02_karpenter_setup.ipynb]" in (tmp_path / "index.md").read_text()
+# The Korean chapter 02 end to end (Korean narration and computed sentences, the same figure): one run, with a
+# parameter override, in tests/whole/test_notebooks.py.
 
 
 def test_korean_readme_keeps_every_command_of_the_english_one():

@@ -10,9 +10,9 @@ import nbformat
 import pytest
 
 from workshop.book import images, nbcheck
+from workshop.cli import main as cli_main
 from workshop.errors import WorkshopError
 from workshop.launch.notebooks import NOTEBOOKS, notebooks, run_workbook
-from workshop.launch.notebooks import main as run_main
 
 ALL = notebooks()
 REPO = NOTEBOOKS.parent
@@ -105,19 +105,22 @@ def test_runner_refuses_a_parameter_no_notebook_declares(tmp_path):
 
 
 @pytest.mark.slow
-def test_workshop_run_passes_a_parameter_override_into_a_real_notebook(tmp_path, capsys):
-    """Papermill stays the batch runner: `workshop run --only 02 -p cluster_name ...` reaches the notebook's
-    cells (chapter 02 is the cheapest chapter; the override shows in the rendered NodeClass's discovery
-    tags)."""
-    assert (
-        run_main(["--out", str(tmp_path), "--only", "02", "-p", "cluster_name", "override-took-effect"]) == 0
-    )
+def test_workshop_run_runs_the_korean_chapter_02_with_a_parameter_override(tmp_path, capsys):
+    """Papermill stays the batch runner, in both languages, in ONE run (nbval already ran the English 02):
+    `workshop run --lang ko --only 02 -p cluster_name ...` reaches the Korean notebook's cells (the override
+    shows in the rendered NodeClass's discovery tags), the package prints Korean sentences (exercises.show,
+    hardware.explain), YAML stays as it is, and the figure and the index are the English run's."""
+    argv = ["run", "--out", str(tmp_path), "--lang", "ko", "--only", "02"]
+    assert cli_main([*argv, "-p", "cluster_name", "override-took-effect"]) == 0
+    assert "1/1 notebooks ran" in capsys.readouterr().out
     executed = nbformat.read(tmp_path / "notebooks" / "02_karpenter_setup.ipynb", as_version=4)
     injected = [c for c in executed.cells if "injected-parameters" in c.metadata.get("tags", [])]
     assert injected and 'cluster_name = "override-took-effect"' in injected[0].source
     printed = "".join(o.get("text", "") for c in executed.cells if c.cell_type == "code" for o in c.outputs)
     assert "karpenter.sh/discovery: override-took-effect" in printed
+    assert "   예상: " in printed and ("AMX 있음" in printed or "AMX 없음" in printed), printed[-2000:]
     assert sorted(p.name for p in (tmp_path / "images").glob("*.png")) == ["02_pool_admission.png"]
+    assert "| [02_karpenter_setup.ipynb]" in (tmp_path / "index.md").read_text()
 
 
 def test_refresh_copies_only_checked_outputs(tmp_path):
