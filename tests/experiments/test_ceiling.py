@@ -199,12 +199,6 @@ def test_unknown_lever_names_it_and_the_allowed_ones(kit_cache, tmp_path, capsys
         ceiling.parse_levers("no_compile,warp_drive")
     with pytest.raises(WorkshopError, match="unknown device 'tpu'; allowed: cpu, cuda"):
         recipe_cfg(kit_cache, tmp_path, device="tpu").validate()
-    with pytest.raises(SystemExit, match="2"):  # argparse checks the list: a usage line, then the error
-        bench.main(["ceiling", "--levers", "turbo"])
-    assert (
-        "argument --levers: unknown 'turbo' in 'turbo'; allowed: recipe, no_compile"
-        in capsys.readouterr().err
-    )
     assert bench.main(["ceiling", "--steps", "2"]) == 2
     assert "steps must be >= 3" in capsys.readouterr().err
     assert bench.main(["recipes", "ceiling"]) == 2

@@ -54,7 +54,7 @@ def test_seed_claims_hold():
     assert len(ORIGINAL_RUNS) == 7 and ORIGINAL_STEPS == 50
 
 
-def test_bad_input_is_a_workshop_error(capsys):
+def test_bad_input_is_a_workshop_error():
     with pytest.raises(WorkshopError, match="ZeRO stage"):
         traffic.zero_traffic(10, 2, 4)
     with pytest.raises(WorkshopError, match="overlap"):
@@ -69,8 +69,6 @@ def test_bad_input_is_a_workshop_error(capsys):
     if not torch.cuda.is_available():
         with pytest.raises(WorkshopError, match="'nccl' needs CUDA GPUs"):
             comms.run_collective_bench(backend="nccl")
-    assert comms.main(["bench", "--backend", "mpi"]) == 2
-    assert "error:" in capsys.readouterr().err
 
 
 def test_model_cli_writes_json(tmp_path):

@@ -93,9 +93,6 @@ def test_cli_bad_input_exits_2_with_one_line(ckpt, tmp_path, capsys):
     )
     assert loading.main(["run", "--checkpoint", str(ckpt), "--ranks", "1,99"]) == 2
     assert "larger than this machine allows" in capsys.readouterr().err
-    with pytest.raises(SystemExit, match="2"):
-        loading.main(["run", "--checkpoint", str(ckpt), "--ranks", "x"])
-    assert "argument --ranks: expected comma-separated integers >= 1, got 'x'" in capsys.readouterr().err
     assert loading.main(["checkpoint", "--model", "huge", "--out", str(tmp_path / "c")]) == 2
     assert "unknown model preset 'huge'" in capsys.readouterr().err
 

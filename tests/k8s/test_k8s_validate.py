@@ -380,9 +380,6 @@ def test_cli_exit_codes(tmp_path, capsys):
     assert v.main([str(good), str(bad)]) == 1
     out = capsys.readouterr().out
     assert "NodePool/cpu-amx (document 1 of" in out and "spec.template.spec.requirements" in out
-    assert v.main([str(tmp_path / "missing.yaml")]) == 2
-    assert v.main([str(good), "--trainer", "9.9"]) == 2
-    assert "error:" in capsys.readouterr().err
 
 
 def test_upstream_trainer_runtimes_pass_their_release_and_fail_the_next():
