@@ -170,6 +170,7 @@ def _dead_pid() -> int:
 
 @needs_root
 @pytest.mark.root
+@pytest.mark.slow  # two 2-process gloo runs, one capped at 50 Mbit/s: ~50 MB per node at that rate
 def test_namespace_run_counts_bytes_and_slows_down_under_a_tight_cap(tmp_path, fake_module):
     cfg = netsim.NetSimConfig(
         rates=["10gbit", "50mbit"],
