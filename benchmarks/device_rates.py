@@ -5,7 +5,7 @@
     and 2 ranks x 8 threads under DDP/gloo, so the thread-scaling factor the planner assumes (0.5) is
     measured: tokens/s at N threads / (N x tokens/s at 1 thread).
 (b) GPU: a training step (bf16 autocast, fp32 weights, fused AdamW, plain torch) of transformers'
-    LlamaForCausalLM built from a LlamaConfig (no hub): a Llama-3.2-1B shape and a Llama-3-8B shape cut to
+    LlamaForCausalLM built from the workbook's presets (no hub): `llama-3.2-1b`, and `llama-3-8b` cut to
     4 of its 32 layers; tokens/s and MFU = 6 x params x tokens/s / 989.4e12 (dense bf16 peak).
 
 One script, one call: `python benchmarks/device_rates.py --out DIR` writes DIR/device_rates.json after every
@@ -37,8 +37,8 @@ METHOD = {
     "transformers' LlamaForCausalLM, bf16 weights (no fp32 masters), sdpa attention, no torch.compile, "
     "torch.optim.AdamW(fused=True); random token ids; DDP over gloo for 2 ranks, each rank pinned to its own "
     "cores; DeepSpeed (ZeRO-3) is not installed on the device image, so no ZeRO lever ran",
-    "gpu_train": "plain torch on one GPU: LlamaForCausalLM from a LlamaConfig (no hub), fp32 weights, "
-    "torch.autocast bf16, torch.optim.AdamW(fused=True), no ZeRO, no torch.compile, no activation "
+    "gpu_train": "plain torch on one GPU: LlamaForCausalLM from a preset's LlamaConfig (no hub), fp32 "
+    "weights, torch.autocast bf16, torch.optim.AdamW(fused=True), no ZeRO, no torch.compile, no activation "
     "checkpointing; random token ids",
     "thread_scaling": "tokens/s at N threads / (N x tokens/s at 1 thread), same micro-batch",
     "cpu_mfu": "plan.models.flops_per_token x tokens/s / (1,024 FLOP/cycle/core x cores x detected clock)",
@@ -46,37 +46,6 @@ METHOD = {
     "(plan.models.flops_per_token: input embedding excluded, attention added) over the same peak",
     "timing": "median of the timed steps after warm-up steps; GPU synchronized around each step",
 }
-
-# Llama-3.2-1B and Llama-3-8B shapes (config.json of each on the hub, copied: no download).
-LLAMA_1B = dict(
-    vocab_size=128256,
-    hidden_size=2048,
-    intermediate_size=8192,
-    num_hidden_layers=16,
-    num_attention_heads=32,
-    num_key_value_heads=8,
-    tie_word_embeddings=True,
-    rope_theta=500000.0,
-)
-LLAMA_8B = dict(
-    vocab_size=128256,
-    hidden_size=4096,
-    intermediate_size=14336,
-    num_hidden_layers=32,
-    num_attention_heads=32,
-    num_key_value_heads=8,
-    tie_word_embeddings=False,
-    rope_theta=500000.0,
-)
-TINY = dict(
-    vocab_size=512,
-    hidden_size=64,
-    intermediate_size=128,
-    num_hidden_layers=2,
-    num_attention_heads=4,
-    num_key_value_heads=2,
-    tie_word_embeddings=False,
-)
 
 
 def log(msg: str) -> None:
@@ -192,15 +161,13 @@ def cpu_train(spec: dict) -> dict:
 def gpu_train(spec: dict) -> dict:
     """One LlamaForCausalLM training step on the GPU: fp32 weights, bf16 autocast, fused AdamW."""
     import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
+    from transformers import LlamaForCausalLM
+
+    from workshop.plan.models import build_config
 
     dev = "cuda" if torch.cuda.is_available() else "cpu"
     torch.manual_seed(0)
-    cfg = LlamaConfig(
-        **{**spec["config"], "num_hidden_layers": spec["layers"]},
-        attn_implementation=spec["attn"],
-        max_position_embeddings=max(8192, spec["seq_len"]),
-    )
+    cfg = build_config(spec["preset"], num_hidden_layers=spec["layers"], attn_implementation=spec["attn"])
     with torch.device(dev):
         model = LlamaForCausalLM(cfg)
     params = sum(p.numel() for p in model.parameters())
@@ -222,7 +189,7 @@ def gpu_train(spec: dict) -> dict:
     tps = spec["micro_batch"] * spec["seq_len"] / med
     emb = cfg.vocab_size * cfg.hidden_size
     return {
-        **{k: v for k, v in spec.items() if k != "config"},
+        **spec,
         "device": dev,
         "params": params,
         "embedding_params": emb,
@@ -494,8 +461,8 @@ def plan(dry_run: bool, ncpu: int) -> dict:
                 "runs": [
                     {
                         "name": "tiny",
-                        "config": TINY,
-                        "layers": 2,
+                        "preset": "tiny",
+                        "layers": 4,
                         "attn": a,
                         "seq_len": 32,
                         "micro_batch": 2,
@@ -524,7 +491,7 @@ def plan(dry_run: bool, ncpu: int) -> dict:
             "runs": [
                 {
                     "name": "llama3.2-1b",
-                    "config": LLAMA_1B,
+                    "preset": "llama-3.2-1b",
                     "layers": 16,
                     "attn": "sdpa",
                     "seq_len": 2048,
@@ -534,7 +501,7 @@ def plan(dry_run: bool, ncpu: int) -> dict:
                 },
                 {
                     "name": "llama3.2-1b",
-                    "config": LLAMA_1B,
+                    "preset": "llama-3.2-1b",
                     "layers": 16,
                     "attn": "eager",
                     "seq_len": 2048,
@@ -544,7 +511,7 @@ def plan(dry_run: bool, ncpu: int) -> dict:
                 },
                 {
                     "name": "llama3-8b-4of32",
-                    "config": LLAMA_8B,
+                    "preset": "llama-3-8b",
                     "layers": 4,
                     "attn": "sdpa",
                     "seq_len": 2048,
