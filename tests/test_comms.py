@@ -7,6 +7,7 @@ import json
 
 import pytest
 
+from workshop.cli.experiments import comms as comms_command
 from workshop.errors import WorkshopError
 from workshop.experiments import comms
 from workshop.k8s.placement import placement_pool
@@ -69,13 +70,13 @@ def test_bad_input_is_a_workshop_error(capsys):
     if not torch.cuda.is_available():
         with pytest.raises(WorkshopError, match="'nccl' needs CUDA GPUs"):
             comms.run_collective_bench(backend="nccl")
-    assert comms.main(["bench", "--backend", "mpi"]) == 2
+    assert comms_command(["bench", "--backend", "mpi"]) == 2
     assert "error:" in capsys.readouterr().err
 
 
 def test_model_cli_writes_json(tmp_path):
     out = tmp_path / "c.json"
-    assert comms.main(["model", "--out", str(out)]) == 0
+    assert comms_command(["model", "--out", str(out)]) == 0
     data = json.loads(out.read_text())["model"]
     assert data["checks"]["ordering_ok"] and len(data["rows"]) == 9
 

@@ -62,25 +62,17 @@ def run_method(
     for old in out.glob("rank*.json"):
         old.unlink()
 
+    spec = {
+        "method": method,
+        "checkpoint": str(checkpoint),
+        "out_dir": str(out),
+        "dtype": dtype,
+        "low_cpu_mem_usage": low_cpu_mem_usage,
+        "verify": verify,
+    }
     cmd = torchrun_command(
-        [
-            "worker",
-            "--method",
-            method,
-            "--checkpoint",
-            str(checkpoint),
-            "--out-dir",
-            str(out),
-            "--dtype",
-            dtype,
-        ],
-        module="workshop.experiments.loading",
-        nproc_per_node=nproc,
+        ["worker", json.dumps(spec)], module="workshop.experiments.loading", nproc_per_node=nproc
     )
-    if low_cpu_mem_usage is not None:
-        cmd += ["--low-cpu-mem-usage", str(low_cpu_mem_usage).lower()]
-    if not verify:
-        cmd.append("--no-verify")
     proc = run_captured(cmd, env=_worker_env(nproc, threads), timeout=timeout)
     (out / "log.txt").parent.mkdir(parents=True, exist_ok=True)
     (out / "log.txt").write_text(proc.stdout + proc.stderr)

@@ -198,6 +198,20 @@ def _weights_match(model, checkpoint: str) -> bool:
     return ok
 
 
+def _parameters(model, method: str) -> tuple[int, bool, int, int, list[str]]:
+    """Bytes of weights touched, whether ZeRO-3 partitioned them, this rank's and the full parameter count,
+    and a note where a zero3 method did not partition."""
+    params = list(model.parameters())
+    touched = touch_weights(params)
+    partitioned = all(hasattr(p, "ds_tensor") for p in params)
+    local = sum(p.ds_tensor.numel() if hasattr(p, "ds_tensor") else p.numel() for p in params)
+    full = sum(p.ds_numel if hasattr(p, "ds_numel") else p.numel() for p in params)
+    notes = []
+    if method.startswith("zero3") and not partitioned:
+        notes.append("model is NOT partitioned: was the DeepSpeed config alive during from_pretrained?")
+    return touched, partitioned, local, full, notes
+
+
 def run_worker(
     method: str,
     checkpoint: str,
@@ -232,14 +246,7 @@ def run_worker(
     gc.collect()
     end = rss_bytes()
     maxrss = ru_maxrss_bytes()
-    params = list(model.parameters())
-    touched = touch_weights(params)
-    partitioned = all(hasattr(p, "ds_tensor") for p in params)
-    local = sum(p.ds_tensor.numel() if hasattr(p, "ds_tensor") else p.numel() for p in params)
-    full = sum(p.ds_numel if hasattr(p, "ds_numel") else p.numel() for p in params)
-    notes = []
-    if method.startswith("zero3") and not partitioned:
-        notes.append("model is NOT partitioned: was the DeepSpeed config alive during from_pretrained?")
+    touched, partitioned, local, full, notes = _parameters(model, method)
     match = _weights_match(model, checkpoint) if verify else None
     report = RankReport(
         method,
