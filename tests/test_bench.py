@@ -14,6 +14,7 @@ from workshop.experiments.bench import ipex, summary, training
 from workshop.experiments.bench.config import BenchConfig
 from workshop.experiments.measure import Stats
 from workshop.experiments.recipes import VARIANTS, Variant
+from workshop.plan import models
 
 
 def test_stats_median_spread_and_empty():
@@ -44,10 +45,10 @@ def test_interleave_order_is_abab():
 
 def test_flops_per_token_and_mfu():
     # 6N without the input embedding (a lookup) + 12 * L * d * T for attention
-    fpt = measure.flops_per_token(1_000_000, layers=2, hidden=64, seq_len=128, vocab=1000)
+    fpt = models.flops_per_token(1_000_000, layers=2, hidden=64, seq_len=128, vocab=1000)
     assert fpt == 6 * (1_000_000 - 64_000) + 12 * 2 * 64 * 128
     assert (
-        measure.flops_per_token(1_000_000, layers=2, hidden=64, seq_len=128, vocab=1000, tied=True)
+        models.flops_per_token(1_000_000, layers=2, hidden=64, seq_len=128, vocab=1000, tied=True)
         == 6 * 1_000_000 + 12 * 2 * 64 * 128
     )
     # 1e12 FLOP/s of a 2 TFLOPS peak is 50%

@@ -11,6 +11,7 @@ from workshop.errors import (
 )
 from workshop.experiments.bench.config import BENCHMARKS, OWN_COMMAND
 from workshop.experiments.bench.training import paired_verdict
+from workshop.experiments.measure import markdown_table
 from workshop.paths import RESULTS_DIR
 from workshop.report.interpret import measured_on
 from workshop.report.plots import plot_bench_recipes
@@ -190,22 +191,16 @@ def format_rows(rows: list[SummaryRow], *, targets: bool = False) -> str:
 
     Learners see measurements and where they were taken; `targets=True` adds the project's goals and
     verdicts (for benchmarks/README.md and the maintainers)."""
-    head = "| benchmark | metric | measured | detail | measured on |"
-    if targets:
-        head += " target | verdict |"
-    lines = [head, "|" + "---|" * head.count(" | ") + "---|"]
+    columns = ["benchmark", "metric", "measured", "detail", "measured on"]
+    lines: list[list[object]] = []
     for r in rows:
         value = "-" if r["value"] is None else f"{r['value']} {r['unit']}"
-        line = f"| {r['benchmark']} | {r['metric']} | {value} | {r['detail']} | {r.get('measured_on', '-')} |"
+        line: list[object] = [r["benchmark"], r["metric"], value, r["detail"], r.get("measured_on", "-")]
         if targets:
-            target = (
-                "-"
-                if r["target"] is None
-                else f"{'<=' if r['benchmark'] == 'workbook' else '>='} {r['target']} {r['unit']}"
-            )
-            line += f" {target} | {r['verdict']} |"
+            at = "<=" if r["benchmark"] == "workbook" else ">="
+            line += ["-" if r["target"] is None else f"{at} {r['target']} {r['unit']}", r["verdict"]]
         lines.append(line)
-    return "\n".join(lines)
+    return markdown_table(columns + ["target", "verdict"] if targets else columns, lines)
 
 
 def plot(results: Mapping[str, Mapping[str, Any]], images_dir: str | Path) -> list[Path]:

@@ -21,7 +21,6 @@ from workshop.experiments.measure import (
     PeaksSummary,
     Stats,
     StatsRecord,
-    flops_per_token,
     interleave,
     mfu,
     paired_ratios,
@@ -29,7 +28,7 @@ from workshop.experiments.measure import (
 )
 from workshop.experiments.recipes import ORIGINAL_MIN_CHARS, VARIANTS, Variant, run_argv, runnable_here
 from workshop.launch.torchrun import allocator_env, run_torchrun
-from workshop.plan.models import PRESETS, Architecture, architecture
+from workshop.plan.models import PRESETS, Architecture, architecture, flops_per_token
 from workshop.report.interpret import measured_on
 from workshop.report.verdict import compare as compare_samples
 from workshop.train.data import local_kit

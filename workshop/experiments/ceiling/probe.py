@@ -18,6 +18,7 @@ from workshop.errors import (
 )
 from workshop.experiments.ceiling.shapes import Linear, distinct_shapes
 from workshop.launch.torchrun import rank_env
+from workshop.plan.timer import seconds_per_call
 
 DEVICES = ("cpu", "cuda")
 
@@ -39,10 +40,7 @@ def gemm_child(spec: dict) -> dict:
     dev = torch.device(f"cuda:{rank}" if spec["device"] == "cuda" else "cpu")
     dtype = {"fp32": torch.float32, "bf16": torch.bfloat16}[spec["dtype"]]
 
-    def sync():
-        if dev.type == "cuda":
-            torch.cuda.synchronize(dev)
-
+    sync = (lambda: torch.cuda.synchronize(dev)) if dev.type == "cuda" else None
     m = spec["tokens"]
     cases = []
     for inp, out in spec["shapes"]:
@@ -61,7 +59,8 @@ def gemm_child(spec: dict) -> dict:
         )
         for fn in cases[-1][1].values():  # warm-up: oneDNN/cuBLAS kernel selection and first-touch pages
             fn()
-    sync()
+    if sync is not None:
+        sync()
     ready = Path(spec["ready_dir"])
     (ready / f"rank{rank}").touch()
     deadline = time.time() + 300
@@ -73,15 +72,7 @@ def gemm_child(spec: dict) -> dict:
     for (inp, out), fns in cases:
         row = {"inp": inp, "out": out}
         for key, fn in fns.items():
-            n, t0 = 0, time.perf_counter()
-            while True:
-                fn()
-                n += 1
-                sync()
-                elapsed = time.perf_counter() - t0
-                if elapsed >= spec["min_seconds"] and n >= 2:
-                    break
-            row[f"{key}_s"] = elapsed / n
+            row[f"{key}_s"] = seconds_per_call(fn, min_seconds=spec["min_seconds"], min_calls=2, sync=sync)
         res.append(row)
     return {"rank": rank, "threads": torch.get_num_threads(), "shapes": res}
 

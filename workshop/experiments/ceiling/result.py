@@ -8,12 +8,11 @@ from typing import Any, NotRequired, TypedDict
 from workshop.experiments.measure import (
     Stats,
     StatsRecord,
-    flops_per_token,
     mfu,
     paired_ratios,
 )
 from workshop.lang import _
-from workshop.plan.models import Architecture
+from workshop.plan.models import Architecture, flops_per_token
 from workshop.report.verdict import Comparison, compare, share, steady
 from workshop.train import TrainArgs
 
@@ -147,7 +146,7 @@ class CeilingResult(TypedDict):
 
 
 def record(m: dict, args: TrainArgs, arch: Architecture) -> LeverRun:
-    """One run: useful tokens/s, step time and the model-FLOP rate (6N + attention, bench.flops_per_token)."""
+    """One run: useful tokens/s, step time (s) and the model TFLOP/s (6N + attention: flops_per_token)."""
     fpt = flops_per_token(
         m.get("params") or arch.params,
         layers=arch.layers,

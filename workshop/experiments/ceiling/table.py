@@ -10,6 +10,7 @@ from workshop.errors import (
     WorkshopError,
 )
 from workshop.experiments.ceiling.result import CeilingResult
+from workshop.experiments.measure import markdown_table
 from workshop.paths import IMAGES_DIR, RESULTS_DIR
 from workshop.report.plots import plot_ceiling
 
@@ -99,19 +100,23 @@ def rows(result: CeilingResult | None = None, path: str | Path = CEILING_JSON) -
     return out
 
 
+COLUMNS = (
+    "lever",
+    "tokens/s",
+    "% of GEMM ceiling (min-max)",
+    "MFU % of peak",
+    "effect vs base (min-max)",
+    "verdict",
+)
+
+
 def format_table(table: list[CeilingRow]) -> str:
     """Markdown for the notebook and the README: one line per lever (tokens/s, % of the GEMM ceiling, MFU %
     of the nominal peak, effect x against its base), as text."""
-    lines = [
-        (
-            "| lever | tokens/s | % of GEMM ceiling (min-max) | MFU % of peak | effect vs base (min-max) | "
-            "verdict |"
-        ),
-        "|---|---|---|---|---|---|",
-    ]
+    lines: list[list[object]] = []
     for r in table:
         if r["status"] != "measured":
-            lines.append(f"| {r['label']} | - | - | - | - | skipped: {r['note']} |")
+            lines.append([r["label"], "-", "-", "-", "-", f"skipped: {r['note']}"])
             continue
         pct_range = r["pct_range"]
         assert pct_range is not None  # rows() gives every measured lever its range
@@ -120,10 +125,8 @@ def format_table(table: list[CeilingRow]) -> str:
             pct += f" of the {r['ceiling_of']}"
         eff_range = r["effect_range"]  # None exactly when effect is: a lever without a base
         eff = "-" if eff_range is None else f"x{r['effect']} ({eff_range[0]}-{eff_range[1]}) vs {r['base']}"
-        lines.append(
-            f"| {r['label']} | {r['tokens_per_s']} | {pct} | {r['mfu_pct']} | {eff} | {r['verdict']} |"
-        )
-    return "\n".join(lines)
+        lines.append([r["label"], r["tokens_per_s"], pct, r["mfu_pct"], eff, r["verdict"]])
+    return markdown_table(COLUMNS, lines)
 
 
 def figure(result: CeilingResult | None = None, path: str | Path = IMAGES_DIR / "bench_ceiling.png") -> Path:
