@@ -20,7 +20,7 @@ from workshop.experiments.loading.checkpoint import (
     verify_checkpoint,
     write_checkpoint,
 )
-from workshop.experiments.loading.worker import METHODS, RankRecord
+from workshop.experiments.loading.worker import METHODS, RankMeasures, RankRecord
 from workshop.launch.procs import run_captured
 from workshop.launch.torchrun import rank_env, torchrun_command
 from workshop.plan.memory import architecture, plan_memory
@@ -157,24 +157,9 @@ def planner_prediction(
     }
 
 
-class LoadingRow(TypedDict):
+class LoadingRow(RankMeasures):
     """One line of chapter 03's loading table (loading.json "rows"): a rank's measurements, planner beside."""
 
-    method: str
-    world_size: int
-    rank: int
-    peak_rss_gb: float
-    peak_anon_gb: float
-    peak_file_gb: float
-    ru_maxrss_gb: float
-    end_rss_gb: float
-    used_rss_gb: float
-    load_s: float
-    local_numel: int
-    full_numel: int
-    model_bytes: int
-    weights_match: bool | None
-    baseline_rss_gb: float
     share: float  # local_numel / full_numel
     plan_peak_gb: NotRequired[float]  # with a model: the planner's peak for this rank
     plan_load_gb: NotRequired[float]  # ... with this rank's measured baseline for the planner's runtime

@@ -49,13 +49,12 @@ class RankReport:
     notes: list[str] = field(default_factory=list)
 
 
-class RankRecord(TypedDict):
-    """A RankReport as the rank's JSON (asdict): what `run_method` reads back, one per rank."""
+class RankMeasures(TypedDict):
+    """What one rank measured while one method loaded the checkpoint (GB of resident memory, seconds)."""
 
     method: str
     world_size: int
     rank: int
-    dtype: str
     baseline_rss_gb: float
     peak_rss_gb: float
     peak_anon_gb: float
@@ -68,6 +67,12 @@ class RankRecord(TypedDict):
     full_numel: int
     model_bytes: int
     weights_match: bool | None
+
+
+class RankRecord(RankMeasures):
+    """A RankReport as the rank's JSON (asdict): what `run_method` reads back, one per rank."""
+
+    dtype: str
     partitioned: bool
     notes: list[str]
 
@@ -212,6 +217,15 @@ def _parameters(model, method: str) -> tuple[int, bool, int, int, list[str]]:
     return touched, partitioned, local, full, notes
 
 
+def _require_torchrun() -> None:
+    """A rank started outside torchrun has no process group to join: say how to start it instead."""
+    if "LOCAL_RANK" not in os.environ:
+        raise WorkshopError(
+            "the worker needs torchrun's environment (LOCAL_RANK, RANK, WORLD_SIZE, "
+            "MASTER_ADDR); start it with `python -m workshop load run`"
+        )
+
+
 def run_worker(
     method: str,
     checkpoint: str,
@@ -223,11 +237,7 @@ def run_worker(
 ) -> RankReport:
     """One rank of one method: set up, measure the load, report. Meant to run under torchrun."""
     check_choice("method", method, METHODS)
-    if "LOCAL_RANK" not in os.environ:
-        raise WorkshopError(
-            "the worker needs torchrun's environment (LOCAL_RANK, RANK, WORLD_SIZE, "
-            "MASTER_ADDR); start it with `python -m workshop load run`"
-        )
+    _require_torchrun()
     import deepspeed  # noqa: F401  imported by every method, so baselines are comparable
     import torch
     import torch.distributed as dist
@@ -247,7 +257,6 @@ def run_worker(
     end = rss_bytes()
     maxrss = ru_maxrss_bytes()
     touched, partitioned, local, full, notes = _parameters(model, method)
-    match = _weights_match(model, checkpoint) if verify else None
     report = RankReport(
         method,
         world,
@@ -264,7 +273,7 @@ def run_worker(
         local,
         full,
         full * _BYTES_PER[dtype],
-        match,
+        _weights_match(model, checkpoint) if verify else None,
         partitioned,
         notes,
     )
