@@ -43,7 +43,7 @@ def _verdict(value: float | None, target: float, *, at_most: bool = False, judge
 
 
 def load_results(results_dir: str | Path = RESULTS_DIR) -> dict[str, dict]:
-    """Every benchmark JSON in the folder, by benchmark name (missing ones are simply absent)."""
+    """Every benchmark JSON in the folder as a dict, by benchmark name (missing ones are simply absent)."""
     out = {}
     for name in (*BENCHMARKS, *OWN_COMMAND):
         path = Path(results_dir) / f"{name}.json"
@@ -187,7 +187,7 @@ def summary_rows(results: Results | None = None, results_dir: str | Path = RESUL
 
 
 def format_rows(rows: list[SummaryRow], *, targets: bool = False) -> str:
-    """The stored benchmarks as a markdown table, each row with the machine it was measured on.
+    """The stored benchmarks as a markdown table (text), each row with the machine it was measured on.
 
     Learners see measurements and where they were taken; `targets=True` adds the project's goals and
     verdicts (for benchmarks/README.md and the maintainers)."""

@@ -29,7 +29,8 @@ from workshop.train.data import build_corpus
 
 @dataclass
 class CeilingConfig:
-    """What every lever shares: preset, shapes, steps, rounds, ranks and threads, device."""
+    """What every lever shares: preset, shapes (tokens), steps, rounds, ranks and threads, device; the GPU
+    peak in TFLOP/s, the seconds each GEMM is timed, the seconds a run may take."""
 
     model: str = "tiny"
     dataset: str | None = None

@@ -213,7 +213,8 @@ def run_collective_bench(
     env: dict | None = None,
     prefix: list[str] | None = None,
 ) -> CollectiveBench:
-    """All-reduce / all-gather / reduce-scatter over message sizes: gloo on CPU, nccl on GPUs."""
+    """All-reduce / all-gather / reduce-scatter over message sizes: gloo on CPU, nccl on GPUs. Returns the
+    rows (bytes, seconds per call, GB/s) and per collective the fit: latency alpha_s (s) and GB/s."""
     check_choice("backend", backend, ("gloo", "nccl"))
     check_positive("nproc", nproc)
     check_positive("iters", iters)
@@ -282,7 +283,8 @@ def netsim_collective_bench(
 ) -> NetsimBench:
     """The same benchmark with each rank in its own network namespace behind a tc rate cap (chapter 05's
     workshop.launch.netsim): what the link really delivers to gloo at each cap. Falls back to loopback (no
-    caps) where namespaces cannot be created, and says so in "mode"/"reason"."""
+    caps) where namespaces cannot be created, and says so in "mode"/"reason". Returns per rate the rows and
+    fit of `run_collective_bench` (s, GB/s) and the bytes each node sent."""
 
     tmp = Path(out_dir or tempfile.mkdtemp(prefix="comms-netsim-"))
     cfg = netsim.NetSimConfig(
@@ -341,7 +343,8 @@ def fit_collectives(rows: list[BenchRow], world: int) -> dict[str, CollectiveFit
 
 def bench_figure(bench: CollectiveBench, path, *, machine: str = "") -> Path:
     """Chapter 06's collective figure: the measured bus bandwidth and the fit drawn at the same sizes, so the
-    fitted bandwidth the model uses can be checked against the points it came from."""
+    fitted bandwidth the model uses can be checked against the points it came from (GB/s over message
+    bytes). Returns the PNG's path."""
     world = bench["world"]
     fits: dict[str, list[tuple[float, float]]] = {}
     labels: dict[str, str] = {}

@@ -52,7 +52,8 @@ def run_method(
     threads: int | None = None,
     timeout: float = 1800,
 ) -> list[RankRecord]:
-    """Launch one method on `nproc` ranks with torchrun; returns each rank's report (dicts, rank order)."""
+    """Launch one method on `nproc` ranks with torchrun; returns each rank's record in rank order (memory in
+    GB, load time in s)."""
     check_choice("method", method, METHODS)
     info = verify_checkpoint(checkpoint)
     dtype = dtype or info.dtype
@@ -96,7 +97,8 @@ def run_experiment(
     verify: bool = True,
     progress: bool = True,
 ) -> list[RankRecord]:
-    """Every method on every world size, one torchrun each; returns one row per rank."""
+    """Every method on every world size, one torchrun each; returns one record per rank (memory in GB, load
+    time in s, parameter counts)."""
     for m in methods:
         check_choice("method", m, METHODS)
     for n in world_sizes:
@@ -207,7 +209,8 @@ def summarize(rows: list[RankRecord], *, model: str | None = None, shard_bytes: 
 def ratios(
     summary: list[LoadingRow], *, world_size: int = 2, against: str = "naive"
 ) -> dict[str, list[float]]:
-    """Peak RSS of each method over `against`'s, rank by rank, at one world size (the issue's 0.6 test)."""
+    """Peak RSS of each method over `against`'s, rank by rank, at one world size (the issue's 0.6 test):
+    method -> one ratio (x) per rank."""
     base = {
         r["rank"]: r["peak_rss_gb"]
         for r in summary
@@ -221,7 +224,8 @@ def ratios(
 
 
 def format_table(summary: list[LoadingRow]) -> str:
-    """A plain-text table (the notebook prints it; no pandas needed)."""
+    """A plain-text table of `summarize()`'s rows (the notebook prints it; no pandas needed): resident memory
+    in GB (peak, anonymous, file-backed, ru_maxrss, kept, used), load time in s, the share of the weights."""
     has_plan = any("plan_peak_gb" in r for r in summary)
     head = (
         f"{'method':>12} {'N':>2} {'rank':>4} {'peak GB':>8} {'anon':>6} {'file':>6} {'maxrss':>7} "

@@ -95,7 +95,8 @@ def run_pitfall_here(name: str, checkpoint: str, out_file: str) -> PitfallOutcom
 def show_pitfall(
     name: str, checkpoint: str | Path, *, nproc: int = 2, timeout: float = 600
 ) -> PitfallOutcome:
-    """Run a pitfall in fresh processes (torchrun, except "no-process-group") and return rank 0's outcome."""
+    """Run a pitfall in fresh processes (torchrun, except "no-process-group"); returns rank 0's outcome:
+    name, what it shows, ok, and the error it raised (None when it loaded)."""
     import tempfile
 
     check_choice("pitfall", name, PITFALLS)
