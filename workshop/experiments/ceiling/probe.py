@@ -83,23 +83,15 @@ def ceiling_from_children(children: list[dict], shapes: list[Linear], tokens: in
     A rank's rate is the step's linear-layer FLOPs over the time its GEMMs alone take (each shape weighted
     by how often the model uses it); per shape, the same.
     """
-    per_shape = []
     flops = sum(s.train_flops(tokens) for s in shapes)
-    total_rate = 0.0
-    for child in children:
-        times = {(r["inp"], r["out"]): r["fwd_s"] + r["dx_s"] + r["dw_s"] for r in child["shapes"]}
-        total_rate += flops / sum(times[(s.inp, s.out)] * s.count for s in shapes)
+    times = [
+        {(r["inp"], r["out"]): r["fwd_s"] + r["dx_s"] + r["dw_s"] for r in c["shapes"]} for c in children
+    ]
+    total_rate = sum(flops / sum(t[(s.inp, s.out)] * s.count for s in shapes) for t in times)
+    per_shape = []
     for (inp, out), names in distinct_shapes(shapes).items():
-        rate = sum(
-            6.0
-            * tokens
-            * inp
-            * out
-            / next(
-                r["fwd_s"] + r["dx_s"] + r["dw_s"] for r in c["shapes"] if (r["inp"], r["out"]) == (inp, out)
-            )
-            for c in children
-        )
+        once = Linear(names[0], inp, out, 1).train_flops(tokens)
+        rate = sum(once / t[(inp, out)] for t in times)
         per_shape.append({"weights": names, "gemm": f"{tokens}x{inp}x{out}", "tflops": rate / 1e12})
     return {"tflops": total_rate / 1e12, "linear_flops_per_step_per_rank": flops, "per_shape": per_shape}
 
