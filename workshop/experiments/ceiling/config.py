@@ -69,7 +69,7 @@ class CeilingConfig:
 
 
 def recipe_args(cfg: CeilingConfig) -> TrainArgs:
-    """The workbook recipe (bench.WORKBOOK_ENGINE, the one definition) as TrainArgs, at this benchmark's
+    """The workbook recipe (recipes.WORKBOOK_ENGINE, the one definition) as TrainArgs, at this benchmark's
     size."""
 
     dataset = cfg.dataset
