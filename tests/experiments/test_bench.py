@@ -7,11 +7,14 @@ import sys
 import pytest
 
 from workshop import paths
+from workshop.cli.bench import bench as bench_command
 from workshop.errors import WorkshopError
-from workshop.experiments import bench
-from workshop.experiments.bench import BenchConfig
+from workshop.experiments import measure
+from workshop.experiments.bench import ipex, summary, training
+from workshop.experiments.bench.config import BenchConfig
 from workshop.experiments.measure import Stats
-from workshop.experiments.recipes import Variant
+from workshop.experiments.recipes import VARIANTS, Variant
+from workshop.plan import models
 
 
 def test_stats_median_spread_and_empty():
@@ -26,36 +29,36 @@ def test_paired_ratios_cancel_drift_between_rounds():
     # the machine gets 20% slower in round 2; each back-to-back pair still shows B is 2x faster
     a = [100.0, 80.0]
     b = [200.0, 160.0]
-    r = bench.paired_ratios(b, a)
+    r = measure.paired_ratios(b, a)
     assert r.values == [2.0, 2.0] and r.spread_pct == 0.0
     with pytest.raises(WorkshopError, match="as many"):
-        bench.paired_ratios([1.0], [1.0, 2.0])
+        measure.paired_ratios([1.0], [1.0, 2.0])
 
 
 def test_interleave_order_is_abab():
-    assert bench.interleave(["a", "b"], 3) == [(0, "a"), (0, "b"), (1, "a"), (1, "b"), (2, "a"), (2, "b")]
+    assert measure.interleave(["a", "b"], 3) == [(0, "a"), (0, "b"), (1, "a"), (1, "b"), (2, "a"), (2, "b")]
     with pytest.raises(WorkshopError):
-        bench.interleave(["a", "a"], 2)
+        measure.interleave(["a", "a"], 2)
     with pytest.raises(WorkshopError, match="rounds"):
-        bench.interleave(["a"], 0)
+        measure.interleave(["a"], 0)
 
 
 def test_flops_per_token_and_mfu():
     # 6N without the input embedding (a lookup) + 12 * L * d * T for attention
-    fpt = bench.flops_per_token(1_000_000, layers=2, hidden=64, seq_len=128, vocab=1000)
+    fpt = models.flops_per_token(1_000_000, layers=2, hidden=64, seq_len=128, vocab=1000)
     assert fpt == 6 * (1_000_000 - 64_000) + 12 * 2 * 64 * 128
     assert (
-        bench.flops_per_token(1_000_000, layers=2, hidden=64, seq_len=128, vocab=1000, tied=True)
+        models.flops_per_token(1_000_000, layers=2, hidden=64, seq_len=128, vocab=1000, tied=True)
         == 6 * 1_000_000 + 12 * 2 * 64 * 128
     )
     # 1e12 FLOP/s of a 2 TFLOPS peak is 50%
-    assert bench.mfu(1e6, 1e6, 2.0) == pytest.approx(50.0)
+    assert measure.mfu(1e6, 1e6, 2.0) == pytest.approx(50.0)
     with pytest.raises(WorkshopError):
-        bench.mfu(1.0, 1.0, 0)
+        measure.mfu(1.0, 1.0, 0)
 
 
 def test_peaks_never_assume_amx():
-    p = bench.peaks_for(2)
+    p = measure.peaks_for(2)
     assert p["amx_bf16_tflops"] > 0 and p["cores"] <= 2
     if not p["amx"]:
         assert p["bf16_path"] != "amx_bf16"
@@ -68,7 +71,7 @@ def test_corpus_stats_counts_padding_waste(tmp_path):
 
     f = tmp_path / "c.txt"
     f.write_text("short\n" + "w " * 10 + "\n" + "w " * 1000 + "\n")
-    s = bench.corpus_stats(f, Tok(), min_chars=11, max_length=100)
+    s = training.corpus_stats(f, Tok(), min_chars=11, max_length=100)
     assert (
         s["lines"] == 3 and s["kept_lines"] == 2
     )  # "short" (5 chars) is dropped, like the original workshop
@@ -79,27 +82,27 @@ def test_corpus_stats_counts_padding_waste(tmp_path):
 def test_original_variant_matches_the_original_recipe():
     from workshop.train import parse_args
 
-    v = bench.VARIANTS["original"]
-    args = parse_args(bench.variant_argv(v, BenchConfig(dataset=__file__), paths.REPO / "out" / "x"))
+    v = VARIANTS["original"]
+    args = parse_args(training.variant_argv(v, BenchConfig(dataset=__file__), paths.REPO / "out" / "x"))
     assert (args.zero_stage, args.offload_param, args.offload_optimizer) == (3, True, True)
     assert (args.micro_batch, args.grad_accum, args.seq_len, args.packing) == (1, 4, 512, False)
     assert args.min_chars == 11 and args.precision == "bf16" and args.extra_ds["overlap_comm"] is True
     w = parse_args(
-        bench.variant_argv(bench.VARIANTS["workbook"], BenchConfig(dataset=__file__), paths.REPO / "x")
+        training.variant_argv(VARIANTS["workbook"], BenchConfig(dataset=__file__), paths.REPO / "x")
     )
     assert w.packing and w.precision == "bf16" and not w.offload_param
     assert w.engine == "ddp" and w.master_weights  # bf16 weights with fp32 masters, not autocast
     f = parse_args(
-        bench.variant_argv(bench.VARIANTS["workbook_fp32"], BenchConfig(dataset=__file__), paths.REPO / "x")
+        training.variant_argv(VARIANTS["workbook_fp32"], BenchConfig(dataset=__file__), paths.REPO / "x")
     )
     assert f.precision == "fp32" and not f.master_weights
-    assert bench.VARIANTS["workbook_fp32"].precision == "fp32"
+    assert VARIANTS["workbook_fp32"].precision == "fp32"
     assert w.compile and w.attn_implementation == "eager" and w.optimizer == "adamw_torch_fused"
-    assert w.allreduce == "auto" and {bench.VARIANTS[n].allocator for n in ("workbook", "workbook_fp32")} == {
+    assert w.allreduce == "auto" and {VARIANTS[n].allocator for n in ("workbook", "workbook_fp32")} == {
         "auto"
     }
     assert (
-        bench.VARIANTS["original"].allocator == "system" and not args.compile
+        VARIANTS["original"].allocator == "system" and not args.compile
     )  # the original workshop's recipe as it was
 
 
@@ -111,10 +114,10 @@ def test_without_a_compiler_the_workbook_recipe_runs_eager(monkeypatch):
 
     monkeypatch.setattr(hardware, "has_cxx_compiler", lambda: False)
     w = parse_args(
-        bench.variant_argv(bench.VARIANTS["workbook"], BenchConfig(dataset=__file__), paths.REPO / "x")
+        training.variant_argv(VARIANTS["workbook"], BenchConfig(dataset=__file__), paths.REPO / "x")
     )
     assert not w.compile and w.attn_implementation == "sdpa" and w.master_weights
-    assert "--compile" in bench.VARIANTS["workbook"].argv  # the definition itself is untouched
+    assert "--compile" in VARIANTS["workbook"].argv  # the definition itself is untouched
 
 
 def fake_runner(speed: dict[str, float]):
@@ -132,7 +135,7 @@ def fake_runner(speed: dict[str, float]):
             "params": 60_000_000,
             "args": {"micro_batch": 1, "grad_accum": 4, "seq_len": 512},
         }
-        return bench.run_record(v, round_, m, 1.0)
+        return training.run_record(v, round_, m, 1.0)
 
     return run, calls
 
@@ -142,7 +145,7 @@ def test_training_benchmarks_interleave_once_and_split(tmp_path, kit_cache):
         {"original": 40.0, "original_engine_packed": 300.0, "workbook": 1000.0, "workbook_fp32": 400.0}
     )
     cfg = BenchConfig(steps=4, rounds=2, cache_dir=str(kit_cache), out_dir=str(tmp_path / "runs"))
-    out = bench.training_benchmarks(["recipes", "engine"], cfg, runner=run, echo=lambda *_: None)
+    out = training.training_benchmarks(["recipes", "engine"], cfg, runner=run, echo=lambda *_: None)
     # the shared "workbook" variant ran once per round, not once per benchmark
     assert calls == [
         (0, "workbook"),
@@ -169,11 +172,13 @@ def test_summary_rows_verdicts(tmp_path, kit_cache):
         {"original": 100.0, "original_engine_packed": 300.0, "workbook": 1000.0, "workbook_fp32": 400.0}
     )
     cfg = BenchConfig(steps=4, rounds=1, cache_dir=str(kit_cache), out_dir=str(tmp_path / "runs"))
-    res = bench.training_benchmarks(["recipes", "engine", "precision"], cfg, runner=run, echo=lambda *_: None)
+    res = training.training_benchmarks(
+        ["recipes", "engine", "precision"], cfg, runner=run, echo=lambda *_: None
+    )
     res["workbook"] = {"total_s": 720.0, "notebooks": [{"notebook": "01_x.ipynb"}]}
     for name, r in res.items():
-        bench.save(name, r, tmp_path)
-    rows = {r["benchmark"]: r for r in bench.summary_rows(results_dir=tmp_path)}
+        measure.save(name, r, tmp_path)
+    rows = {r["benchmark"]: r for r in summary.summary_rows(results_dir=tmp_path)}
     assert rows["recipes"]["value"] == 10.0 and rows["recipes"]["verdict"] == "missed by 50%"  # target: 20x
     assert rows["engine"]["verdict"] == "met"
     assert rows["precision"]["value"] == 2.5 and rows["precision"]["verdict"] == "met"
@@ -181,21 +186,21 @@ def test_summary_rows_verdicts(tmp_path, kit_cache):
     assert rows["gemm"]["verdict"] == "not measured"
     if not res["recipes"]["peaks"]["amx"]:
         assert rows["mfu"]["verdict"].startswith("cannot be judged")
-    assert "| recipes |" in bench.format_rows(list(rows.values()))
-    png = bench.plot(res, tmp_path / "img")
+    assert "| recipes |" in summary.format_rows(list(rows.values()))
+    png = summary.plot(res, tmp_path / "img")
     assert png and png[0].stat().st_size > 1000
 
 
 def test_cli_rejects_bad_input(capsys):
-    assert bench.main(["recipes", "--steps", "2"]) == 2
+    assert bench_command(["recipes", "--steps", "2"]) == 2
     assert "steps must be >= 3" in capsys.readouterr().err
-    assert bench.main(["recipes", "--dataset", "/no/such/file"]) == 2
+    assert bench_command(["recipes", "--dataset", "/no/such/file"]) == 2
     assert "--dataset '/no/such/file': no such file" in capsys.readouterr().err
 
 
 def test_ipex_skips_plainly_without_its_environment(monkeypatch, tmp_path):
     monkeypatch.setenv("WORKSHOP_IPEX_PYTHON", str(tmp_path / "missing" / "python"))
-    r = bench.ipex(BenchConfig())
+    r = ipex.ipex(BenchConfig())
     assert r["status"] == "skipped" and "environment-ipex.yml" in r["message"]
 
 
@@ -205,7 +210,7 @@ def test_ipex_child_plumbing_with_stock_arms(tmp_path, kit_cache):
     cfg = BenchConfig(
         model="tiny", steps=3, rounds=2, seq_len=64, cache_dir=str(kit_cache), out_dir=str(tmp_path)
     )
-    r = bench.ipex(cfg, sys.executable, stock_only=True)
+    r = ipex.ipex(cfg, sys.executable, stock_only=True)
     assert r["status"] == "ok", r
     assert len(r["stock_tokens_per_s"]) == 2 and all(x > 0 for x in r["ipex_tokens_per_s"])
     assert r["stock_only"] is True and 0.2 < r["ratio"]["median"] < 5
@@ -223,7 +228,7 @@ def test_real_interleaved_recipes_tiny(tmp_path, kit_cache):
         out_dir=str(tmp_path / "runs"),
         results_dir=str(tmp_path / "res"),
     )
-    out = bench.training_benchmarks(["recipes"], cfg, echo=lambda *_: None)
+    out = training.training_benchmarks(["recipes"], cfg, echo=lambda *_: None)
     r = out["recipes"]
     assert r["order"] == ["workbook#0", "original#0"]
     for name in ("workbook", "original"):
@@ -234,5 +239,5 @@ def test_real_interleaved_recipes_tiny(tmp_path, kit_cache):
         r["variants"]["original"]["computed_tokens_per_s"]
         > 2 * r["variants"]["original"]["tokens_per_s"]["median"]
     )
-    path = bench.save("recipes", r, cfg.results_dir)
+    path = measure.save("recipes", r, cfg.results_dir)
     assert json.loads(path.read_text())["variants"]["original"]["argv"][:2] == ["--zero-stage", "3"]

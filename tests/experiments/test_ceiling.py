@@ -5,9 +5,17 @@ import json
 
 import pytest
 
+from workshop.cli.bench import bench as bench_command
 from workshop.errors import WorkshopError
-from workshop.experiments import bench, ceiling
-from workshop.experiments.ceiling import LEVERS, CeilingConfig, Linear
+from workshop.experiments import measure
+from workshop.experiments.bench import summary as bench_summary
+from workshop.experiments.ceiling import config, levers, machine, probe, result, rounds
+from workshop.experiments.ceiling import shapes as ceiling_shapes
+from workshop.experiments.ceiling import table as ceiling_table
+from workshop.experiments.ceiling.config import CeilingConfig
+from workshop.experiments.ceiling.levers import LEVERS
+from workshop.experiments.ceiling.shapes import Linear
+from workshop.paths import RESULTS_DIR
 from workshop.plan.models import architecture, build_config
 from workshop.train import TrainArgs, parse_args
 from workshop.train.affinity import rank_cores
@@ -28,7 +36,7 @@ FAKE_CPU = {
 
 def test_linear_shapes_of_tiny_are_every_matmul_weight():
     cfg = build_config("tiny")
-    shapes = {s.name: s for s in ceiling.linear_shapes(cfg)}
+    shapes = {s.name: s for s in ceiling_shapes.linear_shapes(cfg)}
     # 8 heads of 32, 4 KV heads (GQA): k and v project 256 -> 128
     assert (shapes["q_proj"].inp, shapes["q_proj"].out) == (256, 256)
     assert (shapes["k_proj"].out, shapes["v_proj"].out) == (128, 128)
@@ -39,11 +47,11 @@ def test_linear_shapes_of_tiny_are_every_matmul_weight():
     norms = (2 * cfg.num_hidden_layers + 1) * cfg.hidden_size
     assert matmul == architecture("tiny").params - cfg.vocab_size * cfg.hidden_size - norms == 4_997_120
     # q and o share one timed shape
-    assert ceiling.distinct_shapes(list(shapes.values()))[(256, 256)] == ["q_proj", "o_proj"]
+    assert ceiling_shapes.distinct_shapes(list(shapes.values()))[(256, 256)] == ["q_proj", "o_proj"]
 
 
 def test_linear_shapes_follow_head_dim_and_gqa_of_llama_32_1b():
-    shapes = {s.name: s for s in ceiling.linear_shapes(build_config("llama-3.2-1b"))}
+    shapes = {s.name: s for s in ceiling_shapes.linear_shapes(build_config("llama-3.2-1b"))}
     assert (shapes["q_proj"].out, shapes["k_proj"].out, shapes["o_proj"].inp) == (2048, 512, 2048)
     assert (shapes["up_proj"].out, shapes["lm_head"].out, shapes["down_proj"].count) == (8192, 128256, 16)
 
@@ -61,7 +69,7 @@ def test_flop_accounting_for_a_known_config():
         8192,
         False,
     )
-    rec = ceiling.record(
+    rec = result.record(
         {"tokens_per_s_median": 1000.0, "step_time_s_median": 1.0, "params": 7_096_576},
         TrainArgs(seq_len=256),
         arch,
@@ -78,7 +86,7 @@ def test_ceiling_adds_the_ranks_that_run_at_once():
             {"inp": 20, "out": 10, "fwd_s": 1e-3, "dx_s": 1e-3, "dw_s": 1e-3},
         ]
     }
-    c = ceiling.ceiling_from_children([one, one], shapes, tokens=100)
+    c = probe.ceiling_from_children([one, one], shapes, tokens=100)
     flops = 6 * 100 * 200 * 3  # 3 weights of 200 elements
     per_rank = flops / (2 * 4e-3 + 1 * 3e-3)
     assert c["tflops"] == pytest.approx(2 * per_rank / 1e12)
@@ -95,7 +103,7 @@ def test_levers_map_to_train_args_and_env(kit_cache, tmp_path, monkeypatch):
 
     monkeypatch.setattr(launch, "allocator_path", lambda name: f"/usr/lib/lib{name}.so")
     monkeypatch.setattr(hardware, "has_cxx_compiler", lambda: True)
-    recipe = ceiling.recipe_args(recipe_cfg(kit_cache, tmp_path))
+    recipe = config.recipe_args(recipe_cfg(kit_cache, tmp_path))
     assert (recipe.engine, recipe.optimizer, recipe.micro_batch, recipe.threads) == (
         "ddp",
         "adamw_torch_fused",
@@ -111,7 +119,7 @@ def test_levers_map_to_train_args_and_env(kit_cache, tmp_path, monkeypatch):
     assert recipe.compile and recipe.attn_implementation == "eager" and recipe.master_weights
 
     def args(name):
-        a = ceiling.lever_args(LEVERS[name], recipe)
+        a = levers.lever_args(LEVERS[name], recipe)
         assert parse_args(a.to_argv()) == a  # what torchrun passes is exactly this lever
         return a
 
@@ -131,7 +139,7 @@ def test_levers_map_to_train_args_and_env(kit_cache, tmp_path, monkeypatch):
     }
     assert "--extra-ds" in p.to_argv()
     assert args("affinity").pin_cores and "--pin-cores" in args("affinity").to_argv()
-    env, allocator = ceiling.lever_env(LEVERS["affinity"])
+    env, allocator = levers.lever_env(LEVERS["affinity"])
     assert allocator == "tcmalloc" and env["LD_PRELOAD"].startswith("/usr/lib/libtcmalloc.so")  # the recipe's
     assert "OMP_PROC_BIND" not in env  # set in the rank, not in torchrun
     assert args("micro_batch_x2").micro_batch == 8
@@ -148,10 +156,10 @@ def test_levers_map_to_train_args_and_env(kit_cache, tmp_path, monkeypatch):
         and LEVERS["autocast"].needs == ("recipe_bf16",)
     )
     assert args("fp32").master_weights is False  # fp32 weights and bf16 master weights exclude each other
-    assert ceiling.lever_env(LEVERS["system_malloc"]) == ({}, "system")
-    env, allocator = ceiling.lever_env(LEVERS["jemalloc"])
+    assert levers.lever_env(LEVERS["system_malloc"]) == ({}, "system")
+    env, allocator = levers.lever_env(LEVERS["jemalloc"])
     assert allocator == "jemalloc" and "background_thread:true" in env["MALLOC_CONF"]
-    assert ceiling.lever_env(LEVERS["recipe"], "cuda") == (
+    assert levers.lever_env(LEVERS["recipe"], "cuda") == (
         {},
         None,
     )  # GPU ranks: the host's malloc is not the limit
@@ -160,9 +168,9 @@ def test_levers_map_to_train_args_and_env(kit_cache, tmp_path, monkeypatch):
 def test_bases_are_added_and_requirements_skip_with_a_reason(kit_cache, tmp_path, monkeypatch):
     from workshop.launch import torchrun as launch
 
-    assert ceiling.parse_levers("ds_cpu_adam") == ["recipe", "no_compile", "zero3", "ds_cpu_adam"]
+    assert levers.parse_levers("ds_cpu_adam") == ["recipe", "no_compile", "zero3", "ds_cpu_adam"]
     monkeypatch.setattr(launch, "allocator_path", lambda name: None)
-    pl = ceiling.plan(
+    pl = config.plan(
         recipe_cfg(kit_cache, tmp_path, levers=("jemalloc", "system_malloc", "fp32", "no_compile"))
     )
     assert "apt-get install libjemalloc2" in pl.skipped["jemalloc"]
@@ -183,8 +191,8 @@ def test_autocast_lever_runs_only_where_the_recipe_is_bf16(kit_cache, tmp_path, 
     monkeypatch.setattr(hardware, "native_bf16", lambda: (native, "faked"))
     monkeypatch.setattr(hardware, "resolve_precision", lambda p: ("bf16" if native else "fp32", "faked"))
     monkeypatch.setattr(hardware, "has_cxx_compiler", lambda: False)
-    pl = ceiling.plan(recipe_cfg(kit_cache, tmp_path, levers=("autocast", "no_compile", "sdpa_attention")))
-    assert pl.skipped["no_compile"] == pl.skipped["sdpa_attention"] == ceiling.NO_COMPILER
+    pl = config.plan(recipe_cfg(kit_cache, tmp_path, levers=("autocast", "no_compile", "sdpa_attention")))
+    assert pl.skipped["no_compile"] == pl.skipped["sdpa_attention"] == levers.NO_COMPILER
     assert not pl.recipe.compile and pl.recipe.attn_implementation == "sdpa"
     if native:
         assert pl.precision == "bf16" and not pl.runs["autocast"][0].master_weights
@@ -196,12 +204,12 @@ def test_unknown_lever_names_it_and_the_allowed_ones(kit_cache, tmp_path, capsys
     with pytest.raises(
         WorkshopError, match=r"unknown lever 'warp_drive'; allowed: recipe, no_compile, sdpa_attention"
     ):
-        ceiling.parse_levers("no_compile,warp_drive")
+        levers.parse_levers("no_compile,warp_drive")
     with pytest.raises(WorkshopError, match="unknown device 'tpu'; allowed: cpu, cuda"):
         recipe_cfg(kit_cache, tmp_path, device="tpu").validate()
-    assert bench.main(["ceiling", "--steps", "2"]) == 2
+    assert bench_command(["ceiling", "--steps", "2"]) == 2
     assert "steps must be >= 3" in capsys.readouterr().err
-    assert bench.main(["recipes", "ceiling"]) == 2
+    assert bench_command(["recipes", "ceiling"]) == 2
     assert "on its own" in capsys.readouterr().err
     with pytest.raises(WorkshopError, match="unknown attn-implementation 'flash'; allowed: sdpa, eager"):
         TrainArgs(attn_implementation="flash").validate()
@@ -246,14 +254,14 @@ def test_json_schema_rows_and_summary(kit_cache, tmp_path, monkeypatch, native):
     from workshop.plan import hardware
 
     cpu = {**FAKE_CPU, "native_bf16": native, "isa_flags": {**FAKE_CPU["isa_flags"], "avx512_bf16": native}}
-    monkeypatch.setattr(ceiling, "machine", lambda device: dict(cpu))
+    monkeypatch.setattr(rounds, "machine", lambda device: dict(cpu))
     monkeypatch.setattr(hardware, "native_bf16", lambda: (native, "faked"))
     from workshop.launch import torchrun as launch
 
     monkeypatch.setattr(launch, "allocator_path", lambda name: f"/usr/lib/lib{name}.so")
     calls: list = []
     cfg = recipe_cfg(kit_cache, tmp_path, levers=("sdpa_attention", "affinity", "bf16"), rounds=2)
-    res = ceiling.run(
+    res = rounds.run(
         cfg,
         trainer=fake_trainer({"recipe": 1000.0, "sdpa_attention": 800.0}, calls),
         prober=fake_prober({"fp32": 100.0, "bf16": 2.0}),
@@ -294,19 +302,19 @@ def test_json_schema_rows_and_summary(kit_cache, tmp_path, monkeypatch, native):
         t["step_pct_of_ceiling"]["best_lever"] in ("recipe", "affinity")
         and t["step_pct_of_ceiling"]["target"] == 60
     )
-    path = bench.save("ceiling", res, tmp_path)
+    path = measure.save("ceiling", res, tmp_path)
     saved = json.loads(path.read_text())
     assert saved["versions"]["torch"] and saved["machine"]["cpu_model"] == "Test CPU"
-    rows = {r["lever"]: r for r in ceiling.rows(saved)}
+    rows = {r["lever"]: r for r in ceiling_table.rows(saved)}
     assert rows["sdpa_attention"]["effect"] == pytest.approx(0.8) and rows["recipe"]["verdict"] == "baseline"
     assert (
         rows["recipe"]["pct_range"][0] <= rows["recipe"]["pct_of_ceiling"] <= rows["recipe"]["pct_range"][1]
     )
-    table = ceiling.format_table(list(rows.values()))
+    table = ceiling_table.format_table(list(rows.values()))
     assert "| SDPA attention |" in table and "skipped" in table
-    summary = {r["benchmark"]: r for r in bench.summary_rows(results_dir=tmp_path)}
+    summary = {r["benchmark"]: r for r in bench_summary.summary_rows(results_dir=tmp_path)}
     assert summary["ceiling"]["target"] == 60.0 and summary["ceiling"]["value"] is not None
-    assert ceiling.figure(saved, tmp_path / "c.png").stat().st_size > 1000
+    assert ceiling_table.figure(saved, tmp_path / "c.png").stat().st_size > 1000
     from workshop.report import interpret
 
     said = interpret.ceiling(saved)  # chapter 04's headline, computed from the result
@@ -327,7 +335,7 @@ def test_json_schema_rows_and_summary(kit_cache, tmp_path, monkeypatch, native):
 def test_gpu_path_builds_nccl_ranks_and_the_gpu_peak(kit_cache, tmp_path, monkeypatch):
     """--device cuda cannot run here: what it would launch is checked instead."""
     cfg = recipe_cfg(kit_cache, tmp_path, device="cuda", nproc=4, threads=None)
-    pl = ceiling.plan(cfg)
+    pl = config.plan(cfg)
     assert pl.recipe.backend == "nccl" and pl.recipe.threads is None and pl.precision == "bf16"
     assert {"affinity", "jemalloc", "system_malloc", "gloo_allreduce"} <= set(pl.skipped)
     assert "CPU-only" in pl.skipped["affinity"] and pl.runs["recipe"][1:] == ({}, None)
@@ -338,24 +346,27 @@ def test_gpu_path_builds_nccl_ranks_and_the_gpu_peak(kit_cache, tmp_path, monkey
 
     cmd = torchrun_command(pl.runs["recipe"][0].to_argv(), nproc_per_node=4)
     assert "--nproc-per-node=4" in cmd and cmd[cmd.index("--backend") + 1] == "nccl"
-    spec = json.loads(ceiling.child_command({"device": "cuda", "rank": 3})[-1])
+    spec = json.loads(probe.child_command({"device": "cuda", "rank": 3})[-1])
     assert spec["device"] == "cuda"
-    assert ceiling.gpu_peak("NVIDIA H100 80GB HBM3")["bf16_tflops"] == 989.4
-    assert ceiling.gpu_peak("NVIDIA H100 PCIe")["bf16_tflops"] == 756.0
+    # the peaks are plan.rates.GPUS (the data sheets), matched by the name the driver reports
+    assert machine.gpu_peak("NVIDIA H100 80GB HBM3")["bf16_tflops"] == 989.0
+    assert machine.gpu_peak("NVIDIA H100 PCIe")["bf16_tflops"] == 756.0
+    assert machine.gpu_peak("NVIDIA A100-SXM4-40GB")["bf16_tflops"] == 312.0
+    assert machine.gpu_peak("NVIDIA L4")["bf16_tflops"] == 121.0  # not the L40S
     with pytest.raises(WorkshopError, match="no bf16 peak known for GPU 'Tesla T4'.*--peak-tflops"):
-        ceiling.gpu_peak("Tesla T4")
+        machine.gpu_peak("Tesla T4")
     monkeypatch.setattr(
-        ceiling, "machine", lambda device: {**FAKE_CPU, "gpu": "NVIDIA H100 80GB HBM3", "gpus": 4}
+        rounds, "machine", lambda device: {**FAKE_CPU, "gpu": "NVIDIA H100 80GB HBM3", "gpus": 4}
     )
     calls: list = []
     cfg = recipe_cfg(kit_cache, tmp_path, device="cuda", nproc=4, threads=None, rounds=1, levers=("fp32",))
-    res = ceiling.run(
+    res = rounds.run(
         cfg,
         trainer=fake_trainer({"recipe": 2000.0, "fp32": 1000.0}, calls),
         prober=fake_prober({"bf16": 400_000.0, "fp32": 50_000.0}),
         echo=lambda *_: None,
     )
-    assert res["peaks"]["bf16_tflops"] == pytest.approx(4 * 989.4)
+    assert res["peaks"]["bf16_tflops"] == pytest.approx(4 * 989.0)
     assert res["levers"]["recipe"]["mfu_pct_of_peak"]["median"] > 0
     assert res["targets"]["bf16_over_fp32"]["value"] == pytest.approx(2.0)
 
@@ -365,7 +376,7 @@ def test_real_ceiling_run_tiny(kit_cache, tmp_path):
     """One real `bench ceiling`: GEMM ranks and 2-rank training runs; every measured lever has a sane
     ratio."""
     out = tmp_path / "ceiling.json"
-    rc = bench.main(
+    rc = bench_command(
         [
             "ceiling",
             "--model",
@@ -419,7 +430,7 @@ def test_a_lever_in_another_precision_is_not_the_best_step():
             "fp32": lever(67.0, "fp32", 0.53),
         },
     }
-    t = ceiling.targets(res)
+    t = result.targets(res)
     assert (
         t["step_pct_of_ceiling"]["best_lever"] == "micro_batch_x2"
         and t["step_pct_of_ceiling"]["verdict"] == "missed by 45%"
@@ -434,11 +445,11 @@ def test_the_stored_amx_result_names_the_other_ceiling_and_its_figure_no_target(
     learner sees in chapter 04 draws no target line (targets live in benchmarks/, not in the notebooks)."""
     import matplotlib.pyplot as plt
 
-    res = json.loads((ceiling.RESULTS_DIR / "ceiling.json").read_text())
+    res = json.loads((RESULTS_DIR / "ceiling.json").read_text())
     assert res["precision"] == "bf16" and res["levers"]["fp32"]["status"] == "measured"
-    rows = {r["lever"]: r for r in ceiling.rows(res)}
+    rows = {r["lever"]: r for r in ceiling_table.rows(res)}
     assert rows["fp32"]["ceiling_of"] == "fp32 ceiling" and rows["micro_batch_x2"]["ceiling_of"] is None
-    table = ceiling.format_table(list(rows.values())).splitlines()
+    table = ceiling_table.format_table(list(rows.values())).splitlines()
     assert [x for x in table if "of the fp32 ceiling" in x] == [x for x in table if x.startswith("| fp32 |")]
     texts: list[str] = []
     real_savefig = plt.Figure.savefig
@@ -448,5 +459,5 @@ def test_the_stored_amx_result_names_the_other_ceiling_and_its_figure_no_target(
         return real_savefig(fig, *a, **k)
 
     monkeypatch.setattr(plt.Figure, "savefig", grab)
-    ceiling.figure(res, tmp_path / "c.png")
+    ceiling_table.figure(res, tmp_path / "c.png")
     assert "fp32\n(of the fp32 ceiling)" in texts and not any("target" in t for t in texts)

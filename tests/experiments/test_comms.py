@@ -7,6 +7,7 @@ import json
 
 import pytest
 
+from workshop.cli.experiments import comms as comms_command
 from workshop.errors import WorkshopError
 from workshop.experiments import comms
 from workshop.k8s.placement import placement_pool
@@ -73,7 +74,7 @@ def test_bad_input_is_a_workshop_error():
 
 def test_model_cli_writes_json(tmp_path):
     out = tmp_path / "c.json"
-    assert comms.main(["model", "--out", str(out)]) == 0
+    assert comms_command(["model", "--out", str(out)]) == 0
     data = json.loads(out.read_text())["model"]
     assert data["checks"]["ordering_ok"] and len(data["rows"]) == 9
 
@@ -261,3 +262,13 @@ def test_chapter_06_sets_this_runs_netsim_beside_the_stored_one(tmp_path):
     said = netsim_reproduced(stored, live)
     assert said[0].startswith("10gbit: this run (chapter 05) 0.47 s/step, stored 0.31 s/step (Stored CPU")
     assert "x1.40 in this run and x2.16 in the stored one: did NOT reproduce" in said[-1]
+
+
+def test_the_worker_reads_the_flags_a_node_launcher_appends():
+    """netsim's node launcher appends --threads and --output-dir after the collective worker's JSON spec."""
+    from workshop.experiments.comms.collectives import launcher_flags
+
+    assert launcher_flags(["--threads", "1", "--output-dir", "/o"]) == {"threads": "1", "output_dir": "/o"}
+    for bad in (["--threads"], ["threads", "1"]):
+        with pytest.raises(WorkshopError, match="--name value pairs"):
+            launcher_flags(bad)

@@ -8,6 +8,7 @@ import os
 
 import pytest
 
+from workshop.cli.experiments import load as load_command
 from workshop.errors import WorkshopError
 from workshop.experiments import loading
 
@@ -83,27 +84,26 @@ def test_world_size_beyond_the_machine_is_refused():
 
 
 def test_cli_bad_input_exits_2_with_one_line(ckpt, tmp_path, capsys):
-    assert loading.main(["run", "--checkpoint", str(tmp_path / "nope")]) == 2
+    assert load_command(["run", "--checkpoint", str(tmp_path / "nope")]) == 2
     assert capsys.readouterr().err.startswith("error: checkpoint directory")
     with pytest.raises(SystemExit, match="2"):  # argparse checks the lists: a usage line, then the error
-        loading.main(["run", "--checkpoint", str(ckpt), "--methods", "naive,bogus"])
+        load_command(["run", "--checkpoint", str(ckpt), "--methods", "naive,bogus"])
     assert (
         "argument --methods: unknown 'bogus' in 'naive,bogus'; allowed: naive, meta, zero3, zero3-stream"
         in capsys.readouterr().err
     )
-    assert loading.main(["run", "--checkpoint", str(ckpt), "--ranks", "1,99"]) == 2
+    assert load_command(["run", "--checkpoint", str(ckpt), "--ranks", "1,99"]) == 2
     assert "larger than this machine allows" in capsys.readouterr().err
-    assert loading.main(["checkpoint", "--model", "huge", "--out", str(tmp_path / "c")]) == 2
+    assert load_command(["checkpoint", "--model", "huge", "--out", str(tmp_path / "c")]) == 2
     assert "unknown model preset 'huge'" in capsys.readouterr().err
 
 
-def test_worker_outside_torchrun_is_a_clear_error(ckpt, tmp_path, monkeypatch, capsys):
+def test_worker_outside_torchrun_is_a_clear_error(ckpt, tmp_path, monkeypatch):
+    from workshop.experiments.loading import ranks
+
     monkeypatch.delenv("LOCAL_RANK", raising=False)
-    assert (
-        loading.main(["worker", "--method", "naive", "--checkpoint", str(ckpt), "--out-dir", str(tmp_path)])
-        == 2
-    )
-    assert "torchrun" in capsys.readouterr().err
+    with pytest.raises(WorkshopError, match="torchrun"):
+        ranks.worker({"method": "naive", "checkpoint": str(ckpt), "out_dir": str(tmp_path)})
 
 
 def test_sampler_catches_a_short_lived_allocation():

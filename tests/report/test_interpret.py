@@ -188,10 +188,10 @@ def test_measured_on_reads_every_key_a_result_stores_its_machine_under(key):
 
 
 def test_a_saved_benchmark_names_its_machine(tmp_path):
-    from workshop.experiments import bench
+    from workshop.experiments import measure
 
     saved = json.loads(
-        bench.save("workbook", {"benchmark": "workbook", "total_s": 1.0}, tmp_path).read_text()
+        measure.save("workbook", {"benchmark": "workbook", "total_s": 1.0}, tmp_path).read_text()
     )
     assert saved["machine"]["cpu_model"] and "not recorded" not in interpret.measured_on(saved)
 

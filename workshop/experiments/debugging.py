@@ -125,7 +125,8 @@ def debug_run(train_args, *, nproc: int = 2, threads: int = 1, rounds: int = 1) 
 
 
 def report(s: DebugSummary) -> str:
-    """The facts worth reading, and the checks' cost from like-for-like samples (report.verdict)."""
+    """The facts worth reading, and the checks' cost from like-for-like samples (report.verdict), as the text
+    chapter 04 prints (one string; step times in s, the cost in %)."""
     out = [
         f"{s.lines} log lines; {sum(s.fingerprints.values())} collectives checked on rank 0: "
         + ", ".join(f"{op} {n}" for op, n in s.fingerprints.most_common()),

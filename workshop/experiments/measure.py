@@ -9,7 +9,7 @@ import json
 import os
 import statistics
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypedDict
@@ -17,7 +17,6 @@ from typing import Any, TypedDict
 from workshop.errors import WorkshopError, check_positive
 from workshop.plan import hardware
 from workshop.plan.hardware import detect, machine_peaks
-from workshop.plan.models import flops_per_token  # noqa: F401 - re-exported: bench and ceiling import it here
 from workshop.train.guard import versions
 
 
@@ -140,3 +139,10 @@ def save(
     }
     path.write_text(json.dumps(result, indent=2, default=str) + "\n")
     return path
+
+
+def markdown_table(columns: Sequence[str], rows: Iterable[Sequence[object]]) -> str:
+    """A markdown table as text: the header, its rule, one line per row (each cell as str())."""
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    lines += ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]
+    return "\n".join(lines)

@@ -107,7 +107,8 @@ def loss_scaling_run(
 
 
 def report(steps: int = 10) -> str:
-    """The three measurements as the text chapter 04 prints."""
+    """The three measurements as the text chapter 04 prints (one string): each format's exponent and mantissa
+    bits, range and epsilon, then what `steps` steps of each do to the loss."""
     lines = [f"{'format':6s} {'exp':>3s} {'mant':>4s} {'max':>12s} {'smallest normal':>16s} {'eps':>10s}"]
     lines += [
         f"{f['format']:6s} {f['exponent_bits']:3d} {f['mantissa_bits']:4d} {f['max']:12.4g} "

@@ -18,8 +18,8 @@ class StageRun(TypedDict):
 
 
 def measure(train_args, stages=(1, 2, 3), *, nproc: int = 2, steps: int = 6) -> list[StageRun]:
-    """The same tiny job once per ZeRO stage: tokens/s and peak RSS per rank, measured
-    (workshop.launch.torchrun)."""
+    """The same tiny job once per ZeRO stage (workshop.launch.torchrun); returns one run per stage: tokens/s
+    and the peak resident memory per rank in GB, measured."""
     from dataclasses import replace
 
     rows: list[StageRun] = []

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -72,6 +73,18 @@ GPUS: dict[str, GpuSpec] = {
             "NVIDIA H200 SXM datasheet: 989 TFLOPS dense BF16 (the H100's compute), 4.8 TB/s HBM3e, 141 GB",
         ),
         GpuSpec(
+            "H100 PCIe",
+            756.0,
+            2000.0,
+            "NVIDIA H100 PCIe datasheet: 1,513 TFLOPS BF16 with sparsity (756 dense), 2 TB/s HBM2e",
+        ),
+        GpuSpec(
+            "L4",
+            121.0,
+            300.0,
+            "NVIDIA L4 datasheet: 242 TFLOPS BF16 with sparsity (121 dense), 300 GB/s GDDR6",
+        ),
+        GpuSpec(
             "L40S",
             362.0,
             864.0,
@@ -99,6 +112,14 @@ def gpu_spec(row: InstanceRow) -> GpuSpec:
             f"no data sheet for GPU {row.gpu_name!r} of {row.instance_type}; known: {', '.join(GPUS)}"
         )
     return GPUS[name]
+
+
+def gpu_by_device_name(device_name: str) -> GpuSpec | None:
+    """The data sheet of a GPU by the name its driver reports ("NVIDIA H100 80GB HBM3", "NVIDIA L4"): the
+    entry all of whose words are in that name, the most specific first; None for an unknown GPU."""
+    words = set(re.split(r"[^a-z0-9]+", device_name.lower()))
+    hits = [g for g in GPUS.values() if set(g.name.lower().split()) <= words]
+    return max(hits, key=lambda g: len(g.name.split()), default=None)
 
 
 # Which LINKS key the GPUs inside one instance talk over, and the host link offload copies cross.

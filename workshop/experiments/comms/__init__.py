@@ -2,12 +2,11 @@
 the traffic model (`workshop.plan.traffic`) checked against runs on this machine.
 
 One module per seam: collectives (the benchmark and its fit), counting (what a real ZeRO-3 run calls), local
-(the model checked against runs here), cli.
+(the model checked against runs here), results (what `workshop comms` writes).
 """
 
 from __future__ import annotations
 
-from workshop.experiments.comms.cli import main, model_report
 from workshop.experiments.comms.collectives import (
     OPS,
     SIZES_MB,
@@ -30,12 +29,12 @@ from workshop.experiments.comms.local import (
     run_training,
     train_argv,
 )
+from workshop.experiments.comms.results import model_report
 
 __all__ = [
     "OPS",
     "SIZES_MB",
     "LocalRun",
-    "annotations",
     "bench_figure",
     "bus_factor",
     "collective_time",
@@ -44,7 +43,6 @@ __all__ = [
     "netsim_reproduced",
     "offload_on_cpu",
     "loopback_bytes",
-    "main",
     "model_report",
     "netsim_check",
     "netsim_collective_bench",

@@ -4,7 +4,6 @@ process under torchrun (or in chapter 05's rate-capped namespaces), fitted to la
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import os
@@ -88,81 +87,86 @@ def loopback_bytes() -> int:
     return 0
 
 
-def _worker(argv: list[str]) -> int:
-    """One rank of the collective benchmark (run under torchrun); rank 0 writes the JSON."""
+def launcher_flags(rest: list[str]) -> dict[str, str]:
+    """The `--name value` pairs a node launcher appends after a worker's spec (workshop.launch.netsim adds
+    --threads and --output-dir, as it does for the training entry point)."""
+    if len(rest) % 2 or not all(k.startswith("--") for k in rest[::2]):
+        raise WorkshopError(f"expected --name value pairs after the worker's JSON spec, got {rest}")
+    return {k[2:].replace("-", "_"): v for k, v in zip(rest[::2], rest[1::2])}
+
+
+def _time_collective(op: str, mb: float, spec: dict, world: int, dev, sync) -> BenchRow:
+    """One (collective, message size): warm-up, then `iters` timed calls after a barrier each time."""
     import torch
     import torch.distributed as dist
 
-    p = argparse.ArgumentParser()
-    p.add_argument("--sizes-mb", type=float, nargs="+", required=True)
-    p.add_argument("--ops", nargs="+", default=list(OPS))
-    p.add_argument("--iters", type=int, default=5)
-    p.add_argument("--backend", default="gloo")
-    p.add_argument(
-        "--gap-ms", type=float, default=0.0, help="idle time before each timed call, as compute leaves"
-    )
-    p.add_argument("--out", help="JSON written by rank 0 (default: <output-dir>/collectives.json)")
-    # what a node launcher such as workshop.launch.netsim appends for the training entry point
-    p.add_argument("--output-dir")
-    p.add_argument("--threads", type=int)
-    a = p.parse_args(argv)
-    if not (a.out or a.output_dir):
-        p.error("give --out or --output-dir")
-    out = Path(a.out or Path(a.output_dir) / "collectives.json")
-    dist.init_process_group(a.backend)
+    n = max(world, int(mb * 1e6 / 4) // world * world)  # fp32 elements, divisible by world
+    full = torch.ones(n, device=dev)
+    shard = torch.ones(n // world, device=dev)
+
+    def once():
+        if op == "all_reduce":
+            dist.all_reduce(full)
+        elif op == "all_gather":
+            dist.all_gather_into_tensor(full, shard)
+        else:
+            dist.reduce_scatter_tensor(shard, full)
+
+    once()
+    sync()
+    dist.barrier()
+    iters, gap_ms = spec.get("iters", 5), spec.get("gap_ms", 0.0)
+    lo0, dt = loopback_bytes(), 0.0
+    for _ in range(iters):
+        if gap_ms:
+            time.sleep(gap_ms / 1e3)  # idle link: TCP restarts from a small window (slow start)
+            dist.barrier()
+        t0 = time.perf_counter()
+        once()
+        sync()
+        dt += time.perf_counter() - t0
+    dt /= iters
+    lo1 = loopback_bytes()
+    size = n * 4
+    return {
+        "op": op,
+        "bytes": size,
+        "time_s": dt,
+        "algbw_gbytes_per_s": size / dt / GB,
+        "busbw_gbytes_per_s": size / dt / GB * bus_factor(op, world),
+        "loopback_bytes_per_rank": (lo1 - lo0) / iters / world,
+    }
+
+
+def collective_worker(spec: dict, flags: dict[str, str]) -> int:
+    """One rank of the collective benchmark (run under torchrun); rank 0 writes the JSON to spec["out"] or
+    <--output-dir>/collectives.json. spec: sizes_mb, ops, iters, backend, gap_ms (idle time before each
+    timed call, as compute leaves)."""
+    import torch
+    import torch.distributed as dist
+
+    if not (spec.get("out") or flags.get("output_dir")):
+        raise WorkshopError('the collective worker needs an "out" in its spec or --output-dir')
+    out = Path(spec.get("out") or Path(flags["output_dir"]) / "collectives.json")
+    backend = spec.get("backend", "gloo")
+    dist.init_process_group(backend)
     rank, world = dist.get_rank(), dist.get_world_size()
     dev = (
         torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
-        if a.backend == "nccl"
+        if backend == "nccl"
         else torch.device("cpu")
     )
     if dev.type == "cuda":
         torch.cuda.set_device(dev)
     sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
     rows: list[BenchRow] = []
-    for op in a.ops:
-        for mb in a.sizes_mb:
-            n = max(world, int(mb * 1e6 / 4) // world * world)  # fp32 elements, divisible by world
-            full = torch.ones(n, device=dev)
-            shard = torch.ones(n // world, device=dev)
-
-            def once(op=op, full=full, shard=shard):
-                if op == "all_reduce":
-                    dist.all_reduce(full)
-                elif op == "all_gather":
-                    dist.all_gather_into_tensor(full, shard)
-                else:
-                    dist.reduce_scatter_tensor(shard, full)
-
-            once()
-            sync()
-            dist.barrier()
-            lo0, dt = loopback_bytes(), 0.0
-            for _ in range(a.iters):
-                if a.gap_ms:
-                    time.sleep(a.gap_ms / 1e3)  # idle link: TCP restarts from a small window (slow start)
-                    dist.barrier()
-                t0 = time.perf_counter()
-                once()
-                sync()
-                dt += time.perf_counter() - t0
-            dt /= a.iters
-            lo1 = loopback_bytes()
-            size = n * 4
-            rows.append(
-                {
-                    "op": op,
-                    "bytes": size,
-                    "time_s": dt,
-                    "algbw_gbytes_per_s": size / dt / GB,
-                    "busbw_gbytes_per_s": size / dt / GB * bus_factor(op, world),
-                    "loopback_bytes_per_rank": (lo1 - lo0) / a.iters / world,
-                }
-            )
+    for op in spec.get("ops", OPS):
+        for mb in spec["sizes_mb"]:
+            rows.append(_time_collective(op, mb, spec, world, dev, sync))
             dist.barrier()
     if rank == 0:
         out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps({"backend": a.backend, "world": world, "results": rows}, indent=2))
+        out.write_text(json.dumps({"backend": backend, "world": world, "results": rows}, indent=2))
     dist.destroy_process_group()
     return 0
 
@@ -175,6 +179,7 @@ def _torchrun(
     prefix: list[str] | None = None,
     timeout: float = 900,
     log_path: Path | None = None,
+    backend: str = "gloo",
 ) -> subprocess.CompletedProcess:
     """A collective-benchmark torchrun, built and set up like every other run (workshop.launch.torchrun)."""
 
@@ -189,7 +194,6 @@ def _torchrun(
         master_addr="127.0.0.1",
         master_port=port,
     )
-    backend = module_args[module_args.index("--backend") + 1] if "--backend" in module_args else "gloo"
     full_env = rank_env(
         None, {"GLOO_SOCKET_IFNAME": "lo", **(env or {})}, nproc_per_node=nproc, cpu_only=backend != "nccl"
     )
@@ -209,7 +213,8 @@ def run_collective_bench(
     env: dict | None = None,
     prefix: list[str] | None = None,
 ) -> CollectiveBench:
-    """All-reduce / all-gather / reduce-scatter over message sizes: gloo on CPU, nccl on GPUs."""
+    """All-reduce / all-gather / reduce-scatter over message sizes: gloo on CPU, nccl on GPUs. Returns the
+    rows (bytes, seconds per call, GB/s) and per collective the fit: latency alpha_s (s) and GB/s."""
     check_choice("backend", backend, ("gloo", "nccl"))
     check_positive("nproc", nproc)
     check_positive("iters", iters)
@@ -226,22 +231,17 @@ def run_collective_bench(
             raise WorkshopError("backend 'nccl' needs CUDA GPUs and none is visible; use --backend gloo")
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "bench.json"
-        args = [
-            "-m",
-            "workshop.experiments.comms",
-            "_worker",
-            "--backend",
-            backend,
-            "--iters",
-            str(iters),
-            "--out",
-            str(out),
-            "--sizes-mb",
-            *map(str, sizes_mb),
-            "--ops",
-            *ops,
-        ]
-        proc = _torchrun(args, nproc=nproc, env={"OMP_NUM_THREADS": "1", **(env or {})}, prefix=prefix)
+        spec = {
+            "backend": backend,
+            "iters": iters,
+            "out": str(out),
+            "sizes_mb": list(sizes_mb),
+            "ops": list(ops),
+        }
+        args = ["-m", "workshop.experiments.comms", "_worker", json.dumps(spec)]
+        proc = _torchrun(
+            args, nproc=nproc, env={"OMP_NUM_THREADS": "1", **(env or {})}, prefix=prefix, backend=backend
+        )
         if proc.returncode != 0 or not out.exists():
             raise WorkshopError(f"collective benchmark failed (rc={proc.returncode}):\n{proc.stderr[-2000:]}")
         result: CollectiveBench = json.loads(out.read_text())  # _worker's JSON, without "fit"
@@ -283,7 +283,8 @@ def netsim_collective_bench(
 ) -> NetsimBench:
     """The same benchmark with each rank in its own network namespace behind a tc rate cap (chapter 05's
     workshop.launch.netsim): what the link really delivers to gloo at each cap. Falls back to loopback (no
-    caps) where namespaces cannot be created, and says so in "mode"/"reason"."""
+    caps) where namespaces cannot be created, and says so in "mode"/"reason". Returns per rate the rows and
+    fit of `run_collective_bench` (s, GB/s) and the bytes each node sent."""
 
     tmp = Path(out_dir or tempfile.mkdtemp(prefix="comms-netsim-"))
     cfg = netsim.NetSimConfig(
@@ -292,15 +293,7 @@ def netsim_collective_bench(
         module="workshop.experiments.comms",
         out_dir=tmp,
         timeout_s=600,
-        train_args=[
-            "_worker",
-            "--iters",
-            str(iters),
-            "--gap-ms",
-            str(gap_ms),
-            "--sizes-mb",
-            *map(str, sizes_mb),
-        ],
+        train_args=["_worker", json.dumps({"iters": iters, "gap_ms": gap_ms, "sizes_mb": list(sizes_mb)})],
     )
     report = netsim.run(cfg, progress=lambda *_: None)
     rates_out: dict[str, RateBench] = {}
@@ -350,7 +343,8 @@ def fit_collectives(rows: list[BenchRow], world: int) -> dict[str, CollectiveFit
 
 def bench_figure(bench: CollectiveBench, path, *, machine: str = "") -> Path:
     """Chapter 06's collective figure: the measured bus bandwidth and the fit drawn at the same sizes, so the
-    fitted bandwidth the model uses can be checked against the points it came from."""
+    fitted bandwidth the model uses can be checked against the points it came from (GB/s over message
+    bytes). Returns the PNG's path."""
     world = bench["world"]
     fits: dict[str, list[tuple[float, float]]] = {}
     labels: dict[str, str] = {}

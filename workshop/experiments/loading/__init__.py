@@ -16,7 +16,8 @@ Methods:
 
 
 One module per seam: checkpoint (write, verify, preflight), rss (measuring), worker (one rank of one
-method), experiment (the driver and its table), pitfalls (zero.Init's failure modes), cli.
+method), experiment (the driver and its table), pitfalls (zero.Init's failure modes), ranks (what torchrun
+starts).
 """
 
 from __future__ import annotations
@@ -31,7 +32,6 @@ from workshop.experiments.loading.checkpoint import (
     verify_checkpoint,
     write_checkpoint,
 )
-from workshop.experiments.loading.cli import main
 from workshop.experiments.loading.experiment import (
     bench,
     format_table,
@@ -66,7 +66,6 @@ __all__ = [
     "ds_config",
     "format_table",
     "load_shards_zero3",
-    "main",
     "planner_prediction",
     "preflight_checkpoint",
     "ratios",

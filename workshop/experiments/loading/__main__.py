@@ -1,7 +1,17 @@
-"""`python -m workshop.experiments.loading`: what torchrun starts for each rank, and the CLI."""
+"""`python -m workshop.experiments.loading worker|pitfall JSON`: what torchrun starts for each rank
+(ranks.py); the command is `workshop load`."""
 
+import json
 import sys
 
-from workshop.experiments.loading.cli import main
+from workshop.errors import WorkshopError, report
+from workshop.experiments.loading import ranks
 
-sys.exit(main())
+ENTRIES = {"worker": ranks.worker, "pitfall": ranks.pitfall}
+
+if len(sys.argv) != 3 or sys.argv[1] not in ENTRIES:
+    sys.exit("usage: python -m workshop.experiments.loading worker|pitfall JSON (the command: workshop load)")
+try:
+    ENTRIES[sys.argv[1]](json.loads(sys.argv[2]))
+except WorkshopError as e:
+    sys.exit(report(e))

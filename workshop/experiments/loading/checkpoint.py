@@ -59,7 +59,8 @@ def write_checkpoint(
     force: bool = False,
     overrides: dict | None = None,
 ) -> Path:
-    """Write a checkpoint shaped like a hub one: sharded safetensors + index + config + tokenizer.
+    """Write a checkpoint shaped like a hub one: sharded safetensors + index + config + tokenizer; returns its
+    folder.
 
     Random weights (no hub here), but a fixed seed, so a re-run with the same arguments is skipped.
     `overrides` change the preset's config, e.g. {"num_hidden_layers": 1, "vocab_size": 8192}: a real
@@ -114,7 +115,8 @@ class CheckpointInfo:
 
 
 def verify_checkpoint(path: str | Path) -> CheckpointInfo:
-    """Check config, index and every shard's header before any rank starts, so a bad file fails plainly."""
+    """Check config, index and every shard's header before any rank starts, so a bad file fails plainly.
+    Returns the CheckpointInfo: preset, dtype, parameter count, shard files and their bytes."""
     from safetensors import safe_open
 
     root = Path(path)
@@ -205,7 +207,8 @@ def preflight_checkpoint(config, dtype: str, out: Path, world_sizes=(1,), method
 
 
 def check_world_size(world_size: int, *, model_bytes: int | None = None, method: str = "naive") -> None:
-    """Refuse a world size this machine cannot host: one core per rank, and the estimated peak must fit."""
+    """Refuse a world size this machine cannot host: one core per rank, and the estimated peak (bytes) must
+    fit in RAM. Returns None; raises WorkshopError naming the allowed range."""
     import psutil
 
     if not isinstance(world_size, int) or isinstance(world_size, bool) or world_size < 1:

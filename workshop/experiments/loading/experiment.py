@@ -20,7 +20,7 @@ from workshop.experiments.loading.checkpoint import (
     verify_checkpoint,
     write_checkpoint,
 )
-from workshop.experiments.loading.worker import METHODS, RankRecord
+from workshop.experiments.loading.worker import METHODS, RankMeasures, RankRecord
 from workshop.launch.procs import run_captured
 from workshop.launch.torchrun import rank_env, torchrun_command
 from workshop.plan.memory import architecture, plan_memory
@@ -52,7 +52,8 @@ def run_method(
     threads: int | None = None,
     timeout: float = 1800,
 ) -> list[RankRecord]:
-    """Launch one method on `nproc` ranks with torchrun; returns each rank's report (dicts, rank order)."""
+    """Launch one method on `nproc` ranks with torchrun; returns each rank's record in rank order (memory in
+    GB, load time in s)."""
     check_choice("method", method, METHODS)
     info = verify_checkpoint(checkpoint)
     dtype = dtype or info.dtype
@@ -62,25 +63,17 @@ def run_method(
     for old in out.glob("rank*.json"):
         old.unlink()
 
+    spec = {
+        "method": method,
+        "checkpoint": str(checkpoint),
+        "out_dir": str(out),
+        "dtype": dtype,
+        "low_cpu_mem_usage": low_cpu_mem_usage,
+        "verify": verify,
+    }
     cmd = torchrun_command(
-        [
-            "worker",
-            "--method",
-            method,
-            "--checkpoint",
-            str(checkpoint),
-            "--out-dir",
-            str(out),
-            "--dtype",
-            dtype,
-        ],
-        module="workshop.experiments.loading",
-        nproc_per_node=nproc,
+        ["worker", json.dumps(spec)], module="workshop.experiments.loading", nproc_per_node=nproc
     )
-    if low_cpu_mem_usage is not None:
-        cmd += ["--low-cpu-mem-usage", str(low_cpu_mem_usage).lower()]
-    if not verify:
-        cmd.append("--no-verify")
     proc = run_captured(cmd, env=_worker_env(nproc, threads), timeout=timeout)
     (out / "log.txt").parent.mkdir(parents=True, exist_ok=True)
     (out / "log.txt").write_text(proc.stdout + proc.stderr)
@@ -104,7 +97,8 @@ def run_experiment(
     verify: bool = True,
     progress: bool = True,
 ) -> list[RankRecord]:
-    """Every method on every world size, one torchrun each; returns one row per rank."""
+    """Every method on every world size, one torchrun each; returns one record per rank (memory in GB, load
+    time in s, parameter counts)."""
     for m in methods:
         check_choice("method", m, METHODS)
     for n in world_sizes:
@@ -165,24 +159,9 @@ def planner_prediction(
     }
 
 
-class LoadingRow(TypedDict):
+class LoadingRow(RankMeasures):
     """One line of chapter 03's loading table (loading.json "rows"): a rank's measurements, planner beside."""
 
-    method: str
-    world_size: int
-    rank: int
-    peak_rss_gb: float
-    peak_anon_gb: float
-    peak_file_gb: float
-    ru_maxrss_gb: float
-    end_rss_gb: float
-    used_rss_gb: float
-    load_s: float
-    local_numel: int
-    full_numel: int
-    model_bytes: int
-    weights_match: bool | None
-    baseline_rss_gb: float
     share: float  # local_numel / full_numel
     plan_peak_gb: NotRequired[float]  # with a model: the planner's peak for this rank
     plan_load_gb: NotRequired[float]  # ... with this rank's measured baseline for the planner's runtime
@@ -230,7 +209,8 @@ def summarize(rows: list[RankRecord], *, model: str | None = None, shard_bytes: 
 def ratios(
     summary: list[LoadingRow], *, world_size: int = 2, against: str = "naive"
 ) -> dict[str, list[float]]:
-    """Peak RSS of each method over `against`'s, rank by rank, at one world size (the issue's 0.6 test)."""
+    """Peak RSS of each method over `against`'s, rank by rank, at one world size (the issue's 0.6 test):
+    method -> one ratio (x) per rank."""
     base = {
         r["rank"]: r["peak_rss_gb"]
         for r in summary
@@ -244,7 +224,8 @@ def ratios(
 
 
 def format_table(summary: list[LoadingRow]) -> str:
-    """A plain-text table (the notebook prints it; no pandas needed)."""
+    """A plain-text table of `summarize()`'s rows (the notebook prints it; no pandas needed): resident memory
+    in GB (peak, anonymous, file-backed, ru_maxrss, kept, used), load time in s, the share of the weights."""
     has_plan = any("plan_peak_gb" in r for r in summary)
     head = (
         f"{'method':>12} {'N':>2} {'rank':>4} {'peak GB':>8} {'anon':>6} {'file':>6} {'maxrss':>7} "

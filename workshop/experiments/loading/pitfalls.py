@@ -95,7 +95,8 @@ def run_pitfall_here(name: str, checkpoint: str, out_file: str) -> PitfallOutcom
 def show_pitfall(
     name: str, checkpoint: str | Path, *, nproc: int = 2, timeout: float = 600
 ) -> PitfallOutcome:
-    """Run a pitfall in fresh processes (torchrun, except "no-process-group") and return rank 0's outcome."""
+    """Run a pitfall in fresh processes (torchrun, except "no-process-group"); returns rank 0's outcome:
+    name, what it shows, ok, and the error it raised (None when it loaded)."""
     import tempfile
 
     check_choice("pitfall", name, PITFALLS)
@@ -103,17 +104,8 @@ def show_pitfall(
     check_world_size(nproc)
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "result.json"
-        args = [
-            "-m",
-            "workshop.experiments.loading",
-            "pitfall",
-            "--name",
-            name,
-            "--checkpoint",
-            str(checkpoint),
-            "--out-file",
-            str(out),
-        ]
+        spec = {"name": name, "checkpoint": str(checkpoint), "out_file": str(out)}
+        args = ["-m", "workshop.experiments.loading", "pitfall", json.dumps(spec)]
         env = _worker_env(nproc, None)
         if name == "no-process-group":
             for var in ("LOCAL_RANK", "RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
@@ -121,7 +113,9 @@ def show_pitfall(
             cmd = [sys.executable, *args]
         else:
             cmd = torchrun_command(
-                args[2:] + ["--rank0-only"], module="workshop.experiments.loading", nproc_per_node=nproc
+                ["pitfall", json.dumps({**spec, "rank0_only": True})],
+                module="workshop.experiments.loading",
+                nproc_per_node=nproc,
             )
         proc = run_captured(cmd, env=env, timeout=timeout)
         if not out.exists():

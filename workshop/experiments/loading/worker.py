@@ -49,13 +49,12 @@ class RankReport:
     notes: list[str] = field(default_factory=list)
 
 
-class RankRecord(TypedDict):
-    """A RankReport as the rank's JSON (asdict): what `run_method` reads back, one per rank."""
+class RankMeasures(TypedDict):
+    """What one rank measured while one method loaded the checkpoint (GB of resident memory, seconds)."""
 
     method: str
     world_size: int
     rank: int
-    dtype: str
     baseline_rss_gb: float
     peak_rss_gb: float
     peak_anon_gb: float
@@ -68,6 +67,12 @@ class RankRecord(TypedDict):
     full_numel: int
     model_bytes: int
     weights_match: bool | None
+
+
+class RankRecord(RankMeasures):
+    """A RankReport as the rank's JSON (asdict): what `run_method` reads back, one per rank."""
+
+    dtype: str
     partitioned: bool
     notes: list[str]
 
@@ -198,6 +203,29 @@ def _weights_match(model, checkpoint: str) -> bool:
     return ok
 
 
+def _parameters(model, method: str) -> tuple[int, bool, int, int, list[str]]:
+    """Bytes of weights touched, whether ZeRO-3 partitioned them, this rank's and the full parameter count,
+    and a note where a zero3 method did not partition."""
+    params = list(model.parameters())
+    touched = touch_weights(params)
+    partitioned = all(hasattr(p, "ds_tensor") for p in params)
+    local = sum(p.ds_tensor.numel() if hasattr(p, "ds_tensor") else p.numel() for p in params)
+    full = sum(p.ds_numel if hasattr(p, "ds_numel") else p.numel() for p in params)
+    notes = []
+    if method.startswith("zero3") and not partitioned:
+        notes.append("model is NOT partitioned: was the DeepSpeed config alive during from_pretrained?")
+    return touched, partitioned, local, full, notes
+
+
+def _require_torchrun() -> None:
+    """A rank started outside torchrun has no process group to join: say how to start it instead."""
+    if "LOCAL_RANK" not in os.environ:
+        raise WorkshopError(
+            "the worker needs torchrun's environment (LOCAL_RANK, RANK, WORLD_SIZE, "
+            "MASTER_ADDR); start it with `python -m workshop load run`"
+        )
+
+
 def run_worker(
     method: str,
     checkpoint: str,
@@ -209,11 +237,7 @@ def run_worker(
 ) -> RankReport:
     """One rank of one method: set up, measure the load, report. Meant to run under torchrun."""
     check_choice("method", method, METHODS)
-    if "LOCAL_RANK" not in os.environ:
-        raise WorkshopError(
-            "the worker needs torchrun's environment (LOCAL_RANK, RANK, WORLD_SIZE, "
-            "MASTER_ADDR); start it with `python -m workshop load run`"
-        )
+    _require_torchrun()
     import deepspeed  # noqa: F401  imported by every method, so baselines are comparable
     import torch
     import torch.distributed as dist
@@ -232,15 +256,7 @@ def run_worker(
     gc.collect()
     end = rss_bytes()
     maxrss = ru_maxrss_bytes()
-    params = list(model.parameters())
-    touched = touch_weights(params)
-    partitioned = all(hasattr(p, "ds_tensor") for p in params)
-    local = sum(p.ds_tensor.numel() if hasattr(p, "ds_tensor") else p.numel() for p in params)
-    full = sum(p.ds_numel if hasattr(p, "ds_numel") else p.numel() for p in params)
-    notes = []
-    if method.startswith("zero3") and not partitioned:
-        notes.append("model is NOT partitioned: was the DeepSpeed config alive during from_pretrained?")
-    match = _weights_match(model, checkpoint) if verify else None
+    touched, partitioned, local, full, notes = _parameters(model, method)
     report = RankReport(
         method,
         world,
@@ -257,7 +273,7 @@ def run_worker(
         local,
         full,
         full * _BYTES_PER[dtype],
-        match,
+        _weights_match(model, checkpoint) if verify else None,
         partitioned,
         notes,
     )

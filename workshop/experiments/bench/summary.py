@@ -1,0 +1,222 @@
+"""The headline table: every stored benchmark result against its target (chapter 04, benchmarks/README.md)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, NotRequired, TypedDict
+
+from workshop.errors import (
+    read_json,
+)
+from workshop.experiments.bench.config import BENCHMARKS, OWN_COMMAND
+from workshop.experiments.bench.training import paired_verdict
+from workshop.experiments.measure import markdown_table
+from workshop.paths import RESULTS_DIR
+from workshop.report.interpret import measured_on
+from workshop.report.plots import plot_bench_recipes
+
+TARGETS = {
+    "recipes": ("useful tokens/s, workbook / original workshop's recipe", 20.0),
+    "engine": (
+        "useful tokens/s on the same packed blocks, workbook engine / original workshop's engine",
+        2.0,
+    ),
+    "mfu": ("model FLOPs utilization of the workbook recipe, % of AMX bf16 peak", 10.0),
+    "precision": ("step throughput, bf16 / fp32 (workbook recipe)", 2.0),
+    "gemm": ("best bf16 GEMM, % of AMX bf16 peak", 40.0),
+    "workbook": ("whole-workbook smoke run, minutes (at most)", 10.0),
+    "ceiling": (
+        "training step model FLOP/s, % of the same cores' GEMM rate at the model's shapes (best lever)",
+        60.0,
+    ),
+}
+
+
+def _verdict(value: float | None, target: float, *, at_most: bool = False, judged: bool = True) -> str:
+    if value is None:
+        return "not measured"
+    if not judged:
+        return "cannot be judged here (no AMX)"
+    ok = value <= target if at_most else value >= target
+    return "met" if ok else f"missed by {abs(value - target) / target * 100:.0f}%"
+
+
+def load_results(results_dir: str | Path = RESULTS_DIR) -> dict[str, dict]:
+    """Every benchmark JSON in the folder as a dict, by benchmark name (missing ones are simply absent)."""
+    out = {}
+    for name in (*BENCHMARKS, *OWN_COMMAND):
+        path = Path(results_dir) / f"{name}.json"
+        if path.exists():
+            out[name] = read_json(path, "benchmark result", "a JSON object written by `workshop bench`")
+    return out
+
+
+class SummaryRow(TypedDict):
+    """One row of the headline table (`summary_rows()`, chapter 04 and benchmarks/README.md)."""
+
+    benchmark: str
+    metric: str
+    value: float | None  # None: not measured
+    unit: str
+    target: float | None
+    measured_on: NotRequired[str]  # interpret.measured_on() of the result
+    verdict: str | None
+    detail: str
+
+
+Results = Mapping[str, Mapping[str, Any]]
+
+
+def _row(res: Results, key: str, value, unit: str, *, judged=True, at_most=False, detail="") -> SummaryRow:
+    """One target's row; measured_on: the result's machine (a training result's for a missing one)."""
+    what, target = TARGETS[key]
+    rec_any = next((res[k] for k in ("recipes", "engine", "precision") if res.get(k)), {})
+    return {
+        "benchmark": key,
+        "metric": what,
+        "value": None if value is None else round(value, 2),
+        "unit": unit,
+        "target": target,
+        "measured_on": measured_on(res.get(key) or rec_any),
+        "verdict": _verdict(value, target, at_most=at_most, judged=judged),
+        "detail": detail,
+    }
+
+
+def _training_row(res: Results, key: str) -> SummaryRow:
+    r = res.get(key)
+    if not r:
+        return _row(res, key, None, "x")
+    ratio = r["tokens_per_s_ratio"]
+    va, vb = r["variants"][r["a"]], r["variants"][r["b"]]
+    return _row(
+        res,
+        key,
+        ratio["median"],
+        "x",
+        detail=f"{va['tokens_per_s']['median']:.0f} vs {vb['tokens_per_s']['median']:.0f}"
+        f" tokens/s; paired ratios {ratio['min']:.2f}-{ratio['max']:.2f} over {ratio['n']} rounds; "
+        + (r.get("verdict") or paired_verdict(r)),
+    )
+
+
+def _mfu_row(res: Results) -> SummaryRow:
+    rec = res.get("recipes") or res.get("engine")
+    if not rec:
+        return _row(res, "mfu", None, "%")
+    amx = any(r.get("peaks", {}).get("amx") for r in res.values() if isinstance(r, dict))
+    w, pk = rec["variants"][rec["a"]], rec["peaks"]
+    return _row(
+        res,
+        "mfu",
+        w["mfu_pct_of_amx_peak"],
+        "%",
+        judged=amx,
+        detail=f"{w['model_tflops']:.3f} model TFLOPS = {w['mfu_pct_of_present_peak']}% of that CPU's "
+        f"{pk['bf16_path']} peak ({pk['bf16_tflops']:.2f} TFLOPS), "
+        f"{w['mfu_pct_of_amx_peak']}% of {pk['cores']}-core AMX peak "
+        f"({pk['amx_bf16_tflops']:.2f} TFLOPS)",
+    )
+
+
+def _gemm_row(res: Results) -> SummaryRow:
+    g = res.get("gemm")
+    if not g:
+        return _row(res, "gemm", None, "%")
+    return _row(
+        res,
+        "gemm",
+        g["bf16_pct_of_amx_peak"],
+        "%",
+        judged=g["amx"],
+        detail=f"bf16 {g['bf16_tflops']:.3f} TFLOPS at n={g['bf16_size']} = {g['bf16_pct_of_peak']}% of "
+        f"that CPU's {g['peak_bf16_path']} peak; bf16/fp32 GEMM x{g['bf16_over_fp32']}",
+    )
+
+
+def _workbook_row(res: Results) -> SummaryRow:
+    wb = res.get("workbook")
+    return _row(
+        res,
+        "workbook",
+        wb["total_s"] / 60 if wb else None,
+        "min",
+        at_most=True,
+        detail=f"{len(wb['notebooks'])} notebooks: {', '.join(n['notebook'] for n in wb['notebooks'])}"
+        if wb
+        else "",
+    )
+
+
+def _ceiling_row(res: Results, c: Mapping[str, Any]) -> SummaryRow:
+    t, cfg = c["targets"]["step_pct_of_ceiling"], c["config"]
+    return _row(
+        res,
+        "ceiling",
+        t["best"],
+        "%",
+        detail=f"{c['isa_path']}; recipe {t['recipe']:.1f}%, best lever "
+        f"{t['best_lever']}; {cfg['model']}, {cfg['nproc']} ranks x {cfg['threads']} threads",
+    )
+
+
+def _ipex_row(ip: Mapping[str, Any]) -> SummaryRow:
+    return {
+        "benchmark": "ipex",
+        "metric": "IPEX / stock PyTorch, training step throughput",
+        "value": round(ip["ratio"]["median"], 2) if ip.get("status") == "ok" else None,
+        "unit": "x",
+        "target": None,
+        "verdict": ip.get("status"),
+        "detail": ip.get("message", ""),
+    }
+
+
+def summary_rows(results: Results | None = None, results_dir: str | Path = RESULTS_DIR) -> list[SummaryRow]:
+    """The headline table: one row per target with the measured value (x for ratios, % for MFU and GEMM
+    shares, minutes for the workbook), the target and a verdict; from `results` or `results_dir`'s JSON."""
+    res = load_results(results_dir) if results is None else results
+    rows = [_training_row(res, key) for key in ("recipes", "engine", "precision")]
+    rows += [_mfu_row(res), _gemm_row(res), _workbook_row(res)]
+    if res.get("ceiling"):
+        rows.append(_ceiling_row(res, res["ceiling"]))
+    if res.get("ipex"):
+        rows.append(_ipex_row(res["ipex"]))
+    return rows
+
+
+def format_rows(rows: list[SummaryRow], *, targets: bool = False) -> str:
+    """The stored benchmarks as a markdown table (text), each row with the machine it was measured on.
+
+    Learners see measurements and where they were taken; `targets=True` adds the project's goals and
+    verdicts (for benchmarks/README.md and the maintainers)."""
+    columns = ["benchmark", "metric", "measured", "detail", "measured on"]
+    lines: list[list[object]] = []
+    for r in rows:
+        value = "-" if r["value"] is None else f"{r['value']} {r['unit']}"
+        line: list[object] = [r["benchmark"], r["metric"], value, r["detail"], r.get("measured_on", "-")]
+        if targets:
+            at = "<=" if r["benchmark"] == "workbook" else ">="
+            line += ["-" if r["target"] is None else f"{at} {r['target']} {r['unit']}", r["verdict"]]
+        lines.append(line)
+    return markdown_table(columns + ["target", "verdict"] if targets else columns, lines)
+
+
+def plot(results: Mapping[str, Mapping[str, Any]], images_dir: str | Path) -> list[Path]:
+    """Chapter 04's bar chart of the training benchmarks' tokens/s (median, min-max): the PNGs written."""
+    bars: list[dict[str, Any]] = []  # variant, label and its tokens/s Stats
+    for key in ("recipes", "engine", "precision"):
+        r = results.get(key)
+        if not r:
+            continue
+        for vname in (r["b"], r["a"]):
+            v = r["variants"][vname]
+            if not any(b["variant"] == vname for b in bars):
+                bars.append({"variant": vname, "label": v["label"], **v["tokens_per_s"]})
+    rec = next((results[k] for k in ("recipes", "engine", "precision") if results.get(k)), None)
+    return (
+        [plot_bench_recipes(bars, Path(images_dir) / "bench_recipes.png", machine=measured_on(rec))]
+        if bars
+        else []
+    )
