@@ -11,9 +11,9 @@ import kubernetes
 import pytest
 from fake_apiserver import FakeAPIServer, status
 
+from workshop.cli.cluster import cluster as cluster_command
 from workshop.errors import WorkshopError
 from workshop.k8s import cluster as cl
-from workshop.k8s import cluster_cli
 from workshop.k8s.karpenter import cpu_amx_pool
 
 JOB = {
@@ -97,7 +97,7 @@ def test_unreachable_server_says_so_and_returns_none(tmp_path, capsys):
 def test_cli_without_cluster_exits_1_plainly(tmp_path, monkeypatch, capsys):
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
     monkeypatch.setenv("KUBECONFIG", str(tmp_path / "nope"))
-    assert cluster_cli.main(["status"]) == 1
+    assert cluster_command(["status"]) == 1
     assert "no cluster" in capsys.readouterr().out
 
 

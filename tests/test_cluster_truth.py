@@ -12,9 +12,10 @@ import warnings
 import pytest
 from fake_apiserver import FakeAPIServer, status
 
+from workshop.cli.cluster import cluster as cluster_command
 from workshop.errors import WorkshopError
 from workshop.k8s import cluster as cl
-from workshop.k8s import cluster_cli, jobs, trainjob, waits
+from workshop.k8s import jobs, trainjob, waits
 
 
 @pytest.fixture()
@@ -68,7 +69,7 @@ def test_cli_logs_of_a_pending_pod_never_prints_none(api, capsys):
     _pod(api, "pending-pod")
     api.log_script["pending-pod"] = ["204"]
     api.logs["pending-pod"] = []
-    code = cluster_cli.main(["--kubeconfig", api.kubeconfig_path, "logs", "pending-pod"])
+    code = cluster_command(["--kubeconfig", api.kubeconfig_path, "logs", "pending-pod"])
     out = capsys.readouterr().out
     assert code == 0 and "None" not in out
     assert "no log yet: pod default/pending-pod is Pending: not scheduled yet" in out
@@ -193,7 +194,7 @@ def test_cluster_apply_refuses_yesterdays_file_before_sending(api, tmp_path, cap
     path = tmp_path / "trainjob.yaml"
     path.write_text(_old_trainjob_text())
     api.requests.clear()
-    code = cluster_cli.main(["--kubeconfig", api.kubeconfig_path, "apply", str(path)])
+    code = cluster_command(["--kubeconfig", api.kubeconfig_path, "apply", str(path)])
     err = capsys.readouterr().err
     assert code == 2 and f"spec.trainer.args[{_lr_index()}]: must be of type string, got number 2e-05" in err
     assert api.requests == []
@@ -208,7 +209,7 @@ CLAIM_DOC = {
 
 
 def test_cluster_delete_of_a_claim_a_pod_mounts_says_terminating_exit_4(api, tmp_path, capsys, monkeypatch):
-    monkeypatch.setattr(cluster_cli, "SETTLE_S", 0.3)
+    monkeypatch.setattr(waits, "SETTLE_S", 0.3)
     claim = {
         "apiVersion": "v1",
         "kind": "PersistentVolumeClaim",
@@ -220,7 +221,7 @@ def test_cluster_delete_of_a_claim_a_pod_mounts_says_terminating_exit_4(api, tmp
     api.put("v1", "pods", {"kind": "Pod", "metadata": {"name": "p"}, "spec": {"volumes": volumes}}, "default")
     path = tmp_path / "claim.yaml"
     path.write_text(json.dumps(claim))
-    code = cluster_cli.main(["--kubeconfig", api.kubeconfig_path, "delete", str(path)])
+    code = cluster_command(["--kubeconfig", api.kubeconfig_path, "delete", str(path)])
     out = capsys.readouterr().out
     assert code == 4 and "PersistentVolumeClaim/out deleted" not in out
     assert (
@@ -249,7 +250,7 @@ def test_cluster_delete_waits_a_moment_for_a_controller_before_saying_terminatin
     thread.start()
     path = tmp_path / "claim.yaml"
     path.write_text(json.dumps(CLAIM_DOC))
-    code = cluster_cli.main(["--kubeconfig", api.kubeconfig_path, "delete", str(path)])
+    code = cluster_command(["--kubeconfig", api.kubeconfig_path, "delete", str(path)])
     thread.join(5)
     out = capsys.readouterr().out
     assert code == 0 and "PersistentVolumeClaim/out deleted" in out and "Terminating" not in out

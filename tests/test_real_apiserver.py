@@ -25,14 +25,14 @@ if assets() is None:
 
 import yaml  # noqa: E402
 
+from workshop.cli.cluster import cluster as cluster_cli  # noqa: E402
 from workshop.errors import WorkshopError  # noqa: E402
 from workshop.k8s import crds, jobs, karpenter, storage  # noqa: E402
 from workshop.k8s import trainjob as tj  # noqa: E402
 from workshop.k8s.base import read_yaml_docs  # noqa: E402
 from workshop.k8s.cluster import ClusterError, conditions, connect  # noqa: E402
-from workshop.k8s.cluster_cli import main as cluster_cli  # noqa: E402
 from workshop.k8s.install import pools_ready  # noqa: E402
-from workshop.k8s.teardown import teardown  # noqa: E402
+from workshop.k8s.teardown.delete import teardown  # noqa: E402
 from workshop.plan import cost  # noqa: E402
 
 pytestmark = pytest.mark.real_apiserver
@@ -225,9 +225,9 @@ def test_connect_names_the_real_server_and_its_version(cluster, capsys):
 
 def test_cli_status_apply_watch_delete(server, cluster, capsys, monkeypatch):
     """`workshop cluster status|apply|watch|delete` as a learner types them."""
-    import workshop.k8s.cluster_cli as cli_module
+    import workshop.k8s.waits as waits_module
 
-    monkeypatch.setattr(cli_module, "SETTLE_S", 1.0)  # no controller here will remove pvc-protection
+    monkeypatch.setattr(waits_module, "SETTLE_S", 1.0)  # no controller here will remove pvc-protection
     use_trainer(server, cluster, TRAINER)
     assert cluster_cli(["status"]) == 0
     assert "(Kubernetes v1.36" in capsys.readouterr().out

@@ -105,3 +105,36 @@ def wait_ready(
             + f"; `{TEARDOWN}` lists them, `{TEARDOWN} --yes` removes them"
         )
     return {f"{k}/{n}": done[(k, n, ns)] for k, n, ns in objects}
+
+
+# `cluster delete`: how long a deleted object may take to go before it is called Terminating, in seconds
+SETTLE_S = 10.0
+
+
+def current(cluster, kind: str, name: str, namespace: str | None, api_version: str | None) -> dict | None:
+    """The object as the server has it now; None once it is gone (any other refusal is raised)."""
+    try:
+        return cluster.get(kind, name, namespace, api_version=api_version)
+    except ClusterError as exc:
+        if exc.status == 404:
+            return None
+        raise
+
+
+def settle(cluster, docs: list[dict], interval: float = 0.5) -> dict[int, dict]:
+    """id(doc) -> the object, for the deleted manifests still there after up to SETTLE_S seconds: a
+    controller often removes a finalizer within a second of the DELETE (kube-controller-manager's
+    pvc-protection for a claim no pod mounts), so an immediate re-read would call Terminating what is gone a
+    moment later."""
+    deadline = time.monotonic() + SETTLE_S
+
+    def still_there(doc: dict) -> dict | None:
+        meta = doc.get("metadata") or {}
+        return current(cluster, doc["kind"], meta["name"], meta.get("namespace"), doc.get("apiVersion"))
+
+    while True:
+        left = {id(d): obj for d in docs if (obj := still_there(d)) is not None}
+        if not left or time.monotonic() + interval > deadline:
+            return left
+        docs = [d for d in docs if id(d) in left]
+        time.sleep(interval)
