@@ -403,7 +403,7 @@ def test_plain_float_looking_arg_is_refused_by_server_and_validator(server, clus
     assert code == 500 and f".spec.trainer.args[{lr}]: expected string" in message, (code, message)
     bad = tmp_path / "trainjob.yaml"
     bad.write_text(text)
-    from workshop.k8s.validate import main as validate_cli
+    from workshop.cli.manifests import validate as validate_cli
 
     rc = validate_cli([str(bad)])
     out = capsys.readouterr()

@@ -29,14 +29,12 @@ against every known release and the verdict says which accept it. `--trainer`/`-
 
 from __future__ import annotations
 
-import argparse
 import base64
 import binascii
 import copy
 import difflib
 import json
 import re
-import sys
 from dataclasses import dataclass, field, replace
 from functools import cache
 from pathlib import Path
@@ -46,7 +44,7 @@ import celpy.celtypes as ct
 import yaml
 from jsonschema import Draft4Validator, ValidationError, validators
 
-from workshop.errors import WorkshopError, read_text, report
+from workshop.errors import WorkshopError, read_text
 from workshop.k8s import cel_ext, crds
 from workshop.k8s.base import load_yaml_docs
 from workshop.lang import _
@@ -924,52 +922,3 @@ def ensure_valid(docs: list, *, karpenter: str | None = None, trainer: str | Non
     problems = validate_documents(docs, karpenter=karpenter, trainer=trainer)
     if problems:
         raise WorkshopError(f"{len(problems)} problem(s) in the manifests:\n" + "\n".join(map(str, problems)))
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="workshop validate", description=__doc__.split("\n")[0])
-    parser.add_argument("files", nargs="*", metavar="FILE", help="YAML files (multi-document allowed)")
-    parser.add_argument(
-        "--karpenter",
-        help="force one Karpenter CRD release (default: the one each manifest "
-        f"targets, else all of {', '.join(known_releases('karpenter'))})",
-    )
-    parser.add_argument(
-        "--trainer",
-        help="force one Kubeflow Trainer CRD release (default: the one each manifest "
-        f"targets, else all of {', '.join(known_releases('trainer'))})",
-    )
-    parser.add_argument(
-        "--rules", action="store_true", help="list every CEL rule and whether it is evaluated"
-    )
-    args = parser.parse_args(argv)
-    try:
-        for family, version in (("karpenter", args.karpenter), ("trainer", args.trainer)):
-            if version is not None:  # '' is falsy below: it would silently mean "every release"
-                crds.release(family, version)
-        if args.rules:
-            for info in rule_inventory(
-                karpenter=args.karpenter or DEFAULT_KARPENTER, trainer=args.trainer or DEFAULT_TRAINER
-            ):
-                print(f"{info.kind:24} {info.path:50} {info.status:12.60} {info.rule}")
-            if not args.files:
-                return 0
-        if not args.files:
-            raise WorkshopError("give at least one manifest FILE (or --rules)")
-        verdicts = judge_files(args.files, karpenter=args.karpenter, trainer=args.trainer)
-    except WorkshopError as exc:
-        return report(exc)
-    problems = [p for v in verdicts for p in v.problems]
-    for verdict in verdicts:
-        print(verdict)
-    for problem in problems:
-        print(f"  {problem}")
-    if problems:
-        print(f"{len(problems)} problem(s)", file=sys.stderr)
-        return 1
-    print(f"all valid: {', '.join(args.files)}")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
