@@ -29,8 +29,9 @@ from workshop.cli.cluster import cluster as cluster_cli  # noqa: E402
 from workshop.errors import WorkshopError  # noqa: E402
 from workshop.k8s import crds, jobs, karpenter, storage  # noqa: E402
 from workshop.k8s import trainjob as tj  # noqa: E402
+from workshop.k8s.api_errors import ClusterError  # noqa: E402
 from workshop.k8s.base import read_yaml_docs  # noqa: E402
-from workshop.k8s.cluster import ClusterError, conditions, connect  # noqa: E402
+from workshop.k8s.cluster import conditions, connect  # noqa: E402
 from workshop.k8s.install import pools_ready  # noqa: E402
 from workshop.k8s.teardown.delete import teardown  # noqa: E402
 from workshop.plan import cost  # noqa: E402

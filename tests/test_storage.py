@@ -163,7 +163,7 @@ def test_a_claim_that_cannot_be_marked_keeps_the_finished_job_as_the_record(caps
     from test_trainjob import FakeCluster
 
     from workshop.k8s import jobs
-    from workshop.k8s.cluster import ClusterError
+    from workshop.k8s.api_errors import ClusterError
 
     class Refusing(FakeCluster):
         def patch(self, *args, **kwargs):

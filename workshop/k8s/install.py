@@ -16,8 +16,8 @@ import subprocess
 import time
 
 from workshop.errors import WorkshopError, check_positive
+from workshop.k8s.api_errors import ClusterError
 from workshop.k8s.base import load_yaml_docs
-from workshop.k8s.cluster import ClusterError
 from workshop.k8s.trainjob import DEFAULT_RUNTIME, normalize_trainer_version
 from workshop.k8s.waits import wait_ready
 

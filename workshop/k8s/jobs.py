@@ -14,7 +14,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from workshop.errors import WorkshopError, check_choice, check_positive
-from workshop.k8s.cluster import ClusterError, connect, follow_logs
+from workshop.k8s.api_errors import ClusterError
+from workshop.k8s.cluster import connect
+from workshop.k8s.logs import follow_logs
 from workshop.k8s.storage import MODEL_ANNOTATION, model_dir
 from workshop.k8s.trainjob import NODE_JOB, HFTokenSecret, TrainJobSpec, crd_release
 from workshop.k8s.validate import ensure_valid

@@ -12,7 +12,8 @@ import time
 from collections.abc import Callable, Sequence
 
 from workshop.errors import check_positive
-from workshop.k8s.cluster import ClusterError, conditions
+from workshop.k8s.api_errors import ClusterError
+from workshop.k8s.cluster import conditions
 
 TEARDOWN = "python -m workshop cluster teardown"
 # kind -> (the controller that writes its status, how to look for it)

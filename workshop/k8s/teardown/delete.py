@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable
 
 from workshop.errors import WorkshopError, check_positive
-from workshop.k8s.cluster import ClusterError
+from workshop.k8s.api_errors import ClusterError
 from workshop.k8s.storage import MODEL_ANNOTATION
 from workshop.k8s.teardown.inventory import inventory
 from workshop.k8s.teardown.listing import COMMAND, listing

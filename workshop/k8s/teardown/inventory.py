@@ -3,8 +3,8 @@ left alone. Reads only."""
 
 from __future__ import annotations
 
+from workshop.k8s.api_errors import ClusterError
 from workshop.k8s.base import PART_OF
-from workshop.k8s.cluster import ClusterError
 from workshop.k8s.storage import FSX_PROVISIONER
 from workshop.k8s.teardown.describe import DESCRIBERS, Seen
 from workshop.k8s.teardown.model import (

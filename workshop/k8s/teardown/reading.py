@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import re
 
-from workshop.k8s.cluster import ClusterError, conditions
+from workshop.k8s.api_errors import ClusterError
+from workshop.k8s.cluster import conditions
 from workshop.k8s.storage import FSX_PROVISIONER, model_dir
 from workshop.k8s.teardown.model import Inventory, Node, Volume
 from workshop.plan.catalog import hourly_price
