@@ -263,6 +263,21 @@ def vcpus_of(size: str) -> int | None:
     return {"large": 2, "medium": 1}.get(size)
 
 
+def _amx_types(families: list[str], sizes: list[str], instance_types: Sequence[str] | None) -> list[str]:
+    """Check the AMX families and the sizes; the exact instance types asked for ([] = every combination)."""
+    exact = _strs("instance_types", instance_types) if instance_types is not None else []
+    for itype in exact:
+        fam, _dot, size = itype.partition(".")
+        if fam not in families or size not in sizes:
+            raise WorkshopError(f"instance type {itype!r} is outside families {families} x sizes {sizes}")
+    for fam in families:
+        check_choice("AMX instance family", fam, AMX_FAMILIES)
+    for size in sizes:
+        if not _SIZE.match(size):
+            raise WorkshopError(f"instance size {size!r} is not an EC2 size such as 8xlarge or metal-48xl")
+    return exact
+
+
 def cpu_amx_pool(
     families: Sequence[str] = ("c7i", "m7i", "r7i"),
     sizes: Sequence[str] = ("8xlarge", "16xlarge", "24xlarge", "48xlarge"),
@@ -280,19 +295,12 @@ def cpu_amx_pool(
     user_data: str | None = CPU_USER_DATA,
     instance_types: Sequence[str] | None = None,
 ) -> Pool:
-    """The CPU pool: AMX-capable Intel families only, tainted so only training pods land there;
-    `instance_types` narrows it to exactly those types (families x sizes alone admit every combination)."""
+    """The CPU pool (a Pool: its NodePool and EC2NodeClass): AMX-capable Intel families only, tainted so only
+    training pods land there; `instance_types` narrows it to exactly those types (families x sizes alone admit
+    every combination). `cpu_limit` is in vCPUs, `volume_size` a Kubernetes quantity of root disk,
+    `consolidate_after`/`expire_after` Go durations."""
     families, sizes = _strs("families", families), _strs("sizes", sizes)
-    exact = _strs("instance_types", instance_types) if instance_types is not None else []
-    for itype in exact:
-        fam, _dot, size = itype.partition(".")
-        if fam not in families or size not in sizes:
-            raise WorkshopError(f"instance type {itype!r} is outside families {families} x sizes {sizes}")
-    for fam in families:
-        check_choice("AMX instance family", fam, AMX_FAMILIES)
-    for size in sizes:
-        if not _SIZE.match(size):
-            raise WorkshopError(f"instance size {size!r} is not an EC2 size such as 8xlarge or metal-48xl")
+    exact = _amx_types(families, sizes, instance_types)
     for cap in _strs("capacity_types", capacity_types):
         check_choice("capacity type", cap, CAPACITY_TYPES)
     check_choice("arch", arch, ("amd64",))  # AMX is an x86 feature

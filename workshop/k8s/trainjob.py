@@ -20,15 +20,15 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from workshop import __version__
-from workshop.errors import WorkshopError, check_choice, check_positive
+from workshop.errors import WorkshopError, check_choice
 from workshop.k8s.base import PART_OF, check_dns_label, diff_yaml
+from workshop.k8s.job_sizing import check_nodes, gpu_counts, gpu_resources, planned
 from workshop.k8s.karpenter import AMX_TAINT
 from workshop.k8s.storage import OutputStorage, default_fsx
 from workshop.k8s.validate import available_versions, validate_documents
-from workshop.plan.catalog import instance_info
 from workshop.plan.models import recipe
 from workshop.train import TrainArgs
 
@@ -386,11 +386,6 @@ def hf_home(storage: OutputStorage | None) -> str:
     )
 
 
-def _check_nodes(nodes) -> None:
-    if isinstance(nodes, bool) or not isinstance(nodes, int) or nodes < 1:
-        raise WorkshopError(f"nodes must be an integer >= 1, got {nodes!r}")
-
-
 def cpu_trainjob(
     name: str = "cpu-llama3",
     *,
@@ -419,49 +414,14 @@ def cpu_trainjob(
     the cost planner picks one for `nodes` (default 4) x 1 rank; explicit cpu/memory/shm_size/threads win
     over its pod sizes.
     """
-    from workshop.plan import cost
-
-    if nodes is not None:
-        _check_nodes(nodes)
-    if plan is None and recommendation is None and None in (cpu, memory, shm_size, threads_per_rank):
-        opts = cost.Options(
-            model=model,
-            families=("c7i", "m7i", "r7i"),
-            nodes=(4 if nodes is None else nodes,),
-            source=catalog_source,
-        )
-        plan = cost.rank(replace(opts, procs_per_node=procs_per_node))[0]
-    if plan is not None:
-        nodes = plan.nodes if nodes is None else nodes
-        procs_per_node = plan.procs_per_node if procs_per_node is None else procs_per_node
-        rec_type = getattr(recommendation, "instance_type", None)
-        cost.check_plan_matches(plan, nodes=nodes, procs_per_node=procs_per_node, instance_type=rec_type)
-        settings = cost.train_settings(plan)
-        clash = {k: v for k, v in train_kw.items() if k in settings and settings[k] != v}
-        if clash:
-            raise WorkshopError(
-                f"{clash} contradicts the plan's { ({k: settings[k] for k in clash}) }: re-plan"
-            )
-        train_kw = {**settings, **train_kw}
-        recommendation = recommendation or cost.recommendation(plan, model, source=catalog_source)
-        threads_per_rank = threads_per_rank or plan.threads_per_rank
-    nodes = 4 if nodes is None else nodes
-    procs_per_node = 1 if procs_per_node is None else procs_per_node
-    _check_nodes(nodes)
+    sized = None not in (cpu, memory, shm_size, threads_per_rank)
+    nodes, procs_per_node, rec, train_kw, planned_threads = planned(
+        model, nodes, procs_per_node, plan, recommendation, train_kw, catalog_source, sized=sized
+    )
     check_dns_label("node pool", node_pool)
-    rec = recommendation
-    for attr, want in (("nodes", nodes), ("procs_per_node", procs_per_node)):
-        got = getattr(rec, attr, want)
-        if got != want:
-            raise WorkshopError(
-                f"the recommendation is sized for {attr}={got}, the TrainJob asks {want}: size it for this "
-                "cluster"
-            )
-    cpu = cpu or rec.cpu_request
+    threads_per_rank = threads_per_rank or planned_threads
     memory = memory or rec.memory_request
-    shm_size = shm_size or rec.shm_size
     threads = threads_per_rank or rec.threads_per_rank
-
     key, value, effect = AMX_TAINT
     if args is None:
         args = train_args(model, name=name, storage=storage, threads=threads, backend="gloo", **train_kw)
@@ -472,14 +432,14 @@ def cpu_trainjob(
         train_args=args,
         nodes=nodes,
         procs_per_node=procs_per_node,
-        requests={"cpu": str(cpu), "memory": memory},
+        requests={"cpu": str(cpu or rec.cpu_request), "memory": memory},
         limits={"memory": memory},
         env={"OMP_NUM_THREADS": str(threads), "TOKENIZERS_PARALLELISM": "false", "HF_HOME": hf_home(storage)},
         storage=storage,
         hf_secret=hf_secret,
         node_selector={"karpenter.sh/nodepool": node_pool},
         tolerations=[{"key": key, "operator": "Equal", "value": value, "effect": effect}],
-        shm_size=shm_size,
+        shm_size=shm_size or rec.shm_size,
         one_pod_per_node=True,
         labels={"workshop/accelerator": "cpu"},
     )
@@ -513,31 +473,15 @@ def gpu_trainjob(
     memory for EFA; hostIPC is not needed because /dev/shm is a sized memory volume. Trainer v2.1 cannot
     add a capability from a TrainJob: render for it with ipc_lock=False (EKS AMIs already raise memlock).
     """
-    _check_nodes(nodes)
-    if gpus_per_node is None or efa_per_node is None:
-        info = instance_info(instance_type, source=catalog_source)
-        if not info.gpus:
-            raise WorkshopError(
-                f"{instance_type} has no GPU; pick a GPU type such as p4d.24xlarge or g6e.8xlarge"
-            )
-        gpus_per_node = gpus_per_node or info.gpus
-        efa_per_node = info.max_efa_interfaces if efa_per_node is None else efa_per_node
-    check_positive("gpus_per_node", gpus_per_node)
-    check_positive("efa_per_node", efa_per_node, allow_zero=True)
-    limits = {"nvidia.com/gpu": str(gpus_per_node)}
-    if efa_per_node:
-        limits["vpc.amazonaws.com/efa"] = str(efa_per_node)
-    requests = {k: v for k, v in (("cpu", cpu), ("memory", memory)) if v}
-    if memory:
-        limits["memory"] = memory
+    check_nodes(nodes)
+    gpus_per_node, efa_per_node = gpu_counts(instance_type, gpus_per_node, efa_per_node, catalog_source)
+    requests, limits = gpu_resources(gpus_per_node, efa_per_node, cpu, memory)
     if args is None:
         args = train_args(model, name=name, storage=storage, backend="nccl", **train_kw)
     base_env = {"NCCL_DEBUG": "WARN", "TOKENIZERS_PARALLELISM": "false", "HF_HOME": hf_home(storage)}
     if efa_per_node:
-        base_env.update(
-            {"FI_PROVIDER": "efa", "FI_EFA_USE_DEVICE_RDMA": "1" if instance_type.startswith("p") else "0"}
-        )
-    env = {**base_env, **(env or {})}
+        rdma = "1" if instance_type.startswith("p") else "0"
+        base_env.update({"FI_PROVIDER": "efa", "FI_EFA_USE_DEVICE_RDMA": rdma})
     return TrainJobSpec(
         name=name,
         namespace=namespace,
@@ -547,7 +491,7 @@ def gpu_trainjob(
         procs_per_node=gpus_per_node,
         requests=requests,
         limits=limits,
-        env=env,
+        env={**base_env, **(env or {})},
         hf_secret=hf_secret,
         node_selector={"node.kubernetes.io/instance-type": instance_type},
         tolerations=[
