@@ -429,6 +429,16 @@ def status() -> list[tuple[Release, str]]:
     return [(rel, source(rel)) for rel in releases()]
 
 
+SOURCES_HEADER = """\
+# The CRD files that ship with the workbook
+
+Unmodified upstream files, byte for byte, so that a clone validates manifests offline. Both projects
+publish them under the Apache License 2.0 (a copy is in `LICENSE` beside this file); the URL of each is
+`{base_url}/<repository>/<tag>/<path>`. `workshop/k8s/crds.py` checks every read against the sha256
+below. Regenerate this file with `python -m workshop crds sources`.
+"""
+
+
 def sources_markdown() -> str:
     """schemas/SOURCES.md: where every shipped file came from (a test keeps it equal to RELEASES)."""
     rows = [
@@ -438,24 +448,7 @@ def sources_markdown() -> str:
     ]
     return "\n".join(
         [
-            "# The CRD files that ship with the workbook",
-            "",
-            (
-                "Unmodified upstream files, byte for byte, so that a clone validates manifests offline. Both "
-                "projects"
-            ),
-            (
-                "publish them under the Apache License 2.0 (a copy is in `LICENSE` beside this file); the "
-                "URL of "
-                "each is"
-            ),
-            (
-                f"`{BASE_URL}/<repository>/<tag>/<path>`. `workshop/k8s/crds.py` checks every read against "
-                "the "
-                "sha256"
-            ),
-            "below. Regenerate this file with `python -m workshop crds sources`.",
-            "",
+            SOURCES_HEADER.format(base_url=BASE_URL),
             "| file | repository @ tag | path at the tag | sha256 |",
             "|---|---|---|---|",
             *rows,

@@ -290,15 +290,14 @@ def run_on_cluster(
             keep = True
             if echo:
                 echo(
-                    f"could not mark the claim as holding the model ({exc}); the TrainJob is kept as the "
-                    "record"
+                    f"could not mark the claim as holding the model ({exc}); "
+                    "the TrainJob is kept as the record"
                 )
     if outcome == "Complete" and not keep:
         delete(cluster, spec.name, spec.namespace)
     elif echo:
         echo(
-            f"TrainJob {spec.namespace}/{spec.name} ended {outcome or 'not yet (timeout)'}: kept for "
-            "inspection; "
-            f"`kubectl delete trainjob {spec.name} -n {spec.namespace}` when done"
+            f"TrainJob {spec.namespace}/{spec.name} ended {outcome or 'not yet (timeout)'}: "
+            f"kept for inspection; `kubectl delete trainjob {spec.name} -n {spec.namespace}` when done"
         )
     return {"submitted": sub, "outcome": outcome, **parse(lines)}

@@ -44,8 +44,8 @@ DEFAULT_MANIFESTS: dict[str, ManifestEntry] = {
     # chapter 05: the same jobs in both Trainer forms (v2.1 podTemplateOverrides, v2.2+ runtimePatches)
     "trainjob-cpu-v2.1.yaml": ManifestEntry(
         lambda: _trainjob().default_cpu_job().documents("2.1.0"),
-        "CPU TrainJob for Trainer v2.1 (podTemplateOverrides): 4 x cpu-amx, planner-sized, HF token from a "
-        "Secret",
+        "CPU TrainJob for Trainer v2.1 (podTemplateOverrides): 4 x cpu-amx, planner-sized, "
+        "HF token from a Secret",
         trainer=("2.1.0",),
     ),
     "trainjob-cpu-v2.2.yaml": ManifestEntry(
@@ -55,9 +55,8 @@ DEFAULT_MANIFESTS: dict[str, ManifestEntry] = {
     ),
     "storage-fsx.yaml": ManifestEntry(
         lambda: _storage().default_fsx().documents(),
-        "FSx for Lustre StorageClass + ReadWriteMany claim the TrainJobs mount at /fsx (placeholder subnet "
-        "and "
-        "security group ids: render yours with chapter 05)",
+        "FSx for Lustre StorageClass + ReadWriteMany claim the TrainJobs mount at /fsx "
+        "(placeholder subnet and security group ids: render yours with chapter 05)",
         crd_checked=False,
     ),
     "trainjob-gpu-v2.2.yaml": ManifestEntry(
