@@ -76,7 +76,7 @@ _Dumper.add_representer(str, _str_presenter)
 
 
 def to_yaml(docs: Iterable[dict]) -> str:
-    """Multi-document YAML with the 'generated' header; deterministic for equal input."""
+    """Multi-document YAML (str) with the 'generated' header; deterministic for equal input."""
     parts = []
     for doc in docs:
         doc = _ordered(drop_none(doc))
@@ -89,12 +89,14 @@ def to_yaml(docs: Iterable[dict]) -> str:
 
 
 def dump_yaml(value) -> str:
-    """One YAML document, no header, with the same quoting as `to_yaml` (for printing part of an object)."""
+    """One YAML document (str), no header, with the same quoting as `to_yaml` (for printing part of an
+    object)."""
     options = {"sort_keys": False, "default_flow_style": False, "allow_unicode": True, "width": 100}
     return yaml.dump(drop_none(value), Dumper=_Dumper, **options)
 
 
 def write_manifest(path: str | Path, docs: Iterable[dict]) -> Path:
+    """Write the documents as generated YAML to `path` (folders made); returns the path written."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(to_yaml(docs))
@@ -156,7 +158,8 @@ def read_yaml_docs(
 def diff_yaml(
     old_docs: Iterable[dict], new_docs: Iterable[dict], *, old_name: str = "before", new_name: str = "after"
 ) -> str:
-    """Unified diff of two manifest sets as rendered YAML: what a reviewer would see in a pull request."""
+    """The unified diff (str) of two manifest sets as rendered YAML: what a reviewer would see in a pull
+    request."""
     import difflib
 
     old = to_yaml(old_docs).splitlines(keepends=True)[1:]

@@ -441,7 +441,8 @@ class Cluster:
                 time.sleep(min(1.0, max(0.0, deadline - time.monotonic())))  # cut: resume from `version`
 
     def watch_nodeclaims(self, *, timeout: float = 600, nodepool: str | None = None) -> Iterator[str]:
-        """One readable line per NodeClaim change: which instance type, which node, which conditions."""
+        """One readable line (str) per NodeClaim change: which instance type, which node, which conditions;
+        for at most `timeout` seconds."""
         selector = f"karpenter.sh/nodepool={nodepool}" if nodepool else None
         for kind, obj in self.watch("NodeClaim", timeout=timeout, label_selector=selector):
             meta, status = obj.get("metadata") or {}, obj.get("status") or {}

@@ -192,7 +192,8 @@ def _added(family: str) -> list[Release]:
 
 
 def releases(family: str | None = None) -> list[Release]:
-    """The pinned releases, then the ones added to the cache, oldest first within each family."""
+    """The known releases (a list of Release): the pinned ones, then the ones added to the cache, oldest
+    first within each family."""
     fams = FAMILIES if family is None else (family,)
     out = []
     for fam in fams:

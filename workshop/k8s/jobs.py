@@ -259,9 +259,13 @@ def run_on_cluster(
 ) -> dict | None:
     """Submit, follow rank 0, wait, parse; delete only a job that ended Complete (its outputs are on the
     volume or in S3 by then; a model on an FSx claim is first recorded on the claim, see `mark_saved_model`).
-    A failed, timed-out or interrupted job is kept for `kubectl describe` and logs, and a resubmission resumes
-    from its last checkpoint. No cluster -> one plain line, None. `wait_s`: how long the rank-0 pod may take
-    to appear and start (Karpenter bringing nodes); when it does not, the outcome says why and what stays."""
+    A failed, timed-out or interrupted job is kept for `kubectl describe` and logs, and a resubmission
+    resumes from its last checkpoint. `timeout` and `wait_s` are in seconds: `wait_s` is how long the rank-0
+    pod may take to appear and start (Karpenter bringing nodes); when it does not, the outcome says why and
+    what stays.
+
+    Returns a dict: 'submitted', 'outcome' (the TrainJob's final condition) and what `parse` reads from rank
+    0's log; None (after one plain line) when no cluster answers."""
     if cluster is None:
         cluster = connect()
     if cluster is None:

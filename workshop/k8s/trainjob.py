@@ -50,6 +50,7 @@ OUTPUT_DIR = "/workspace/out"
 
 
 def image_ref(accelerator: str, registry: str = DEFAULT_REGISTRY, tag: str = IMAGE_TAG) -> str:
+    """The image reference (str) `registry/workshop-cpu|gpu:tag` of the image built from docker/."""
     check_choice("accelerator", accelerator, IMAGES)
     return f"{registry.rstrip('/')}/{IMAGES[accelerator]}:{tag}"
 
@@ -64,7 +65,8 @@ def normalize_trainer_version(version: str) -> str:
 
 
 def trainer_form(version: str) -> str:
-    """Which field carries pod customisations for a release: 'podTemplateOverrides' or 'runtimePatches'."""
+    """Which field (str) carries pod customisations for a release: 'podTemplateOverrides' or
+    'runtimePatches'."""
     v = tuple(int(x) for x in normalize_trainer_version(version).split("."))
     return "podTemplateOverrides" if v < (2, 2, 0) else "runtimePatches"
 
@@ -134,8 +136,9 @@ class HFTokenSecret:
         }
 
     def kubectl_command(self, env_var: str = "HF_TOKEN") -> str:
-        """Create the Secret from the environment without the token touching argv, history or a file, then
-        label it as the workbook's (so `python -m workshop cluster teardown` finds and removes it)."""
+        """The shell command (str) that creates the Secret from the environment without the token touching
+        argv, history or a file, then labels it as the workbook's (so `python -m workshop cluster teardown`
+        finds and removes it)."""
         return (
             f'printf %s "${env_var}" | kubectl create secret generic {self.name} -n {self.namespace} '
             f"--from-file={self.key}=/dev/stdin && kubectl label secret {self.name} -n {self.namespace} "
@@ -151,8 +154,8 @@ def secret_from_env(
     key: str = "token",
     required: bool = False,
 ) -> HFTokenSecret:
-    """The Secret with its value read from `$env_var` (never printed). Missing: None value, or an error if
-    `required` (the error names the variable, not a value)."""
+    """The HFTokenSecret with its value read from `$env_var` (never printed). Missing: None value, or an
+    error if `required` (the error names the variable, not a value)."""
     value = os.environ.get(env_var) or None
     if required and value is None:
         raise WorkshopError(f"${env_var} is not set; export it (the token is read from the environment only)")
@@ -288,6 +291,8 @@ class TrainJobSpec:
         }
 
     def to_dict(self, trainer: str = "2.1.0") -> dict:
+        """The TrainJob object (a dict) in the form of Trainer release `trainer`: podTemplateOverrides
+        (2.1) or runtimePatches (2.2+)."""
         form = trainer_form(trainer)
         if self.capabilities and form == "podTemplateOverrides":
             raise WorkshopError(
@@ -330,8 +335,8 @@ class TrainJobSpec:
         }
 
     def documents(self, trainer: str = "2.1.0") -> list[dict]:
-        """What goes into a manifest file: the TrainJob only. The Secret is created separately, never
-        rendered."""
+        """What goes into a manifest file (a list of dicts): the TrainJob only. The Secret is created
+        separately, never rendered."""
         return [self.to_dict(trainer)]
 
 
@@ -407,7 +412,8 @@ def cpu_trainjob(
     catalog_source: str | None = None,
     **train_kw,
 ) -> TrainJobSpec:
-    """The Xeon AMX job: CPU image, Karpenter pool + AMX taint, planner-sized resources and /dev/shm.
+    """The Xeon AMX job (a TrainJobSpec): CPU image, Karpenter pool + AMX taint, planner-sized resources
+    and /dev/shm. `cpu`, `memory` and `shm_size` are Kubernetes quantities per pod ("180", "700Gi").
 
     `plan` (chapter 01's cost.Plan) is the job: nodes, ranks, threads, the split of the global batch, ZeRO,
     checkpointing; a node count, recommendation or setting that contradicts it is refused. Without a plan,
@@ -467,7 +473,8 @@ def gpu_trainjob(
     storage: OutputStorage | None = None,
     **train_kw,
 ) -> TrainJobSpec:
-    """The GPU job: CUDA/NCCL/EFA image, one rank per GPU, every EFA interface of the instance.
+    """The GPU job (a TrainJobSpec): CUDA/NCCL/EFA image, one rank per GPU, every EFA interface of the
+    instance. `cpu`, `memory` and `shm_size` are Kubernetes quantities per pod.
 
     GPU and EFA counts default to the instance type's (from the catalog). IPC_LOCK lets libfabric pin
     memory for EFA; hostIPC is not needed because /dev/shm is a sized memory volume. Trainer v2.1 cannot
@@ -508,14 +515,15 @@ def gpu_trainjob(
 
 # ------------------------------------------------------------------------------------- validation
 def validate(spec_or_docs, trainer: str = "2.1.0") -> list:
-    """Chapter 02's validator against the CRDs of `trainer`'s release (or its nearest same-form release)."""
+    """The problems (a list of validate.Problem, empty = valid) of a spec or documents against the CRDs
+    of `trainer`'s release (or its nearest same-form release): chapter 02's validator."""
 
     docs = spec_or_docs.documents(trainer) if isinstance(spec_or_docs, TrainJobSpec) else list(spec_or_docs)
     return validate_documents(docs, trainer=crd_release(trainer))
 
 
 def migration_diff(spec: TrainJobSpec, old: str = "2.1.0", new: str = "2.2.0") -> str:
-    """The unified diff a reviewer sees when the same job moves from `old` to `new` Trainer."""
+    """The unified diff (str) a reviewer sees when the same job moves from `old` to `new` Trainer."""
 
     return diff_yaml(
         spec.documents(old),

@@ -153,7 +153,8 @@ def rule_inventory(*, karpenter: str = DEFAULT_KARPENTER, trainer: str = DEFAULT
 
 
 def rule_counts(*, karpenter: str = DEFAULT_KARPENTER, trainer: str = DEFAULT_TRAINER) -> dict[str, dict]:
-    """Per kind: how many CEL rules exist, how many are evaluated, how many skipped."""
+    """Per kind: how many CEL rules exist, how many are evaluated, how many skipped (kind -> {'rules',
+    'evaluated', 'skipped'} counts)."""
     counts: dict[str, dict] = {}
     for info in rule_inventory(karpenter=karpenter, trainer=trainer):
         row = counts.setdefault(info.kind, {"rules": 0, "evaluated": 0, "skipped": 0})
