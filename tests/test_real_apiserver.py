@@ -25,7 +25,7 @@ if assets() is None:
 
 import yaml  # noqa: E402
 
-from workshop.cli.cluster import cluster as cluster_cli  # noqa: E402
+from workshop.cli.cluster import cluster as cluster_command  # noqa: E402
 from workshop.errors import WorkshopError  # noqa: E402
 from workshop.k8s import crds, jobs, karpenter, storage  # noqa: E402
 from workshop.k8s import trainjob as tj  # noqa: E402
@@ -230,24 +230,24 @@ def test_cli_status_apply_watch_delete(server, cluster, capsys, monkeypatch):
 
     monkeypatch.setattr(waits_module, "SETTLE_S", 1.0)  # no controller here will remove pvc-protection
     use_trainer(server, cluster, TRAINER)
-    assert cluster_cli(["status"]) == 0
+    assert cluster_command(["status"]) == 0
     assert "(Kubernetes v1.36" in capsys.readouterr().out
     files = [str(p) for p in MANIFESTS if "v2.1" not in p.name]
     n_docs = sum(len(read_yaml_docs(f)) for f in files)
-    assert cluster_cli(["apply", "--dry-run", *files]) == 0
+    assert cluster_command(["apply", "--dry-run", *files]) == 0
     assert capsys.readouterr().out.count("(server dry run, nothing stored)") == n_docs
     pools = str(REPO / "manifests" / "karpenter-cpu-amx.yaml")
-    assert cluster_cli(["apply", pools]) == 0
+    assert cluster_command(["apply", pools]) == 0
     assert capsys.readouterr().out.count(" applied") == 2
-    assert cluster_cli(["watch", "nodeclaims", "--timeout", "1"]) == 0
+    assert cluster_command(["watch", "nodeclaims", "--timeout", "1"]) == 0
     assert capsys.readouterr().out.splitlines()[1:] == []  # no NodeClaim: nothing after "connected"
-    assert cluster_cli(["delete", pools]) == 0
+    assert cluster_command(["delete", pools]) == 0
     out = capsys.readouterr().out
     assert out.count(" deleted") == 2 and "Terminating" not in out, out
     storage_file = str(REPO / "manifests" / "storage-fsx.yaml")
-    assert cluster_cli(["apply", storage_file]) == 0
+    assert cluster_command(["apply", storage_file]) == 0
     capsys.readouterr()
-    rc = cluster_cli(["delete", storage_file])  # no controller removes pvc-protection
+    rc = cluster_command(["delete", storage_file])  # no controller removes pvc-protection
     out = capsys.readouterr().out
     claim = [line for line in out.splitlines() if line.startswith("PersistentVolumeClaim/")]
     assert rc == 4 and len(claim) == 1 and "Terminating" in claim[0], out
@@ -466,7 +466,7 @@ def test_changed_nodeclassref_group_is_refused_in_one_line(server, cluster, tmp_
         changed[0]["spec"]["template"]["spec"]["nodeClassRef"]["group"] = "karpenter.example.com"
         path = tmp_path / "pool.yaml"
         path.write_text(yaml.safe_dump_all(changed))
-        rc = cluster_cli(["apply", str(path)])
+        rc = cluster_command(["apply", str(path)])
         out = capsys.readouterr()
         said = (out.out + out.err).strip().splitlines()
         assert rc != 0
@@ -503,7 +503,7 @@ def test_forbidden_user_is_told_who_cannot_do_what(server):
 
 
 def test_forbidden_teardown_does_not_say_nothing_is_there(server, capsys):
-    rc = cluster_cli(["--kubeconfig", str(server.workdir / "learner.kubeconfig"), "teardown"])
+    rc = cluster_command(["--kubeconfig", str(server.workdir / "learner.kubeconfig"), "teardown"])
     out = capsys.readouterr().out
     assert rc != 0, out
     assert "Nothing of the workbook" not in out, out
@@ -590,7 +590,7 @@ def test_logs_of_an_unscheduled_pod_then_followed_through_a_kubelet(server, clus
     kubelet = FakeKubelet(server)
     try:
         # not yet scheduled (on EKS: while Karpenter brings a node): the server answers without a body
-        rc = cluster_cli(["logs", pod])
+        rc = cluster_command(["logs", pod])
         out = capsys.readouterr()
         assert "None" not in out.out.splitlines(), out.out
         # the scheduler's part: a Node whose kubelet is the test's, the pod bound to it
@@ -606,7 +606,7 @@ def test_logs_of_an_unscheduled_pod_then_followed_through_a_kubelet(server, clus
         assert lines == kubelet.lines[pod]
         assert [s["step"] for s in jobs.parse(lines)["steps"]] == [1, 2]
         assert kubelet.requests and "follow=true" in kubelet.requests[-1]
-        rc = cluster_cli(["logs", pod])
+        rc = cluster_command(["logs", pod])
         said = capsys.readouterr().out.splitlines()
         assert rc == 0 and said[0].startswith("connected: ") and said[1:] == kubelet.lines[pod], said
     finally:
