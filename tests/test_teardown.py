@@ -816,3 +816,14 @@ def test_controllers_writing_status_or_bindings_do_not_make_an_object_co_owned()
     assert model.co_owners(obj(mine, {"manager": "before-first-apply", "operation": "Update"})) == [
         "before-first-apply"
     ]
+
+
+def test_every_kind_teardown_deletes_has_a_describer_that_prices_it():
+    """A kind added to KINDS without a describer would fail the inventory (KeyError) on a live cluster."""
+    from workshop.k8s.teardown.describe import DESCRIBERS, Seen
+
+    assert set(DESCRIBERS) == set(model.ORDER)
+    for kind in ("StorageClass", "EC2NodeClass", "ClusterTrainingRuntime", "Secret"):
+        item = model.Found(kind, "x", None, "v1", "label")
+        DESCRIBERS[kind](item, {}, Seen(None, [], {}, {}, {}))  # no reads needed for these kinds
+        assert item.cost.startswith("nothing"), (kind, item.cost)

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from workshop.errors import WorkshopError, check_choice, check_positive
 from workshop.k8s.api_errors import ClusterError
+from workshop.k8s.base import TEARDOWN_COMMAND
 from workshop.k8s.cluster import connect
 from workshop.k8s.logs import follow_logs
 from workshop.k8s.storage import MODEL_ANNOTATION, model_dir
@@ -283,7 +284,7 @@ def run_on_cluster(
         if echo:
             echo(
                 f"{exc}. Left on the cluster: TrainJob {spec.namespace}/{spec.name} (and what it made); "
-                "`python -m workshop cluster teardown` lists it, `--yes` removes it"
+                f"`{TEARDOWN_COMMAND}` lists it, `--yes` removes it"
             )
         return {"submitted": sub, "outcome": "no rank-0 pod", "error": str(exc), **parse(lines)}
     outcome = wait(cluster, spec.name, spec.namespace, timeout=max(60.0, timeout / 10))

@@ -13,9 +13,9 @@ from collections.abc import Callable, Sequence
 
 from workshop.errors import check_positive
 from workshop.k8s.api_errors import ClusterError
+from workshop.k8s.base import TEARDOWN_COMMAND
 from workshop.k8s.cluster import conditions
 
-TEARDOWN = "python -m workshop cluster teardown"
 # kind -> (the controller that writes its status, how to look for it)
 CONTROLLERS = {
     "NodePool": ("Karpenter", "kubectl get pods -A -l app.kubernetes.io/name=karpenter"),
@@ -103,7 +103,7 @@ def wait_ready(
         echo(
             "left on the cluster: "
             + ", ".join(ref(*o) for o in pending if last[o] is not None)
-            + f"; `{TEARDOWN}` lists them, `{TEARDOWN} --yes` removes them"
+            + f"; `{TEARDOWN_COMMAND}` lists them, `{TEARDOWN_COMMAND} --yes` removes them"
         )
     return {f"{k}/{n}": done[(k, n, ns)] for k, n, ns in objects}
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from workshop.k8s.base import PART_OF
+from workshop.k8s.base import PART_OF, TEARDOWN_COMMAND
 from workshop.k8s.teardown.model import FIELD_MANAGER, FSX_PRICE_SOURCE, ORDER, Inventory, nodes_text
 from workshop.plan.catalog import PRICE_SOURCE
 
-COMMAND = "python -m workshop cluster teardown"
+COMMAND = TEARDOWN_COMMAND
 
 
 def _table(rows: Sequence[tuple[str, ...]], indent: str = "  ") -> list[str]:
