@@ -11,9 +11,10 @@ import kubernetes
 import pytest
 
 from tests.support.fake_apiserver import FakeAPIServer, status
+from workshop.cli.cluster import cluster as cluster_command
 from workshop.errors import WorkshopError
+from workshop.k8s import api_errors
 from workshop.k8s import cluster as cl
-from workshop.k8s import cluster_cli
 from workshop.k8s.karpenter import cpu_amx_pool
 
 JOB = {
@@ -97,7 +98,7 @@ def test_unreachable_server_says_so_and_returns_none(tmp_path, capsys):
 def test_cli_without_cluster_exits_1_plainly(tmp_path, monkeypatch, capsys):
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
     monkeypatch.setenv("KUBECONFIG", str(tmp_path / "nope"))
-    assert cluster_cli.main(["status"]) == 1
+    assert cluster_command(["status"]) == 1
     assert "no cluster" in capsys.readouterr().out
 
 
@@ -139,7 +140,7 @@ def test_server_side_apply_creates_through_discovery(api, capsys):
 def test_apply_conflict_names_the_fields_and_the_other_manager(api):
     cluster = _connect(api)
     api.conflicts["llama"] = [(".spec.trainer.numNodes", "kubectl-edit")]
-    with pytest.raises(cl.ClusterError) as err:
+    with pytest.raises(api_errors.ClusterError) as err:
         cluster.apply([JOB])
     assert err.value.status == 409
     text = str(err.value)
@@ -172,7 +173,7 @@ def test_forbidden_says_who_cannot_do_what_where(api):
             None,
         )
     )
-    with pytest.raises(cl.ClusterError) as err:
+    with pytest.raises(api_errors.ClusterError) as err:
         cluster.apply([JOB])
     assert err.value.status == 403
     assert "the kubeconfig user 'alice' cannot create or change trainjobs in namespace default" in str(
@@ -186,7 +187,7 @@ def test_missing_crd_names_the_component(tmp_path):
     with FakeAPIServer(groups) as server:
         cluster = cl.connect(kubeconfig=server.kubeconfig(tmp_path / "kc"), quiet=True)
         with pytest.raises(
-            cl.ClusterError,
+            api_errors.ClusterError,
             match="Kubeflow Trainer is not installed on this cluster: no trainjobs.trainer.kubeflow.org",
         ) as err:
             cluster.apply([JOB])
@@ -221,7 +222,7 @@ def test_503_that_never_ends_is_reported_after_the_retries(api, monkeypatch):
             read=0,
             status=2,
             backoff_factor=0,
-            status_forcelist=cl.RETRY_STATUSES,
+            status_forcelist=api_errors.RETRY_STATUSES,
             allowed_methods=None,
             raise_on_status=False,
         ),
@@ -229,7 +230,7 @@ def test_503_that_never_ends_is_reported_after_the_retries(api, monkeypatch):
     cluster = _connect(api)
     path = "/apis/karpenter.sh/v1/nodepools/cpu-amx"
     api.faults += [("GET", path, 503, status(503, "etcd is sad", "ServiceUnavailable"), None)] * 3
-    with pytest.raises(cl.ClusterError, match="still answering 503") as err:
+    with pytest.raises(api_errors.ClusterError, match="still answering 503") as err:
         cluster.get("NodePool", "cpu-amx")
     assert err.value.status == 503 and len([r for r in api.requests if r["path"] == path]) == 3
 
@@ -279,7 +280,7 @@ def test_logs_whole_and_followed_as_written(api):
     req = api.requests[-1]
     assert req["path"] == "/api/v1/namespaces/default/pods/trainer-0/log"
     assert req["query"]["follow"] in ("true", "True") and req["query"]["container"] == "node"
-    with pytest.raises(cl.ClusterError, match="not found"):
+    with pytest.raises(api_errors.ClusterError, match="not found"):
         list(cluster.logs("nope", follow=True))
 
 
@@ -307,5 +308,5 @@ def test_wait_pods_and_delete(api):
     assert (
         api.requests[-1]["path"] == "/apis/trainer.kubeflow.org/v1alpha1/namespaces/default/trainjobs/llama"
     )
-    with pytest.raises(cl.ClusterError, match="404"):
+    with pytest.raises(api_errors.ClusterError, match="404"):
         cluster.delete("TrainJob", "missing", "default", missing_ok=False)

@@ -12,9 +12,10 @@ import warnings
 import pytest
 
 from tests.support.fake_apiserver import FakeAPIServer, status
+from workshop.cli.cluster import cluster as cluster_command
 from workshop.errors import WorkshopError
+from workshop.k8s import api_errors, jobs, logs, trainjob, waits
 from workshop.k8s import cluster as cl
-from workshop.k8s import cluster_cli, jobs, trainjob, waits
 from workshop.paths import MANIFESTS_DIR
 
 
@@ -51,7 +52,9 @@ def test_following_a_pod_not_yet_scheduled_waits_with_a_message(api):
         if len(said) == 1:  # the scheduler placed it; the kubelet pulls the image
             _pod(api, "llama-node-0-0-x", "Pending", waiting="ContainerCreating")
 
-    lines = list(cl.follow_logs(api.cluster, "llama-node-0-0-x", interval=0.05, say=scheduled_after_a_while))
+    lines = list(
+        logs.follow_logs(api.cluster, "llama-node-0-0-x", interval=0.05, say=scheduled_after_a_while)
+    )
     assert lines == ["step 1 loss 9.1", "step 2 loss 8.7"]
     assert said[0].startswith("waiting for pod default/llama-node-0-0-x to start (Pending: not scheduled yet")
     assert any("ContainerCreating" in s for s in said)
@@ -62,14 +65,14 @@ def test_a_pod_that_never_starts_is_an_error_naming_why(api):
     api.logs["stuck"] = []
     api.log_script["stuck"] = ["204"] * 100
     with pytest.raises(WorkshopError, match=r"has not started after 0.3 s \(Pending: not scheduled yet\)"):
-        list(cl.follow_logs(api.cluster, "stuck", wait_s=0.3, interval=0.05, say=None))
+        list(logs.follow_logs(api.cluster, "stuck", wait_s=0.3, interval=0.05, say=None))
 
 
 def test_cli_logs_of_a_pending_pod_never_prints_none(api, capsys):
     _pod(api, "pending-pod")
     api.log_script["pending-pod"] = ["204"]
     api.logs["pending-pod"] = []
-    code = cluster_cli.main(["--kubeconfig", api.kubeconfig_path, "logs", "pending-pod"])
+    code = cluster_command(["--kubeconfig", api.kubeconfig_path, "logs", "pending-pod"])
     out = capsys.readouterr().out
     assert code == 0 and "None" not in out
     assert "no log yet: pod default/pending-pod is Pending: not scheduled yet" in out
@@ -122,7 +125,7 @@ def test_a_failed_apply_names_the_documents_that_went_through(api):
     secret = trainjob.HFTokenSecret(value="hf_x").api_body()
     other = {**secret, "metadata": {**secret["metadata"], "name": "second"}}
     api.faults.append(("PATCH", "/api/v1/namespaces/default/secrets/second", 422, status(422, "bad"), None))
-    with pytest.raises(cl.ClusterError) as err:
+    with pytest.raises(api_errors.ClusterError) as err:
         api.cluster.apply([secret, other, other], validate=False)
     text = str(err.value)
     assert "document 2 of 3 failed" in text and "Documents 1-1 went through (Secret/hf-token" in text
@@ -131,7 +134,7 @@ def test_a_failed_apply_names_the_documents_that_went_through(api):
 
 def test_a_missing_namespace_is_not_a_missing_secret(api):
     secret = trainjob.HFTokenSecret(namespace="nope")
-    with pytest.raises(cl.ClusterError, match="namespace 'nope' does not exist") as err:
+    with pytest.raises(api_errors.ClusterError, match="namespace 'nope' does not exist") as err:
         jobs.ensure_secret(api.cluster, secret)
     assert err.value.missing_namespace == "nope" and "no token was given" not in str(err.value)
 
@@ -180,7 +183,7 @@ def test_a_typed_patch_500_is_the_manifests_fault_said_once_not_retried(api):
     from workshop.k8s.base import load_yaml_docs
 
     docs = [d for d in load_yaml_docs(_old_trainjob_text()) if d["kind"] == "TrainJob"]
-    with pytest.raises(cl.ClusterError) as err:
+    with pytest.raises(api_errors.ClusterError) as err:
         api.cluster.apply(docs, validate=False)  # what kubectl would send
     text = str(err.value)
     assert err.value.status == 500 and "retries" not in text and "try again" not in text
@@ -192,7 +195,7 @@ def test_cluster_apply_refuses_yesterdays_file_before_sending(api, tmp_path, cap
     path = tmp_path / "trainjob.yaml"
     path.write_text(_old_trainjob_text())
     api.requests.clear()
-    code = cluster_cli.main(["--kubeconfig", api.kubeconfig_path, "apply", str(path)])
+    code = cluster_command(["--kubeconfig", api.kubeconfig_path, "apply", str(path)])
     err = capsys.readouterr().err
     assert code == 2 and f"spec.trainer.args[{_lr_index()}]: must be of type string, got number 2e-05" in err
     assert api.requests == []
@@ -207,7 +210,7 @@ CLAIM_DOC = {
 
 
 def test_cluster_delete_of_a_claim_a_pod_mounts_says_terminating_exit_4(api, tmp_path, capsys, monkeypatch):
-    monkeypatch.setattr(cluster_cli, "SETTLE_S", 0.3)
+    monkeypatch.setattr(waits, "SETTLE_S", 0.3)
     claim = {
         "apiVersion": "v1",
         "kind": "PersistentVolumeClaim",
@@ -219,7 +222,7 @@ def test_cluster_delete_of_a_claim_a_pod_mounts_says_terminating_exit_4(api, tmp
     api.put("v1", "pods", {"kind": "Pod", "metadata": {"name": "p"}, "spec": {"volumes": volumes}}, "default")
     path = tmp_path / "claim.yaml"
     path.write_text(json.dumps(claim))
-    code = cluster_cli.main(["--kubeconfig", api.kubeconfig_path, "delete", str(path)])
+    code = cluster_command(["--kubeconfig", api.kubeconfig_path, "delete", str(path)])
     out = capsys.readouterr().out
     assert code == 4 and "PersistentVolumeClaim/out deleted" not in out
     assert (
@@ -248,7 +251,7 @@ def test_cluster_delete_waits_a_moment_for_a_controller_before_saying_terminatin
     thread.start()
     path = tmp_path / "claim.yaml"
     path.write_text(json.dumps(CLAIM_DOC))
-    code = cluster_cli.main(["--kubeconfig", api.kubeconfig_path, "delete", str(path)])
+    code = cluster_command(["--kubeconfig", api.kubeconfig_path, "delete", str(path)])
     thread.join(5)
     out = capsys.readouterr().out
     assert code == 0 and "PersistentVolumeClaim/out deleted" in out and "Terminating" not in out

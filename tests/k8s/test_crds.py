@@ -132,7 +132,7 @@ def test_an_altered_shipped_file_is_an_error_not_a_silent_fallback(tmp_path, mon
 def test_adding_a_release_downloads_it_records_its_digests_and_validation_knows_it(upstream, empty_cache):
     base, _, hits = upstream
     assert "1.9.0" not in crds.versions("karpenter")
-    written = crds.fetch([crds.new_release("karpenter", "1.9.0")], base_url=base, quiet=True)
+    written = crds.fetch([crds.new_release("karpenter", "1.9.0")], base_url=base)
     assert len(written) == 3 and len(hits) == 3
     assert crds.versions("karpenter") == ["1.8.8", "1.9.0", "1.14.1"]  # known from now on, in release order
     added = crds.release("karpenter", "1.9.0")
@@ -152,14 +152,14 @@ def test_a_pinned_release_from_upstream_must_match_its_digest(upstream, empty_ca
     target = site / rel.repo / rel.tag / path
     target.write_text(target.read_text().replace("maxLength: 63", "maxLength: 64", 1))
     with pytest.raises(crds.CRDsMissing, match=r"does not match its pinned sha256.*refused, nothing written"):
-        crds.fetch([rel], base_url=base, quiet=True)
+        crds.fetch([rel], base_url=base)
     assert not (empty_cache / rel.folder).exists()
 
 
 def test_a_release_that_does_not_exist_upstream_is_named(upstream, empty_cache):
     base, _, _ = upstream
     with pytest.raises(crds.CRDsMissing, match=r"HTTP 404 \(is v7.7.7 a Karpenter release\?\)"):
-        crds.fetch([crds.new_release("karpenter", "7.7.7")], base_url=base, quiet=True)
+        crds.fetch([crds.new_release("karpenter", "7.7.7")], base_url=base)
     assert "7.7.7" not in crds.versions("karpenter")
     with pytest.raises(WorkshopError, match=r"version 'latest' is not a release number such as 1.14.1"):
         crds.new_release("karpenter", "latest")

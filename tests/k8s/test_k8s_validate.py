@@ -7,8 +7,9 @@ from collections import Counter
 
 import pytest
 
+from workshop.cli.manifests import validate as validate_command
 from workshop.errors import WorkshopError
-from workshop.k8s import cel_ext, crds
+from workshop.k8s import cel_ext, cel_rules, crds
 from workshop.k8s import validate as v
 from workshop.k8s.base import to_yaml
 from workshop.k8s.karpenter import cpu_amx_pool, gpu_pool
@@ -349,7 +350,7 @@ def test_rule_inventory_counts_and_only_transition_rules_skipped():
     skipped = [r for r in inv if r.status != "evaluated"]
     assert skipped and all("oldSelf" in r.rule for r in skipped)
     assert all("transition rule" in r.status for r in skipped)
-    assert v.rule_status("self.ip(x)").startswith("skipped")
+    assert cel_rules.rule_status("self.ip(x)").startswith("skipped")
 
 
 def test_cel_extensions_behave_like_kubernetes():
@@ -361,12 +362,14 @@ def test_cel_extensions_behave_like_kubernetes():
     )
     with pytest.raises(ValueError):
         cel_ext.parse_quantity("64 GiB")
-    ok, _ = v._run_rule(
+    ok, _ = cel_rules.run_rule(
         "quantity(self.a).isGreaterThan(quantity('1Gi')) && self.b.lowerAscii() == 'x'",
         {"a": "2Gi", "b": "X"},
     )
     assert ok
-    ok, _ = v._run_rule("self.all(x, x.indexOf('a') == 0) && 'a,b'.split(',').size() == 2", ["ab", "ac"])
+    ok, _ = cel_rules.run_rule(
+        "self.all(x, x.indexOf('a') == 0) && 'a,b'.split(',').size() == 2", ["ab", "ac"]
+    )
     assert ok
 
 
@@ -376,8 +379,8 @@ def test_cli_exit_codes(tmp_path, capsys):
     broken = copy.deepcopy(POOL)
     broken[0]["spec"]["template"]["spec"]["requirements"][4]["values"] = []
     bad.write_text(to_yaml(broken))
-    assert v.main([str(good), "--karpenter", "1.14.1"]) == 0
-    assert v.main([str(good), str(bad)]) == 1
+    assert validate_command([str(good), "--karpenter", "1.14.1"]) == 0
+    assert validate_command([str(good), str(bad)]) == 1
     out = capsys.readouterr().out
     assert "NodePool/cpu-amx (document 1 of" in out and "spec.template.spec.requirements" in out
 
@@ -414,7 +417,7 @@ MANIFESTS = sorted(MANIFESTS_DIR.glob("*.yaml"))
 
 
 def test_checked_in_manifests_pass_with_no_flags(capsys):
-    assert MANIFESTS and v.main([str(p) for p in MANIFESTS]) == 0
+    assert MANIFESTS and validate_command([str(p) for p in MANIFESTS]) == 0
     out = capsys.readouterr().out
     assert (
         "trainjob-cpu-v2.2.yaml): accepted by Trainer 2.3.0 (its shape targets 2.3.0: spec.runtimePatches"
@@ -426,7 +429,9 @@ def test_checked_in_manifests_pass_with_no_flags(capsys):
     )
     assert "accepted by Karpenter 1.8.8, 1.14.1" in out  # no clue: every known release, each accepts
     v22 = [str(p) for p in MANIFESTS if p.name == "trainjob-cpu-v2.2.yaml"]
-    assert v.main([*v22, "--trainer", "2.1.0"]) == 1  # forcing a release still judges against that one only
+    assert (
+        validate_command([*v22, "--trainer", "2.1.0"]) == 1
+    )  # forcing a release still judges against that one only
     assert 'unknown field "runtimePatches"' in capsys.readouterr().out
 
 

@@ -26,14 +26,15 @@ if assets() is None:
 
 import yaml  # noqa: E402
 
+from workshop.cli.cluster import cluster as cluster_command  # noqa: E402
 from workshop.errors import WorkshopError  # noqa: E402
 from workshop.k8s import crds, jobs, karpenter, storage  # noqa: E402
 from workshop.k8s import trainjob as tj  # noqa: E402
+from workshop.k8s.api_errors import ClusterError  # noqa: E402
 from workshop.k8s.base import read_yaml_docs  # noqa: E402
-from workshop.k8s.cluster import ClusterError, conditions, connect  # noqa: E402
-from workshop.k8s.cluster_cli import main as cluster_cli  # noqa: E402
+from workshop.k8s.cluster import conditions, connect  # noqa: E402
 from workshop.k8s.install import pools_ready  # noqa: E402
-from workshop.k8s.teardown import teardown  # noqa: E402
+from workshop.k8s.teardown.delete import teardown  # noqa: E402
 from workshop.paths import REPO
 from workshop.plan import cost  # noqa: E402
 
@@ -226,28 +227,28 @@ def test_connect_names_the_real_server_and_its_version(cluster, capsys):
 
 def test_cli_status_apply_watch_delete(server, cluster, capsys, monkeypatch):
     """`workshop cluster status|apply|watch|delete` as a learner types them."""
-    import workshop.k8s.cluster_cli as cli_module
+    import workshop.k8s.waits as waits_module
 
-    monkeypatch.setattr(cli_module, "SETTLE_S", 1.0)  # no controller here will remove pvc-protection
+    monkeypatch.setattr(waits_module, "SETTLE_S", 1.0)  # no controller here will remove pvc-protection
     use_trainer(server, cluster, TRAINER)
-    assert cluster_cli(["status"]) == 0
+    assert cluster_command(["status"]) == 0
     assert "(Kubernetes v1.36" in capsys.readouterr().out
     files = [str(p) for p in MANIFESTS if "v2.1" not in p.name]
     n_docs = sum(len(read_yaml_docs(f)) for f in files)
-    assert cluster_cli(["apply", "--dry-run", *files]) == 0
+    assert cluster_command(["apply", "--dry-run", *files]) == 0
     assert capsys.readouterr().out.count("(server dry run, nothing stored)") == n_docs
     pools = str(REPO / "manifests" / "karpenter-cpu-amx.yaml")
-    assert cluster_cli(["apply", pools]) == 0
+    assert cluster_command(["apply", pools]) == 0
     assert capsys.readouterr().out.count(" applied") == 2
-    assert cluster_cli(["watch", "nodeclaims", "--timeout", "1"]) == 0
+    assert cluster_command(["watch", "nodeclaims", "--timeout", "1"]) == 0
     assert capsys.readouterr().out.splitlines()[1:] == []  # no NodeClaim: nothing after "connected"
-    assert cluster_cli(["delete", pools]) == 0
+    assert cluster_command(["delete", pools]) == 0
     out = capsys.readouterr().out
     assert out.count(" deleted") == 2 and "Terminating" not in out, out
     storage_file = str(REPO / "manifests" / "storage-fsx.yaml")
-    assert cluster_cli(["apply", storage_file]) == 0
+    assert cluster_command(["apply", storage_file]) == 0
     capsys.readouterr()
-    rc = cluster_cli(["delete", storage_file])  # no controller removes pvc-protection
+    rc = cluster_command(["delete", storage_file])  # no controller removes pvc-protection
     out = capsys.readouterr().out
     claim = [line for line in out.splitlines() if line.startswith("PersistentVolumeClaim/")]
     assert rc == 4 and len(claim) == 1 and "Terminating" in claim[0], out
@@ -404,7 +405,7 @@ def test_plain_float_looking_arg_is_refused_by_server_and_validator(server, clus
     assert code == 500 and f".spec.trainer.args[{lr}]: expected string" in message, (code, message)
     bad = tmp_path / "trainjob.yaml"
     bad.write_text(text)
-    from workshop.k8s.validate import main as validate_cli
+    from workshop.cli.manifests import validate as validate_cli
 
     rc = validate_cli([str(bad)])
     out = capsys.readouterr()
@@ -466,7 +467,7 @@ def test_changed_nodeclassref_group_is_refused_in_one_line(server, cluster, tmp_
         changed[0]["spec"]["template"]["spec"]["nodeClassRef"]["group"] = "karpenter.example.com"
         path = tmp_path / "pool.yaml"
         path.write_text(yaml.safe_dump_all(changed))
-        rc = cluster_cli(["apply", str(path)])
+        rc = cluster_command(["apply", str(path)])
         out = capsys.readouterr()
         said = (out.out + out.err).strip().splitlines()
         assert rc != 0
@@ -503,7 +504,7 @@ def test_forbidden_user_is_told_who_cannot_do_what(server):
 
 
 def test_forbidden_teardown_does_not_say_nothing_is_there(server, capsys):
-    rc = cluster_cli(["--kubeconfig", str(server.workdir / "learner.kubeconfig"), "teardown"])
+    rc = cluster_command(["--kubeconfig", str(server.workdir / "learner.kubeconfig"), "teardown"])
     out = capsys.readouterr().out
     assert rc != 0, out
     assert "Nothing of the workbook" not in out, out
@@ -590,7 +591,7 @@ def test_logs_of_an_unscheduled_pod_then_followed_through_a_kubelet(server, clus
     kubelet = FakeKubelet(server)
     try:
         # not yet scheduled (on EKS: while Karpenter brings a node): the server answers without a body
-        rc = cluster_cli(["logs", pod])
+        rc = cluster_command(["logs", pod])
         out = capsys.readouterr()
         assert "None" not in out.out.splitlines(), out.out
         # the scheduler's part: a Node whose kubelet is the test's, the pod bound to it
@@ -606,7 +607,7 @@ def test_logs_of_an_unscheduled_pod_then_followed_through_a_kubelet(server, clus
         assert lines == kubelet.lines[pod]
         assert [s["step"] for s in jobs.parse(lines)["steps"]] == [1, 2]
         assert kubelet.requests and "follow=true" in kubelet.requests[-1]
-        rc = cluster_cli(["logs", pod])
+        rc = cluster_command(["logs", pod])
         said = capsys.readouterr().out.splitlines()
         assert rc == 0 and said[0].startswith("connected: ") and said[1:] == kubelet.lines[pod], said
     finally:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from workshop.cli.manifests import render as render_command
 from workshop.k8s import render
 from workshop.k8s.base import HEADER, load_yaml_docs, to_yaml
 from workshop.k8s.validate import validate_files
@@ -28,11 +29,11 @@ def test_checked_in_manifests_validate_on_listed_releases():
 
 
 def test_render_check_detects_drift(tmp_path, capsys):
-    assert render.main(["--out", str(tmp_path)]) == 0
-    assert render.main(["--out", str(tmp_path), "--check"]) == 0
+    assert render_command(["--out", str(tmp_path)]) == 0
+    assert render_command(["--out", str(tmp_path), "--check"]) == 0
     first = tmp_path / next(iter(render.DEFAULT_MANIFESTS))
     first.write_text(first.read_text().replace("720h", "719h"))
-    assert render.main(["--out", str(tmp_path), "--check"]) == 1
+    assert render_command(["--out", str(tmp_path), "--check"]) == 1
     assert "drift:" in capsys.readouterr().out
     (tmp_path / first.name).unlink()
     assert render.drift(tmp_path) == [first.name]

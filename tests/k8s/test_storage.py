@@ -161,7 +161,7 @@ def test_submit_creates_the_claim_first_and_only_a_complete_job_is_deleted():
 def test_a_claim_that_cannot_be_marked_keeps_the_finished_job_as_the_record(capsys):
     from tests.k8s.test_trainjob import FakeCluster
     from workshop.k8s import jobs
-    from workshop.k8s.cluster import ClusterError
+    from workshop.k8s.api_errors import ClusterError
 
     class Refusing(FakeCluster):
         def patch(self, *args, **kwargs):

@@ -10,8 +10,10 @@ import time
 import pytest
 
 from tests.support.fake_apiserver import FakeAPIServer, managed_fields, status
+from workshop.cli.cluster import cluster as cluster_command
 from workshop.k8s import cluster as cl
-from workshop.k8s import cluster_cli, karpenter, storage, teardown, trainjob
+from workshop.k8s import karpenter, storage, teardown, trainjob
+from workshop.k8s.teardown import delete, model
 
 FSX_ID = "fs-0123456789abcdef0"
 PV = "pvc-3f1c2b7a"
@@ -265,7 +267,7 @@ def _deletes(api) -> list[str]:
 
 @pytest.fixture()
 def api(tmp_path, monkeypatch):
-    monkeypatch.setattr(teardown, "POLL_S", 0.05)
+    monkeypatch.setattr(delete, "POLL_S", 0.05)
     with FakeAPIServer() as server:
         server.kubeconfig_path = server.kubeconfig(tmp_path / "kubeconfig")
         server.cluster = cl.connect(kubeconfig=server.kubeconfig_path, quiet=True)
@@ -274,7 +276,7 @@ def api(tmp_path, monkeypatch):
 
 
 def _run(api, *flags, capsys=None):
-    code = cluster_cli.main(["--kubeconfig", api.kubeconfig_path, "teardown", *flags])
+    code = cluster_command(["--kubeconfig", api.kubeconfig_path, "teardown", *flags])
     out = capsys.readouterr() if capsys else None
     return code, out
 
@@ -301,8 +303,8 @@ def test_dry_run_lists_everything_with_its_cost_and_deletes_nothing(api, capsys)
         ("Secret", "default/hf-token"),
     ]:
         assert [kind, ref] in rows, (kind, ref, text)
-    kinds = [r[0] for r in rows if r[0] in teardown.ORDER]
-    assert kinds == sorted(kinds, key=teardown.ORDER.index)  # listed in deletion order
+    kinds = [r[0] for r in rows if r[0] in model.ORDER]
+    assert kinds == sorted(kinds, key=model.ORDER.index)  # listed in deletion order
     # what each costs: the pool's nodes at the catalog's price, the FSx file system by id and size, the job's
     # nodes
     r7i = 0.1323 / 2 * 192
@@ -368,7 +370,7 @@ def test_yes_deletes_in_dependency_order_and_waits_for_karpenter(api, capsys):
     code, out = _run(api, "--yes", "--timeout", "30", capsys=capsys)
     assert code == 0, out
     assert _deletes(api) == DELETE_ORDER
-    left = {k for k, o in api.objects.items() if teardown.found_by(o)}
+    left = {k for k, o in api.objects.items() if model.found_by(o)}
     assert left == {("v1", "namespaces", None, "kubeflow-system")}  # only the Trainer controller, on purpose
     assert not [k for k in api.objects if k[1] in ("nodeclaims", "nodes", "pods")]
     text = out.out
@@ -622,7 +624,7 @@ def test_a_cluster_without_karpenter_or_the_trainer_is_listed_as_far_as_it_goes(
 
 # ---------------------------------------------------------------------------------- no cluster, bad flags
 def test_no_cluster_is_one_line_and_exit_2(capsys):
-    assert cluster_cli.main(["teardown"]) == 2  # tests/conftest.py: the kubeconfig points at a closed port
+    assert cluster_command(["teardown"]) == 2  # tests/conftest.py: the kubeconfig points at a closed port
     out = capsys.readouterr()
     assert out.out == "" and out.err.count("\n") == 1
     assert out.err.startswith("error: no cluster: the API server at https://127.0.0.1:1 did not answer")
@@ -630,7 +632,7 @@ def test_no_cluster_is_one_line_and_exit_2(capsys):
 
 def test_no_kubeconfig_is_one_line_and_exit_2(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("KUBECONFIG", str(tmp_path / "nope"))
-    assert cluster_cli.main(["teardown", "--yes"]) == 2
+    assert cluster_command(["teardown", "--yes"]) == 2
     out = capsys.readouterr()
     assert (
         out.err == f"error: no cluster: no kubeconfig at {tmp_path / 'nope'} (and not running inside a pod)\n"
@@ -652,7 +654,7 @@ def test_no_kubeconfig_is_one_line_and_exit_2(tmp_path, monkeypatch, capsys):
 )
 def test_bad_flags_are_one_error_line_and_exit_2_before_any_request(api, flags, said, capsys):
     try:
-        code = cluster_cli.main(["--kubeconfig", api.kubeconfig_path, "teardown", *flags])
+        code = cluster_command(["--kubeconfig", api.kubeconfig_path, "teardown", *flags])
     except SystemExit as exc:  # argparse's own errors
         code = exc.code
     err = capsys.readouterr().err
@@ -681,7 +683,7 @@ def test_chapter_05_ends_with_the_clean_up_before_its_summary():
 
 def test_the_offline_plan_says_what_the_command_would_do():
     plan = teardown.offline_plan()
-    assert " -> ".join(teardown.ORDER) in plan
+    assert " -> ".join(model.ORDER) in plan
     assert plan.splitlines()[-2:] == [
         "  python -m workshop cluster teardown",
         "  python -m workshop cluster teardown --yes",
@@ -700,7 +702,7 @@ def test_an_object_a_finalizer_holds_is_terminating_not_deleted(api, capsys):
     assert api.objects[CLAIM]["metadata"]["finalizers"] == ["kubernetes.io/pvc-protection"]  # admission
     _mounting_pod(api)  # not the job's: kube-controller-manager keeps the claim while it runs
     code, out = _run(api, "--yes", "--delete-model", "--timeout", "0.5", capsys=capsys)
-    assert code == teardown.EXIT_TERMINATING == 4, out.out
+    assert code == delete.EXIT_TERMINATING == 4, out.out
     assert CLAIM in api.objects and api.objects[CLAIM]["metadata"]["deletionTimestamp"]
     assert "deleted PersistentVolumeClaim default/workshop-outputs" not in out.out
     assert (
@@ -806,13 +808,22 @@ def test_controllers_writing_status_or_bindings_do_not_make_an_object_co_owned()
         return {"metadata": {"managedFields": [dict(e) for e in entries]}}
 
     mine = {"manager": "workshop", "operation": "Apply"}
-    assert teardown.co_owners(obj(mine, {"manager": "karpenter", "operation": "Update"})) == []
-    assert teardown.co_owners(obj(mine, {"manager": "kube-controller-manager", "operation": "Update"})) == []
-    assert (
-        teardown.co_owners(obj(mine, {"manager": "x", "operation": "Update", "subresource": "status"})) == []
-    )
+    assert model.co_owners(obj(mine, {"manager": "karpenter", "operation": "Update"})) == []
+    assert model.co_owners(obj(mine, {"manager": "kube-controller-manager", "operation": "Update"})) == []
+    assert model.co_owners(obj(mine, {"manager": "x", "operation": "Update", "subresource": "status"})) == []
     shared = obj(mine, {"manager": "kubectl-client-side-apply", "operation": "Update"})
-    assert teardown.co_owners(shared) == ["kubectl-client-side-apply"]
-    assert teardown.co_owners(obj(mine, {"manager": "before-first-apply", "operation": "Update"})) == [
+    assert model.co_owners(shared) == ["kubectl-client-side-apply"]
+    assert model.co_owners(obj(mine, {"manager": "before-first-apply", "operation": "Update"})) == [
         "before-first-apply"
     ]
+
+
+def test_every_kind_teardown_deletes_has_a_describer_that_prices_it():
+    """A kind added to KINDS without a describer would fail the inventory (KeyError) on a live cluster."""
+    from workshop.k8s.teardown.describe import DESCRIBERS, Seen
+
+    assert set(DESCRIBERS) == set(model.ORDER)
+    for kind in ("StorageClass", "EC2NodeClass", "ClusterTrainingRuntime", "Secret"):
+        item = model.Found(kind, "x", None, "v1", "label")
+        DESCRIBERS[kind](item, {}, Seen(None, [], {}, {}, {}))  # no reads needed for these kinds
+        assert item.cost.startswith("nothing"), (kind, item.cost)

@@ -14,8 +14,8 @@ from packaging.version import Version
 from workshop.errors import WorkshopError
 from workshop.k8s import jobs
 from workshop.k8s import trainjob as tj
+from workshop.k8s.api_errors import ClusterError
 from workshop.k8s.base import to_yaml
-from workshop.k8s.cluster import ClusterError
 from workshop.paths import REPO
 
 TOKEN = "hf_SuperSecretValue_0123456789"

@@ -1,26 +1,136 @@
-"""Commands for the manifests: render, crds, validate."""
+"""Commands for the manifests: render (write manifests/), crds (the CRD releases known here), validate (schema
+and CEL). Each parses its flags, judges them, calls workshop.k8s and prints."""
 
 from __future__ import annotations
 
+import argparse
+import sys
+from pathlib import Path
+
 from workshop.cli.base import command
+from workshop.errors import WorkshopError, check_output
+from workshop.paths import MANIFESTS_DIR
+
+
+def _first_line(doc: str | None, sep: str = "\n") -> str:
+    return (doc or "").split(sep)[0]
 
 
 @command
-def render(argv: list[str] | None = None) -> int | None:
-    from workshop.k8s.render import main  # moved here by its owner: parse, call, print
+def render(argv: list[str] | None = None) -> int:
+    from workshop.k8s import render as rendering
 
-    return main(argv)
+    parser = argparse.ArgumentParser(prog="workshop render", description=_first_line(rendering.__doc__))
+    parser.add_argument(
+        "--out", default=str(MANIFESTS_DIR), help="output folder (default: the repo's manifests/)"
+    )
+    parser.add_argument("--check", action="store_true", help="write nothing; exit 1 if any file differs")
+    args = parser.parse_args(argv)
+    check_output(args.out, "--out", folder=True)
+    if not args.check:
+        for path in rendering.render_all(args.out):
+            print(f"wrote {path}")
+        return 0
+    stale = rendering.drift(args.out)
+    for name in stale:
+        print(f"drift: {Path(args.out) / name} differs from the code; run `python -m workshop render`")
+    if stale:
+        return 1
+    print(f"{len(rendering.DEFAULT_MANIFESTS)} manifests in {args.out} match the code")
+    return 0
 
 
 @command
-def crds(argv: list[str] | None = None) -> int | None:
-    from workshop.k8s.crds import main  # moved here by its owner: parse, call, print
+def crds(argv: list[str] | None = None) -> int:
+    from workshop.k8s import crds as schemas
 
-    return main(argv)
+    p = argparse.ArgumentParser(prog="workshop crds", description=_first_line(schemas.__doc__, "\n\n"))
+    sub = p.add_subparsers(dest="cmd", required=True)
+    f = sub.add_parser(
+        "fetch", help="add another release: download its CRDs into the cache, digests recorded"
+    )
+    f.add_argument("--karpenter", metavar="VERSION", help="a karpenter-provider-aws release, e.g. 1.9.0")
+    f.add_argument("--trainer", metavar="VERSION", help="a Kubeflow Trainer release, e.g. 2.2.0")
+    imp = sub.add_parser("import", help="add releases from a folder of release folders (pinned ones checked)")
+    imp.add_argument("dir")
+    sub.add_parser("status", help="every known release and where it is read from")
+    sub.add_parser("sources", help="print schemas/SOURCES.md (where each shipped file came from)")
+    a = p.parse_args(argv)
+    if a.cmd == "fetch":
+        wanted = [
+            schemas.new_release(fam, v)
+            for fam, v in (("karpenter", a.karpenter), ("trainer", a.trainer))
+            if v
+        ]
+        if not wanted:
+            raise WorkshopError(
+                "name a release to add: --karpenter VERSION and/or --trainer VERSION (the "
+                f"pinned ones ship with the workbook: {schemas.pinned_list()})"
+            )
+        written = schemas.fetch(wanted, echo=print)
+        print(f"{len(written)} file(s) downloaded into {schemas.cache_dir()}")
+    elif a.cmd == "import":
+        print(f"{len(schemas.import_dir(a.dir))} file(s) imported into {schemas.cache_dir()}")
+    elif a.cmd == "sources":
+        print(schemas.sources_markdown(), end="")
+    else:
+        override = schemas.override_dir()
+        print(
+            f"CRD schemas: the package ({schemas.SHIPPED}), then the cache ({schemas.cache_dir()})"
+            + (f"; WORKSHOP_CRDS_DIR={override} replaces both" if override else "")
+        )
+        for rel, where in schemas.status():
+            print(f"  {rel.label:24} {where:8}  {rel.note}")
+    return 0
+
+
+def _validate_parser(doc: str | None, known: dict[str, str]) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="workshop validate", description=_first_line(doc))
+    parser.add_argument("files", nargs="*", metavar="FILE", help="YAML files (multi-document allowed)")
+    parser.add_argument(
+        "--karpenter",
+        help="force one Karpenter CRD release (default: the one each manifest "
+        f"targets, else all of {known['karpenter']})",
+    )
+    parser.add_argument(
+        "--trainer",
+        help="force one Kubeflow Trainer CRD release (default: the one each manifest "
+        f"targets, else all of {known['trainer']})",
+    )
+    parser.add_argument(
+        "--rules", action="store_true", help="list every CEL rule and whether it is evaluated"
+    )
+    return parser
 
 
 @command
-def validate(argv: list[str] | None = None) -> int | None:
-    from workshop.k8s.validate import main  # moved here by its owner: parse, call, print
+def validate(argv: list[str] | None = None) -> int:
+    from workshop.k8s import crds as schemas
+    from workshop.k8s import validate as validation
 
-    return main(argv)
+    known = {family: ", ".join(validation.known_releases(family)) for family in ("karpenter", "trainer")}
+    args = _validate_parser(validation.__doc__, known).parse_args(argv)
+    for family, version in (("karpenter", args.karpenter), ("trainer", args.trainer)):
+        if version is not None:  # '' is falsy below: it would silently mean "every release"
+            schemas.release(family, version)
+    if args.rules:
+        for info in validation.rule_inventory(
+            karpenter=args.karpenter or validation.DEFAULT_KARPENTER,
+            trainer=args.trainer or validation.DEFAULT_TRAINER,
+        ):
+            print(f"{info.kind:24} {info.path:50} {info.status:12.60} {info.rule}")
+        if not args.files:
+            return 0
+    if not args.files:
+        raise WorkshopError("give at least one manifest FILE (or --rules)")
+    verdicts = validation.judge_files(args.files, karpenter=args.karpenter, trainer=args.trainer)
+    problems = [p for v in verdicts for p in v.problems]
+    for verdict in verdicts:
+        print(verdict)
+    for problem in problems:
+        print(f"  {problem}")
+    if problems:
+        print(f"{len(problems)} problem(s)", file=sys.stderr)
+        return 1
+    print(f"all valid: {', '.join(args.files)}")
+    return 0

@@ -9,8 +9,8 @@ Everything goes through the `kubernetes` client's own APIs, the ones kubectl-lik
   resuming from the last resourceVersion when a stream is cut and re-listing after 410 Gone;
 - urllib3's `Retry` (the client's `Configuration.retries`) retries 429 and 5xx answers with backoff,
   honouring Retry-After;
-- an API error becomes one plain sentence: who cannot do what where (403), which component is missing when
-  a CRD is not served (404 in discovery), which fields conflict (409).
+- an API error becomes one plain sentence (`api_errors`): who cannot do what where (403), which component
+  is missing when a CRD is not served (404 in discovery), which fields conflict (409).
 Without a kubeconfig or a reachable API server, `connect()` prints why and returns None, so a notebook keeps
 going offline and shows what it would have applied (`required=True`: a NoCluster error instead, for
 `teardown`, which has nothing to do offline).
@@ -27,16 +27,15 @@ here.
 
 from __future__ import annotations
 
-import json
 import os
-import re
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from workshop.errors import WorkshopError, check_positive
+from workshop.k8s.api_errors import ClusterError, explain, guarded, plural, retries
 from workshop.k8s.base import read_yaml_docs, workbook_labels
 from workshop.k8s.validate import KIND_FAMILY, ensure_valid
 
@@ -77,20 +76,6 @@ COMPONENTS = {
     "karpenter.k8s.aws": "Karpenter's AWS provider",
     "jobset.x-k8s.io": "JobSet",
 }
-# 500 is not among them: a real server answers 500 "failed to create typed patch object" to an apply whose
-# manifest has a wrong type or an undeclared field, which no retry changes (client-go retries 5xx only with
-# Retry-After, which urllib3 honours for 500 too through respect_retry_after_header).
-RETRY_STATUSES = (429, 502, 503, 504)
-TYPED_PATCH = "failed to create typed patch object"
-
-
-class ClusterError(WorkshopError):
-    """The API server refused a request; carries the HTTP status (0: no answer) and a plain explanation."""
-
-    def __init__(self, status: int, message: str, *, missing_namespace: str | None = None):
-        super().__init__(f"{message} (HTTP {status})" if status else message)
-        self.status = status
-        self.missing_namespace = missing_namespace  # a 404 because the namespace itself does not exist
 
 
 class NoCluster(WorkshopError):
@@ -126,55 +111,6 @@ def check_library() -> str:
     return version
 
 
-def retries():
-    """429/502/503/504 are retried with exponential backoff (0.5 s, 1 s, 2 s, 4 s) or the server's
-    Retry-After; a refused connection is not (that is "no cluster", said at once)."""
-    from urllib3.util.retry import Retry
-
-    return Retry(
-        total=4,
-        connect=0,
-        read=0,
-        status=4,
-        backoff_factor=0.5,
-        status_forcelist=RETRY_STATUSES,
-        allowed_methods=None,
-        raise_on_status=False,
-        respect_retry_after_header=True,
-    )
-
-
-def _typed_patch(message: str) -> str:
-    """'.spec.trainer.args[25]: expected string, got 2e-05 (a plain YAML number: quote it)' from the server's
-    500 'failed to create typed patch object (...): .spec...: expected string, got &value...{Value:2e-05}'."""
-    detail = message.split("): ", 1)[1] if "): " in message else message
-    got = re.search(r"expected (\w+), got &value\.\w+\{Value:(.*)\}", detail)
-    if got:
-        field = detail.split(":", 1)[0]
-        return (
-            f"{field}: expected {got.group(1)}, got {got.group(2)} (in YAML a plain {got.group(2)} is not a "
-            "string to kubectl: quote it, or render the file with `python -m workshop render`)"
-        )
-    if "field not declared in schema" in detail:
-        return (
-            f"{detail}: the cluster's CRD does not declare that field (is the release on the cluster the one "
-            "the manifest was rendered for? `python -m workshop validate --trainer X.Y.Z FILE`)"
-        )
-    return detail
-
-
-def _plural(kind: str) -> str:
-    return kind.lower() + ("es" if kind.endswith("s") else "s")
-
-
-def _status_body(exc) -> dict:
-    try:
-        body = json.loads(getattr(exc, "body", None) or "{}")
-    except (TypeError, ValueError):
-        return {}
-    return body if isinstance(body, dict) else {}
-
-
 class Cluster:
     def __init__(self, api_client, *, where: str = "", version: str = "", user: str = ""):
         from kubernetes import client
@@ -202,7 +138,6 @@ class Cluster:
             )
         return self._dynamic
 
-    # -- errors in plain words
     def _explain(
         self,
         exc,
@@ -210,75 +145,18 @@ class Cluster:
         kind: str,
         name: str | None = None,
         namespace: str | None = None,
-        api_version: str | None = None,
     ) -> ClusterError:
-        from kubernetes.client.exceptions import ApiException
-
-        if not isinstance(exc, ApiException):  # urllib3: refused, reset, timed out
-            return ClusterError(
-                0,
-                f"the API server at {self.api.configuration.host} did not answer "
-                f"({type(exc).__name__}: {exc})",
-            )
-        status, body = exc.status or 0, _status_body(exc)
-        message = body.get("message") or exc.reason or ""
-        what = _plural(kind) if kind[:1].isupper() else kind
-        where = f"in namespace {namespace}" if namespace else "cluster-wide"
-        obj = f"{kind}/{name}" if name else what
-        if status == 403:
-            user = f"the kubeconfig user {self.user!r}" if self.user else "this client's user"
-            rbac = {"apply": "patch", "get logs of": "get", "follow logs of": "get"}.get(verb, verb)
-            doing = "create or change" if verb == "apply" else verb
-            return ClusterError(
-                403,
-                f"{user} cannot {doing} {what} {where}: {message}. Ask the cluster admin "
-                f"for a Role that allows it (check with `kubectl auth can-i {rbac} {what}"
-                + (f" -n {namespace}`)" if namespace else "`)"),
-            )
-        if status == 401:
-            return ClusterError(
-                401,
-                f"the API server at {self.api.configuration.host} did not accept the "
-                f"kubeconfig's credentials ({self.where}); refresh them (e.g. `aws eks "
-                "update-kubeconfig`)",
-            )
-        if status == 404:
-            details = body.get("details") or {}
-            if namespace and details.get("kind") == "namespaces" and details.get("name") == namespace:
-                return ClusterError(
-                    404,
-                    f"namespace {namespace!r} does not exist (so no {obj} in it): create it with "
-                    f"`kubectl create namespace {namespace}` or pick another",
-                    missing_namespace=namespace,
-                )
-            if namespace and verb in ("get", "list", "get logs of", "follow logs of"):
-                if self._namespace_missing(namespace):
-                    return ClusterError(
-                        404,
-                        f"namespace {namespace!r} does not exist (so no {obj} in it): check the namespace "
-                        f"(`kubectl get namespaces`)",
-                        missing_namespace=namespace,
-                    )
-            return ClusterError(404, f"{obj} not found {where}")
-        if status == 409 and verb == "apply":
-            causes = (body.get("details") or {}).get("causes") or []
-            fields = [f"{c.get('field', '?')} ({c.get('message', '')})" for c in causes] or [message]
-            return ClusterError(
-                409,
-                f"{obj} {where}: conflicts with another field manager over "
-                f"{'; '.join(fields)}. Drop those fields from the manifest, or take them "
-                "over with force=True (`--force-conflicts`)",
-            )
-        if status == 500 and TYPED_PATCH in message:
-            return ClusterError(500, f"the server cannot take {obj} {where}: {_typed_patch(message)}")
-        if status in RETRY_STATUSES:
-            return ClusterError(
-                status,
-                f"the API server is still answering {status} ({message or exc.reason}) "
-                f"to {verb} {obj} after {retries().total} retries with backoff; try again "
-                "later",
-            )
-        return ClusterError(status, f"cannot {verb} {obj} {where}: {message}")
+        return explain(
+            exc,
+            verb,
+            kind,
+            name,
+            namespace,
+            host=self.api.configuration.host,
+            user=self.user,
+            where=self.where,
+            namespace_missing=self._namespace_missing,
+        )
 
     def _namespace_missing(self, namespace: str) -> bool:
         """Does the namespace itself not exist? (A get in a missing namespace answers 404 for the object.)"""
@@ -311,12 +189,12 @@ class Cluster:
             return self.dynamic.resources.get(api_version=api_version, kind=kind)
         except ResourceNotFoundError:
             group = (api_version or "").rpartition("/")[0]
-            plural = f"{_plural(kind)}.{group}" if group else _plural(kind)
+            resources = f"{plural(kind)}.{group}" if group else plural(kind)
             component = COMPONENTS.get(group)
             if component:
                 raise ClusterError(
                     404,
-                    f"{component} is not installed on this cluster: no {plural}"
+                    f"{component} is not installed on this cluster: no {resources}"
                     + (f" ({api_version})" if api_version else ""),
                 ) from None
             raise ClusterError(
@@ -563,7 +441,8 @@ class Cluster:
                 time.sleep(min(1.0, max(0.0, deadline - time.monotonic())))  # cut: resume from `version`
 
     def watch_nodeclaims(self, *, timeout: float = 600, nodepool: str | None = None) -> Iterator[str]:
-        """One readable line per NodeClaim change: which instance type, which node, which conditions."""
+        """One readable line (str) per NodeClaim change: which instance type, which node, which conditions;
+        for at most `timeout` seconds."""
         selector = f"karpenter.sh/nodepool={nodepool}" if nodepool else None
         for kind, obj in self.watch("NodeClaim", timeout=timeout, label_selector=selector):
             meta, status = obj.get("metadata") or {}, obj.get("status") or {}
@@ -611,7 +490,7 @@ class Cluster:
             )
             return text or ""  # 204, no body: the pod is not scheduled yet
 
-        return _guarded(
+        return guarded(
             lambda: watch.Watch().stream(
                 self.core.read_namespaced_pod_log,
                 pod,
@@ -622,80 +501,6 @@ class Cluster:
             ),
             lambda exc: self._explain(exc, "get", "pods/log", pod, namespace),
         )
-
-
-def _guarded(make, explain) -> Iterator[str]:
-    """Iterate a client stream, turning its API and network errors into ClusterErrors."""
-    from kubernetes.client.exceptions import ApiException
-    from urllib3.exceptions import HTTPError
-
-    try:
-        yield from make()
-    except (ApiException, HTTPError) as exc:
-        raise explain(exc) from exc
-
-
-def pod_waiting(cluster, pod: str, namespace: str) -> str | None:
-    """Why a pod has no log yet ('Pending: not scheduled', 'ContainerCreating'), or None when its
-    containers run or ran (or the pod is gone)."""
-    try:
-        obj = cluster.get("Pod", pod, namespace)
-    except ClusterError as exc:
-        if exc.status == 404:
-            return None
-        raise
-    status = obj.get("status") or {}
-    for c in status.get("containerStatuses") or []:
-        waiting = (c.get("state") or {}).get("waiting")
-        if waiting:
-            return waiting.get("reason") or "waiting to start"
-    if status.get("phase", "Pending") == "Pending":
-        scheduled = conditions(obj).get("PodScheduled")
-        return "Pending: " + ("not scheduled yet" if scheduled != "True" else "containers not started")
-    return None
-
-
-def follow_logs(
-    cluster,
-    pod: str,
-    namespace: str = "default",
-    *,
-    container: str | None = None,
-    timeout: float = 3600,
-    wait_s: float = 900,
-    interval: float = 2.0,
-    say: Callable[[str], None] | None = print,
-) -> Iterator[str]:
-    """`kubectl logs -f` that waits for a pod not yet scheduled or started (the server answers 204 or
-    'waiting to start'; on EKS the normal state while Karpenter brings a node), saying why, for at most
-    `wait_s` seconds, then follows the log to its end."""
-    check_positive("wait", wait_s)
-    start = time.monotonic()
-    said = None
-    while True:
-        got = 0
-        try:
-            for line in cluster.logs(pod, namespace, container=container, follow=True, timeout=timeout):
-                got += 1
-                yield line
-        except ClusterError as exc:
-            if exc.status != 400 or "waiting to start" not in str(exc):
-                raise
-        if got:
-            return
-        why = pod_waiting(cluster, pod, namespace)
-        if why is None:
-            return  # it ran (and printed nothing) or is gone
-        waited = time.monotonic() - start
-        if waited + interval > wait_s:
-            raise WorkshopError(
-                f"pod {namespace}/{pod} has not started after {wait_s:g} s ({why}); "
-                f"`kubectl describe pod {pod} -n {namespace}` says why"
-            )
-        if say and why != said:
-            say(f"waiting for pod {namespace}/{pod} to start ({why}; {waited:.0f} s so far)")
-            said = why
-        time.sleep(interval)
 
 
 def conditions(obj: dict) -> dict[str, str]:
@@ -725,28 +530,17 @@ def connect(
             print(text)
 
     cfg = client.Configuration()
-    user = ""
     try:
-        if kubeconfig is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
-            config.load_incluster_config(client_configuration=cfg)
-            where, user = "in-cluster service account", "the pod's service account"
-        else:
-            path = kubeconfig or os.environ.get("KUBECONFIG", "").split(os.pathsep)[0] or "~/.kube/config"
-            if not Path(os.path.expanduser(path)).is_file():
-                say(f"no cluster: no kubeconfig at {path} (and not running inside a pod); continuing offline")
-                return None
-            path = os.path.expanduser(path)
-            check_kubeconfig(path)
-            config.load_kube_config(config_file=path, context=context, client_configuration=cfg)
-            contexts, active = config.list_kube_config_contexts(config_file=path)
-            chosen = next((c for c in contexts if c.get("name") == context), active) if context else active
-            user = ((chosen or {}).get("context") or {}).get("user", "")
-            where = f"kubeconfig {path}" + (f" context {context}" if context else "")
+        found = _configure(cfg, kubeconfig, context)
     except NoCluster:
         raise
     except (config.ConfigException, WorkshopError) as exc:
         say(f"no cluster: the kubeconfig could not be used ({exc}); continuing offline")
         return None
+    if isinstance(found, str):
+        say(f"no cluster: no kubeconfig at {found} (and not running inside a pod); continuing offline")
+        return None
+    where, user = found
     cfg.retries = retries()
     if not cfg.verify_ssl:  # insecure-skip-tls-verify: one line here, not a urllib3 warning per request
         import urllib3
@@ -756,10 +550,8 @@ def connect(
     try:
         info = client.VersionApi(cluster.api).get_code(_request_timeout=timeout)
     except (HTTPError, OSError) as exc:
-        say(
-            f"no cluster: the API server at {cfg.host} did not answer ({type(exc).__name__}); continuing "
-            "offline"
-        )
+        name = type(exc).__name__
+        say(f"no cluster: the API server at {cfg.host} did not answer ({name}); continuing offline")
         return None
     except ApiException as exc:
         say(f"no cluster: {cluster._explain(exc, 'get', 'version')}; continuing offline")
@@ -769,6 +561,26 @@ def connect(
     if not cfg.verify_ssl:
         say(f"note: {cfg.host}'s TLS certificate is not verified (insecure-skip-tls-verify, {where})")
     return cluster
+
+
+def _configure(cfg, kubeconfig: str | None, context: str | None) -> tuple[str, str] | str:
+    """Load the in-cluster service account or the kubeconfig into `cfg`: (where, user), or the kubeconfig
+    path when there is none."""
+    from kubernetes import config
+
+    if kubeconfig is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
+        config.load_incluster_config(client_configuration=cfg)
+        return "in-cluster service account", "the pod's service account"
+    path = kubeconfig or os.environ.get("KUBECONFIG", "").split(os.pathsep)[0] or "~/.kube/config"
+    if not Path(os.path.expanduser(path)).is_file():
+        return path
+    path = os.path.expanduser(path)
+    check_kubeconfig(path)
+    config.load_kube_config(config_file=path, context=context, client_configuration=cfg)
+    contexts, active = config.list_kube_config_contexts(config_file=path)
+    chosen = next((c for c in contexts if c.get("name") == context), active) if context else active
+    user = ((chosen or {}).get("context") or {}).get("user", "")
+    return f"kubeconfig {path}" + (f" context {context}" if context else ""), user
 
 
 def check_kubeconfig(path, what: str = "kubeconfig") -> None:

@@ -14,19 +14,17 @@ then a download into the cache.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import hashlib
 import os
 import re
-import sys
 import urllib.error
 import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from workshop.errors import WorkshopError, check_choice, report
+from workshop.errors import WorkshopError, check_choice
 
 BASE_URL = "https://raw.githubusercontent.com"  # + /<repo>/<tag>/<path>; WORKSHOP_CRDS_BASE_URL overrides
 SHIPPED = Path(__file__).resolve().parent / "schemas"
@@ -166,7 +164,8 @@ def cache_dir() -> Path:
     return Path(base) / "workshop" / "crds"
 
 
-def _override() -> Path | None:
+def override_dir() -> Path | None:
+    """$WORKSHOP_CRDS_DIR, the one folder validation reads when it is set; None otherwise."""
     env = os.environ.get("WORKSHOP_CRDS_DIR")
     return Path(env).expanduser() if env else None
 
@@ -193,7 +192,8 @@ def _added(family: str) -> list[Release]:
 
 
 def releases(family: str | None = None) -> list[Release]:
-    """The pinned releases, then the ones added to the cache, oldest first within each family."""
+    """The known releases (a list of Release): the pinned ones, then the ones added to the cache, oldest
+    first within each family."""
     fams = FAMILIES if family is None else (family,)
     out = []
     for fam in fams:
@@ -262,7 +262,7 @@ def _verified(rel: Release, where: Path) -> Path | None:
 
 def source(rel: Release) -> str:
     """Where a release is read from: 'WORKSHOP_CRDS_DIR', 'package', 'cache' or 'missing'."""
-    override = _override()
+    override = override_dir()
     if override is not None:
         return "WORKSHOP_CRDS_DIR" if not missing(rel, override) else "missing"
     if rel.pinned and not missing(rel, SHIPPED):
@@ -274,7 +274,7 @@ def folder(family: str, version: str, *, fetch_if_missing: bool = True) -> Path:
     """The folder holding one release's CRD files, each checked against its digest (see the module's
     order)."""
     rel = release(family, version)
-    override = _override()
+    override = override_dir()
     if override is not None:
         found = _verified(rel, override / rel.folder)
         if found:
@@ -289,7 +289,7 @@ def folder(family: str, version: str, *, fetch_if_missing: bool = True) -> Path:
             return found
     if fetch_if_missing:
         with contextlib.suppress(CRDsMissing):
-            fetch([rel], quiet=True)
+            fetch([rel])
             return cache_dir() / rel.folder
     raise CRDsMissing(
         f"no CRD schemas for {rel.label} on this machine (and none could be downloaded); "
@@ -340,9 +340,12 @@ def new_release(family: str, version: str) -> Release:
     )
 
 
-def fetch(rels, *, base_url: str | None = None, timeout: float = 30, quiet: bool = False) -> list[str]:
-    """Download each release's files into the cache. A pinned release's files must match their digests (a
-    mismatch is refused, nothing written); an added release's digests are recorded beside its files."""
+def fetch(
+    rels, *, base_url: str | None = None, timeout: float = 30, echo: Callable[[str], None] | None = None
+) -> list[str]:
+    """Download each release's files into the cache; the paths written. A pinned release's files must match
+    their digests (a mismatch is refused, nothing written); an added release's digests are recorded beside
+    its files. `echo` hears each file fetched and its sha256; `timeout` is in seconds."""
     base = (base_url or os.environ.get("WORKSHOP_CRDS_BASE_URL") or BASE_URL).rstrip("/")
     written = []
     for rel in rels:
@@ -372,8 +375,8 @@ def fetch(rels, *, base_url: str | None = None, timeout: float = 30, quiet: bool
         for name, data in got.items():  # all downloaded and checked before the first write
             _write(cache_dir() / rel.folder / name, data)
             written.append(str(cache_dir() / rel.folder / name))
-            if not quiet:
-                print(f"fetched {rel.folder}/{name}  sha256 {_sha256(data)}")
+            if echo is not None:
+                echo(f"fetched {rel.folder}/{name}  sha256 {_sha256(data)}")
         if not rel.pinned and got:
             _record_digests(rel, {name: _sha256(data) for name, data in got.items()})
     return written
@@ -427,6 +430,16 @@ def status() -> list[tuple[Release, str]]:
     return [(rel, source(rel)) for rel in releases()]
 
 
+SOURCES_HEADER = """\
+# The CRD files that ship with the workbook
+
+Unmodified upstream files, byte for byte, so that a clone validates manifests offline. Both projects
+publish them under the Apache License 2.0 (a copy is in `LICENSE` beside this file); the URL of each is
+`{base_url}/<repository>/<tag>/<path>`. `workshop/k8s/crds.py` checks every read against the sha256
+below. Regenerate this file with `python -m workshop crds sources`.
+"""
+
+
 def sources_markdown() -> str:
     """schemas/SOURCES.md: where every shipped file came from (a test keeps it equal to RELEASES)."""
     rows = [
@@ -436,24 +449,7 @@ def sources_markdown() -> str:
     ]
     return "\n".join(
         [
-            "# The CRD files that ship with the workbook",
-            "",
-            (
-                "Unmodified upstream files, byte for byte, so that a clone validates manifests offline. Both "
-                "projects"
-            ),
-            (
-                "publish them under the Apache License 2.0 (a copy is in `LICENSE` beside this file); the "
-                "URL of "
-                "each is"
-            ),
-            (
-                f"`{BASE_URL}/<repository>/<tag>/<path>`. `workshop/k8s/crds.py` checks every read against "
-                "the "
-                "sha256"
-            ),
-            "below. Regenerate this file with `python -m workshop crds sources`.",
-            "",
+            SOURCES_HEADER.format(base_url=BASE_URL),
             "| file | repository @ tag | path at the tag | sha256 |",
             "|---|---|---|---|",
             *rows,
@@ -466,51 +462,6 @@ def sources_markdown() -> str:
     )
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="workshop crds", description=__doc__.split("\n\n")[0])
-    sub = p.add_subparsers(dest="cmd", required=True)
-    f = sub.add_parser(
-        "fetch", help="add another release: download its CRDs into the cache, digests recorded"
-    )
-    f.add_argument("--karpenter", metavar="VERSION", help="a karpenter-provider-aws release, e.g. 1.9.0")
-    f.add_argument("--trainer", metavar="VERSION", help="a Kubeflow Trainer release, e.g. 2.2.0")
-    imp = sub.add_parser("import", help="add releases from a folder of release folders (pinned ones checked)")
-    imp.add_argument("dir")
-    sub.add_parser("status", help="every known release and where it is read from")
-    sub.add_parser("sources", help="print schemas/SOURCES.md (where each shipped file came from)")
-    a = p.parse_args(argv)
-    try:
-        if a.cmd == "fetch":
-            wanted = [
-                new_release(fam, v) for fam, v in (("karpenter", a.karpenter), ("trainer", a.trainer)) if v
-            ]
-            if not wanted:
-                raise WorkshopError(
-                    "name a release to add: --karpenter VERSION and/or --trainer VERSION (the "
-                    f"pinned ones ship with the workbook: {_pinned_list()})"
-                )
-            written = fetch(wanted)
-            print(f"{len(written)} file(s) downloaded into {cache_dir()}")
-        elif a.cmd == "import":
-            print(f"{len(import_dir(a.dir))} file(s) imported into {cache_dir()}")
-        elif a.cmd == "sources":
-            print(sources_markdown(), end="")
-        else:
-            override = _override()
-            print(
-                f"CRD schemas: the package ({SHIPPED}), then the cache ({cache_dir()})"
-                + (f"; WORKSHOP_CRDS_DIR={override} replaces both" if override else "")
-            )
-            for rel, where in status():
-                print(f"  {rel.label:24} {where:8}  {rel.note}")
-    except WorkshopError as e:
-        return report(e)
-    return 0
-
-
-def _pinned_list() -> str:
+def pinned_list() -> str:
+    """'Karpenter 1.5.0, ...; Kubeflow Trainer 2.1.0, ...': the releases that ship with the workbook."""
     return "; ".join(f"{NAME[f]} {', '.join(pinned_versions(f))}" for f in FAMILIES)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

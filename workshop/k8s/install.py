@@ -16,8 +16,8 @@ import subprocess
 import time
 
 from workshop.errors import WorkshopError, check_positive
+from workshop.k8s.api_errors import ClusterError
 from workshop.k8s.base import load_yaml_docs
-from workshop.k8s.cluster import ClusterError
 from workshop.k8s.trainjob import DEFAULT_RUNTIME, normalize_trainer_version
 from workshop.k8s.waits import wait_ready
 
@@ -56,8 +56,8 @@ def overlay_documents(version: str, overlay: str, *, run=subprocess.run) -> list
 
 
 def install_trainer(cluster, version: str, *, run=subprocess.run, wait_s: float = 300) -> list[str]:
-    """Apply the pinned manager overlay, then the runtimes overlay, server-side; then wait for the
-    runtimes."""
+    """Apply the pinned manager overlay, then the runtimes overlay, server-side; then wait up to `wait_s`
+    seconds for the runtimes. Returns one line (str) per object applied."""
     applied = []
     for overlay in OVERLAYS:
         docs = overlay_documents(version, overlay, run=run)
@@ -79,8 +79,9 @@ def wait_for_runtimes(
     clock=time.monotonic,
     sleep=time.sleep,
 ) -> list[str]:
-    """Every named ClusterTrainingRuntime exists (what `kubectl get clustertrainingruntimes` showed the
-    original workshop)."""
+    """The names of the ClusterTrainingRuntimes found once every named one exists (what `kubectl get
+    clustertrainingruntimes` showed the original workshop); waits up to `timeout` seconds, polling every
+    `interval` seconds."""
 
     check_positive("timeout", timeout)
     deadline = clock() + timeout

@@ -14,7 +14,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from workshop.errors import WorkshopError, check_choice, check_positive
-from workshop.k8s.cluster import ClusterError, connect, follow_logs
+from workshop.k8s.api_errors import ClusterError
+from workshop.k8s.base import TEARDOWN_COMMAND
+from workshop.k8s.cluster import connect
+from workshop.k8s.logs import follow_logs
 from workshop.k8s.storage import MODEL_ANNOTATION, model_dir
 from workshop.k8s.trainjob import NODE_JOB, HFTokenSecret, TrainJobSpec, crd_release
 from workshop.k8s.validate import ensure_valid
@@ -257,9 +260,13 @@ def run_on_cluster(
 ) -> dict | None:
     """Submit, follow rank 0, wait, parse; delete only a job that ended Complete (its outputs are on the
     volume or in S3 by then; a model on an FSx claim is first recorded on the claim, see `mark_saved_model`).
-    A failed, timed-out or interrupted job is kept for `kubectl describe` and logs, and a resubmission resumes
-    from its last checkpoint. No cluster -> one plain line, None. `wait_s`: how long the rank-0 pod may take
-    to appear and start (Karpenter bringing nodes); when it does not, the outcome says why and what stays."""
+    A failed, timed-out or interrupted job is kept for `kubectl describe` and logs, and a resubmission
+    resumes from its last checkpoint. `timeout` and `wait_s` are in seconds: `wait_s` is how long the rank-0
+    pod may take to appear and start (Karpenter bringing nodes); when it does not, the outcome says why and
+    what stays.
+
+    Returns a dict: 'submitted', 'outcome' (the TrainJob's final condition) and what `parse` reads from rank
+    0's log; None (after one plain line) when no cluster answers."""
     if cluster is None:
         cluster = connect()
     if cluster is None:
@@ -277,7 +284,7 @@ def run_on_cluster(
         if echo:
             echo(
                 f"{exc}. Left on the cluster: TrainJob {spec.namespace}/{spec.name} (and what it made); "
-                "`python -m workshop cluster teardown` lists it, `--yes` removes it"
+                f"`{TEARDOWN_COMMAND}` lists it, `--yes` removes it"
             )
         return {"submitted": sub, "outcome": "no rank-0 pod", "error": str(exc), **parse(lines)}
     outcome = wait(cluster, spec.name, spec.namespace, timeout=max(60.0, timeout / 10))
@@ -288,15 +295,14 @@ def run_on_cluster(
             keep = True
             if echo:
                 echo(
-                    f"could not mark the claim as holding the model ({exc}); the TrainJob is kept as the "
-                    "record"
+                    f"could not mark the claim as holding the model ({exc}); "
+                    "the TrainJob is kept as the record"
                 )
     if outcome == "Complete" and not keep:
         delete(cluster, spec.name, spec.namespace)
     elif echo:
         echo(
-            f"TrainJob {spec.namespace}/{spec.name} ended {outcome or 'not yet (timeout)'}: kept for "
-            "inspection; "
-            f"`kubectl delete trainjob {spec.name} -n {spec.namespace}` when done"
+            f"TrainJob {spec.namespace}/{spec.name} ended {outcome or 'not yet (timeout)'}: "
+            f"kept for inspection; `kubectl delete trainjob {spec.name} -n {spec.namespace}` when done"
         )
     return {"submitted": sub, "outcome": outcome, **parse(lines)}

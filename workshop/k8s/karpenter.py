@@ -245,6 +245,7 @@ class Pool:
     node_class: EC2NodeClassSpec
 
     def to_dicts(self) -> list[dict]:
+        """The NodePool and the EC2NodeClass as API objects (two dicts), in apply order."""
         return [self.node_pool.to_dict(), self.node_class.to_dict()]
 
 
@@ -261,6 +262,21 @@ def vcpus_of(size: str) -> int | None:
     if m:
         return 4 * int(m.group(1) or 1)
     return {"large": 2, "medium": 1}.get(size)
+
+
+def _amx_types(families: list[str], sizes: list[str], instance_types: Sequence[str] | None) -> list[str]:
+    """Check the AMX families and the sizes; the exact instance types asked for ([] = every combination)."""
+    exact = _strs("instance_types", instance_types) if instance_types is not None else []
+    for itype in exact:
+        fam, _dot, size = itype.partition(".")
+        if fam not in families or size not in sizes:
+            raise WorkshopError(f"instance type {itype!r} is outside families {families} x sizes {sizes}")
+    for fam in families:
+        check_choice("AMX instance family", fam, AMX_FAMILIES)
+    for size in sizes:
+        if not _SIZE.match(size):
+            raise WorkshopError(f"instance size {size!r} is not an EC2 size such as 8xlarge or metal-48xl")
+    return exact
 
 
 def cpu_amx_pool(
@@ -280,19 +296,12 @@ def cpu_amx_pool(
     user_data: str | None = CPU_USER_DATA,
     instance_types: Sequence[str] | None = None,
 ) -> Pool:
-    """The CPU pool: AMX-capable Intel families only, tainted so only training pods land there;
-    `instance_types` narrows it to exactly those types (families x sizes alone admit every combination)."""
+    """The CPU pool (a Pool: its NodePool and EC2NodeClass): AMX-capable Intel families only, tainted so only
+    training pods land there; `instance_types` narrows it to exactly those types (families x sizes alone admit
+    every combination). `cpu_limit` is in vCPUs, `volume_size` a Kubernetes quantity of root disk,
+    `consolidate_after`/`expire_after` Go durations."""
     families, sizes = _strs("families", families), _strs("sizes", sizes)
-    exact = _strs("instance_types", instance_types) if instance_types is not None else []
-    for itype in exact:
-        fam, _dot, size = itype.partition(".")
-        if fam not in families or size not in sizes:
-            raise WorkshopError(f"instance type {itype!r} is outside families {families} x sizes {sizes}")
-    for fam in families:
-        check_choice("AMX instance family", fam, AMX_FAMILIES)
-    for size in sizes:
-        if not _SIZE.match(size):
-            raise WorkshopError(f"instance size {size!r} is not an EC2 size such as 8xlarge or metal-48xl")
+    exact = _amx_types(families, sizes, instance_types)
     for cap in _strs("capacity_types", capacity_types):
         check_choice("capacity type", cap, CAPACITY_TYPES)
     check_choice("arch", arch, ("amd64",))  # AMX is an x86 feature
@@ -342,7 +351,9 @@ def gpu_pool(
     consolidate_after: str = "20m",
     expire_after: str = "720h",
 ) -> Pool:
-    """The GPU pool: EFA-capable types only, all in ONE zone (EFA traffic does not cross zones)."""
+    """The GPU pool (a Pool: NodePool + EC2NodeClass): EFA-capable types only, all in ONE zone (EFA
+    traffic does not cross zones). `gpu_limit` is in GPUs, `volume_size` a quantity of root disk,
+    `consolidate_after`/`expire_after` Go durations."""
     instance_types = _strs("instance_types", instance_types)
     for itype in instance_types:
         check_choice("EFA-capable GPU instance type", itype, EFA_GPU_TYPES)
@@ -392,9 +403,10 @@ def instance_types_of(rec) -> list[str]:
 
 
 def pool_from_recommendation(rec, **kwargs) -> Pool:
-    """The cpu-amx pool narrowed to what chapter 01's plan chose: its families and sizes (with `exact` on a
-    dict, exactly its instance types); with `nodes` on the recommendation, the CPU limit is exactly nodes x
-    vCPUs of the largest admitted size, so Karpenter cannot overshoot and can still launch the plan."""
+    """The cpu-amx pool (a Pool) narrowed to what chapter 01's plan chose: its families and sizes (with
+    `exact` on a dict, exactly its instance types); with `nodes` on the recommendation, the CPU limit is
+    exactly nodes x vCPUs of the largest admitted size, so Karpenter cannot overshoot and can still launch
+    the plan."""
     types = instance_types_of(rec)
     families, sizes = [], []
     for itype in types:
@@ -414,9 +426,9 @@ def pool_from_recommendation(rec, **kwargs) -> Pool:
 
 
 def original_static_pool() -> list[dict]:
-    """The original workshop's chapter's hand-written cpu-amx pool, restated as data so the notebook can diff
-    against it. Same fields and values; its userData (host-side yum/dnf/pip installs, IPEX included) is
-    summarised."""
+    """The original workshop's hand-written cpu-amx NodePool and EC2NodeClass (a list of dicts), restated
+    as data so the notebook can diff against it. Same fields and values; its userData (host-side
+    yum/dnf/pip installs, IPEX included) is summarised."""
     pool = NodePoolSpec(
         name="cpu-amx",
         node_class="cpu-amx",
@@ -482,7 +494,8 @@ def admits(nodepool: dict, row) -> bool:
 
 
 def admission_table(rows, pools: dict[str, dict]) -> list[dict]:
-    """One row per instance type: its size, and for each named NodePool whether it admits the type."""
+    """One row (a dict) per instance type: its vCPUs, memory in GiB and EFA interfaces, and for each named
+    NodePool whether it admits the type."""
     return [
         {
             "instance_type": r.instance_type,

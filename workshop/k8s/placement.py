@@ -21,8 +21,9 @@ def _check_placement(instance_type: str, pods: int, gpus_per_pod: int) -> GpuIns
 
 
 def placement_pool(instance_type: str, pods: int, gpus_per_pod: int, *, zone: str = "us-west-2b"):
-    """The Karpenter GPU pool for "pods x gpus_per_pod": one instance type, a GPU limit that fits exactly
-    the nodes the placement can need (worst case: every pod on its own node), nothing more."""
+    """The Karpenter GPU pool (a Pool) for "pods x gpus_per_pod": one instance type, a GPU limit (in
+    GPUs) that fits exactly the nodes the placement can need (worst case: every pod on its own node),
+    nothing more."""
 
     inst = _check_placement(instance_type, pods, gpus_per_pod)
     name = f"gpu-{pods}x{gpus_per_pod}"
@@ -43,8 +44,8 @@ def placement_trainjob(
     nccl_debug: str = "INFO",
     workload: OriginalWorkload | None = None,
 ):
-    """The original workshop's job as "pods x gpus_per_pod" on one instance type: chapter 05's gpu_trainjob,
-    with the per-pod GPU and EFA counts this chapter compares.
+    """The original workshop's job (a TrainJobSpec) as "pods x gpus_per_pod" on one instance type: chapter
+    05's gpu_trainjob, with the per-pod GPU and EFA counts this chapter compares.
 
     EFA per pod: a single pod gets all of the instance's devices; several pods get one each, as in the
     original workshop (pass efa_per_pod to give them more); network="eni" requests none, so NCCL falls back to

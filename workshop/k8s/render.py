@@ -7,14 +7,12 @@ their manifests by appending to DEFAULT_MANIFESTS (file name -> builder + the CR
 
 from __future__ import annotations
 
-import argparse
 import itertools
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from workshop.errors import WorkshopError, check_output, report
+from workshop.errors import WorkshopError
 from workshop.k8s import karpenter, storage, trainjob
 from workshop.k8s.base import to_yaml
 from workshop.k8s.validate import DEFAULT_KARPENTER, DEFAULT_TRAINER, ensure_valid
@@ -46,8 +44,8 @@ DEFAULT_MANIFESTS: dict[str, ManifestEntry] = {
     # chapter 05: the same jobs in both Trainer forms (v2.1 podTemplateOverrides, v2.2+ runtimePatches)
     "trainjob-cpu-v2.1.yaml": ManifestEntry(
         lambda: _trainjob().default_cpu_job().documents("2.1.0"),
-        "CPU TrainJob for Trainer v2.1 (podTemplateOverrides): 4 x cpu-amx, planner-sized, HF token from a "
-        "Secret",
+        "CPU TrainJob for Trainer v2.1 (podTemplateOverrides): 4 x cpu-amx, planner-sized, "
+        "HF token from a Secret",
         trainer=("2.1.0",),
     ),
     "trainjob-cpu-v2.2.yaml": ManifestEntry(
@@ -57,9 +55,8 @@ DEFAULT_MANIFESTS: dict[str, ManifestEntry] = {
     ),
     "storage-fsx.yaml": ManifestEntry(
         lambda: _storage().default_fsx().documents(),
-        "FSx for Lustre StorageClass + ReadWriteMany claim the TrainJobs mount at /fsx (placeholder subnet "
-        "and "
-        "security group ids: render yours with chapter 05)",
+        "FSx for Lustre StorageClass + ReadWriteMany claim the TrainJobs mount at /fsx "
+        "(placeholder subnet and security group ids: render yours with chapter 05)",
         crd_checked=False,
     ),
     "trainjob-gpu-v2.2.yaml": ManifestEntry(
@@ -110,33 +107,3 @@ def drift(out_dir: str | Path = MANIFESTS_DIR) -> list[str]:
         for name in DEFAULT_MANIFESTS
         if not (out_dir / name).is_file() or (out_dir / name).read_text() != render(name)
     ]
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="workshop render", description=__doc__.split("\n")[0])
-    parser.add_argument(
-        "--out", default=str(MANIFESTS_DIR), help="output folder (default: the repo's manifests/)"
-    )
-    parser.add_argument("--check", action="store_true", help="write nothing; exit 1 if any file differs")
-    args = parser.parse_args(argv)
-    try:
-        check_output(args.out, "--out", folder=True)
-        if args.check:
-            stale = drift(args.out)
-            for name in stale:
-                print(
-                    f"drift: {Path(args.out) / name} differs from the code; run `python -m workshop render`"
-                )
-            if stale:
-                return 1
-            print(f"{len(DEFAULT_MANIFESTS)} manifests in {args.out} match the code")
-            return 0
-        for path in render_all(args.out):
-            print(f"wrote {path}")
-    except WorkshopError as exc:
-        return report(exc)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

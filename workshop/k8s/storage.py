@@ -206,8 +206,9 @@ def fsx_storage(
     claim: str = "workshop-outputs",
     mount_path: str = DEFAULT_MOUNT,
 ) -> OutputStorage:
-    """FSx for Lustre, as the original workshop used it: a StorageClass + claim, mounted at /fsx in every node
-    pod."""
+    """FSx for Lustre (an OutputStorage), as the original workshop used it: a StorageClass + claim, mounted
+    at /fsx in every node pod. `size` is a Kubernetes quantity (1200Gi is SCRATCH_2's smallest),
+    `per_unit_storage_throughput` MB/s per TiB (PERSISTENT types only)."""
     sgs = (
         [s.strip() for s in security_group_ids.split(",")]
         if isinstance(security_group_ids, str)

@@ -20,15 +20,15 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from workshop import __version__
-from workshop.errors import WorkshopError, check_choice, check_positive
+from workshop.errors import WorkshopError, check_choice
 from workshop.k8s.base import PART_OF, check_dns_label, diff_yaml
+from workshop.k8s.job_sizing import check_nodes, gpu_counts, gpu_resources, planned
 from workshop.k8s.karpenter import AMX_TAINT
 from workshop.k8s.storage import OutputStorage, default_fsx
 from workshop.k8s.validate import available_versions, validate_documents
-from workshop.plan.catalog import instance_info
 from workshop.plan.models import recipe
 from workshop.train import TrainArgs
 
@@ -50,6 +50,7 @@ OUTPUT_DIR = "/workspace/out"
 
 
 def image_ref(accelerator: str, registry: str = DEFAULT_REGISTRY, tag: str = IMAGE_TAG) -> str:
+    """The image reference (str) `registry/workshop-cpu|gpu:tag` of the image built from docker/."""
     check_choice("accelerator", accelerator, IMAGES)
     return f"{registry.rstrip('/')}/{IMAGES[accelerator]}:{tag}"
 
@@ -64,7 +65,8 @@ def normalize_trainer_version(version: str) -> str:
 
 
 def trainer_form(version: str) -> str:
-    """Which field carries pod customisations for a release: 'podTemplateOverrides' or 'runtimePatches'."""
+    """Which field (str) carries pod customisations for a release: 'podTemplateOverrides' or
+    'runtimePatches'."""
     v = tuple(int(x) for x in normalize_trainer_version(version).split("."))
     return "podTemplateOverrides" if v < (2, 2, 0) else "runtimePatches"
 
@@ -134,8 +136,9 @@ class HFTokenSecret:
         }
 
     def kubectl_command(self, env_var: str = "HF_TOKEN") -> str:
-        """Create the Secret from the environment without the token touching argv, history or a file, then
-        label it as the workbook's (so `python -m workshop cluster teardown` finds and removes it)."""
+        """The shell command (str) that creates the Secret from the environment without the token touching
+        argv, history or a file, then labels it as the workbook's (so `python -m workshop cluster teardown`
+        finds and removes it)."""
         return (
             f'printf %s "${env_var}" | kubectl create secret generic {self.name} -n {self.namespace} '
             f"--from-file={self.key}=/dev/stdin && kubectl label secret {self.name} -n {self.namespace} "
@@ -151,8 +154,8 @@ def secret_from_env(
     key: str = "token",
     required: bool = False,
 ) -> HFTokenSecret:
-    """The Secret with its value read from `$env_var` (never printed). Missing: None value, or an error if
-    `required` (the error names the variable, not a value)."""
+    """The HFTokenSecret with its value read from `$env_var` (never printed). Missing: None value, or an
+    error if `required` (the error names the variable, not a value)."""
     value = os.environ.get(env_var) or None
     if required and value is None:
         raise WorkshopError(f"${env_var} is not set; export it (the token is read from the environment only)")
@@ -288,6 +291,8 @@ class TrainJobSpec:
         }
 
     def to_dict(self, trainer: str = "2.1.0") -> dict:
+        """The TrainJob object (a dict) in the form of Trainer release `trainer`: podTemplateOverrides
+        (2.1) or runtimePatches (2.2+)."""
         form = trainer_form(trainer)
         if self.capabilities and form == "podTemplateOverrides":
             raise WorkshopError(
@@ -330,8 +335,8 @@ class TrainJobSpec:
         }
 
     def documents(self, trainer: str = "2.1.0") -> list[dict]:
-        """What goes into a manifest file: the TrainJob only. The Secret is created separately, never
-        rendered."""
+        """What goes into a manifest file (a list of dicts): the TrainJob only. The Secret is created
+        separately, never rendered."""
         return [self.to_dict(trainer)]
 
 
@@ -386,11 +391,6 @@ def hf_home(storage: OutputStorage | None) -> str:
     )
 
 
-def _check_nodes(nodes) -> None:
-    if isinstance(nodes, bool) or not isinstance(nodes, int) or nodes < 1:
-        raise WorkshopError(f"nodes must be an integer >= 1, got {nodes!r}")
-
-
 def cpu_trainjob(
     name: str = "cpu-llama3",
     *,
@@ -412,56 +412,22 @@ def cpu_trainjob(
     catalog_source: str | None = None,
     **train_kw,
 ) -> TrainJobSpec:
-    """The Xeon AMX job: CPU image, Karpenter pool + AMX taint, planner-sized resources and /dev/shm.
+    """The Xeon AMX job (a TrainJobSpec): CPU image, Karpenter pool + AMX taint, planner-sized resources
+    and /dev/shm. `cpu`, `memory` and `shm_size` are Kubernetes quantities per pod ("180", "700Gi").
 
     `plan` (chapter 01's cost.Plan) is the job: nodes, ranks, threads, the split of the global batch, ZeRO,
     checkpointing; a node count, recommendation or setting that contradicts it is refused. Without a plan,
     the cost planner picks one for `nodes` (default 4) x 1 rank; explicit cpu/memory/shm_size/threads win
     over its pod sizes.
     """
-    from workshop.plan import cost
-
-    if nodes is not None:
-        _check_nodes(nodes)
-    if plan is None and recommendation is None and None in (cpu, memory, shm_size, threads_per_rank):
-        opts = cost.Options(
-            model=model,
-            families=("c7i", "m7i", "r7i"),
-            nodes=(4 if nodes is None else nodes,),
-            source=catalog_source,
-        )
-        plan = cost.rank(replace(opts, procs_per_node=procs_per_node))[0]
-    if plan is not None:
-        nodes = plan.nodes if nodes is None else nodes
-        procs_per_node = plan.procs_per_node if procs_per_node is None else procs_per_node
-        rec_type = getattr(recommendation, "instance_type", None)
-        cost.check_plan_matches(plan, nodes=nodes, procs_per_node=procs_per_node, instance_type=rec_type)
-        settings = cost.train_settings(plan)
-        clash = {k: v for k, v in train_kw.items() if k in settings and settings[k] != v}
-        if clash:
-            raise WorkshopError(
-                f"{clash} contradicts the plan's { ({k: settings[k] for k in clash}) }: re-plan"
-            )
-        train_kw = {**settings, **train_kw}
-        recommendation = recommendation or cost.recommendation(plan, model, source=catalog_source)
-        threads_per_rank = threads_per_rank or plan.threads_per_rank
-    nodes = 4 if nodes is None else nodes
-    procs_per_node = 1 if procs_per_node is None else procs_per_node
-    _check_nodes(nodes)
+    sized = None not in (cpu, memory, shm_size, threads_per_rank)
+    nodes, procs_per_node, rec, train_kw, planned_threads = planned(
+        model, nodes, procs_per_node, plan, recommendation, train_kw, catalog_source, sized=sized
+    )
     check_dns_label("node pool", node_pool)
-    rec = recommendation
-    for attr, want in (("nodes", nodes), ("procs_per_node", procs_per_node)):
-        got = getattr(rec, attr, want)
-        if got != want:
-            raise WorkshopError(
-                f"the recommendation is sized for {attr}={got}, the TrainJob asks {want}: size it for this "
-                "cluster"
-            )
-    cpu = cpu or rec.cpu_request
+    threads_per_rank = threads_per_rank or planned_threads
     memory = memory or rec.memory_request
-    shm_size = shm_size or rec.shm_size
     threads = threads_per_rank or rec.threads_per_rank
-
     key, value, effect = AMX_TAINT
     if args is None:
         args = train_args(model, name=name, storage=storage, threads=threads, backend="gloo", **train_kw)
@@ -472,14 +438,14 @@ def cpu_trainjob(
         train_args=args,
         nodes=nodes,
         procs_per_node=procs_per_node,
-        requests={"cpu": str(cpu), "memory": memory},
+        requests={"cpu": str(cpu or rec.cpu_request), "memory": memory},
         limits={"memory": memory},
         env={"OMP_NUM_THREADS": str(threads), "TOKENIZERS_PARALLELISM": "false", "HF_HOME": hf_home(storage)},
         storage=storage,
         hf_secret=hf_secret,
         node_selector={"karpenter.sh/nodepool": node_pool},
         tolerations=[{"key": key, "operator": "Equal", "value": value, "effect": effect}],
-        shm_size=shm_size,
+        shm_size=shm_size or rec.shm_size,
         one_pod_per_node=True,
         labels={"workshop/accelerator": "cpu"},
     )
@@ -507,37 +473,22 @@ def gpu_trainjob(
     storage: OutputStorage | None = None,
     **train_kw,
 ) -> TrainJobSpec:
-    """The GPU job: CUDA/NCCL/EFA image, one rank per GPU, every EFA interface of the instance.
+    """The GPU job (a TrainJobSpec): CUDA/NCCL/EFA image, one rank per GPU, every EFA interface of the
+    instance. `cpu`, `memory` and `shm_size` are Kubernetes quantities per pod.
 
     GPU and EFA counts default to the instance type's (from the catalog). IPC_LOCK lets libfabric pin
     memory for EFA; hostIPC is not needed because /dev/shm is a sized memory volume. Trainer v2.1 cannot
     add a capability from a TrainJob: render for it with ipc_lock=False (EKS AMIs already raise memlock).
     """
-    _check_nodes(nodes)
-    if gpus_per_node is None or efa_per_node is None:
-        info = instance_info(instance_type, source=catalog_source)
-        if not info.gpus:
-            raise WorkshopError(
-                f"{instance_type} has no GPU; pick a GPU type such as p4d.24xlarge or g6e.8xlarge"
-            )
-        gpus_per_node = gpus_per_node or info.gpus
-        efa_per_node = info.max_efa_interfaces if efa_per_node is None else efa_per_node
-    check_positive("gpus_per_node", gpus_per_node)
-    check_positive("efa_per_node", efa_per_node, allow_zero=True)
-    limits = {"nvidia.com/gpu": str(gpus_per_node)}
-    if efa_per_node:
-        limits["vpc.amazonaws.com/efa"] = str(efa_per_node)
-    requests = {k: v for k, v in (("cpu", cpu), ("memory", memory)) if v}
-    if memory:
-        limits["memory"] = memory
+    check_nodes(nodes)
+    gpus_per_node, efa_per_node = gpu_counts(instance_type, gpus_per_node, efa_per_node, catalog_source)
+    requests, limits = gpu_resources(gpus_per_node, efa_per_node, cpu, memory)
     if args is None:
         args = train_args(model, name=name, storage=storage, backend="nccl", **train_kw)
     base_env = {"NCCL_DEBUG": "WARN", "TOKENIZERS_PARALLELISM": "false", "HF_HOME": hf_home(storage)}
     if efa_per_node:
-        base_env.update(
-            {"FI_PROVIDER": "efa", "FI_EFA_USE_DEVICE_RDMA": "1" if instance_type.startswith("p") else "0"}
-        )
-    env = {**base_env, **(env or {})}
+        rdma = "1" if instance_type.startswith("p") else "0"
+        base_env.update({"FI_PROVIDER": "efa", "FI_EFA_USE_DEVICE_RDMA": rdma})
     return TrainJobSpec(
         name=name,
         namespace=namespace,
@@ -547,7 +498,7 @@ def gpu_trainjob(
         procs_per_node=gpus_per_node,
         requests=requests,
         limits=limits,
-        env=env,
+        env={**base_env, **(env or {})},
         hf_secret=hf_secret,
         node_selector={"node.kubernetes.io/instance-type": instance_type},
         tolerations=[
@@ -564,14 +515,15 @@ def gpu_trainjob(
 
 # ------------------------------------------------------------------------------------- validation
 def validate(spec_or_docs, trainer: str = "2.1.0") -> list:
-    """Chapter 02's validator against the CRDs of `trainer`'s release (or its nearest same-form release)."""
+    """The problems (a list of validate.Problem, empty = valid) of a spec or documents against the CRDs
+    of `trainer`'s release (or its nearest same-form release): chapter 02's validator."""
 
     docs = spec_or_docs.documents(trainer) if isinstance(spec_or_docs, TrainJobSpec) else list(spec_or_docs)
     return validate_documents(docs, trainer=crd_release(trainer))
 
 
 def migration_diff(spec: TrainJobSpec, old: str = "2.1.0", new: str = "2.2.0") -> str:
-    """The unified diff a reviewer sees when the same job moves from `old` to `new` Trainer."""
+    """The unified diff (str) a reviewer sees when the same job moves from `old` to `new` Trainer."""
 
     return diff_yaml(
         spec.documents(old),

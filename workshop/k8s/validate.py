@@ -12,10 +12,10 @@ The checks follow what the API server does for a custom resource, in its order:
    Kubernetes dialect: nullable, x-kubernetes-int-or-string, x-kubernetes-preserve-unknown-fields,
    x-kubernetes-embedded-resource, list-map keys and sets, the formats the API server checks (int32, int64,
    date-time, duration, quantity, byte), and unknown fields rejected as `kubectl --validate=strict` does.
-   ObjectMeta and the core Secret are small schemas here, run by the same validator;
-4. CEL rules with cel-python plus the Kubernetes extension functions in `cel_ext`. Transition rules
-   (those reading `oldSelf`) compare against the stored object and are skipped — `rule_inventory()` says
-   which rules run and which cannot, and why.
+   ObjectMeta and the core kinds are small schemas (`core_schemas`), run by the same validator (`schema`);
+4. CEL rules (`cel_rules`) with cel-python plus the Kubernetes extension functions in `cel_ext`. Transition
+   rules (those reading `oldSelf`) compare against the stored object and are skipped — `rule_inventory()`
+   says which rules run and which cannot, and why.
 
 Which types? The file's plain scalars are typed as kubectl types them (Go's YAML, see `goyaml`): `- 2e-05`
 among a TrainJob's args is a number there, and the server refuses it (`.spec.trainer.args[25]`); PyYAML
@@ -29,26 +29,19 @@ against every known release and the verdict says which accept it. `--trainer`/`-
 
 from __future__ import annotations
 
-import argparse
-import base64
-import binascii
 import copy
-import difflib
-import json
-import re
-import sys
 from dataclasses import dataclass, field, replace
 from functools import cache
 from pathlib import Path
 
-import celpy
-import celpy.celtypes as ct
 import yaml
-from jsonschema import Draft4Validator, ValidationError, validators
 
-from workshop.errors import WorkshopError, read_text, report
-from workshop.k8s import cel_ext, crds
+from workshop.errors import WorkshopError, read_text
+from workshop.k8s import crds
 from workshop.k8s.base import load_yaml_docs
+from workshop.k8s.cel_rules import cel_problems, rule_status
+from workshop.k8s.core_schemas import CORE_SCHEMAS, OBJECT_META
+from workshop.k8s.schema import Problem, join_path, short, structural, type_name
 from workshop.lang import _
 
 DEFAULT_KARPENTER = crds.pinned_versions("karpenter")[-1]  # the newest pinned release
@@ -74,19 +67,6 @@ KIND_FAMILY = {
     "StorageClass": "core",
     "PersistentVolumeClaim": "core",
 }
-
-
-@dataclass(frozen=True)
-class Problem:
-    doc: str  # "NodePool/cpu-amx (document 1)"
-    path: str  # "spec.template.spec.requirements[0].values"
-    rule: str  # schema keyword ("type", "enum", "unknown field", ...) or the CEL rule text
-    message: str
-    release: str = ""  # "Karpenter 1.8.8, 1.14.1": the release(s) that reject it; "" for core kinds
-
-    def __str__(self) -> str:
-        where = f" ({self.release})" if self.release else ""
-        return f"{self.doc}: {self.path or '(root)'}: {self.message} [rule: {self.rule}]{where}"
 
 
 # ------------------------------------------------------------------------------------------- CRDs
@@ -134,483 +114,6 @@ def load_crds(family: str, version: str) -> dict[str, CRD]:
     return _load_folder(str(crds.folder(family, version)))
 
 
-# ---------------------------------------------------------------------------------------- helpers
-_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-
-
-def _join(path: str, key) -> str:
-    if isinstance(key, int):
-        return f"{path}[{key}]"
-    if _IDENT.match(key):
-        return f"{path}.{key}" if path else key
-    return f"{path}[{json.dumps(key)}]"
-
-
-def _path(parts) -> str:
-    out = ""
-    for key in parts:
-        out = _join(out, key)
-    return out
-
-
-def _short(value) -> str:
-    text = json.dumps(value, default=str)
-    return text if len(text) <= 60 else text[:57] + "..."
-
-
-def _type_name(value) -> str:
-    names = {
-        type(None): "null",
-        bool: "boolean",
-        int: "integer",
-        float: "number",
-        str: "string",
-        list: "array",
-        dict: "object",
-    }
-    return names.get(type(value), type(value).__name__)
-
-
-_RFC3339 = re.compile(r"^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$")
-_DURATION = re.compile(
-    r"^[-+]?(0|(\d+(\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h))((\d+(\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h))*$"
-)
-_DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-_DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-_QUALIFIED_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
-_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
-
-
-def _quantity_error(value: str) -> str | None:
-    try:
-        cel_ext.parse_quantity(value)
-    except ValueError:
-        return "is not a quantity (e.g. 500m, 64Gi, 2)"
-    return None
-
-
-def _byte_error(value: str) -> str | None:
-    try:
-        base64.b64decode(value, validate=True)
-    except (binascii.Error, ValueError):
-        return "is not base64"
-    return None
-
-
-def _qualified_name_error(key: str) -> str | None:
-    prefix, _, name = key.rpartition("/")
-    if prefix and (len(prefix) > 253 or not _DNS1123_SUBDOMAIN.match(prefix)):
-        return f"prefix {prefix!r} must be a DNS-1123 subdomain"
-    if not name or len(name) > 63 or not _QUALIFIED_NAME.match(name):
-        return (
-            f"name part {name!r} must be 1-63 alphanumerics, '-', '_' or '.', "
-            "starting and ending alphanumeric"
-        )
-    return None
-
-
-def _matches(regex, message):
-    return lambda v: None if regex.match(v) else message
-
-
-# format -> (the rule a problem names, check: value -> error text or None). The first six are the formats the
-# API server validates in CRD schemas; the rest are ObjectMeta's hand-coded checks, named as formats here.
-_FORMATS = {
-    "int32": ("format: int32", lambda v: None if -(2**31) <= v < 2**31 else "is out of the int32 range"),
-    "int64": ("format: int64", lambda v: None if -(2**63) <= v < 2**63 else "is out of the int64 range"),
-    "date-time": (
-        "format: date-time",
-        _matches(_RFC3339, "is not an RFC 3339 date-time (e.g. 2025-01-31T12:00:00Z)"),
-    ),
-    "date": ("format: date", _matches(re.compile(r"^\d{4}-\d{2}-\d{2}$"), "is not a date (YYYY-MM-DD)")),
-    "duration": ("format: duration", _matches(_DURATION, "is not a duration (e.g. 30s, 20m, 720h)")),
-    "quantity": ("format: quantity", _quantity_error),
-    "byte": ("format: byte", _byte_error),
-    "dns1123-subdomain": (
-        "DNS-1123 subdomain",
-        lambda v: (
-            None
-            if len(v) <= 253 and _DNS1123_SUBDOMAIN.match(v)
-            else "must be lowercase alphanumerics, '-' or '.', at most 253 characters"
-        ),
-    ),
-    "dns1123-label": (
-        "DNS-1123 label",
-        lambda v: (
-            None
-            if len(v) <= 63 and _DNS1123_LABEL.match(v)
-            else "must be lowercase alphanumerics or '-', at most 63 characters"
-        ),
-    ),
-    "qualified-name": ("qualified name", lambda v: _qualified_name_error(v)),
-    "label-value": (
-        "label value",
-        lambda v: (
-            None
-            if len(v) <= 63 and _LABEL_VALUE.match(v)
-            else "must be at most 63 alphanumerics, '-', '_', '.'"
-        ),
-    ),
-}
-_INTEGER_FORMATS = ("int32", "int64")
-
-# ObjectMeta: a CRD schema only says `metadata: {type: object}`; the API server checks it by hand.
-_STRING_MAP = {
-    "type": "object",
-    "propertyNames": {"format": "qualified-name"},
-    "additionalProperties": {"type": "string"},
-}
-OBJECT_META = {
-    "type": "object",
-    "required": ["name"],  # server-side apply needs a name (generateName is not enough)
-    "properties": {
-        "name": {"type": "string", "format": "dns1123-subdomain"},
-        "generateName": {"type": "string"},
-        "namespace": {"type": "string", "format": "dns1123-label"},
-        "labels": {**_STRING_MAP, "additionalProperties": {"type": "string", "format": "label-value"}},
-        "annotations": _STRING_MAP,
-        "finalizers": {"type": "array", "items": {"type": "string"}},
-        "ownerReferences": {
-            "type": "array",
-            "items": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
-        },
-        "managedFields": {
-            "type": "array",
-            "items": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
-        },
-        **{k: {"type": "string"} for k in ("uid", "resourceVersion", "selfLink")},
-        **{k: {"type": "string", "format": "date-time"} for k in ("creationTimestamp", "deletionTimestamp")},
-        **{k: {"type": "integer", "format": "int64"} for k in ("generation", "deletionGracePeriodSeconds")},
-    },
-}
-_SECRET_KEYS = {"pattern": r"^[-._a-zA-Z0-9]+$"}
-SECRET = {  # core/v1 Secret: no CRD exists for core kinds
-    "type": "object",
-    "required": ["apiVersion", "kind", "metadata"],
-    "properties": {
-        "apiVersion": {"type": "string", "enum": ["v1"]},
-        "kind": {"type": "string", "enum": ["Secret"]},
-        "metadata": OBJECT_META,
-        "data": {
-            "type": "object",
-            "propertyNames": _SECRET_KEYS,
-            "additionalProperties": {"type": "string", "format": "byte"},
-        },
-        "stringData": {
-            "type": "object",
-            "propertyNames": _SECRET_KEYS,
-            "additionalProperties": {"type": "string"},
-        },
-        "type": {"type": "string"},
-        "immutable": {"type": "boolean"},
-    },
-}
-
-_QUANTITY = {"x-kubernetes-int-or-string": True, "format": "quantity"}
-STORAGE_CLASS = {  # storage.k8s.io/v1 StorageClass (the fields of the Kubernetes API reference)
-    "type": "object",
-    "required": ["apiVersion", "kind", "metadata", "provisioner"],
-    "properties": {
-        "apiVersion": {"type": "string", "enum": ["storage.k8s.io/v1"]},
-        "kind": {"type": "string", "enum": ["StorageClass"]},
-        "metadata": OBJECT_META,
-        "provisioner": {"type": "string", "minLength": 1},
-        "parameters": _STRING_MAP,
-        "reclaimPolicy": {"type": "string", "enum": ["Delete", "Retain"]},
-        "volumeBindingMode": {"type": "string", "enum": ["Immediate", "WaitForFirstConsumer"]},
-        "allowVolumeExpansion": {"type": "boolean"},
-        "mountOptions": {"type": "array", "items": {"type": "string"}},
-        "allowedTopologies": {
-            "type": "array",
-            "items": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
-        },
-    },
-}
-PERSISTENT_VOLUME_CLAIM = {  # core/v1 PersistentVolumeClaim
-    "type": "object",
-    "required": ["apiVersion", "kind", "metadata", "spec"],
-    "properties": {
-        "apiVersion": {"type": "string", "enum": ["v1"]},
-        "kind": {"type": "string", "enum": ["PersistentVolumeClaim"]},
-        "metadata": OBJECT_META,
-        "spec": {
-            "type": "object",
-            "required": ["accessModes", "resources"],
-            "properties": {
-                "accessModes": {
-                    "type": "array",
-                    "minItems": 1,
-                    "items": {
-                        "type": "string",
-                        "enum": ["ReadWriteOnce", "ReadOnlyMany", "ReadWriteMany", "ReadWriteOncePod"],
-                    },
-                },
-                "storageClassName": {"type": "string"},
-                "volumeMode": {"type": "string", "enum": ["Filesystem", "Block"]},
-                "volumeName": {"type": "string"},
-                "resources": {
-                    "type": "object",
-                    "required": ["requests"],
-                    "properties": {
-                        "requests": {
-                            "type": "object",
-                            "required": ["storage"],
-                            "additionalProperties": _QUANTITY,
-                        },
-                        "limits": {"type": "object", "additionalProperties": _QUANTITY},
-                    },
-                },
-                "selector": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
-                "dataSource": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
-            },
-        },
-        "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
-    },
-}
-CORE_SCHEMAS = {
-    "Secret": SECRET,
-    "StorageClass": STORAGE_CLASS,
-    "PersistentVolumeClaim": PERSISTENT_VOLUME_CLAIM,
-}
-
-
-# ------------------------------------------------------------------ the Kubernetes dialect of jsonschema
-def _child(validator, value, schema, key):
-    """Descend into one field or item; a null is an error unless the field is `nullable` (as on the
-    server)."""
-    if value is None:
-        if not schema.get("nullable"):
-            yield ValidationError(
-                "is null, but the field is not nullable (omit it instead)", validator="nullable", path=[key]
-            )
-        return
-    yield from validator.descend(value, schema, path=key, schema_path=key)
-
-
-def _properties(validator, properties, instance, schema):
-    if not isinstance(instance, dict):
-        return
-    for key, sub in properties.items():  # the API server defaults before it validates (and CEL sees defaults)
-        if key not in instance and "default" in sub:
-            instance[key] = copy.deepcopy(sub["default"])
-    open_ = schema.get("additionalProperties") not in (None, False) or schema.get(
-        "x-kubernetes-preserve-unknown-fields"
-    )
-    embedded = schema.get("x-kubernetes-embedded-resource")
-    for key, value in instance.items():
-        if key in properties:
-            yield from _child(validator, value, properties[key], key)
-        elif not open_ and not (embedded and key in ("apiVersion", "kind", "metadata")):
-            hint = difflib.get_close_matches(key, list(properties), n=1)
-            yield ValidationError(
-                f'unknown field "{key}"'
-                + (f' (did you mean "{hint[0]}"?)' if hint else f"; known: {', '.join(properties)}"),
-                validator="unknown field",
-                path=[key],
-            )
-
-
-def _additional_properties(validator, extra, instance, schema):
-    if not isinstance(instance, dict):
-        return
-    props = schema.get("properties") or {}
-    for key, value in instance.items():
-        if key in props:
-            continue
-        if isinstance(extra, dict):
-            yield from _child(validator, value, extra, key)
-        elif extra is False and not props:
-            yield ValidationError(f'unknown field "{key}"', validator="unknown field", path=[key])
-
-
-def _items(validator, items, instance, schema):
-    if isinstance(instance, list) and isinstance(items, dict):
-        for i, item in enumerate(instance):
-            yield from _child(validator, item, items, i)
-
-
-def _property_names(validator, names, instance, schema):
-    if isinstance(instance, dict):
-        for key in instance:
-            for error in validator.descend(key, names, path=key):
-                error.message = f"key {error.message}"
-                yield error
-
-
-def _required(validator, required, instance, schema):
-    if isinstance(instance, dict):
-        for key in required:
-            if key not in instance:
-                yield ValidationError("is required", path=[key])
-
-
-def _type(validator, want, instance, schema):
-    if schema.get("x-kubernetes-int-or-string"):
-        return  # the keyword of its own name checks it
-    if not validator.is_type(instance, want):
-        hint = ""
-        if want == "string" and (instance is None or isinstance(instance, (bool, int, float))):
-            hint = " (a plain YAML scalar kubectl reads as a number/boolean/null: quote it)"
-        yield ValidationError(f"must be of type {want}, got {_type_name(instance)} {_short(instance)}{hint}")
-
-
-def _int_or_string(validator, on, instance, schema):
-    if on and (isinstance(instance, bool) or not isinstance(instance, (int, str))):
-        yield ValidationError(
-            f"must be an integer or a string, got {_type_name(instance)} {_short(instance)}"
-        )
-
-
-def _any_of(validator, any_of, instance, schema):
-    if schema.get("x-kubernetes-int-or-string"):
-        return  # anyOf [integer, string] is how int-or-string is spelled; reported once, above
-    for error in Draft4Validator.VALIDATORS["anyOf"](validator, any_of, instance, schema):
-        first = "; ".join(dict.fromkeys(e.message for e in error.context))
-        error.message = "matches none of the allowed alternatives" + (f" ({first})" if first else "")
-        yield error
-
-
-def _enum(validator, enum, instance, schema):
-    if instance not in enum:
-        yield ValidationError(
-            f"unsupported value {_short(instance)}; allowed: " + ", ".join(map(json.dumps, enum))
-        )
-
-
-def _pattern(validator, pattern, instance, schema):
-    if isinstance(instance, str) and not re.search(pattern, instance):
-        yield ValidationError(f"{_short(instance)} does not match {pattern}")
-
-
-def _format(validator, fmt, instance, schema):
-    if fmt not in _FORMATS or isinstance(instance, bool):
-        return  # other formats are not checked by the API server either
-    if not isinstance(instance, int if fmt in _INTEGER_FORMATS else str):
-        return
-    rule, check = _FORMATS[fmt]
-    err = check(instance)
-    if err:
-        yield ValidationError(f"{_short(instance)} {err}", validator=rule)
-
-
-def _list_type(validator, kind, instance, schema):
-    if not isinstance(instance, list):
-        return
-    seen: dict[tuple[str, ...] | str, int] = {}  # an entry's identity -> its first index
-    if kind == "map":
-        keys = schema.get("x-kubernetes-list-map-keys") or []
-        for i, item in enumerate(instance):
-            if isinstance(item, dict):
-                ident = tuple(json.dumps(item.get(k), sort_keys=True) for k in keys)
-                if ident in seen:
-                    yield ValidationError(
-                        f"duplicate entry for key ({', '.join(f'{k}={item.get(k)!r}' for k in keys)});"
-                        f" first at [{seen[ident]}]",
-                        validator="x-kubernetes-list-map-keys",
-                        path=[i],
-                    )
-                seen.setdefault(ident, i)
-    elif kind == "set":
-        for i, item in enumerate(instance):
-            value = json.dumps(item, sort_keys=True)
-            if value in seen:
-                yield ValidationError(
-                    f"duplicate value {_short(item)}; first at [{seen[value]}]",
-                    validator="x-kubernetes-list-type: set",
-                    path=[i],
-                )
-            seen.setdefault(value, i)
-
-
-def _is_integer(checker, value) -> bool:  # YAML may give 4.0 for an integer field; the server accepts it
-    return (isinstance(value, int) and not isinstance(value, bool)) or (
-        isinstance(value, float) and value.is_integer()
-    )
-
-
-KubernetesValidator = validators.extend(
-    Draft4Validator,
-    validators={
-        "properties": _properties,
-        "additionalProperties": _additional_properties,
-        "items": _items,
-        "propertyNames": _property_names,
-        "required": _required,
-        "type": _type,
-        "anyOf": _any_of,
-        "enum": _enum,
-        "pattern": _pattern,
-        "format": _format,
-        "x-kubernetes-int-or-string": _int_or_string,
-        "x-kubernetes-list-type": _list_type,
-    },
-    type_checker=Draft4Validator.TYPE_CHECKER.redefine("integer", _is_integer),
-)
-KubernetesValidator.__doc__ = (
-    "jsonschema's Draft 4 validator speaking the Kubernetes structural-schema dialect."
-)
-
-
-def _structural(obj: dict, schema: dict, label: str, release: str) -> list[Problem]:
-    """Problems of `obj` (defaulted in place) against a schema, deepest first per field, as Problems."""
-    errors = sorted(
-        KubernetesValidator(schema).iter_errors(obj), key=lambda e: [str(p) for p in e.absolute_path]
-    )
-    return [Problem(label, _path(e.absolute_path), str(e.validator), e.message, release) for e in errors]
-
-
-# ------------------------------------------------------------------------------------------ CEL
-_ENV = celpy.Environment()
-_BUILTINS = set(celpy.evaluation.base_functions) | {
-    "has",
-    "all",
-    "exists",
-    "exists_one",
-    "filter",
-    "map",
-    "dyn",
-}
-_FUNCTIONS = {"dyn": lambda x: x, **cel_ext.FUNCTIONS}
-_STRINGS = re.compile(r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"")
-
-
-@cache
-def rule_status(rule: str) -> str | None:
-    """None when the validator evaluates `rule`; otherwise the reason it is skipped."""
-    code = _STRINGS.sub("''", rule)
-    if re.search(r"\boldSelf\b", code):
-        return "skipped: " + cel_ext.UNSUPPORTED["oldSelf"]
-    if "?." in code or "?[" in code:
-        return "skipped: " + cel_ext.UNSUPPORTED["optional"]
-    for name in re.findall(r"([A-Za-z_][A-Za-z0-9_]*)\s*\(", code):
-        if name in cel_ext.UNSUPPORTED:
-            return f"skipped: {cel_ext.UNSUPPORTED[name]}"
-        if name not in _BUILTINS and name not in _FUNCTIONS:
-            return f"skipped: function {name}() is not available in cel-python or workshop.k8s.cel_ext"
-    for name in re.findall(r"\b(sets|optional)\.", code):
-        return f"skipped: {cel_ext.UNSUPPORTED[name]}"
-    try:
-        _program(rule)
-    except Exception as exc:  # noqa: BLE001 - report the parser's words, whatever they are
-        return f"skipped: cel-python cannot parse it ({type(exc).__name__})"
-    return None
-
-
-@cache
-def _program(rule: str):
-    return _ENV.program(_ENV.compile(rule), functions=_FUNCTIONS)
-
-
-def _run_rule(rule: str, value) -> tuple[bool, str | None]:
-    try:
-        result = _program(rule).evaluate({"self": celpy.json_to_cel(value)})
-    except Exception as exc:  # noqa: BLE001 - CEL runtime errors (no such key, bad int()) fail the rule
-        return False, str(exc.args[0] if exc.args else exc)[:120]
-    if isinstance(result, celpy.CELEvalError):
-        return False, str(result.args[0] if result.args else result)[:120]
-    return bool(result) if isinstance(result, ct.BoolType) else False, None
-
-
 @dataclass(frozen=True)
 class RuleInfo:
     kind: str
@@ -636,7 +139,7 @@ def rule_inventory(*, karpenter: str = DEFAULT_KARPENTER, trainer: str = DEFAULT
                 )
             )
         for key, sub in (schema.get("properties") or {}).items():
-            walk(kind, sub, _join(path, key))
+            walk(kind, sub, join_path(path, key))
         if isinstance(schema.get("items"), dict):
             walk(kind, schema["items"], path + "[*]")
         if isinstance(schema.get("additionalProperties"), dict):
@@ -650,54 +153,14 @@ def rule_inventory(*, karpenter: str = DEFAULT_KARPENTER, trainer: str = DEFAULT
 
 
 def rule_counts(*, karpenter: str = DEFAULT_KARPENTER, trainer: str = DEFAULT_TRAINER) -> dict[str, dict]:
-    """Per kind: how many CEL rules exist, how many are evaluated, how many skipped."""
+    """Per kind: how many CEL rules exist, how many are evaluated, how many skipped (kind -> {'rules',
+    'evaluated', 'skipped'} counts)."""
     counts: dict[str, dict] = {}
     for info in rule_inventory(karpenter=karpenter, trainer=trainer):
         row = counts.setdefault(info.kind, {"rules": 0, "evaluated": 0, "skipped": 0})
         row["rules"] += 1
         row["evaluated" if info.status == "evaluated" else "skipped"] += 1
     return counts
-
-
-def _cel(value, schema: dict, path: str, label: str, release: str, *, root: bool = False) -> list[Problem]:
-    """Every CEL rule on the way down, with `self` bound as the API server binds it."""
-    if value is None:
-        return []
-    want = schema.get("type")
-    if want and not schema.get("x-kubernetes-int-or-string") and not _TYPES.is_type(value, want):
-        return []  # already reported by the schema pass; a rule on a mistyped value would only add noise
-    out = []
-    for rule in schema.get("x-kubernetes-validations") or []:
-        if rule_status(rule["rule"]) is not None:
-            continue  # skipped: transition rule or a function we do not provide (see rule_inventory)
-        self_value = value
-        if root:  # at the root, Kubernetes exposes only metadata.name and metadata.generateName
-            meta = value.get("metadata") or {}
-            self_value = {**value, "metadata": {k: meta[k] for k in ("name", "generateName") if k in meta}}
-        ok, err = _run_rule(rule["rule"], self_value)
-        if not ok:
-            message = rule.get("message") or f"failed rule: {rule['rule']}"
-            if err:
-                message = (
-                    f"{message} (the rule could not be evaluated: {err}; the API server rejects that too)"
-                )
-            where = _join(path, rule["fieldPath"].lstrip(".")) if rule.get("fieldPath") else path
-            out.append(Problem(label, where, rule["rule"], message, release))
-    if isinstance(value, dict):
-        props, extra = schema.get("properties") or {}, schema.get("additionalProperties")
-        for key, item in value.items():
-            if root and key == "metadata":
-                continue
-            sub = props.get(key, extra if key not in props else None)
-            if isinstance(sub, dict):
-                out += _cel(item, sub, _join(path, key), label, release)
-    elif isinstance(value, list) and isinstance(schema.get("items"), dict):
-        for i, item in enumerate(value):
-            out += _cel(item, schema["items"], _join(path, i), label, release)
-    return out
-
-
-_TYPES = KubernetesValidator.TYPE_CHECKER
 
 
 # ------------------------------------------------------------------------------------ one document
@@ -712,7 +175,7 @@ def _label(doc, index: int, source: str | None) -> str:
 def _against(doc: dict, label: str, family: str, version: str) -> list[Problem]:
     """Problems of one document against one release of its family (the core family has no releases)."""
     if family == "core":
-        return _structural(copy.deepcopy(doc), CORE_SCHEMAS[doc["kind"]], label, "")
+        return structural(copy.deepcopy(doc), CORE_SCHEMAS[doc["kind"]], label, "")
     release = f"{FAMILY_NAME[family]} {version}"
     kind = doc["kind"]
     crd = load_crds(family, version)[kind]
@@ -723,7 +186,7 @@ def _against(doc: dict, label: str, family: str, version: str) -> list[Problem]:
                 label,
                 "apiVersion",
                 "served versions",
-                f"{_short(doc.get('apiVersion'))} is not served for {kind}; use {', '.join(served)}",
+                f"{short(doc.get('apiVersion'))} is not served for {kind}; use {', '.join(served)}",
                 release,
             )
         ]
@@ -734,8 +197,8 @@ def _against(doc: dict, label: str, family: str, version: str) -> list[Problem]:
         "properties": {**schema.get("properties", {}), "metadata": OBJECT_META},
     }
     obj = copy.deepcopy(doc)
-    problems = _structural(obj, schema, label, release)  # defaults obj in place, as the server does
-    return problems + _cel(obj, schema, "", label, release, root=True)
+    problems = structural(obj, schema, label, release)  # defaults obj in place, as the server does
+    return problems + cel_problems(obj, schema, "", label, release, root=True)
 
 
 @dataclass
@@ -816,7 +279,7 @@ def judge(
         return Verdict(
             label,
             "core",
-            problems=[Problem(label, "", "type", f"a manifest must be a mapping, got {_type_name(doc)}")],
+            problems=[Problem(label, "", "type", f"a manifest must be a mapping, got {type_name(doc)}")],
         )
     kind = doc.get("kind")
     if kind not in KIND_FAMILY:
@@ -828,7 +291,7 @@ def judge(
                     label,
                     "kind",
                     "kind",
-                    f"unknown kind {_short(kind)}; this validator knows: {', '.join(KIND_FAMILY)}",
+                    f"unknown kind {short(kind)}; this validator knows: {', '.join(KIND_FAMILY)}",
                 )
             ],
         )
@@ -924,52 +387,3 @@ def ensure_valid(docs: list, *, karpenter: str | None = None, trainer: str | Non
     problems = validate_documents(docs, karpenter=karpenter, trainer=trainer)
     if problems:
         raise WorkshopError(f"{len(problems)} problem(s) in the manifests:\n" + "\n".join(map(str, problems)))
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="workshop validate", description=__doc__.split("\n")[0])
-    parser.add_argument("files", nargs="*", metavar="FILE", help="YAML files (multi-document allowed)")
-    parser.add_argument(
-        "--karpenter",
-        help="force one Karpenter CRD release (default: the one each manifest "
-        f"targets, else all of {', '.join(known_releases('karpenter'))})",
-    )
-    parser.add_argument(
-        "--trainer",
-        help="force one Kubeflow Trainer CRD release (default: the one each manifest "
-        f"targets, else all of {', '.join(known_releases('trainer'))})",
-    )
-    parser.add_argument(
-        "--rules", action="store_true", help="list every CEL rule and whether it is evaluated"
-    )
-    args = parser.parse_args(argv)
-    try:
-        for family, version in (("karpenter", args.karpenter), ("trainer", args.trainer)):
-            if version is not None:  # '' is falsy below: it would silently mean "every release"
-                crds.release(family, version)
-        if args.rules:
-            for info in rule_inventory(
-                karpenter=args.karpenter or DEFAULT_KARPENTER, trainer=args.trainer or DEFAULT_TRAINER
-            ):
-                print(f"{info.kind:24} {info.path:50} {info.status:12.60} {info.rule}")
-            if not args.files:
-                return 0
-        if not args.files:
-            raise WorkshopError("give at least one manifest FILE (or --rules)")
-        verdicts = judge_files(args.files, karpenter=args.karpenter, trainer=args.trainer)
-    except WorkshopError as exc:
-        return report(exc)
-    problems = [p for v in verdicts for p in v.problems]
-    for verdict in verdicts:
-        print(verdict)
-    for problem in problems:
-        print(f"  {problem}")
-    if problems:
-        print(f"{len(problems)} problem(s)", file=sys.stderr)
-        return 1
-    print(f"all valid: {', '.join(args.files)}")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

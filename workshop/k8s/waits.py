@@ -12,9 +12,10 @@ import time
 from collections.abc import Callable, Sequence
 
 from workshop.errors import check_positive
-from workshop.k8s.cluster import ClusterError, conditions
+from workshop.k8s.api_errors import ClusterError
+from workshop.k8s.base import TEARDOWN_COMMAND
+from workshop.k8s.cluster import conditions
 
-TEARDOWN = "python -m workshop cluster teardown"
 # kind -> (the controller that writes its status, how to look for it)
 CONTROLLERS = {
     "NodePool": ("Karpenter", "kubectl get pods -A -l app.kubernetes.io/name=karpenter"),
@@ -102,6 +103,39 @@ def wait_ready(
         echo(
             "left on the cluster: "
             + ", ".join(ref(*o) for o in pending if last[o] is not None)
-            + f"; `{TEARDOWN}` lists them, `{TEARDOWN} --yes` removes them"
+            + f"; `{TEARDOWN_COMMAND}` lists them, `{TEARDOWN_COMMAND} --yes` removes them"
         )
     return {f"{k}/{n}": done[(k, n, ns)] for k, n, ns in objects}
+
+
+# `cluster delete`: how long a deleted object may take to go before it is called Terminating, in seconds
+SETTLE_S = 10.0
+
+
+def current(cluster, kind: str, name: str, namespace: str | None, api_version: str | None) -> dict | None:
+    """The object as the server has it now; None once it is gone (any other refusal is raised)."""
+    try:
+        return cluster.get(kind, name, namespace, api_version=api_version)
+    except ClusterError as exc:
+        if exc.status == 404:
+            return None
+        raise
+
+
+def settle(cluster, docs: list[dict], interval: float = 0.5) -> dict[int, dict]:
+    """id(doc) -> the object, for the deleted manifests still there after up to SETTLE_S seconds: a
+    controller often removes a finalizer within a second of the DELETE (kube-controller-manager's
+    pvc-protection for a claim no pod mounts), so an immediate re-read would call Terminating what is gone a
+    moment later."""
+    deadline = time.monotonic() + SETTLE_S
+
+    def still_there(doc: dict) -> dict | None:
+        meta = doc.get("metadata") or {}
+        return current(cluster, doc["kind"], meta["name"], meta.get("namespace"), doc.get("apiVersion"))
+
+    while True:
+        left = {id(d): obj for d in docs if (obj := still_there(d)) is not None}
+        if not left or time.monotonic() + interval > deadline:
+            return left
+        docs = [d for d in docs if id(d) in left]
+        time.sleep(interval)

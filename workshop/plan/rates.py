@@ -450,4 +450,7 @@ STORAGE = {
         0.0,
     ),
 }
+# Where the FSx price is published, and the hours of a billed GB-month (teardown prices file systems per hour)
+FSX_PRICE_URL = "aws.amazon.com/fsx/lustre/pricing"
+HOURS_PER_MONTH = 730
 CHECKPOINT_MINUTES = 30.0  # assumption: a checkpoint every 30 min of training (--checkpoint-minutes)
