@@ -10,9 +10,9 @@ import nbformat
 import pytest
 
 from workshop.book import images, nbcheck
+from workshop.cli import notebooks as notebook_commands
 from workshop.errors import WorkshopError
 from workshop.launch.notebooks import NOTEBOOKS, notebooks, run_workbook
-from workshop.launch.notebooks import main as run_main
 
 ALL = notebooks()
 REPO = NOTEBOOKS.parent
@@ -109,9 +109,8 @@ def test_workshop_run_passes_a_parameter_override_into_a_real_notebook(tmp_path,
     """Papermill stays the batch runner: `workshop run --only 02 -p cluster_name ...` reaches the notebook's
     cells (chapter 02 is the cheapest chapter; the override shows in the rendered NodeClass's discovery
     tags)."""
-    assert (
-        run_main(["--out", str(tmp_path), "--only", "02", "-p", "cluster_name", "override-took-effect"]) == 0
-    )
+    argv = ["--out", str(tmp_path), "--only", "02", "-p", "cluster_name", "override-took-effect"]
+    assert notebook_commands.run(argv) == 0
     executed = nbformat.read(tmp_path / "notebooks" / "02_karpenter_setup.ipynb", as_version=4)
     injected = [c for c in executed.cells if "injected-parameters" in c.metadata.get("tags", [])]
     assert injected and 'cluster_name = "override-took-effect"' in injected[0].source
@@ -187,9 +186,9 @@ def test_image_drift_names_both_ways_and_pixel_sizes(tmp_path):
 
 
 def test_images_check_from_a_folder(tmp_path, capsys):
-    assert images.main(["--check", "--from", str(tmp_path / "nope")]) == 2
+    assert notebook_commands.images(["--check", "--from", str(tmp_path / "nope")]) == 2
     _png(tmp_path / "zz_only_here.png", 3, 3)
-    assert images.main(["--check", "--from", str(tmp_path)]) == 1
+    assert notebook_commands.images(["--check", "--from", str(tmp_path)]) == 1
     assert "zz_only_here.png: made by a notebook, missing from images/" in capsys.readouterr().out
 
 

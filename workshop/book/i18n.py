@@ -17,14 +17,11 @@ notebooks-ko/ sits beside notebooks/ (not inside it) so the code cells' relative
 
 from __future__ import annotations
 
-import argparse
 import copy
 import datetime as dt
 import re
 import string
-import sys
 from collections import Counter
-from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,7 +29,6 @@ from babel.messages.catalog import Catalog
 from babel.messages.extract import DEFAULT_KEYWORDS, extract_from_dir
 from babel.messages.pofile import read_po, write_po
 
-from workshop.errors import WorkshopError, report
 from workshop.lang import catalog_path
 from workshop.paths import NOTEBOOKS_DIR, NOTEBOOKS_KO_DIR, REPO
 
@@ -40,7 +36,7 @@ LANG = "ko"
 PACKAGE = REPO / "workshop"
 # fixed header dates: regenerating the catalogs from the same English must give the same bytes
 _EPOCH = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
-_HINT = "python -m workshop i18n sync"
+HINT = "python -m workshop i18n sync"
 
 
 @dataclass(frozen=True)
@@ -69,7 +65,7 @@ def _catalog(domain: Domain) -> Catalog:
         last_translator="the workshop authors",
         language_team="ko",
         header_comment=f"# Korean catalog of the workbook ({domain.name}); English is the source.\n# After "
-        f"English edits: {_HINT}",
+        f"English edits: {HINT}",
         creation_date=_EPOCH,
         revision_date=_EPOCH,
         fuzzy=False,
@@ -397,36 +393,3 @@ def problems(
         f"{out.name}/{p.name}: no English notebook" for p in english_notebooks(out) if p.name not in texts
     ]
     return found
-
-
-def _print(lines: Iterable[str]) -> None:
-    for line in lines:
-        print(line)
-
-
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="workshop i18n", description=__doc__.split("\n\n")[0])
-    p.add_argument("action", choices=["update", "generate", "check", "sync"])
-    a = p.parse_args(argv)
-    try:
-        if a.action in ("update", "sync"):
-            _print(f"catalog: {path.relative_to(REPO)}" for path in update())
-        if a.action in ("generate", "sync"):
-            _print(f"wrote {path.relative_to(REPO)}" for path in generate())
-        if a.action in ("check", "sync"):
-            found = problems()
-            _print(found)
-            if found:
-                print(
-                    f"{len(found)} problem(s); translate in workshop/locale/ko/LC_MESSAGES/*.po, then "
-                    f"`{_HINT}`"
-                )
-                return 1
-            print("Korean catalogs and notebooks-ko/ match the English")
-    except (OSError, ValueError) as e:  # a malformed catalog or notebook: its message, no traceback
-        return report(WorkshopError(f"{type(e).__name__}: {e}"))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

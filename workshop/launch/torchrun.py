@@ -24,7 +24,7 @@ from workshop.errors import WorkshopError, check_choice, check_positive
 from workshop.launch.procs import run_captured, stop_tree
 from workshop.launch.progress import bar
 from workshop.paths import REPO
-from workshop.train import TrainArgs, parse_args
+from workshop.train.args import TrainArgs, from_argv
 from workshop.train.dsprobe import extensions_dir as versioned
 from workshop.train.logs import parse_metrics
 from workshop.train.shm import SHM_DIR, SHM_GLOB, release_orphaned_buffers
@@ -326,7 +326,7 @@ def _job(train_args, module: str, log_path: str | Path | None, node_rank: int) -
     command line; any other module's argv is passed on as it is."""
     targs = None
     if module == "workshop.train":
-        targs = train_args if isinstance(train_args, TrainArgs) else parse_args(list(train_args))
+        targs = train_args if isinstance(train_args, TrainArgs) else from_argv(train_args)
         targs.validate()
         out_dir = Path(targs.output_dir)
     else:
