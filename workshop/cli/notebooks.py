@@ -116,8 +116,8 @@ def i18n(argv: list[str] | None = None) -> int:
                 print(line)
             if found:
                 print(
-                    f"{len(found)} problem(s); translate in workshop/locale/ko/LC_MESSAGES/*.po, then "
-                    f"`{i18n.HINT}`"
+                    f"{len(found)} problem(s); translate in "
+                    f"workshop/locale/ko/LC_MESSAGES/*.po, then `{i18n.HINT}`"
                 )
                 return 1
             print("Korean catalogs and notebooks-ko/ match the English")

@@ -145,8 +145,8 @@ def check_overrides(paths: list[Path], overrides: dict) -> None:
                     else ""
                 )
                 raise WorkshopError(
-                    f"-p {name} {json.dumps(value)}: {path.stem} declares {name} = {text}, so it "
-                    f"takes {_KINDS[type(default)]}{hint}"
+                    f"-p {name} {json.dumps(value)}: {path.stem} declares {name} = {text}, so "
+                    f"it takes {_KINDS[type(default)]}{hint}"
                 )
 
 

@@ -1,5 +1,4 @@
-"""Figures for the notebooks: each function takes data and a path, saves a PNG (Agg backend), returns the
-path.
+"""Figures for the notebooks: each function takes data and a path, saves a PNG (Agg), returns the path.
 
 The path it returns is a `Figure`: still a path (print it, open it, pass it on), and also the picture when it
 is the last value of a notebook cell, so the figure shows inline on the first Run All, in JupyterLab, in
@@ -54,8 +53,7 @@ def _save(fig, path, *, rect=None) -> Figure:
 
 
 def plot_original_prediction(rows: list[dict], path) -> Path:
-    """Predicted vs measured seconds per optimizer step for every topology of the original workshop (bars side
-    by side)."""
+    """Predicted vs measured seconds per optimizer step, side by side, per original workshop topology."""
     fig, ax = plt.subplots(figsize=(9, 4.2))
     labels = [r["label"].replace(" x ", "x").replace(".48xlarge", "").replace(".24xlarge", "") for r in rows]
     xs = range(len(rows))
@@ -466,10 +464,17 @@ def plot_ceiling(
         fontsize=8,
     )
     ax1.set_xlabel(_("step model FLOP/s, % of GEMM ceiling"))
+    _effect_panel(ax2, ys, rows, effect_label)
+    fig.suptitle(_(title), fontsize=10)
+    return _save(fig, path)
+
+
+def _effect_panel(ax, ys: list[int], rows: Sequence[Mapping[str, Any]], effect_label: str) -> None:
+    """Each lever's effect on tokens/s against its base (x), min-max whiskers, the 1.0 line kept in view."""
     eff = [r["effect"] or 1.0 for r in rows]
     lo = [e - (r["effect_range"] or (e, e))[0] for e, r in zip(eff, rows)]
     hi = [(r["effect_range"] or (e, e))[1] - e for e, r in zip(eff, rows)]
-    ax2.barh(
+    ax.barh(
         ys,
         [e - 1 for e in eff],
         0.6,
@@ -478,14 +483,12 @@ def plot_ceiling(
         capsize=3,
         color=["tab:green" if e >= 1 else "tab:red" for e in eff],
     )
-    ax2.axvline(1, color="0.3", lw=1)
+    ax.axvline(1, color="0.3", lw=1)
     left = min([1.0] + [e - d for e, d in zip(eff, lo)])
     right = max([1.0] + [e + d for e, d in zip(eff, hi)])
     pad = 0.08 * (right - left or 1.0)
-    ax2.set_xlim(left - pad, right + pad)  # the 1.0 line (no change) stays inside the axes
-    ax2.set_xlabel(_(effect_label))
-    fig.suptitle(_(title), fontsize=10)
-    return _save(fig, path)
+    ax.set_xlim(left - pad, right + pad)  # the 1.0 line (no change) stays inside the axes
+    ax.set_xlabel(_(effect_label))
 
 
 # ---------------------------------------------------------------- chapter 02 (Karpenter)

@@ -168,8 +168,8 @@ class TrainArgs:
         context = PRESETS[self.model].config.get("max_position_embeddings") if self.model in PRESETS else None
         if context and self.seq_len > context:
             raise WorkshopError(
-                f"seq-len {self.seq_len} is longer than {self.model}'s context of {context} tokens; "
-                f"allowed: 1..{context}"
+                f"seq-len {self.seq_len} is longer than {self.model}'s context of {context} "
+                f"tokens; allowed: 1..{context}"
             )
         if not isinstance(self.extra_ds, dict):
             raise WorkshopError(
