@@ -50,7 +50,8 @@ MODES = ("auto", "netns", "loopback")
 
 @dataclass
 class NetSimConfig:
-    """One experiment: the same training command on `nodes` namespaces, once per rate cap."""
+    """One experiment: the same training command on `nodes` namespaces, once per rate cap (`rates`, tc's
+    spelling: "10gbit", "1gbit", "none"); `timeout_s`: seconds per cap before the nodes are stopped."""
 
     nodes: int = 2
     procs_per_node: int = 1
@@ -320,9 +321,7 @@ class NetSimReport:
     procs_per_node: int
     train_args: list[str]
     results: list[CapResult]
-    weights_mb: float | None = (
-        None  # the model's weights in the run's precision: what rank 0 broadcasts at start
-    )
+    weights_mb: float | None = None  # the model's weights (MB, the run's precision): rank 0 broadcasts them
 
     def table(self) -> list[dict]:
         """One row per cap: what the notebook shows and the JSON benchmark records."""
@@ -371,7 +370,8 @@ class NetSimReport:
 
 
 def choose_mode(mode: str, nodes: int = 2) -> tuple[str, str]:
-    """'auto' -> namespaces when we can create them, else loopback; the reason is shown to the learner."""
+    """(mode, reason): 'auto' -> "netns" when namespaces can be created here, else "loopback"; the reason
+    is shown to the learner."""
     check_choice("netsim mode", mode, MODES)
     if mode == "loopback":
         return "loopback", "loopback requested"
@@ -399,7 +399,8 @@ def _prepare(cfg: NetSimConfig, progress=print) -> None:
 
 
 def run(cfg: NetSimConfig, progress=print) -> NetSimReport:
-    """Run the training command on `cfg.nodes` simulated nodes at each rate cap; always tears down."""
+    """Run the training command on `cfg.nodes` simulated nodes at each rate cap; always tears down. Returns
+    the NetSimReport: per cap the step times (s), loss and bytes each node sent (MB); `.table()` as rows."""
     mode, reason = choose_mode(cfg.mode, cfg.nodes)
     progress(f"netsim: {cfg.nodes} nodes x {cfg.procs_per_node} procs, mode={mode} ({reason})")
     _prepare(cfg, progress)

@@ -451,7 +451,8 @@ def run_torchrun(
     max_restarts: int = 0,
     allow_oversubscribe: bool = False,
 ) -> RunResult:
-    """Run torchrun to completion; returns a RunResult (call .check() to raise on failure).
+    """Run torchrun to completion; returns a RunResult (call .check() to raise on failure): the return code,
+    the log (text and path), wall seconds, each step's METRIC line (loss, tokens/s) and metrics.json.
 
     `train_args` is a workshop.train.TrainArgs (argv is accepted too and parsed once, here): it is validated
     before any process starts and rendered to the command line only at the last moment. CPU recipes run with
@@ -485,7 +486,8 @@ def run_torchrun(
 def sweep_threads(
     train_args, settings: list[int], *, nproc_per_node: int = 2, steps: int = 8, rounds: int = 1
 ) -> list[dict]:
-    """The same job once per threads-per-rank setting per round, rounds interleaved (A B A B), equal steps.
+    """The same job once per threads-per-rank setting per round, rounds interleaved (A B A B), equal steps;
+    one row (dict) per setting: threads, tokens/s per steady step ("samples") and per round ("rounds").
 
     Each row keeps every steady step's tokens/s ("samples", the warm-up step left out) and each round's
     median, so report.verdict can tell a difference from the machine's noise. `train_args` is a

@@ -19,7 +19,7 @@ from workshop.report import verdict
 
 
 def machine(d: hardware.Detection | None = None) -> str:
-    """One line naming this machine the way results must be read: CPU, cores, ISA path, bf16 and AMX."""
+    """One line (str) naming this machine the way results must be read: CPU, cores, ISA path, bf16, AMX."""
 
     d = d or hardware.detect(probe_onednn=False)
     native, _why = hardware.native_bf16()
@@ -53,7 +53,8 @@ def measured_on(result: Mapping[str, Any] | None) -> str:
 
 
 def provenance(result: Mapping[str, Any], *, here: str | None = None) -> str:
-    """Where a stored result was measured (machine, date, versions), and whether that is this machine."""
+    """One line: where a stored result was measured (machine, date, versions), and whether that is this
+    machine (`here`, a `machine()` line)."""
     env = result.get("env") or result.get("machine") or {}
     cpu = env.get("cpu_model") or env.get("cpu") or result.get("cpu_model")
     isa = env.get("isa_class") or env.get("isa") or ""
@@ -74,7 +75,8 @@ def provenance(result: Mapping[str, Any], *, here: str | None = None) -> str:
 
 
 def gemm(summary: hardware.GemmSummary, d: hardware.Detection) -> str:
-    """Which precision won this machine's GEMMs, by how much, and the hardware reason."""
+    """One sentence: which precision won this machine's GEMMs, by how much (x, TFLOPS against TFLOPS),
+    and the hardware reason."""
     ratio = summary.get("bf16_over_fp32")
     if not ratio:
         return _("bf16 or fp32 was not measured; no comparison to make.")
@@ -207,9 +209,9 @@ def _least_need(
 
 
 def threads(rows: Sequence[Mapping[str, Any]], cores: int, nproc: int) -> str:
-    """Which ranks x threads layout was faster here, only where the steps' spread lets one say so
-    (report.verdict.compare of the fastest row's steady steps against the slowest's), and whether
-    over-subscribing the cores cost anything."""
+    """One sentence: which ranks x threads layout was faster here (tokens/s), only where the steps' spread
+    lets one say so (report.verdict.compare of the fastest row's steady steps against the slowest's), and
+    whether over-subscribing the `cores` with `nproc` ranks cost anything."""
     best = max(rows, key=lambda r: r["tokens_per_s"])
     worst = min(rows, key=lambda r: r["tokens_per_s"])
     if best is worst:
@@ -445,7 +447,8 @@ def _cap_effect(fast: Mapping[str, Any], slow: Mapping[str, Any]) -> str:
 
 
 class Stopwatch:
-    """A chapter's own runtime, stated at its end instead of a promise written on another machine."""
+    """A chapter's own runtime, stated at its end instead of a promise written on another machine: its repr
+    is the sentence, seconds since it was made and the machine."""
 
     def __init__(self):
         self.start = time.perf_counter()

@@ -61,6 +61,10 @@ def arg(default, help: str | None = None, *, always: bool = False):
 
 @dataclass
 class TrainArgs:
+    """The training run's arguments, one field per flag of `python -m workshop.train` (`--seq-len` is
+    `seq_len`); `to_argv()` is the command line, `validate()` every check. Units: seq_len in tokens,
+    micro_batch in sequences per rank, lr per step, dist_timeout_min in minutes."""
+
     model: str = arg("tiny", f"preset ({', '.join(PRESETS)}), local dir or hub id", always=True)
     dataset: str = arg("local", "local | wikitext | path to a text file, one sample a line")
     seq_len: int = arg(128)

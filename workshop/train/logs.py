@@ -32,7 +32,8 @@ def parse_metrics(text: str) -> list[dict]:
 
 
 def parse_zero_stages(text: str) -> list[dict]:
-    """DeepSpeed's start-up memory report: a stage name line, then `MA ...`, then `CPU Virtual Memory ...`.
+    """DeepSpeed's start-up memory report as rows (dicts): stage, ma_gb and max_ma_gb (GB), host_used_gb
+    (GB) and host_percent (%). In the log: a stage name line, then `MA ...`, then `CPU Virtual Memory ...`.
 
     On CPU, DeepSpeed's "MA" (memory allocated) is the rank's resident set size; "CPU Virtual Memory used"
     is the whole host's, all ranks together.
@@ -57,7 +58,8 @@ def parse_zero_stages(text: str) -> list[dict]:
 
 
 def table(rows: list[dict], columns: list[str] | None = None) -> str:
-    """A plain-text table (notebooks show it without pandas)."""
+    """`rows` (dicts) as a plain-text table, one line per row under a header (notebooks show it without
+    pandas); `columns`: which keys, in order (default: the first row's)."""
     if not rows:
         return "(no rows)"
     columns = columns or list(rows[0])
