@@ -22,6 +22,7 @@ import datetime as dt
 import re
 import string
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -182,16 +183,22 @@ def update(
 ) -> list[Path]:
     """Merge the English into each catalog: new messages empty, changed ones fuzzy with the old msgid kept."""
     written = []
-    for domain in DOMAINS:
-        path = _po(domain, locale_root)
-        cat = read_catalog(path)
-        tmpl = template(domain, notebooks, package)
+    for domain, path, cat, tmpl in _catalogs(locale_root, notebooks, package):
         if not path.is_file():
             cat = _catalog(domain)
         cat.update(tmpl, update_creation_date=True)
         write_catalog(cat, path)
         written.append(path)
     return written
+
+
+def _catalogs(
+    locale_root: Path | None, notebooks: Path, package: Path
+) -> Iterator[tuple[Domain, Path, Catalog, Catalog]]:
+    """Per domain: its .po path, the catalog in it (translations) and the template (the English now)."""
+    for domain in DOMAINS:
+        path = _po(domain, locale_root)
+        yield domain, path, read_catalog(path), template(domain, notebooks, package)
 
 
 def _po(domain: Domain, locale_root: Path | None) -> Path:
@@ -357,10 +364,7 @@ def problems(
 ) -> list[str]:
     """Everything that keeps the Korean from matching the English, one line each, naming file and cell."""
     found = []
-    for domain in DOMAINS:
-        po = _po(domain, locale_root)
-        cat = read_catalog(po)
-        tmpl = template(domain, notebooks, package)
+    for domain, po, cat, tmpl in _catalogs(locale_root, notebooks, package):
         name = str(po.relative_to(po.parents[3]) if locale_root is None else po)
         for msg in tmpl:
             if not msg.id:
