@@ -236,7 +236,7 @@ def test_manifest_images_and_commands_match_the_build_files(kind):
     else:
         assert "nvidia/cuda" in text and "efa_installer.sh" in text and "/whl/cu" in text
     # every training flag in the manifest is one the entry point accepts
-    from workshop.train import build_parser
+    from workshop.cli.train import build_parser
 
     flags = {s for a in build_parser()._actions for s in a.option_strings}
     assert {a for a in job["args"] if a.startswith("--")} <= flags

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from workshop.errors import WorkshopError
-from workshop.launch import netsim
+from workshop.launch import netns, netsim
 
 HAS_NETNS = os.geteuid() == 0 and shutil.which("ip") is not None and shutil.which("tc") is not None
 needs_root = pytest.mark.skipif(not HAS_NETNS, reason="needs root and iproute2 for network namespaces")
@@ -99,7 +99,7 @@ def test_node_command_is_the_multi_node_launch(tmp_path):
 
 
 def test_without_root_falls_back_to_loopback_and_says_so(monkeypatch):
-    monkeypatch.setattr(netsim.os, "geteuid", lambda: 1000)
+    monkeypatch.setattr(netns.os, "geteuid", lambda: 1000)
     mode, reason = netsim.choose_mode("auto", 2)
     assert mode == "loopback" and "need root" in reason and "loopback" in reason
     with pytest.raises(WorkshopError, match="not available"):
@@ -127,7 +127,7 @@ def test_loopback_two_node_groups(tmp_path, fake_module):
 @pytest.mark.root
 def test_topology_is_wired_capped_and_always_torn_down():
     prefix = "wst"
-    with pytest.raises(RuntimeError, match="boom"), netsim.Topology(2, "10.77.9.0/24", prefix) as topo:
+    with pytest.raises(RuntimeError, match="boom"), netns.Topology(2, "10.77.9.0/24", prefix) as topo:
         names = _netns_list()
         tag = f"{prefix}{os.getpid()}"
         assert topo.namespaces == [f"{tag}-n0", f"{tag}-n1"] and topo.switch == f"{tag}-sw"
@@ -156,7 +156,7 @@ def test_stale_namespaces_are_cleaned():
     for name in made:
         subprocess.run(["ip", "netns", "add", name], check=True)
     try:
-        assert netsim.cleanup_stale("wsq") == [f"wsq{dead}-n3"]
+        assert netns.cleanup_stale("wsq") == [f"wsq{dead}-n3"]
     finally:
         for name in made:
             subprocess.run(["ip", "netns", "del", name], check=False)

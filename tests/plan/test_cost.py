@@ -341,24 +341,24 @@ def test_zero3_bytes_come_from_the_call_level_count():
 
 def test_chapter_sentences_are_computed_from_the_plans():
     from workshop.book import widgets
-    from workshop.report import interpret
+    from workshop.report import predictions
 
     opts = _opts(families=("c7i", "g6e"), nodes=(1, 4))
     plans = cost.rank(opts)
     original = cost.evaluate(
         "c7i.48xlarge", 4, replace(opts, zero_stages=(3,), micro_batches=(1,), grad_ckpt=(False,))
     )
-    lines = interpret.cost_plans(plans, original)
+    lines = predictions.cost_plans(plans, original)
     assert plans[0].label in lines[0] and f"${plans[0].usd:,.0f}" in lines[0]
     assert "network-bound" in lines[-1] and f"{original.gb_per_rank_per_step / 4:.1f} GB" in lines[-1]
-    text = interpret.before_submit(original, 10)
+    text = predictions.before_submit(original, 10)
     once = sum(v for k, v in original.fixed_s.items() if k != "checkpoints")
     # the job's own checkpoints (--save-steps) write the states, 14 B/param against the final save's 2
     n_ckpt = 10 // original.save_steps if original.save_steps else 0
     ckpt_s = n_ckpt * original.fixed_s["final save"] * cost.STATE_BYTES_PER_PARAM / 2
     assert f"{(10 * original.step_time_s + once + ckpt_s) / 3600:.1f} h" in text and "instead of" in text
     assert f"for its {n_ckpt} checkpoints" in text
-    text = interpret.before_submit(replace(original, save_steps=3), 10)  # 3 checkpoints in 10 steps
+    text = predictions.before_submit(replace(original, save_steps=3), 10)  # 3 checkpoints in 10 steps
     ckpt_s = 3 * original.fixed_s["final save"] * cost.STATE_BYTES_PER_PARAM / 2
     assert f"{ckpt_s:.0f} s for its 3 checkpoints" in text
     assert f"{(10 * original.step_time_s + once + ckpt_s) / 3600:.1f} h" in text

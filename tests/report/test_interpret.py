@@ -6,7 +6,7 @@ from types import SimpleNamespace
 import pytest
 
 from workshop.plan import memory
-from workshop.report import interpret
+from workshop.report import interpret, predictions
 
 
 def test_gemm_sentence_follows_the_measured_ratio():
@@ -139,7 +139,7 @@ def test_original_model_sentences_follow_the_rows():
             predicted_s=115.7,
         ),
     ]
-    out = interpret.original_model(rows)
+    out = predictions.original_model(rows)
     assert "p4d 4 pods EFA" in out[0] and "none" in out[1]
     assert "above both predictions" in out[2]
 

@@ -16,9 +16,11 @@ from datetime import timedelta
 import pytest
 import yaml
 
+from workshop.cli import train as train_cli
+from workshop.cli.train import build_parser
 from workshop.errors import WorkshopError
 from workshop.paths import REPO
-from workshop.train import TrainArgs, build_parser, ds_config, parse_args
+from workshop.train import TrainArgs, ds_config, parse_args
 from workshop.train import args as train_args
 from workshop.train.args import DIST_TIMEOUT_MIN
 
@@ -62,16 +64,34 @@ def test_bad_values_are_refused_naming_the_flag(value, needle):
 @pytest.mark.parametrize("value", ["soon", "10m", ""])
 def test_non_numbers_are_refused_naming_the_flag(value, capsys):
     with pytest.raises(SystemExit) as exit_:  # argparse's own error: exit 2 with a usage line
-        parse_args([f"--dist-timeout-min={value}"])
+        train_cli.parse_args([f"--dist-timeout-min={value}"])
     text = "".join(capsys.readouterr())
     assert exit_.value.code == 2 and "Traceback" not in text
     assert f"argument --dist-timeout-min: invalid float value: '{value}'" in text
+    with pytest.raises(WorkshopError, match=f"argument --dist-timeout-min: invalid float value: '{value}'"):
+        parse_args([f"--dist-timeout-min={value}"])  # a program's list: the same words, a WorkshopError
+
+
+def test_a_programs_list_is_read_like_the_command_line():
+    """launch/ and experiments/ read a list of flags without argparse (train.args.from_argv): the same
+    spellings mean the same TrainArgs, and what argparse would refuse is refused by name."""
+    argv = ["--no-packing", "--resume", "--seq-len=64", "--extra-ds", '{"overlap_comm": true}', "--lr", "0.5"]
+    assert train_args.from_argv(argv) == TrainArgs(**vars(build_parser().parse_args(argv)))
+    for bad, needle in [
+        (["--warp", "9"], "unknown training argument '--warp'; allowed: --model, --dataset"),
+        (["--seq-len"], "argument --seq-len: expected one argument"),
+        (["--resume=yes"], "argument --resume: ignored explicit argument 'yes'"),
+        (["--no-resume"], "unknown training argument '--no-resume'"),
+        (["--extra-ds", "[1]"], "argument --extra-ds: expected a JSON object"),
+    ]:
+        with pytest.raises(WorkshopError, match=needle.replace("[", r"\[")):
+            train_args.from_argv(bad)
 
 
 # ------------------------------------------------------------------ one declaration: the fields are the flags
 def _other_value(hint, default):
     """A value of the field's type that is not its default (no validation: the parser alone is under test)."""
-    kind = train_args._kind(hint)
+    kind = train_args.field_kind(hint)
     if kind is bool:
         return not default
     if kind is dict:
@@ -90,8 +110,9 @@ def test_every_field_is_a_flag_that_survives_to_argv():
     for f in fields(TrainArgs):
         args = replace(TrainArgs(), **{f.name: _other_value(hints[f.name], getattr(TrainArgs(), f.name))})
         assert TrainArgs(**vars(parser.parse_args(args.to_argv()))) == args, f.name
+        assert train_args.from_argv(args.to_argv()) == args, f.name
     with pytest.raises(TypeError, match="no command-line form"):
-        train_args._kind(list[str])
+        train_args.field_kind(list[str])
 
 
 def test_switches_keep_their_spelling():

@@ -11,6 +11,7 @@ import pytest
 
 from workshop.book import images, nbcheck
 from workshop.cli import main as cli_main
+from workshop.cli import notebooks as notebook_commands
 from workshop.errors import WorkshopError
 from workshop.launch.notebooks import NOTEBOOKS, notebooks, run_workbook
 
@@ -190,9 +191,9 @@ def test_image_drift_names_both_ways_and_pixel_sizes(tmp_path):
 
 
 def test_images_check_from_a_folder(tmp_path, capsys):
-    assert images.main(["--check", "--from", str(tmp_path / "nope")]) == 2
+    assert notebook_commands.images(["--check", "--from", str(tmp_path / "nope")]) == 2
     _png(tmp_path / "zz_only_here.png", 3, 3)
-    assert images.main(["--check", "--from", str(tmp_path)]) == 1
+    assert notebook_commands.images(["--check", "--from", str(tmp_path)]) == 1
     assert "zz_only_here.png: made by a notebook, missing from images/" in capsys.readouterr().out
 
 

@@ -142,9 +142,9 @@ EXERCISES: dict[str, list[Exercise]] = {
         Exercise(
             {"nodes": 1},
             N_(
-                "One node needs no EFA, so the planner no longer jumps to a 48xlarge: the pick is "
-                "the smallest type that holds the whole model's states, and the printed reason drops the EFA "
-                "rule."
+                "One node needs no EFA, so the planner no longer jumps to a 48xlarge: the pick is the "
+                "smallest type that holds the whole model's states, and the printed reason drops "
+                "the EFA rule."
             ),
             _ch01_one_node,
         ),
@@ -177,8 +177,8 @@ EXERCISES: dict[str, list[Exercise]] = {
             {"nodes": 1, "model": "llama-3-8b"},
             N_(
                 "One node must hold what four shared: the small sizes (4xlarge, 8xlarge) drop out of the "
-                "pool and larger ones (up to 48xlarge) come in, while its CPU limit shrinks to one node's "
-                "vCPUs."
+                "pool and larger ones (up to 48xlarge) come in, while its CPU limit shrinks to "
+                "one node's vCPUs."
             ),
         ),
     ],
@@ -192,8 +192,8 @@ EXERCISES: dict[str, list[Exercise]] = {
             },
             N_(
                 "A 7M-parameter model: every method peaks within 20% of naive, because the interpreter and "
-                "libraries (~0.4 GB) dwarf the model's few MB. Memory lessons need a model that weighs "
-                "something."
+                "libraries (~0.4 GB) dwarf the model's few MB. Memory lessons need a model "
+                "that weighs something."
             ),
             _ch03_tiny,
         ),
@@ -210,29 +210,24 @@ EXERCISES: dict[str, list[Exercise]] = {
             {"precision": "bf16", "max_steps": 4},
             N_(
                 "Without native bf16 (no AMX, no AVX512_BF16) bf16 trains several times SLOWER than fp32; "
-                "with it, "
-                "faster. The check compares both on this machine."
+                "with it, faster. The check compares both on this machine."
             ),
             _ch04_precision,
         ),
         Exercise(
             {"ceiling_levers": ["micro_batch_x2", "gloo_allreduce", "system_malloc"]},
             N_(
-                "Section 7 measures "
-                "three more levers here: twice the sequences per forward raises the share of the ceiling "
-                "(taller "
-                "matmuls, the per-step costs spread over more tokens) at twice the activation memory; gloo's "
-                "TCP "
-                "all-reduce and glibc's malloc each cost some of it (glibc's is skipped where tcmalloc is "
-                "not "
-                "installed, and the line says so)."
+                "Section 7 measures three more levers here: twice the sequences per forward raises the share "
+                "of the ceiling (taller matmuls, the per-step costs spread over more tokens) at twice the "
+                "activation memory; gloo's TCP all-reduce and glibc's malloc each cost some of it (glibc's "
+                "is skipped where tcmalloc is not installed, and the line says so)."
             ),
         ),
         Exercise(
             {"threads_per_rank": 2, "compare_threads": [1, 2, 4]},
             N_(
-                "More threads than cores: the sweep shows where over-subscription stops paying on this "
-                "machine."
+                "More threads than cores: the sweep shows where over-subscription stops paying "
+                "on this machine."
             ),
         ),
     ],
@@ -248,20 +243,17 @@ EXERCISES: dict[str, list[Exercise]] = {
         Exercise(
             {"sim_rates": ["10gbit", "100mbit"]},
             N_(
-                "At 100 Mbit the bytes each node sends (the same at every "
-                "cap) need ten times the wire time of 1 Gbit: the wire is most of the step and the step "
-                "grows "
-                "several-fold over 10 Gbit."
+                "At 100 Mbit the bytes each node sends (the same at every cap) need ten times the wire time "
+                "of 1 Gbit: the wire is most of the step and the step grows several-fold over 10 Gbit."
             ),
         ),
         Exercise(
             {"sim_precision": "bf16"},
             N_(
-                "On a CPU without native bf16, compute slows many times over and the "
-                "1 Gbit cap hardly shows: the step is compute-bound (the bandwidth lines say so). Where "
-                "`auto` "
-                "already chose bf16 (native bf16, chapter 01) this is the default run: compare it with "
-                "sim_precision = 'fp32', whose steps compute slower and gather twice the bytes."
+                "On a CPU without native bf16, compute slows many times over and the 1 Gbit cap hardly "
+                "shows: the step is compute-bound (the bandwidth lines say so). Where `auto` already chose "
+                "bf16 (native bf16, chapter 01) this is the default run: compare it with sim_precision = "
+                "'fp32', whose steps compute slower and gather twice the bytes."
             ),
         ),
     ],

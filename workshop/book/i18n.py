@@ -17,14 +17,12 @@ notebooks-ko/ sits beside notebooks/ (not inside it) so the code cells' relative
 
 from __future__ import annotations
 
-import argparse
 import copy
 import datetime as dt
 import re
 import string
-import sys
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,7 +30,6 @@ from babel.messages.catalog import Catalog
 from babel.messages.extract import DEFAULT_KEYWORDS, extract_from_dir
 from babel.messages.pofile import read_po, write_po
 
-from workshop.errors import WorkshopError, report
 from workshop.lang import catalog_path
 from workshop.paths import NOTEBOOKS_DIR, NOTEBOOKS_KO_DIR, REPO
 
@@ -40,7 +37,7 @@ LANG = "ko"
 PACKAGE = REPO / "workshop"
 # fixed header dates: regenerating the catalogs from the same English must give the same bytes
 _EPOCH = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
-_HINT = "python -m workshop i18n sync"
+HINT = "python -m workshop i18n sync"
 
 
 @dataclass(frozen=True)
@@ -69,7 +66,7 @@ def _catalog(domain: Domain) -> Catalog:
         last_translator="the workshop authors",
         language_team="ko",
         header_comment=f"# Korean catalog of the workbook ({domain.name}); English is the source.\n# After "
-        f"English edits: {_HINT}",
+        f"English edits: {HINT}",
         creation_date=_EPOCH,
         revision_date=_EPOCH,
         fuzzy=False,
@@ -186,16 +183,22 @@ def update(
 ) -> list[Path]:
     """Merge the English into each catalog: new messages empty, changed ones fuzzy with the old msgid kept."""
     written = []
-    for domain in DOMAINS:
-        path = _po(domain, locale_root)
-        cat = read_catalog(path)
-        tmpl = template(domain, notebooks, package)
+    for domain, path, cat, tmpl in _catalogs(locale_root, notebooks, package):
         if not path.is_file():
             cat = _catalog(domain)
         cat.update(tmpl, update_creation_date=True)
         write_catalog(cat, path)
         written.append(path)
     return written
+
+
+def _catalogs(
+    locale_root: Path | None, notebooks: Path, package: Path
+) -> Iterator[tuple[Domain, Path, Catalog, Catalog]]:
+    """Per domain: its .po path, the catalog in it (translations) and the template (the English now)."""
+    for domain in DOMAINS:
+        path = _po(domain, locale_root)
+        yield domain, path, read_catalog(path), template(domain, notebooks, package)
 
 
 def _po(domain: Domain, locale_root: Path | None) -> Path:
@@ -361,10 +364,7 @@ def problems(
 ) -> list[str]:
     """Everything that keeps the Korean from matching the English, one line each, naming file and cell."""
     found = []
-    for domain in DOMAINS:
-        po = _po(domain, locale_root)
-        cat = read_catalog(po)
-        tmpl = template(domain, notebooks, package)
+    for domain, po, cat, tmpl in _catalogs(locale_root, notebooks, package):
         name = str(po.relative_to(po.parents[3]) if locale_root is None else po)
         for msg in tmpl:
             if not msg.id:
@@ -397,36 +397,3 @@ def problems(
         f"{out.name}/{p.name}: no English notebook" for p in english_notebooks(out) if p.name not in texts
     ]
     return found
-
-
-def _print(lines: Iterable[str]) -> None:
-    for line in lines:
-        print(line)
-
-
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="workshop i18n", description=__doc__.split("\n\n")[0])
-    p.add_argument("action", choices=["update", "generate", "check", "sync"])
-    a = p.parse_args(argv)
-    try:
-        if a.action in ("update", "sync"):
-            _print(f"catalog: {path.relative_to(REPO)}" for path in update())
-        if a.action in ("generate", "sync"):
-            _print(f"wrote {path.relative_to(REPO)}" for path in generate())
-        if a.action in ("check", "sync"):
-            found = problems()
-            _print(found)
-            if found:
-                print(
-                    f"{len(found)} problem(s); translate in workshop/locale/ko/LC_MESSAGES/*.po, then "
-                    f"`{_HINT}`"
-                )
-                return 1
-            print("Korean catalogs and notebooks-ko/ match the English")
-    except (OSError, ValueError) as e:  # a malformed catalog or notebook: its message, no traceback
-        return report(WorkshopError(f"{type(e).__name__}: {e}"))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -12,14 +12,11 @@ after `workshop run --out out`) instead of executing the notebooks again.
 
 from __future__ import annotations
 
-import argparse
 import ast
 import shutil
-import sys
-import tempfile
 from pathlib import Path
 
-from workshop.errors import WorkshopError, report
+from workshop.errors import WorkshopError
 from workshop.launch.notebooks import run_workbook
 from workshop.paths import IMAGES_DIR
 
@@ -90,44 +87,8 @@ def replace_tracked(made: list[Path], tracked: Path = TRACKED) -> tuple[list[str
     return sorted(names), removed
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="workshop images", description=__doc__.split("\n\n")[0])
-    p.add_argument(
-        "--check", action="store_true", help="fail on drift (names both ways, pixel sizes); write nothing"
-    )
-    p.add_argument(
-        "--from",
-        dest="source",
-        metavar="DIR",
-        help="use the figures already in DIR (e.g. out/images) instead of executing the notebooks",
-    )
-    a = p.parse_args(argv)
-    try:
-        with tempfile.TemporaryDirectory(prefix="workshop-images-") as tmp:
-            if a.source:
-                if not Path(a.source).is_dir():
-                    raise WorkshopError(f"--from {a.source}: no such folder")
-                made = sorted(Path(a.source).glob("*.png"))
-            else:
-                made = make(Path(tmp))
-            if a.check:
-                problems = drift(pixel_sizes(made), pixel_sizes(TRACKED.glob("*.png")))
-                for line in problems:
-                    print(line)
-                print(
-                    f"images/: {len(made)} figures made, "
-                    + (f"{len(problems)} differences" if problems else "no drift (names and pixel sizes)")
-                )
-                return 1 if problems else 0
-            written, removed = replace_tracked(made)
-            print(
-                f"images/: wrote {len(written)} figures"
-                + (f", removed {', '.join(removed)}" if removed else "")
-            )
-    except WorkshopError as e:
-        return report(e)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+def figures_in(folder: Path) -> list[Path]:
+    """The PNG figures already made in `folder` (e.g. out/images), sorted by name."""
+    if not folder.is_dir():
+        raise WorkshopError(f"--from {folder}: no such folder")
+    return sorted(folder.glob("*.png"))

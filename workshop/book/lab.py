@@ -10,14 +10,12 @@ cloud VM), where Jupyter otherwise refuses to start. Any other option goes to `j
 
 from __future__ import annotations
 
-import argparse
 import os
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
-from workshop.errors import WorkshopError, report
+from workshop.errors import WorkshopError
 from workshop.lang import LANGUAGES
 from workshop.paths import NOTEBOOKS_DIR, NOTEBOOKS_KO_DIR, REPO
 
@@ -52,25 +50,3 @@ def command(root: Path, extra: list[str]) -> list[str]:
     if hasattr(os, "geteuid") and os.geteuid() == 0 and "--allow-root" not in extra:
         cmd.append("--allow-root")
     return cmd + extra
-
-
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="workshop lab", description=__doc__.split("\n\n")[0])
-    p.add_argument("--lang", default="en", help=f"the chapters' language: {', '.join(LANGUAGES)}")
-    p.add_argument("--reset", nargs="*", default=[], metavar="NN", help="take a fresh copy of these chapters")
-    p.add_argument("--dir", type=Path, default=None, help="the working copy (default: lab/ or lab-ko/)")
-    p.add_argument(
-        "--print", action="store_true", help="prepare the copy and print the command; start nothing"
-    )
-    args, extra = p.parse_known_args(argv)
-    try:
-        root, copied = working_copy(args.lang, args.dir, tuple(args.reset))
-    except WorkshopError as exc:
-        return report(exc)
-    print(f"working copy: {root} ({len(copied)} chapter(s) copied; git ignores it)", flush=True)
-    cmd = command(root, extra)
-    if args.print:
-        print(" ".join(cmd))
-        return 0
-    env = dict(os.environ, WORKSHOP_LANG=args.lang)
-    return subprocess.call(cmd, env=env)

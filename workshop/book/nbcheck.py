@@ -9,14 +9,12 @@ outputs of the checked cells -- and nothing else -- into the committed file. Rev
 
 from __future__ import annotations
 
-import argparse
 import copy
 import json
-import sys
 from pathlib import Path
 
-from workshop.errors import WorkshopError, report
-from workshop.launch.notebooks import ipc_kernel_manager, notebooks
+from workshop.errors import WorkshopError
+from workshop.launch.notebooks import ipc_kernel_manager
 
 MARKER = "NBVAL_CHECK_OUTPUT"
 
@@ -125,22 +123,3 @@ def refresh(path: Path, echo=print) -> list[str]:
         )
     )
     return changed
-
-
-def main(argv: list[str] | None = None) -> int:
-
-    p = argparse.ArgumentParser(prog="workshop nbval", description=__doc__.split("\n\n")[0])
-    sub = p.add_subparsers(dest="action", required=True)
-    r = sub.add_parser("refresh", help="execute notebooks and re-record their # NBVAL_CHECK_OUTPUT cells")
-    r.add_argument("--only", nargs="*", help="notebook numbers or names, e.g. --only 01 05 (default: all)")
-    a = p.parse_args(argv)
-    try:
-        for path in notebooks(a.only):
-            refresh(path)
-    except WorkshopError as e:
-        return report(e)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

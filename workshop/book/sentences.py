@@ -26,6 +26,8 @@ def amx_peak(name: str, cores: int, clock_ghz: float, peak_tflops: float, h100_t
 
 
 def plans_within(margin: float, usd: float, tokens: float) -> str:
+    """Chapter 02: the heading of the plans within `margin` (a fraction, 0.1 = 10%) of the cheapest, which
+    costs `usd` (US dollars) for `tokens` (a count)."""
     return _(
         "the first plan, and every plan within {margin:.0%} of the cheapest "
         "(${usd:,.0f} for {tokens:.3g} tokens):"
@@ -39,6 +41,8 @@ def validation(product: str, release: str, problems: Sequence[object]) -> str:
 
 
 def offline_apply(docs: Sequence[dict], path: object) -> str:
+    """Chapter 02: what a server-side apply of `docs` would do, and the kubectl command that does it (two
+    lines)."""
     names = ", ".join(d["kind"] + "/" + d["metadata"]["name"] for d in docs)
     return (
         _("offline: would server-side apply {names}").format(names=names)
@@ -48,10 +52,12 @@ def offline_apply(docs: Sequence[dict], path: object) -> str:
 
 
 def weights_match() -> str:
+    """Chapter 03: the sentence for loaded weights that equal the file on every rank."""
     return _("weights equal the file everywhere; ZeRO-3 ranks hold 1/N of the elements each")
 
 
 def plan_gap(gaps: Sequence[float]) -> str:
+    """Chapter 03: the range of measured peak minus planned peak, per rank run (`gaps` in GB)."""
     return _(
         "measured peak - plan*: {low:+.2f} to {high:+.2f} GB over {n} rank runs "
         "(meta: compare plan* with 'used')"
@@ -59,20 +65,24 @@ def plan_gap(gaps: Sequence[float]) -> str:
 
 
 def no_stored_result(command: str) -> str:
+    """Chapter 04: no stored result yet, and the `command` that makes one."""
     return _("no stored result: run `{command}`").format(command=command)
 
 
 def not_submitted(model_dir: str) -> str:
+    """Chapter 05: the job was not submitted, and where (`model_dir`) it would have written its model."""
     return _("not submitted (submit=False or no cluster); the job would write its model to {path}").format(
         path=model_dir
     )
 
 
 def self_rules(added: Sequence[object]) -> str:
+    """Chapter 05: the self-referencing rules added to a security group (`added`), or that none were."""
     return _("added self-referencing rules: {rules}").format(rules=added or _("none needed"))
 
 
 def no_netsim_result() -> str:
+    """Chapter 06: no stored namespace result, and the two commands that make one."""
     return _(
         "no namespace result stored: run `python -m workshop netsim --json ...` then "
         "`python -m workshop comms netsim`"
@@ -80,20 +90,23 @@ def no_netsim_result() -> str:
 
 
 def cost_time_title(model: str, tokens: float) -> str:
+    """Chapter 01: the cost figure's title, for `model` trained on `tokens` (a count)."""
     return _("{model}, {tokens:.3g} tokens: every plan that fits").format(model=model, tokens=tokens)
 
 
 def loading_title(model: str, machine: str) -> str:
+    """Chapter 03: the loading figure's two-line title: the model, then the machine it ran on."""
     return _("{model}: peak RSS while loading\n{machine}").format(model=model, machine=machine)
 
 
 def loading_ratios(ratios: dict[str, Sequence[float]]) -> str:
-    """Chapter 03: each method's peak over naive's, per rank, at N = 2."""
+    """Chapter 03: each method's peak over naive's (a ratio, 2 decimals), per rank, at N = 2."""
     rounded = {m: [round(x, 2) for x in v] for m, v in ratios.items()}
     return _("peak / naive peak at N=2, per rank:") + f" {rounded}"
 
 
 def training_title(model: str, nproc: int, zero_stage: int, precision: str, machine: str) -> str:
+    """Chapter 04: the training figure's title: model, ranks, ZeRO stage, precision and machine."""
     return _("{model}: {nproc}-rank ZeRO-{zero}, {precision}, {machine}").format(
         model=model, nproc=nproc, zero=zero_stage, precision=precision, machine=machine
     )
@@ -105,11 +118,13 @@ def peak_note(note: str | None) -> str:
 
 
 def price_source() -> str:
+    """Chapter 01: where the planner's instance prices (USD per hour, on demand) come from."""
     return _(PRICE_SOURCE)
 
 
 def gemm_summary(d: dict, s: dict) -> str:
-    """Chapter 01: bf16 against fp32 at one thread count, against this CPU's peak and the AMX peak."""
+    """Chapter 01: bf16 against fp32 TFLOPS at one thread count, and bf16 as % of this CPU's bf16 peak and
+    of the AMX peak of the same cores."""
     return _(
         "{cpu}, AMX={amx}, both at {threads} thread(s): bf16 {bf16:.3f} vs fp32 {fp32:.3f} TFLOPS "
         "(x{ratio}), {pct}% of this CPU's bf16 peak ({path}), {amx_pct}% of the AMX peak of the same cores"

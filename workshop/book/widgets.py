@@ -48,8 +48,8 @@ def recommendation_text(model: str, nodes: int, group: str, offload: bool, sourc
             "per-rank memory goes up, not down."
         )
     return (
-        f"{r.nodes} x {r.instance_type}: cpu {r.cpu_request}, memory {r.memory_request}, shm {r.shm_size}, "
-        f"{price}\n{r.reason}{note}"
+        f"{r.nodes} x {r.instance_type}: cpu {r.cpu_request}, memory {r.memory_request}, "
+        f"shm {r.shm_size}, {price}\n{r.reason}{note}"
     )
 
 

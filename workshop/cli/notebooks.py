@@ -2,39 +2,161 @@
 
 from __future__ import annotations
 
+import argparse
+import os
+import subprocess
+import tempfile
+from pathlib import Path
+
 from workshop.cli.base import command
+from workshop.errors import WorkshopError
+from workshop.lang import LANGUAGES
+from workshop.paths import REPO
+
+
+def _summary(doc: str | None) -> str:
+    """A command's --help description: the first paragraph of its module's docstring."""
+    return (doc or "").split("\n\n")[0]
 
 
 @command
-def run(argv: list[str] | None = None) -> int | None:
-    from workshop.launch.notebooks import main  # moved here by its owner: parse, call, print
+def run(argv: list[str] | None = None) -> int:
+    from workshop.launch import notebooks
 
-    return main(argv)
+    p = argparse.ArgumentParser(prog="workshop run", description=_summary(notebooks.__doc__))
+    p.add_argument("--out", default="out", help="folder for executed notebooks, figures and the index")
+    p.add_argument("--only", nargs="*", help="notebook numbers or names, e.g. --only 01 04")
+    p.add_argument(
+        "-p",
+        "--parameter",
+        nargs=2,
+        action="append",
+        default=[],
+        metavar=("NAME", "VALUE"),
+        help="override a notebook parameter (given to every notebook that declares it)",
+    )
+    p.add_argument(
+        "--lang",
+        choices=LANGUAGES,
+        default="en",
+        help="ko: the Korean notebooks (notebooks-ko/), Korean output",
+    )
+    p.add_argument("--stop-on-failure", action="store_true", help="stop at the first failing notebook")
+    a = p.parse_args(argv)
+    runs = notebooks.run_workbook(
+        a.out,
+        a.only,
+        {k: notebooks.parse_value(v) for k, v in a.parameter},
+        stop_on_failure=a.stop_on_failure,
+        lang=a.lang,
+    )
+    total = sum(r.seconds for r in runs)
+    failed = [r for r in runs if r.status == "failed"]
+    print(
+        f"{len([r for r in runs if r.status == 'ok'])}/{len(runs)} notebooks ran in {total:.0f} s; "
+        f"index: {Path(a.out) / 'index.md'}"
+    )
+    for r in failed:
+        print(f"failed: {r.error}")
+    return 1 if failed else 0
 
 
 @command
-def images(argv: list[str] | None = None) -> int | None:
-    from workshop.book.images import main  # moved here by its owner: parse, call, print
+def images(argv: list[str] | None = None) -> int:
+    from workshop.book import images
 
-    return main(argv)
+    p = argparse.ArgumentParser(prog="workshop images", description=_summary(images.__doc__))
+    p.add_argument(
+        "--check", action="store_true", help="fail on drift (names both ways, pixel sizes); write nothing"
+    )
+    p.add_argument(
+        "--from",
+        dest="source",
+        metavar="DIR",
+        help="use the figures already in DIR (e.g. out/images) instead of executing the notebooks",
+    )
+    a = p.parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="workshop-images-") as tmp:
+        made = images.figures_in(Path(a.source)) if a.source else images.make(Path(tmp))
+        if a.check:
+            problems = images.drift(
+                images.pixel_sizes(made), images.pixel_sizes(images.TRACKED.glob("*.png"))
+            )
+            for line in problems:
+                print(line)
+            print(
+                f"images/: {len(made)} figures made, "
+                + (f"{len(problems)} differences" if problems else "no drift (names and pixel sizes)")
+            )
+            return 1 if problems else 0
+        written, removed = images.replace_tracked(made)
+        print(
+            f"images/: wrote {len(written)} figures" + (f", removed {', '.join(removed)}" if removed else "")
+        )
+    return 0
 
 
 @command
-def i18n(argv: list[str] | None = None) -> int | None:
-    from workshop.book.i18n import main  # moved here by its owner: parse, call, print
+def i18n(argv: list[str] | None = None) -> int:
+    from workshop.book import i18n
 
-    return main(argv)
+    p = argparse.ArgumentParser(prog="workshop i18n", description=_summary(i18n.__doc__))
+    p.add_argument("action", choices=["update", "generate", "check", "sync"])
+    a = p.parse_args(argv)
+    try:
+        if a.action in ("update", "sync"):
+            for path in i18n.update():
+                print(f"catalog: {path.relative_to(REPO)}")
+        if a.action in ("generate", "sync"):
+            for path in i18n.generate():
+                print(f"wrote {path.relative_to(REPO)}")
+        if a.action in ("check", "sync"):
+            found = i18n.problems()
+            for line in found:
+                print(line)
+            if found:
+                print(
+                    f"{len(found)} problem(s); translate in "
+                    f"workshop/locale/ko/LC_MESSAGES/*.po, then `{i18n.HINT}`"
+                )
+                return 1
+            print("Korean catalogs and notebooks-ko/ match the English")
+    except (OSError, ValueError) as e:  # a malformed catalog or notebook: its message, no traceback
+        raise WorkshopError(f"{type(e).__name__}: {e}") from None
+    return 0
 
 
 @command
-def lab(argv: list[str] | None = None) -> int | None:
-    from workshop.book.lab import main  # moved here by its owner: parse, call, print
+def lab(argv: list[str] | None = None) -> int:
+    from workshop.book import lab
 
-    return main(argv)
+    p = argparse.ArgumentParser(prog="workshop lab", description=_summary(lab.__doc__))
+    p.add_argument("--lang", default="en", help=f"the chapters' language: {', '.join(LANGUAGES)}")
+    p.add_argument("--reset", nargs="*", default=[], metavar="NN", help="take a fresh copy of these chapters")
+    p.add_argument("--dir", type=Path, default=None, help="the working copy (default: lab/ or lab-ko/)")
+    p.add_argument(
+        "--print", action="store_true", help="prepare the copy and print the command; start nothing"
+    )
+    args, extra = p.parse_known_args(argv)
+    root, copied = lab.working_copy(args.lang, args.dir, tuple(args.reset))
+    print(f"working copy: {root} ({len(copied)} chapter(s) copied; git ignores it)", flush=True)
+    cmd = lab.command(root, extra)
+    if args.print:
+        print(" ".join(cmd))
+        return 0
+    return subprocess.call(cmd, env=dict(os.environ, WORKSHOP_LANG=args.lang))
 
 
 @command
-def nbval(argv: list[str] | None = None) -> int | None:
-    from workshop.book.nbcheck import main  # moved here by its owner: parse, call, print
+def nbval(argv: list[str] | None = None) -> int:
+    from workshop.book import nbcheck
+    from workshop.launch.notebooks import notebooks
 
-    return main(argv)
+    p = argparse.ArgumentParser(prog="workshop nbval", description=_summary(nbcheck.__doc__))
+    sub = p.add_subparsers(dest="action", required=True)
+    r = sub.add_parser("refresh", help="execute notebooks and re-record their # NBVAL_CHECK_OUTPUT cells")
+    r.add_argument("--only", nargs="*", help="notebook numbers or names, e.g. --only 01 05 (default: all)")
+    a = p.parse_args(argv)
+    for path in notebooks(a.only):
+        nbcheck.refresh(path, echo=print)
+    return 0

@@ -16,36 +16,32 @@ torchrun command and rendezvous, but no rate caps and no per-node byte counts.
 
 from __future__ import annotations
 
-import argparse
 import ipaddress
 import json
 import os
 import re
-import shutil
 import statistics
 import subprocess
-import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from workshop.errors import WorkshopError, check_choice, check_output, check_positive
-from workshop.errors import report as report_error
+from workshop.launch.netns import Topology, netns_available
 from workshop.launch.procs import stop_tree
 from workshop.launch.torchrun import build_ops, rank_env, torchrun_command
 from workshop.plan.hardware import resolve_precision
 from workshop.plan.memory import architecture
 from workshop.plan.models import PRESETS
 from workshop.plan.topology import parse_rate
-from workshop.report.plots import plot_netsim
 from workshop.train import TrainArgs, parse_args
 from workshop.train.data import local_kit
 from workshop.train.guard import versions
 from workshop.train.logs import METRIC_PREFIX, parse_metrics
 
 
-def _default_train_args() -> TrainArgs:
-
+def default_train_args() -> TrainArgs:
+    """The run `workshop netsim` trains when no flags follow `--`: the tiny preset, 8 ZeRO-3 steps on gloo."""
     return TrainArgs(model="tiny", seq_len=128, micro_batch=4, max_steps=8, zero_stage=3, backend="gloo")
 
 
@@ -54,13 +50,14 @@ MODES = ("auto", "netns", "loopback")
 
 @dataclass
 class NetSimConfig:
-    """One experiment: the same training command on `nodes` namespaces, once per rate cap."""
+    """One experiment: the same training command on `nodes` namespaces, once per rate cap (`rates`, tc's
+    spelling: "10gbit", "1gbit", "none"); `timeout_s`: seconds per cap before the nodes are stopped."""
 
     nodes: int = 2
     procs_per_node: int = 1
     threads_per_rank: int = 1
     rates: list[str] = field(default_factory=lambda: ["10gbit", "1gbit"])
-    train_args: TrainArgs | list[str] = field(default_factory=_default_train_args)  # argv accepted too
+    train_args: TrainArgs | list[str] = field(default_factory=default_train_args)  # argv accepted too
     out_dir: Path = Path("out/netsim")
     mode: str = "auto"
     subnet: str = "10.77.0.0/24"
@@ -98,172 +95,6 @@ class NetSimConfig:
                 self.train_args.validate()
             else:
                 parse_args(list(self.train_args))
-
-
-# ---------------------------------------------------------------- the namespaces
-
-
-def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess:
-    return subprocess.run(["ip", *args], capture_output=True, text=True, check=check)
-
-
-def netns_available() -> tuple[bool, str]:
-    """Can we create namespaces here? (root + iproute2 + a kernel that allows it), with the reason if not."""
-    if shutil.which("ip") is None or shutil.which("tc") is None:
-        return False, "iproute2 (ip, tc) is not installed"
-    if os.geteuid() != 0:
-        return False, f"network namespaces need root (running as uid {os.geteuid()})"
-    probe = f"wsnprobe{os.getpid()}"
-    try:
-        _ip("netns", "add", probe)
-    except subprocess.CalledProcessError as exc:
-        return False, f"`ip netns add` failed: {exc.stderr.strip()}"
-    _ip("netns", "del", probe, check=False)
-    return True, "root and iproute2 available"
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def cleanup_stale(prefix: str = "wsn") -> list[str]:
-    """Delete namespaces left by earlier runs that were killed (their veths go with them).
-
-    Names carry the creating process id (`wsn12345-n0`), so a run never deletes the namespaces of another
-    run that is still going (a notebook and a test at the same time), only those whose process is gone."""
-    if shutil.which("ip") is None:
-        return []
-    out = _ip("netns", "list", check=False).stdout
-    names = [line.split()[0] for line in out.splitlines() if line.strip()]
-    stale = []
-    for name in names:
-        m = re.fullmatch(rf"{re.escape(prefix)}(\d+)-(sw|n\d+)", name)
-        if m and (int(m.group(1)) == os.getpid() or not _alive(int(m.group(1)))):
-            stale.append(name)
-    for name in stale:
-        _ip("netns", "del", name, check=False)
-    return stale
-
-
-class Topology:
-    """N node namespaces wired to a bridge in a switch namespace; a context manager that always tears down."""
-
-    def __init__(self, nodes: int, subnet: str = "10.77.0.0/24", prefix: str = "wsn"):
-        self.prefix = prefix
-        net = ipaddress.ip_network(subnet)
-        self.prefixlen = net.prefixlen
-        hosts = net.hosts()
-        self.addresses = [str(next(hosts)) for _ in range(nodes)]
-        tag = f"{prefix}{os.getpid()}"
-        self.switch = f"{tag}-sw"
-        self.namespaces = [f"{tag}-n{i}" for i in range(nodes)]
-        self.created: list[str] = []
-
-    def __enter__(self):
-        cleanup_stale(self.prefix)
-        try:
-            self._build()
-        except BaseException:
-            self.teardown()
-            raise
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.teardown()
-
-    def _add_ns(self, name: str) -> None:
-        _ip("netns", "add", name)
-        self.created.append(name)
-        _ip("-n", name, "link", "set", "lo", "up")
-
-    def _build(self) -> None:
-        self._add_ns(self.switch)
-        _ip("-n", self.switch, "link", "add", "br0", "type", "bridge")
-        _ip("-n", self.switch, "link", "set", "br0", "up")
-        for i, (ns, addr) in enumerate(zip(self.namespaces, self.addresses)):
-            self._add_ns(ns)
-            port = f"p{i}"
-            # veth pair created directly across the two namespaces: nothing appears in the host's namespace
-            _ip("-n", self.switch, "link", "add", port, "type", "veth", "peer", "name", "eth0", "netns", ns)
-            _ip("-n", self.switch, "link", "set", port, "master", "br0")
-            _ip("-n", self.switch, "link", "set", port, "up")
-            _ip("-n", ns, "addr", "add", f"{addr}/{self.prefixlen}", "dev", "eth0")
-            _ip("-n", ns, "link", "set", "eth0", "up")
-
-    def teardown(self) -> None:
-        for name in reversed(self.created):
-            _ip("netns", "del", name, check=False)
-        self.created.clear()
-
-    def set_rate(self, rate: str) -> None:
-        """Cap every node's egress with a token bucket (tbf), or remove the cap for 'none'."""
-        bps = parse_rate(rate)
-        for ns in self.namespaces:
-            if bps is None:
-                subprocess.run(
-                    ["ip", "netns", "exec", ns, "tc", "qdisc", "del", "dev", "eth0", "root"],
-                    capture_output=True,
-                    check=False,
-                )
-                continue
-            # burst: ~5 ms of traffic at the cap (>= 64 KiB so a GSO segment fits), queue up to 100 ms
-            burst = max(64 * 1024, bps // 8 // 200)
-            subprocess.run(
-                [
-                    "ip",
-                    "netns",
-                    "exec",
-                    ns,
-                    "tc",
-                    "qdisc",
-                    "replace",
-                    "dev",
-                    "eth0",
-                    "root",
-                    "tbf",
-                    "rate",
-                    str(rate),
-                    "burst",
-                    str(burst),
-                    "latency",
-                    "100ms",
-                ],
-                capture_output=True,
-                text=True,
-                check=True,
-            )
-
-    def counters(self) -> list[dict]:
-        """Bytes sent/received on each node's eth0 (from the kernel's interface statistics)."""
-        out = []
-        for ns in self.namespaces:
-            info = json.loads(_ip("-j", "-s", "-n", ns, "link", "show", "dev", "eth0").stdout)[0]["stats64"]
-            out.append({"tx_bytes": info["tx"]["bytes"], "rx_bytes": info["rx"]["bytes"]})
-        return out
-
-    def reachable(self) -> bool:
-        """Node 0 reaches every other node over the bridge: a TCP connect that is refused (nobody listens yet)
-        proves the path works; a timeout means the wiring is broken. (No `ping` needed.)"""
-        probe = (
-            "import socket,sys\n"
-            "for a in sys.argv[1:]:\n"
-            "    s=socket.socket(); s.settimeout(3)\n"
-            "    try: s.connect((a, 9))\n"
-            "    except ConnectionRefusedError: pass\n"
-            "    except OSError: sys.exit(1)\n"
-        )
-        r = subprocess.run(
-            ["ip", "netns", "exec", self.namespaces[0], sys.executable, "-c", probe, *self.addresses[1:]],
-            capture_output=True,
-            check=False,
-        )
-        return r.returncode == 0
 
 
 # ---------------------------------------------------------------- one run per cap
@@ -490,9 +321,7 @@ class NetSimReport:
     procs_per_node: int
     train_args: list[str]
     results: list[CapResult]
-    weights_mb: float | None = (
-        None  # the model's weights in the run's precision: what rank 0 broadcasts at start
-    )
+    weights_mb: float | None = None  # the model's weights (MB, the run's precision): rank 0 broadcasts them
 
     def table(self) -> list[dict]:
         """One row per cap: what the notebook shows and the JSON benchmark records."""
@@ -541,7 +370,8 @@ class NetSimReport:
 
 
 def choose_mode(mode: str, nodes: int = 2) -> tuple[str, str]:
-    """'auto' -> namespaces when we can create them, else loopback; the reason is shown to the learner."""
+    """(mode, reason): 'auto' -> "netns" when namespaces can be created here, else "loopback"; the reason
+    is shown to the learner."""
     check_choice("netsim mode", mode, MODES)
     if mode == "loopback":
         return "loopback", "loopback requested"
@@ -569,7 +399,8 @@ def _prepare(cfg: NetSimConfig, progress=print) -> None:
 
 
 def run(cfg: NetSimConfig, progress=print) -> NetSimReport:
-    """Run the training command on `cfg.nodes` simulated nodes at each rate cap; always tears down."""
+    """Run the training command on `cfg.nodes` simulated nodes at each rate cap; always tears down. Returns
+    the NetSimReport: per cap the step times (s), loss and bytes each node sent (MB); `.table()` as rows."""
     mode, reason = choose_mode(cfg.mode, cfg.nodes)
     progress(f"netsim: {cfg.nodes} nodes x {cfg.procs_per_node} procs, mode={mode} ({reason})")
     _prepare(cfg, progress)
@@ -604,76 +435,3 @@ def _weights_mb(args: TrainArgs | list[str]) -> float | None:
 
     precision = resolve_precision(args.precision)[0]
     return round(architecture(args.model).params * (2 if precision == "bf16" else 4) / 1e6, 1)
-
-
-# ---------------------------------------------------------------- CLI
-
-
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="workshop netsim",
-        description=__doc__.split("\n\n")[0],
-        epilog="Anything after `--` goes to the training entry point "
-        "(default: " + " ".join(_default_train_args().to_argv()) + ").",
-    )
-    p.add_argument("--nodes", type=int, default=2)
-    p.add_argument("--procs-per-node", type=int, default=1)
-    p.add_argument("--threads", type=int, default=1, help="torch/OMP threads per rank")
-    p.add_argument(
-        "--rate",
-        action="append",
-        dest="rates",
-        metavar="RATE",
-        help="tc rate cap per node, repeatable (default: 10gbit and 1gbit); 'none' = uncapped",
-    )
-    p.add_argument("--mode", choices=MODES, default="auto")
-    p.add_argument("--subnet", default="10.77.0.0/24")
-    p.add_argument("--out-dir", default="out/netsim")
-    p.add_argument(
-        "--timeout", type=float, default=600.0, help="seconds per run before the nodes are stopped"
-    )
-    p.add_argument("--json", default=None, help="write the report here (e.g. benchmarks/results/netsim.json)")
-    p.add_argument("--plot", default=None, help="write a PNG of step time and bytes sent per cap here")
-    p.add_argument("--cleanup", action="store_true", help="only delete stale namespaces from killed runs")
-    return p
-
-
-def main(argv: list[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    train_args: list[str] = []
-    if "--" in argv:
-        cut = argv.index("--")
-        argv, train_args = argv[:cut], argv[cut + 1 :]
-    args = _parser().parse_args(argv)
-    try:
-        if args.cleanup:
-            print("deleted:", ", ".join(cleanup_stale()) or "nothing")
-            return 0
-        for flag, path in (("--json", args.json), ("--plot", args.plot)):
-            if path:
-                check_output(path, flag)
-        cfg = NetSimConfig(
-            nodes=args.nodes,
-            procs_per_node=args.procs_per_node,
-            threads_per_rank=args.threads,
-            rates=args.rates or ["10gbit", "1gbit"],
-            mode=args.mode,
-            subnet=args.subnet,
-            out_dir=Path(args.out_dir),
-            timeout_s=args.timeout,
-            train_args=train_args or _default_train_args(),
-        )
-        report = run(cfg)
-    except WorkshopError as exc:
-        return report_error(exc)
-    for row in report.table():
-        print(json.dumps(row))
-    if args.json:
-        print("wrote", report.to_json(args.json))
-    if args.plot:
-        print("wrote", plot_netsim(report.table(), args.plot))
-    return 0 if all(r.ok for r in report.results) else 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -9,18 +9,16 @@ and the cell.
 
 from __future__ import annotations
 
-import argparse
 import ast
 import contextlib
 import json
 import os
-import sys
 import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from workshop.errors import WorkshopError, check_choice, check_output, report
+from workshop.errors import WorkshopError, check_choice, check_output
 from workshop.lang import LANGUAGES
 from workshop.paths import NOTEBOOKS_DIR, NOTEBOOKS_KO_DIR
 
@@ -147,8 +145,8 @@ def check_overrides(paths: list[Path], overrides: dict) -> None:
                     else ""
                 )
                 raise WorkshopError(
-                    f"-p {name} {json.dumps(value)}: {path.stem} declares {name} = {text}, so it "
-                    f"takes {_KINDS[type(default)]}{hint}"
+                    f"-p {name} {json.dumps(value)}: {path.stem} declares {name} = {text}, so "
+                    f"it takes {_KINDS[type(default)]}{hint}"
                 )
 
 
@@ -244,49 +242,3 @@ def run_workbook(
             break
     write_index(out, runs)
     return runs
-
-
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="workshop run", description=__doc__.split("\n\n")[0])
-    p.add_argument("--out", default="out", help="folder for executed notebooks, figures and the index")
-    p.add_argument("--only", nargs="*", help="notebook numbers or names, e.g. --only 01 04")
-    p.add_argument(
-        "-p",
-        "--parameter",
-        nargs=2,
-        action="append",
-        default=[],
-        metavar=("NAME", "VALUE"),
-        help="override a notebook parameter (given to every notebook that declares it)",
-    )
-    p.add_argument(
-        "--lang",
-        choices=LANGUAGES,
-        default="en",
-        help="ko: the Korean notebooks (notebooks-ko/), Korean output",
-    )
-    p.add_argument("--stop-on-failure", action="store_true", help="stop at the first failing notebook")
-    a = p.parse_args(argv)
-    try:
-        runs = run_workbook(
-            a.out,
-            a.only,
-            {k: parse_value(v) for k, v in a.parameter},
-            stop_on_failure=a.stop_on_failure,
-            lang=a.lang,
-        )
-    except WorkshopError as e:
-        return report(e)
-    total = sum(r.seconds for r in runs)
-    failed = [r for r in runs if r.status == "failed"]
-    print(
-        f"{len([r for r in runs if r.status == 'ok'])}/{len(runs)} notebooks ran in {total:.0f} s; "
-        f"index: {Path(a.out) / 'index.md'}"
-    )
-    for r in failed:
-        print(f"failed: {r.error}")
-    return 1 if failed else 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -24,7 +24,7 @@ from workshop.errors import WorkshopError, check_choice, check_positive
 from workshop.launch.procs import run_captured, stop_tree
 from workshop.launch.progress import bar
 from workshop.paths import REPO
-from workshop.train import TrainArgs, parse_args
+from workshop.train.args import TrainArgs, from_argv
 from workshop.train.dsprobe import extensions_dir as versioned
 from workshop.train.logs import parse_metrics
 from workshop.train.shm import SHM_DIR, SHM_GLOB, release_orphaned_buffers
@@ -326,7 +326,7 @@ def _job(train_args, module: str, log_path: str | Path | None, node_rank: int) -
     command line; any other module's argv is passed on as it is."""
     targs = None
     if module == "workshop.train":
-        targs = train_args if isinstance(train_args, TrainArgs) else parse_args(list(train_args))
+        targs = train_args if isinstance(train_args, TrainArgs) else from_argv(train_args)
         targs.validate()
         out_dir = Path(targs.output_dir)
     else:
@@ -451,7 +451,8 @@ def run_torchrun(
     max_restarts: int = 0,
     allow_oversubscribe: bool = False,
 ) -> RunResult:
-    """Run torchrun to completion; returns a RunResult (call .check() to raise on failure).
+    """Run torchrun to completion; returns a RunResult (call .check() to raise on failure): the return code,
+    the log (text and path), wall seconds, each step's METRIC line (loss, tokens/s) and metrics.json.
 
     `train_args` is a workshop.train.TrainArgs (argv is accepted too and parsed once, here): it is validated
     before any process starts and rendered to the command line only at the last moment. CPU recipes run with
@@ -485,7 +486,8 @@ def run_torchrun(
 def sweep_threads(
     train_args, settings: list[int], *, nproc_per_node: int = 2, steps: int = 8, rounds: int = 1
 ) -> list[dict]:
-    """The same job once per threads-per-rank setting per round, rounds interleaved (A B A B), equal steps.
+    """The same job once per threads-per-rank setting per round, rounds interleaved (A B A B), equal steps;
+    one row (dict) per setting: threads, tokens/s per steady step ("samples") and per round ("rounds").
 
     Each row keeps every steady step's tokens/s ("samples", the warm-up step left out) and each round's
     median, so report.verdict can tell a difference from the machine's noise. `train_args` is a

@@ -9,19 +9,17 @@ parameter makes it show. Stored results carry the machine and date they came fro
 
 from __future__ import annotations
 
-import statistics
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from workshop.lang import _
 from workshop.plan import hardware, topology
-from workshop.plan.cost import STATE_BYTES_PER_PARAM
 from workshop.report import verdict
 
 
 def machine(d: hardware.Detection | None = None) -> str:
-    """One line naming this machine the way results must be read: CPU, cores, ISA path, bf16 and AMX."""
+    """One line (str) naming this machine the way results must be read: CPU, cores, ISA path, bf16, AMX."""
 
     d = d or hardware.detect(probe_onednn=False)
     native, _why = hardware.native_bf16()
@@ -55,7 +53,8 @@ def measured_on(result: Mapping[str, Any] | None) -> str:
 
 
 def provenance(result: Mapping[str, Any], *, here: str | None = None) -> str:
-    """Where a stored result was measured (machine, date, versions), and whether that is this machine."""
+    """One line: where a stored result was measured (machine, date, versions), and whether that is this
+    machine (`here`, a `machine()` line)."""
     env = result.get("env") or result.get("machine") or {}
     cpu = env.get("cpu_model") or env.get("cpu") or result.get("cpu_model")
     isa = env.get("isa_class") or env.get("isa") or ""
@@ -76,7 +75,8 @@ def provenance(result: Mapping[str, Any], *, here: str | None = None) -> str:
 
 
 def gemm(summary: hardware.GemmSummary, d: hardware.Detection) -> str:
-    """Which precision won this machine's GEMMs, by how much, and the hardware reason."""
+    """One sentence: which precision won this machine's GEMMs, by how much (x, TFLOPS against TFLOPS),
+    and the hardware reason."""
     ratio = summary.get("bf16_over_fp32")
     if not ratio:
         return _("bf16 or fp32 was not measured; no comparison to make.")
@@ -100,8 +100,8 @@ def gemm(summary: hardware.GemmSummary, d: hardware.Detection) -> str:
             + _(" (oneDNN ran {kernel})").format(kernel=kernel)
         )
         return _(
-            "On this machine ({where}) bf16 GEMMs ran x{ratio:.2f} as fast as fp32: {why}. Train in bf16 "
-            "here."
+            "On this machine ({where}) bf16 GEMMs ran x{ratio:.2f} as fast as fp32: {why}. Train "
+            "in bf16 here."
         ).format(where=where, ratio=ratio, why=why)
     if ratio >= 0.8:
         return _(
@@ -127,8 +127,9 @@ def loading(
     model_gb: float | None = None,
     lcmu_peak_gb: float | None = None,
 ) -> list[str]:
-    """What this run's loading table shows: peak per method against naive, rank 0 against the others, and
-    (given the `low_cpu_mem_usage=False` run's peak) which method that run behaved like."""
+    """What this run's loading table shows, as sentences: peak per method against naive, rank 0 against the
+    others, and (given the `low_cpu_mem_usage=False` run's peak, GB) which method that run behaved like.
+    `model_gb`: the model's size in GB (default: the table's model_bytes)."""
     rows = [r for r in table if r["world_size"] == world_size]
     if not rows:
         return [_("no runs at N = {n}; nothing to compare").format(n=world_size)]
@@ -145,43 +146,10 @@ def loading(
                 'for the methods to differ; use a larger model (model = "medium") to see them apart.'
             ).format(model_gb=model_gb, base=base, low=min(peak.values()), naive=naive)
         )
-    for m in ("meta", "zero3", "zero3-stream"):
-        ranks = sorted(r for (mm, r) in peak if mm == m)
-        if not ranks:
-            continue
-        vals = [peak[(m, r)] / naive for r in ranks]
-        out.append(
-            _("{method}: peak per rank = {ranks} of naive").format(
-                method=m, ranks=", ".join(f"rank {r} x{v:.2f}" for r, v in zip(ranks, vals))
-            )
-            + (
-                _(" (rank 0 carries the mapped file: x{first:.2f} vs x{others:.2f})").format(
-                    first=vals[0], others=min(vals[1:])
-                )
-                if len(vals) > 1 and vals[0] - min(vals[1:]) > 0.1
-                else ""
-            )
-        )
-    # What a rank needs at worst: its peak while loading, or its resident size once every weight has been
-    # read.
-    need: dict[str, float] = {}
-    for r in rows:
-        need[r["method"]] = max(need.get(r["method"], 0.0), r["peak_rss_gb"], r.get("used_rss_gb") or 0.0)
-    used_meta = need.get("meta")
-    if used_meta is not None and used_meta > 1.5 * max(v for (m, _), v in peak.items() if m == "meta"):
-        out.append(
-            _(
-                "meta's low peak is file pages not yet read: once every weight is used a rank holds "
-                "{used:.2f} GB, x{share:.2f} of naive's peak"
-            ).format(used=used_meta, share=used_meta / naive)
-        )
-    best = min(need, key=need.__getitem__)
-    out.append(
-        _(
-            "least memory any rank needs at N = {n}: {best} ({gb:.2f} GB, x{share:.2f} of naive's "
-            "{naive:.2f} GB)"
-        ).format(n=world_size, best=best, gb=need[best], share=need[best] / naive, naive=naive)
-    )
+    out += [
+        _rank_peaks(m, peak, naive) for m in ("meta", "zero3", "zero3-stream") if any(k[0] == m for k in peak)
+    ]
+    out += _least_need(rows, peak, naive, world_size)
     one = {r["method"]: r["peak_rss_gb"] for r in table if r["world_size"] == 1}
     if lcmu_peak_gb is not None and {"meta", "naive"} <= set(one):
         like = min(("meta", "naive"), key=lambda m: abs(one[m] - lcmu_peak_gb))
@@ -195,13 +163,55 @@ def loading(
     return out
 
 
+def _rank_peaks(method: str, peak: Mapping[tuple[str, int], float], naive: float) -> str:
+    """One method's peak per rank as a multiple of naive's, and rank 0's extra when it carries the file."""
+    ranks = sorted(r for (m, r) in peak if m == method)
+    vals = [peak[(method, r)] / naive for r in ranks]
+    return _("{method}: peak per rank = {ranks} of naive").format(
+        method=method, ranks=", ".join(f"rank {r} x{v:.2f}" for r, v in zip(ranks, vals))
+    ) + (
+        _(" (rank 0 carries the mapped file: x{first:.2f} vs x{others:.2f})").format(
+            first=vals[0], others=min(vals[1:])
+        )
+        if len(vals) > 1 and vals[0] - min(vals[1:]) > 0.1
+        else ""
+    )
+
+
+def _least_need(
+    rows: Sequence[Mapping[str, Any]], peak: Mapping[tuple[str, int], float], naive: float, world_size: int
+) -> list[str]:
+    """What a rank needs at worst (its peak while loading, or its resident size once every weight has been
+    read), and the method that needs least."""
+    need: dict[str, float] = {}
+    for r in rows:
+        need[r["method"]] = max(need.get(r["method"], 0.0), r["peak_rss_gb"], r.get("used_rss_gb") or 0.0)
+    out = []
+    used_meta = need.get("meta")
+    if used_meta is not None and used_meta > 1.5 * max(v for (m, _), v in peak.items() if m == "meta"):
+        out.append(
+            _(
+                "meta's low peak is file pages not yet read: once every weight is used a rank holds "
+                "{used:.2f} GB, x{share:.2f} of naive's peak"
+            ).format(used=used_meta, share=used_meta / naive)
+        )
+    best = min(need, key=need.__getitem__)
+    out.append(
+        _(
+            "least memory any rank needs at N = {n}: {best} ({gb:.2f} GB, x{share:.2f} of "
+            "naive's {naive:.2f} GB)"
+        ).format(n=world_size, best=best, gb=need[best], share=need[best] / naive, naive=naive)
+    )
+    return out
+
+
 # ---------------------------------------------------------------- chapter 04: threads and precision
 
 
 def threads(rows: Sequence[Mapping[str, Any]], cores: int, nproc: int) -> str:
-    """Which ranks x threads layout was faster here, only where the steps' spread lets one say so
-    (report.verdict.compare of the fastest row's steady steps against the slowest's), and whether
-    over-subscribing the cores cost anything."""
+    """One sentence: which ranks x threads layout was faster here (tokens/s), only where the steps' spread
+    lets one say so (report.verdict.compare of the fastest row's steady steps against the slowest's), and
+    whether over-subscribing the `cores` with `nproc` ranks cost anything."""
     best = max(rows, key=lambda r: r["tokens_per_s"])
     worst = min(rows, key=lambda r: r["tokens_per_s"])
     if best is worst:
@@ -216,8 +226,8 @@ def threads(rows: Sequence[Mapping[str, Any]], cores: int, nproc: int) -> str:
     if not v.clear:
         return _(
             "{said}, on {cores} physical cores: this run cannot tell the layouts apart; the thread count "
-            "matters less here than whatever else the machine was doing (more rounds, compare_rounds, give "
-            "a verdict)."
+            "matters less here than whatever else the machine was doing (more rounds, compare_rounds, "
+            "give a verdict)."
         ).format(said=v.sentence, cores=cores)
     line = _("{said}, on {cores} physical cores.").format(said=v.sentence, cores=cores)
     if best in over:
@@ -274,8 +284,8 @@ def ceiling(res: Mapping[str, Any]) -> list[str]:
     rows = res["config"]["micro_batch"] * res["config"]["seq_len"]
     head = _(
         "{where} ({isa}): the workbook recipe's step computes {per_rank:.3g} model TFLOPS per {unit}; the "
-        "same cores reach {ceil} TFLOPS per {unit} on the model's own matmuls ({rows} rows, "
-        "{precision}). {share}."
+        "same cores reach {ceil} TFLOPS per {unit} on the model's own matmuls ({rows} "
+        "rows, {precision}). {share}."
     ).format(
         where=measured_on(res),
         isa=res["isa_path"],
@@ -286,24 +296,7 @@ def ceiling(res: Mapping[str, Any]) -> list[str]:
         precision=rec["precision"],
         share=sh.sentence[:1].upper() + sh.sentence[1:],
     )
-    out = [head]
-    for name, v in lv.items():
-        if name == "recipe":
-            continue
-        if v["status"] != "measured":
-            out.append(f"  {v['label']}: {v['status']} ({v.get('reason', '')})")
-            continue
-        other = v.get("precision") != rec["precision"]
-        said = v.get("verdict_sentence") or _("{verdict}, x{effect:.2f} the tokens/s of {base}").format(
-            verdict=v.get("verdict", "-"),
-            effect=(v.get("effect_vs_base") or {}).get("median", 1.0),
-            base=v["base"],
-        )
-        out.append(
-            f"  {v['label']}: {v['pct_of_ceiling']['median']:.0f}%"
-            + (_(" of the {precision} ceiling").format(precision=v["precision"]) if other else "")
-            + f"; {said}"
-        )
+    out = [head] + [_lever_line(v, rec) for name, v in lv.items() if name != "recipe"]
     if sh.clear:
         out.append(
             _(
@@ -316,12 +309,28 @@ def ceiling(res: Mapping[str, Any]) -> list[str]:
     else:
         out.append(
             _(
-                "No share is read from this run: the samples above do not support one number. Re-run "
-                "`python -m workshop bench ceiling` (more rounds) on an idle machine for a share you can "
-                "trust."
+                "No share is read from this run: the samples above do not support one number. Re-run `python "
+                "-m workshop bench ceiling` (more rounds) on an idle machine for a share you can trust."
             )
         )
     return out
+
+
+def _lever_line(v: Mapping[str, Any], rec: Mapping[str, Any]) -> str:
+    """One lever: its share of the ceiling and what it did against its base (or why it was not measured)."""
+    if v["status"] != "measured":
+        return f"  {v['label']}: {v['status']} ({v.get('reason', '')})"
+    other = v.get("precision") != rec["precision"]
+    said = v.get("verdict_sentence") or _("{verdict}, x{effect:.2f} the tokens/s of {base}").format(
+        verdict=v.get("verdict", "-"),
+        effect=(v.get("effect_vs_base") or {}).get("median", 1.0),
+        base=v["base"],
+    )
+    return (
+        f"  {v['label']}: {v['pct_of_ceiling']['median']:.0f}%"
+        + (_(" of the {precision} ceiling").format(precision=v["precision"]) if other else "")
+        + f"; {said}"
+    )
 
 
 # ---------------------------------------------------------------- chapter 05: does the network matter?
@@ -330,62 +339,78 @@ def ceiling(res: Mapping[str, Any]) -> list[str]:
 def bandwidth(
     rows: Sequence[Mapping[str, Any]], *, parse_rate=None, model_mb: float | None = None
 ) -> list[str]:
-    """Bytes each node sent per steady step / the cap, against the step time: network-bound or compute-bound;
-    and what start-up sent apart from the steps (node 0 more than the others, and why)."""
+    """Chapter 05's sentences on a netsim table (one row per rate cap, fastest first): bytes each node sent
+    per steady step / the cap, against the step time (s): network-bound or compute-bound; and what start-up
+    sent apart from the steps (node 0 more than the others, and why). `model_mb`: the weights' size, MB."""
     parse_rate = parse_rate or topology.parse_rate
     ok = [r for r in rows if r.get("ok") and r.get("step_time_s_median")]
     if len(ok) < 2:
         return [_("fewer than two caps ran; nothing to compare")]
-    out = []
-    for r in ok:
-        steady = [b for b in r.get("mb_per_step_per_node") or [] if b is not None]
-        total = [b for b in r.get("mb_sent_per_node") or [] if b is not None]
-        per_step = max(steady) if steady else (max(total) / r["steps"] if total and r.get("steps") else None)
-        bits = parse_rate(r["rate"])
-        if per_step and bits:
-            wire_s = per_step * 1e6 * 8 / bits
-            share = wire_s / r["step_time_s_median"]
-            out.append(
-                _(
-                    "{rate}: {mb:.0f} MB sent per node per step -> at least "
-                    "{wire:.2f} s on the wire of a {step:.2f} s step ({share:.0%})"
-                ).format(rate=r["rate"], mb=per_step, wire=wire_s, step=r["step_time_s_median"], share=share)
-            )
-    start = [b for b in ok[0].get("mb_startup_per_node") or [] if b is not None]
-    steady0 = [b for b in ok[0].get("mb_per_step_per_node") or [] if b is not None]
-    if len(start) > 1 and len(steady0) == len(start):
-        extra = start[0] - max(start[1:])
-        why = (
-            _(
-                "; the model's weights are {model_mb:.0f} MB, which rank 0 broadcasts to every rank once as "
-                "deepspeed.zero.Init partitions them, and node 0 also hosts the rendezvous store"
-            ).format(model_mb=model_mb)
-            if model_mb
-            else ""
-        )
-        out.append(
-            _(
-                "start-up (rendezvous, initial weights, the first step): node 0 sent {first:.0f} MB, the "
-                "others {others:.0f} MB, {extra:+.0f} MB for node 0{why}. The steps after it are even: "
-                "{steady} MB per step per node."
-            ).format(
-                first=start[0],
-                others=max(start[1:]),
-                extra=extra,
-                why=why,
-                steady=" / ".join(f"{b:.0f}" for b in steady0),
-            )
-        )
+    out = [line for r in ok if (line := _wire_share(r, parse_rate(r["rate"])))]
+    out += _startup(ok[0], model_mb)
     walls = [r["wall_s"] for r in ok if r.get("wall_s")]
     if len(walls) == len(ok):
         out.append(
             _(
                 "wall time per cap (start-up included; DeepSpeed's ops and the tokenizer were built before "
-                "the "
-                "first one): {walls}"
+                "the first one): {walls}"
             ).format(walls=", ".join(f"{r['rate']} {r['wall_s']:.0f} s" for r in ok))
         )
-    fast, slow = ok[0], ok[-1]
+    return out + [_cap_effect(ok[0], ok[-1])]
+
+
+def _wire_share(r: Mapping[str, Any], bits: float | None) -> str | None:
+    """The least time one cap's steady step spends on the wire, as a share of the step; None: no bytes or
+    no cap to say it from."""
+    steady = [b for b in r.get("mb_per_step_per_node") or [] if b is not None]
+    total = [b for b in r.get("mb_sent_per_node") or [] if b is not None]
+    per_step = max(steady) if steady else (max(total) / r["steps"] if total and r.get("steps") else None)
+    if not (per_step and bits):
+        return None
+    wire_s = per_step * 1e6 * 8 / bits
+    return _(
+        "{rate}: {mb:.0f} MB sent per node per step -> at least "
+        "{wire:.2f} s on the wire of a {step:.2f} s step ({share:.0%})"
+    ).format(
+        rate=r["rate"],
+        mb=per_step,
+        wire=wire_s,
+        step=r["step_time_s_median"],
+        share=wire_s / r["step_time_s_median"],
+    )
+
+
+def _startup(first: Mapping[str, Any], model_mb: float | None) -> list[str]:
+    """What start-up sent beyond the steady steps (node 0 more: the weights' broadcast, the store)."""
+    start = [b for b in first.get("mb_startup_per_node") or [] if b is not None]
+    steady0 = [b for b in first.get("mb_per_step_per_node") or [] if b is not None]
+    if not (len(start) > 1 and len(steady0) == len(start)):
+        return []
+    why = (
+        _(
+            "; the model's weights are {model_mb:.0f} MB, which rank 0 broadcasts to every rank once as "
+            "deepspeed.zero.Init partitions them, and node 0 also hosts the rendezvous store"
+        ).format(model_mb=model_mb)
+        if model_mb
+        else ""
+    )
+    return [
+        _(
+            "start-up (rendezvous, initial weights, the first step): node 0 sent {first:.0f} MB, the "
+            "others {others:.0f} MB, {extra:+.0f} MB for node 0{why}. The steps after it are even: "
+            "{steady} MB per step per node."
+        ).format(
+            first=start[0],
+            others=max(start[1:]),
+            extra=start[0] - max(start[1:]),
+            why=why,
+            steady=" / ".join(f"{b:.0f}" for b in steady0),
+        )
+    ]
+
+
+def _cap_effect(fast: Mapping[str, Any], slow: Mapping[str, Any]) -> str:
+    """Did the tighter cap slow the step? Only where the step times' samples support a claim."""
     grow = slow["step_time_s_median"] / fast["step_time_s_median"] - 1
     if fast.get("step_times_s") and slow.get("step_times_s"):
         v = verdict.compare(
@@ -398,83 +423,32 @@ def bandwidth(
             min_effect=0.10,
         )
         if not v.clear:  # the steps of the two caps overlap: no claim either way
-            out.append(
-                _(
-                    "step time {fast} -> {slow}: {said}. This run cannot say whether the cap showed; more "
-                    "steps (sim_steps) or a tighter cap make it measurable."
-                ).format(fast=fast["rate"], slow=slow["rate"], said=v.sentence)
-            )
-            return out
+            return _(
+                "step time {fast} -> {slow}: {said}. This run cannot say whether the cap showed; more "
+                "steps (sim_steps) or a tighter cap make it measurable."
+            ).format(fast=fast["rate"], slow=slow["rate"], said=v.sentence)
         if v.winner == slow["rate"]:  # the tighter cap ran faster: the cap is not what set the step time
-            out.append(
-                _(
-                    "step time {fast} -> {slow}: {said}; something other than the cap set the step time."
-                ).format(fast=fast["rate"], slow=slow["rate"], said=v.sentence)
-            )
-            return out
+            return _(
+                "step time {fast} -> {slow}: {said}; something other than the cap set the step time."
+            ).format(fast=fast["rate"], slow=slow["rate"], said=v.sentence)
     if abs(grow) < 0.10:
-        out.append(
-            _(
-                "step time {fast} -> {slow}: {grow:+.0%}. The step is compute-bound here: the "
-                'wire time is a small share of it. A tighter cap (sim_rates = ["10gbit", "100mbit"]) or '
-                "more bytes per step (a larger model, fp32) makes the network show."
-            ).format(fast=fast["rate"], slow=slow["rate"], grow=grow)
-        )
-    else:
-        out.append(
-            _(
-                "step time {fast} -> {slow}: {grow:+.0%}. The network shows: ZeRO-3 moves the "
-                "same bytes at every cap, and the tighter cap makes each step wait for them."
-            ).format(fast=fast["rate"], slow=slow["rate"], grow=grow)
-        )
-    return out
-
-
-# ---------------------------------------------------------------- chapter 06: the model against the original
-# workshop
-
-
-def original_model(rows) -> list[str]:
-    """Per multi-pod row: over or under, and for unrecorded transports which prediction the measurement is
-    near."""
-    multi = [r for r in rows if r.pods > 1]
-    under = [r.label for r in multi if r.error < -0.05]
-    over = [r.label for r in multi if r.error > 0.05]
-    out = [
-        _("multi-pod rows the model under-predicts (>5% short): {rows}").format(
-            rows=", ".join(under) or _("none")
-        ),
-        _("multi-pod rows it over-predicts (>5% long): {rows}").format(rows=", ".join(over) or _("none")),
-    ]
-    by_run: dict[tuple, dict] = {}
-    for r in multi:
-        if "?" in r.label:
-            by_run.setdefault((r.instance, r.pods), {})[r.network] = r
-    for (inst, _pods), pair in by_run.items():
-        if {"efa", "eni"} <= set(pair):
-            m, efa, eni = pair["efa"].measured_s, pair["efa"].predicted_s, pair["eni"].predicted_s
-            lo, hi = sorted((efa, eni))
-            where = (
-                _("between the EFA and ENI predictions")
-                if lo <= m <= hi
-                else _("above both predictions (slower than even plain ENI predicts)")
-                if m > hi
-                else _("below both predictions")
-            )
-            out.append(
-                _(
-                    "{instance}, transport not recorded: measured {m:.1f} s/step, EFA predicts {efa:.1f}, "
-                    "ENI {eni:.1f}: {where}"
-                ).format(instance=inst, m=m, efa=efa, eni=eni, where=where)
-            )
-    return out
+        return _(
+            "step time {fast} -> {slow}: {grow:+.0%}. The step is compute-bound here: the "
+            'wire time is a small share of it. A tighter cap (sim_rates = ["10gbit", "100mbit"]) or '
+            "more bytes per step (a larger model, fp32) makes the network show."
+        ).format(fast=fast["rate"], slow=slow["rate"], grow=grow)
+    return _(
+        "step time {fast} -> {slow}: {grow:+.0%}. The network shows: ZeRO-3 moves the "
+        "same bytes at every cap, and the tighter cap makes each step wait for them."
+    ).format(fast=fast["rate"], slow=slow["rate"], grow=grow)
 
 
 # ---------------------------------------------------------------- runtimes
 
 
 class Stopwatch:
-    """A chapter's own runtime, stated at its end instead of a promise written on another machine."""
+    """A chapter's own runtime, stated at its end instead of a promise written on another machine: its repr
+    is the sentence, seconds since it was made and the machine."""
 
     def __init__(self):
         self.start = time.perf_counter()
@@ -483,120 +457,3 @@ class Stopwatch:
         return _("this chapter has run {seconds:.0f} s on {machine}").format(
             seconds=time.perf_counter() - self.start, machine=machine()
         )
-
-
-def spread(xs: Sequence[float]) -> str:
-    """median (min-max) of repeated measurements, the way every measured number is quoted."""
-    return f"{statistics.median(xs):.3g} ({min(xs):.3g}-{max(xs):.3g})"
-
-
-def cost_plans(plans: Sequence[Any], original: Any | None = None) -> list[str]:
-    """Chapter 01's sentences on the ranked plans (workshop.plan.cost.Plan), computed from them."""
-    best = plans[0]
-    cpu = next((p for p in plans if p.device == "cpu"), None)
-    fixed = best.fixed_usd if best.fixed_usd is not None else 0.0
-    out = [
-        _(
-            "First: {label} ({ranks} ranks, ZeRO-{zero}, micro-batch {micro_batch} x {grad_accum} "
-            "accumulation = {tokens_per_step:,} tokens per step, {steps:,} steps): {hours:.3g} h and "
-            "${usd:,.0f} for {tokens:.3g} tokens, of which ${fixed:,.0f} is paid once (start-up, weight "
-            "download, init, final save); {bound}-bound."
-        ).format(
-            label=best.label,
-            ranks=best.nodes * best.procs_per_node,
-            zero=best.zero_stage,
-            micro_batch=best.micro_batch,
-            grad_accum=best.grad_accum,
-            tokens_per_step=best.tokens_per_step,
-            steps=best.steps,
-            hours=best.hours,
-            usd=best.usd,
-            tokens=best.tokens,
-            fixed=fixed,
-            bound=best.bound,
-        )
-    ]
-    ties = [p for p in plans if p.tie]
-    if len(ties) > 1:
-        out.append(
-            _(
-                "{n} plans cost within the planner's error of the cheapest (${low:,.0f}-${high:,.0f}): a "
-                "tie, ordered by fewer nodes, then less time."
-            ).format(n=len(ties), low=min(p.usd for p in ties), high=max(p.usd for p in ties))
-        )
-    if cpu is not None and cpu is not best:
-        out.append(
-            _(
-                "Cheapest CPU plan: {label}, {hours:.3g} h and ${usd:,.0f} ({ratio:.1f}x the first), "
-                "{bound}-bound."
-            ).format(label=cpu.label, hours=cpu.hours, usd=cpu.usd, ratio=cpu.usd / best.usd, bound=cpu.bound)
-        )
-    if original is not None:
-        out.append(
-            _(
-                "The original workshop's {label} (gloo, ZeRO-{zero}, micro-batch {micro_batch}): {gb:.1f} GB "
-                "per rank per micro-step x {grad_accum} micro-steps over {link:.2f} GB/s = {comm:.0f} s of "
-                "collectives against {compute:.1f} s of compute per step: {bound}-bound, {hours:,.0f} h and "
-                "${usd:,.0f}. {hint}."
-            ).format(
-                label=original.label,
-                zero=original.zero_stage,
-                micro_batch=original.micro_batch,
-                gb=original.gb_per_rank_per_step / original.grad_accum,
-                grad_accum=original.grad_accum,
-                link=original.link_gbytes_per_s,
-                comm=original.comm_s,
-                compute=original.compute_s,
-                bound=original.bound,
-                hours=original.hours,
-                usd=original.usd,
-                hint=original.hint[:1].upper() + original.hint[1:],
-            )
-        )
-    return out
-
-
-def before_submit(plan: Any, steps: int) -> str:
-    """Chapter 05's sentence before anything is submitted: the chosen plan's predicted time and cost for the
-    job."""
-    tokens = steps * plan.micro_batch * plan.seq_len * plan.grad_accum * plan.nodes * plan.procs_per_node
-    once = sum(v for k, v in plan.fixed_s.items() if k != "checkpoints")  # start-up, download, init, save
-    # the TrainJob's own checkpoints (--save-steps): each writes the states, 14 B/param where the final save
-    # writes 2 (bf16 weights), at the same storage rate
-    n_ckpt = steps // plan.save_steps if plan.save_steps else 0
-    ckpt_s = n_ckpt * plan.fixed_s.get("final save", 0.0) * STATE_BYTES_PER_PARAM / 2
-    hours = (steps * plan.step_time_s + once + ckpt_s) / 3600
-    usd = f"${hours * plan.usd_per_hour:,.0f}" if plan.usd_per_hour is not None else _("an unknown price")
-    return _(
-        "Plan: {label}, {ppn} rank(s) per node x {threads} threads, ZeRO-{zero}, micro-batch {micro_batch} "
-        "x {seq_len} tokens, accumulation {grad_accum}{ckpt}. Predicted before submitting: {step:.0f} s per "
-        "step ({compute:.0f} s compute, {comm:.0f} s collectives, {bound}-bound), so this TrainJob's {steps} "
-        "steps ({tokens:,} tokens) plus {once:.0f} s of start-up, download, init and final save and "
-        "{ckpt_s:.0f} s for its {n_ckpt} checkpoints take {hours:.1f} h and cost {usd} on demand; the whole "
-        "budget of "
-        "{budget:.3g} tokens: {budget_hours:.1f} h, ${budget_usd:,.0f}. {hint}."
-    ).format(
-        label=plan.label,
-        ppn=plan.procs_per_node,
-        threads=plan.threads_per_rank,
-        zero=plan.zero_stage,
-        micro_batch=plan.micro_batch,
-        seq_len=plan.seq_len,
-        grad_accum=plan.grad_accum,
-        ckpt=_(", checkpointing") if plan.grad_ckpt else "",
-        step=plan.step_time_s,
-        compute=plan.compute_s,
-        comm=plan.comm_s,
-        bound=plan.bound,
-        steps=steps,
-        tokens=tokens,
-        once=once,
-        ckpt_s=ckpt_s,
-        n_ckpt=n_ckpt,
-        hours=hours,
-        usd=usd,
-        budget=plan.tokens,
-        budget_hours=plan.hours,
-        budget_usd=plan.usd,
-        hint=plan.hint[:1].upper() + plan.hint[1:],
-    )

@@ -1,5 +1,4 @@
-"""Figures for the notebooks: each function takes data and a path, saves a PNG (Agg backend), returns the
-path.
+"""Figures for the notebooks: each function takes data and a path, saves a PNG (Agg), returns the path.
 
 The path it returns is a `Figure`: still a path (print it, open it, pass it on), and also the picture when it
 is the last value of a notebook cell, so the figure shows inline on the first Run All, in JupyterLab, in
@@ -54,8 +53,7 @@ def _save(fig, path, *, rect=None) -> Figure:
 
 
 def plot_original_prediction(rows: list[dict], path) -> Path:
-    """Predicted vs measured seconds per optimizer step for every topology of the original workshop (bars side
-    by side)."""
+    """Predicted vs measured seconds per optimizer step per original-workshop topology -> the PNG's path."""
     fig, ax = plt.subplots(figsize=(9, 4.2))
     labels = [r["label"].replace(" x ", "x").replace(".48xlarge", "").replace(".24xlarge", "") for r in rows]
     xs = range(len(rows))
@@ -74,7 +72,7 @@ def plot_original_prediction(rows: list[dict], path) -> Path:
 
 
 def plot_bytes_by_stage(traffic: dict[int, dict], path, *, title: str = "") -> Path:
-    """Stacked bytes per rank per step for ZeRO stages 0-3 (GB): which collective grows with each stage."""
+    """Stacked GB per rank per step, ZeRO stages 0-3: which collective grows with each -> the PNG's path."""
     fig, ax = plt.subplots(figsize=(6.5, 4))
     stages = sorted(traffic)
     bottom = [0.0] * len(stages)
@@ -93,7 +91,7 @@ def plot_bytes_by_stage(traffic: dict[int, dict], path, *, title: str = "") -> P
 def plot_step_vs_bandwidth(
     sweep: list[BandwidthPoint], path, *, marks: dict[str, float] | None = None, title: str = ""
 ) -> Path:
-    """Step time against link bandwidth (log x), with the named links marked."""
+    """Step time (s) against link bandwidth (GB/s, log x), the named links marked -> the PNG's path."""
     fig, ax = plt.subplots(figsize=(6.5, 4))
     ax.plot([p["gbytes_per_s"] for p in sweep], [p["step_s"] for p in sweep])
     ax.set_xscale("log")
@@ -141,7 +139,7 @@ def plot_collective_bench(
 
 
 def plot_local_prediction(rows: list[dict], path, *, machine: str = N_("machine not recorded")) -> Path:
-    """Local check of the same model: measured vs predicted step time per case, the +-20% band drawn."""
+    """Local check: measured vs predicted step time (s) per case, the +-20% band drawn -> the PNG's path."""
     fig, ax = plt.subplots(figsize=(7.5, 4))
     xs = range(len(rows))
     meas = [r["measured_s"] for r in rows]
@@ -171,7 +169,7 @@ def plot_local_prediction(rows: list[dict], path, *, machine: str = N_("machine 
 
 def plot_gemm_tflops(results: list[GemmCell], peaks: dict, path, *, machine: str = "") -> Path:
     """bf16 vs fp32 GEMM TFLOPS by size (median bar, best-worst whisker) at each thread count, with peak
-    lines.
+    lines -> the PNG's path.
 
     `results` rows have size, dtype, threads, median_tflops, best_tflops, worst_tflops. `peaks` maps each
     thread count to {label: TFLOPS} (`hardware.summarize(...)["peaks_by_threads"]`): every panel draws the
@@ -225,7 +223,7 @@ def plot_gemm_tflops(results: list[GemmCell], peaks: dict, path, *, machine: str
 
 
 def plot_memory_stages(rows: list[StageRow], path) -> Path:
-    """Planned cumulative GiB per rank at each ZeRO-3 stage beside the original workshop's measured values."""
+    """Planned cumulative GiB per rank per ZeRO-3 stage vs the original workshop's log -> the PNG's path."""
     fig, ax = plt.subplots(figsize=(9, 4.2))
     xs = range(len(rows))
     ax.bar([x - 0.2 for x in xs], [r["plan_gib"] for r in rows], 0.4, label=_("planner"))
@@ -247,7 +245,7 @@ def plot_memory_stages(rows: list[StageRow], path) -> Path:
 
 
 def plot_training(steps: list[dict], path, title: str = N_("ZeRO-3 training on CPU (gloo)")) -> Path:
-    """Loss and useful tokens/s per optimizer step, side by side."""
+    """Loss and useful tokens/s per optimizer step, side by side -> the PNG's path."""
     fig, (a, b) = plt.subplots(1, 2, figsize=(10, 3.6))
     xs = [s["step"] for s in steps]
     a.plot(xs, [s["loss"] for s in steps], marker="o", ms=3)
@@ -264,7 +262,7 @@ def plot_training(steps: list[dict], path, title: str = N_("ZeRO-3 training on C
 
 def plot_thread_comparison(rows: list[dict], path, *, machine: str = "") -> Path:
     """Median tokens/s per thread setting (one bar each), every steady step as a dot and its min-max as a
-    whisker: bars whose whiskers overlap are not a difference this run can show."""
+    whisker: bars whose whiskers overlap are not a difference this run can show -> the PNG's path."""
     fig, ax = plt.subplots(figsize=(6, 3.6))
     labels = [r["label"] for r in rows]
     med = [r["tokens_per_s"] for r in rows]
@@ -299,7 +297,7 @@ def plot_thread_comparison(rows: list[dict], path, *, machine: str = "") -> Path
 
 
 def plot_netsim(rows: list[dict], path, *, machine: str = "") -> Path:
-    """Per rate cap: median step time (left) and MB each simulated node sent (right), from netsim's table."""
+    """Per rate cap: median step time (s, left) and MB each simulated node sent (right) -> the PNG's path."""
     fig, (a, b) = plt.subplots(1, 2, figsize=(9, 3.6))
     labels = [r["rate"] for r in rows]
     times = [r.get("step_time_s_median") or 0.0 for r in rows]
@@ -334,7 +332,7 @@ def plot_netsim(rows: list[dict], path, *, machine: str = "") -> Path:
 def plot_loading_peaks(
     rows: Sequence[Mapping[str, Any]], path, *, title: str = N_("Peak RSS while loading, per rank")
 ) -> Path:
-    """Peak RSS per method and world size, one bar per rank (anon solid, file-backed hatched on top)."""
+    """Peak RSS (GB) per method and world size, a bar per rank (anon solid, file hatched) -> PNG path."""
     groups: dict[tuple[str, int], list[Mapping[str, Any]]] = {}
     for r in rows:
         groups.setdefault((r["method"], r["world_size"]), []).append(r)
@@ -466,10 +464,17 @@ def plot_ceiling(
         fontsize=8,
     )
     ax1.set_xlabel(_("step model FLOP/s, % of GEMM ceiling"))
+    _effect_panel(ax2, ys, rows, effect_label)
+    fig.suptitle(_(title), fontsize=10)
+    return _save(fig, path)
+
+
+def _effect_panel(ax, ys: list[int], rows: Sequence[Mapping[str, Any]], effect_label: str) -> None:
+    """Each lever's effect on tokens/s against its base (x), min-max whiskers, the 1.0 line kept in view."""
     eff = [r["effect"] or 1.0 for r in rows]
     lo = [e - (r["effect_range"] or (e, e))[0] for e, r in zip(eff, rows)]
     hi = [(r["effect_range"] or (e, e))[1] - e for e, r in zip(eff, rows)]
-    ax2.barh(
+    ax.barh(
         ys,
         [e - 1 for e in eff],
         0.6,
@@ -478,14 +483,12 @@ def plot_ceiling(
         capsize=3,
         color=["tab:green" if e >= 1 else "tab:red" for e in eff],
     )
-    ax2.axvline(1, color="0.3", lw=1)
+    ax.axvline(1, color="0.3", lw=1)
     left = min([1.0] + [e - d for e, d in zip(eff, lo)])
     right = max([1.0] + [e + d for e, d in zip(eff, hi)])
     pad = 0.08 * (right - left or 1.0)
-    ax2.set_xlim(left - pad, right + pad)  # the 1.0 line (no change) stays inside the axes
-    ax2.set_xlabel(_(effect_label))
-    fig.suptitle(_(title), fontsize=10)
-    return _save(fig, path)
+    ax.set_xlim(left - pad, right + pad)  # the 1.0 line (no change) stays inside the axes
+    ax.set_xlabel(_(effect_label))
 
 
 # ---------------------------------------------------------------- chapter 02 (Karpenter)
@@ -501,7 +504,7 @@ def plot_pool_admission(
     """vCPUs vs memory of every candidate type, marked by which pool admits it (the plan's memory as a line).
 
     rows: dicts with instance_type, vcpus, memory_gib, workbook (bool), original (bool): the original
-    workshop's pool.
+    workshop's pool. Returns the PNG's path.
     """
     fig, ax = plt.subplots(figsize=(8.5, 4.6))
     # drawn bottom to top; hollow rings stay visible where two types share vCPUs and memory (48xlarge / metal)
@@ -557,7 +560,7 @@ def plot_pool_admission(
 
 
 def plot_cost_time(plans: Sequence[Mapping[str, Any]], path, *, title: str = "") -> Path:
-    """Hours against USD for every plan (log axes): CPU circles, GPU triangles, the Pareto front joined."""
+    """Hours against USD per plan (log axes): CPU circles, GPU triangles, Pareto front joined -> PNG path."""
     fig, ax = plt.subplots(figsize=(8, 5))
     for device, marker, color in (("cpu", "o", "tab:blue"), ("gpu", "^", "tab:orange")):
         mine = [p for p in plans if p["device"] == device and p["usd"]]

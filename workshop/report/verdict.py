@@ -88,30 +88,17 @@ def compare(
     """
     where = where or _("this machine")
     xa, xb = _clean(a_label, a), _clean(b_label, b)
-    ratios: list[float] = []
-    if paired:
-        if len(xa) != len(xb):
-            raise WorkshopError(f"paired samples need as many A as B, got {len(xa)} and {len(xb)}")
-        ratios = [x / y for x, y in zip(xa, xb)]
-        ratio, low, high = statistics.median(ratios), min(ratios), max(ratios)
-    else:
-        ratio = statistics.median(xa) / statistics.median(xb)
-        low, high = min(xa) / max(xb), max(xa) / min(xb)
+    ratio, low, high, ratios = _ratios(xa, xb, paired)
     spread = max(spread_pct(xa), spread_pct(xb))
     noise = spread_pct(ratios) if paired else spread
     few = FEW_PAIRED_ROUNDS if paired else FEW_SAMPLES
     enough = min(len(xa), len(xb)) >= 2 and (
         min(len(xa), len(xb)) >= few or abs(math.log(ratio)) > 2 * noise / 100
     )
-    a_wins = (
-        (low > 1 and ratio >= 1 + min_effect) if higher_is_better else (high < 1 and ratio <= 1 - min_effect)
-    )
-    b_wins = (
-        (high < 1 and ratio <= 1 - min_effect) if higher_is_better else (low > 1 and ratio >= 1 + min_effect)
-    )
-    clear = enough and (a_wins or b_wins)
+    up, down = low > 1 and ratio >= 1 + min_effect, high < 1 and ratio <= 1 - min_effect
+    a_wins, b_wins = (up, down) if higher_is_better else (down, up)
     n = _("{na} and {nb} samples").format(na=len(xa), nb=len(xb))
-    if clear:
+    if enough and (a_wins or b_wins):
         win, lose = (a_label, b_label) if a_wins else (b_label, a_label)
         # the winner's advantage as a factor >= 1, with its range
         flip = (a_wins and not higher_is_better) or (b_wins and higher_is_better)
@@ -134,6 +121,16 @@ def compare(
             a=a_label, b=b_label, where=where, ratio=ratio, lo=low, hi=high, unit=unit, spread=spread, n=n
         )
     return Comparison(sentence, False, None, ratio, low, high, spread, len(xa), len(xb))
+
+
+def _ratios(xa: list[float], xb: list[float], paired: bool) -> tuple[float, float, float, list[float]]:
+    """A over B: the median ratio, its range, and (paired) every round's ratio."""
+    if not paired:
+        return statistics.median(xa) / statistics.median(xb), min(xa) / max(xb), max(xa) / min(xb), []
+    if len(xa) != len(xb):
+        raise WorkshopError(f"paired samples need as many A as B, got {len(xa)} and {len(xb)}")
+    ratios = [x / y for x, y in zip(xa, xb)]
+    return statistics.median(ratios), min(ratios), max(ratios), ratios
 
 
 @dataclass(frozen=True)

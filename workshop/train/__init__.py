@@ -8,8 +8,8 @@ pipeline, the mixed-precision optimizer, the shared-memory all-reduce, the guard
 the pod.
 """
 
-from workshop.train.args import TrainArgs, build_parser, parse_args
+from workshop.train.args import TrainArgs, parse_args
 from workshop.train.deepspeed_config import ds_config
-from workshop.train.loop import main, train
+from workshop.train.loop import train
 
-__all__ = ["TrainArgs", "build_parser", "ds_config", "main", "parse_args", "train"]
+__all__ = ["TrainArgs", "ds_config", "parse_args", "train"]

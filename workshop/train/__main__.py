@@ -1,9 +1,9 @@
 """`python -m workshop.train`: what torchrun starts in every rank, and what a TrainJob's node container
-runs."""
+runs. The door to the command `workshop train` (workshop/cli/train.py), which sits above every layer."""
 
 import sys
 
-from workshop.train.loop import main
+from workshop.cli.train import train
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(train())

@@ -8,13 +8,13 @@ that can fail before a process group or a model exists.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import importlib.util
 import json
 import re
 import types
 import typing
+from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
@@ -43,15 +43,14 @@ DIST_TIMEOUT_MAX_MIN = (
 )  # a week: beyond it a timeout only hides a hang (and overflows timedelta near 1e12)
 
 
-def _json_object(text: str) -> dict:
+def json_object(text: str) -> dict:
+    """A `--extra-ds` value: the JSON object the text spells (WorkshopError naming the text otherwise)."""
     try:
         value = json.loads(text)
     except json.JSONDecodeError as e:
-        raise argparse.ArgumentTypeError(f"malformed JSON {text!r}: {e.msg} at column {e.colno}") from None
+        raise WorkshopError(f"malformed JSON {text!r}: {e.msg} at column {e.colno}") from None
     if not isinstance(value, dict):
-        raise argparse.ArgumentTypeError(
-            f"expected a JSON object such as '{{\"overlap_comm\": true}}', got {text!r}"
-        )
+        raise WorkshopError(f"expected a JSON object such as '{{\"overlap_comm\": true}}', got {text!r}")
     return value
 
 
@@ -62,6 +61,10 @@ def arg(default, help: str | None = None, *, always: bool = False):
 
 @dataclass
 class TrainArgs:
+    """The training run's arguments, one field per flag of `python -m workshop.train` (`--seq-len` is
+    `seq_len`); `to_argv()` is the command line, `validate()` every check. Units: seq_len in tokens,
+    micro_batch in sequences per rank, lr per step, dist_timeout_min in minutes."""
+
     model: str = arg("tiny", f"preset ({', '.join(PRESETS)}), local dir or hub id", always=True)
     dataset: str = arg("local", "local | wikitext | path to a text file, one sample a line")
     seq_len: int = arg(128)
@@ -131,7 +134,7 @@ class TrainArgs:
         every field that differs from its default, and the ones declared `always`."""
         argv: list[str] = []
         for f in fields(self):
-            value, default, flag = getattr(self, f.name), _default(f), _flag(f.name)
+            value, default, flag = getattr(self, f.name), field_default(f), flag_of(f.name)
             if value == default and not f.metadata.get("always"):
                 continue
             if isinstance(value, bool):
@@ -169,8 +172,8 @@ class TrainArgs:
         context = PRESETS[self.model].config.get("max_position_embeddings") if self.model in PRESETS else None
         if context and self.seq_len > context:
             raise WorkshopError(
-                f"seq-len {self.seq_len} is longer than {self.model}'s context of {context} tokens; "
-                f"allowed: 1..{context}"
+                f"seq-len {self.seq_len} is longer than {self.model}'s context of {context} "
+                f"tokens; allowed: 1..{context}"
             )
         if not isinstance(self.extra_ds, dict):
             raise WorkshopError(
@@ -256,18 +259,20 @@ def _check_resumable(out: Path) -> None:
 # ---------------------------------------------------------------- the command line, derived from the fields
 
 
-def _flag(name: str) -> str:
+def flag_of(name: str) -> str:
+    """A field's flag: `seq_len` -> `--seq-len`."""
     return "--" + name.replace("_", "-")
 
 
-def _default(f: dataclasses.Field):
+def field_default(f: dataclasses.Field):
+    """A field's default value (a fresh one for fields with a default factory)."""
     if f.default is dataclasses.MISSING and f.default_factory is not dataclasses.MISSING:
         return f.default_factory()
     return f.default
 
 
-def _kind(hint) -> type:
-    """The field's type without `| None`: int for `int | None`."""
+def field_kind(hint) -> type:
+    """The field's type without `| None`: int for `int | None` (the command line knows five kinds)."""
     union = typing.get_origin(hint) in (typing.Union, types.UnionType)
     kinds = [k for k in typing.get_args(hint) if k is not type(None)] if union else [hint]
     if len(kinds) != 1 or kinds[0] not in (str, int, float, bool, dict):
@@ -277,33 +282,53 @@ def _kind(hint) -> type:
     return kinds[0]
 
 
-def _argument(f: dataclasses.Field, hint) -> dict:
-    """argparse's keywords for one field: booleans are switches (`--x` when off by default, `--x/--no-x` when
-    on), dicts JSON objects, numbers their type; strings need none."""
-    kind, default = _kind(hint), _default(f)
-    kw = {"default": default, "help": f.metadata.get("help")}
-    if kind is bool:
-        kw["action"] = argparse.BooleanOptionalAction if default else "store_true"
-    elif kind is dict:
-        kw["type"] = _json_object
-    elif kind is not str:
-        kw["type"] = kind
-    return kw
+def _value(flag: str, kind: type, text: str):
+    if kind is dict:
+        try:
+            return json_object(text)
+        except WorkshopError as e:
+            raise WorkshopError(f"argument {flag}: {e}") from None
+    try:
+        return kind(text)
+    except ValueError:
+        raise WorkshopError(f"argument {flag}: invalid {kind.__name__} value: {text!r}") from None
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """`python -m workshop.train`'s parser: one flag per TrainArgs field, in declaration order."""
-    p = argparse.ArgumentParser(
-        prog=PROG, description=DESCRIPTION, formatter_class=argparse.ArgumentDefaultsHelpFormatter
-    )
-    hints = typing.get_type_hints(TrainArgs)
-    for f in fields(TrainArgs):
-        p.add_argument(_flag(f.name), **_argument(f, hints[f.name]))
-    return p
+def from_argv(argv: Sequence[str]) -> TrainArgs:
+    """The TrainArgs a list of flags names, the inverse of `to_argv`: `--flag value`, `--flag=value`,
+    `--switch`, `--no-switch` (a switch on by default). For programs (launchers, experiments); people type
+    the command, whose parser (workshop.cli.train, with --help) is built from the same fields. Not
+    validated."""
+    hints, named = typing.get_type_hints(TrainArgs), {flag_of(f.name): f for f in fields(TrainArgs)}
+    values: dict = {}
+    rest = list(argv)
+    while rest:
+        token = rest.pop(0)
+        flag, eq, text = token.partition("=")
+        f = named.get(flag)
+        off = named.get("--" + flag[len("--no-") :]) if flag.startswith("--no-") else None
+        if off is not None and field_kind(hints[off.name]) is bool and field_default(off) and not eq:
+            values[off.name] = False
+            continue
+        if f is None:
+            raise WorkshopError(f"unknown training argument {token!r}; allowed: {', '.join(named)}")
+        kind = field_kind(hints[f.name])
+        if kind is bool:
+            if eq:
+                raise WorkshopError(f"argument {flag}: ignored explicit argument {text!r}")
+            values[f.name] = True
+            continue
+        if not eq:
+            if not rest:
+                raise WorkshopError(f"argument {flag}: expected one argument")
+            text = rest.pop(0)
+        values[f.name] = _value(flag, kind, text)
+    return TrainArgs(**values)
 
 
-def parse_args(argv: list[str] | None = None) -> TrainArgs:
-    ns = build_parser().parse_args(argv)
-    args = TrainArgs(**vars(ns))
+def parse_args(argv: Sequence[str]) -> TrainArgs:
+    """The validated TrainArgs of a list of flags (`from_argv`, then `validate`); WorkshopError on bad
+    input."""
+    args = from_argv(argv)
     args.validate()
     return args

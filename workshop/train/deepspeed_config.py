@@ -9,7 +9,8 @@ from workshop.train.args import TrainArgs
 
 
 def ds_config(args: TrainArgs) -> dict:
-    """The DeepSpeed JSON for these arguments; "auto" fields are filled in by the HF integration."""
+    """The DeepSpeed config (a JSON-ready dict) for these arguments; "auto" fields are filled in by the HF
+    integration."""
     zero: dict = {"stage": args.zero_stage, "contiguous_gradients": True, "overlap_comm": False}
     if args.offload_optimizer:
         zero["offload_optimizer"] = {"device": "cpu"}

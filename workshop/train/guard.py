@@ -87,9 +87,8 @@ class NumericsGuard:
             ref = sorted(self.history)[len(self.history) // 2]
             if ref > 0 and grad_norm > self.max_grad_jump * ref:
                 raise TrainingDiverged(
-                    f"step {step}: grad norm {grad_norm:.4g} is {grad_norm / ref:.3g}x the median {ref:.4g} "
-                    "of the "
-                    f"steps before (limit: --max-grad-jump {self.max_grad_jump:g}, 0 turns this check off); "
-                    "stopping"
+                    f"step {step}: grad norm {grad_norm:.4g} is {grad_norm / ref:.3g}x the median "
+                    f"{ref:.4g} of the steps before (limit: --max-grad-jump {self.max_grad_jump:g}, 0 turns "
+                    "this check off); stopping"
                 )
         self.history.append(grad_norm)

@@ -32,7 +32,8 @@ def parse_metrics(text: str) -> list[dict]:
 
 
 def parse_zero_stages(text: str) -> list[dict]:
-    """DeepSpeed's start-up memory report: a stage name line, then `MA ...`, then `CPU Virtual Memory ...`.
+    """DeepSpeed's start-up memory report as rows (dicts): stage, ma_gb and max_ma_gb (GB), host_used_gb
+    (GB) and host_percent (%). In the log: a stage name line, then `MA ...`, then `CPU Virtual Memory ...`.
 
     On CPU, DeepSpeed's "MA" (memory allocated) is the rank's resident set size; "CPU Virtual Memory used"
     is the whole host's, all ranks together.
@@ -54,16 +55,3 @@ def parse_zero_stages(text: str) -> list[dict]:
             }
         )
     return stages
-
-
-def table(rows: list[dict], columns: list[str] | None = None) -> str:
-    """A plain-text table (notebooks show it without pandas)."""
-    if not rows:
-        return "(no rows)"
-    columns = columns or list(rows[0])
-    cells = [[str(r.get(c, "")) for c in columns] for r in rows]
-    widths = [max(len(c), *(len(row[i]) for row in cells)) for i, c in enumerate(columns)]
-    fmt = "  ".join(f"{{:<{w}}}" for w in widths)
-    return "\n".join(
-        [fmt.format(*columns), fmt.format(*("-" * w for w in widths))] + [fmt.format(*r) for r in cells]
-    )

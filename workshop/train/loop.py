@@ -11,10 +11,9 @@ import json
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from workshop.errors import WorkshopError, report
 from workshop.plan.hardware import resolve_precision
 from workshop.plan.models import PRESETS
-from workshop.train.args import TrainArgs, parse_args
+from workshop.train.args import TrainArgs
 from workshop.train.data import load_text, local_kit, tokenize_dataset
 from workshop.train.deepspeed_config import ds_config, show_zero_memory_stages
 from workshop.train.distributed import (
@@ -166,7 +165,7 @@ def announce(args: TrainArgs, chosen: Chosen, samples: int, resume_from: str | N
     )
 
 
-def _record(fn):
+def record_rank_errors(fn):
     """torch.elastic's @record: an uncaught exception in a rank is written to torchrun's error file, so its
     summary (and workshop.launch.torchrun, which reads it) shows the rank's own traceback, not only an exit
     code."""
@@ -175,12 +174,3 @@ def _record(fn):
     except ImportError:  # torch without the elastic package: the plain traceback still reaches the log
         return fn
     return record(fn)
-
-
-@_record
-def main(argv: list[str] | None = None) -> int:
-    try:
-        train(parse_args(argv))
-    except WorkshopError as e:
-        return report(e)
-    return 0

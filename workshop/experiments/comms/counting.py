@@ -79,10 +79,10 @@ def _count_worker(argv: list[str]) -> int:
 
     DeepSpeedEngine._take_model_step = snap_after
 
-    rc = train.main(train_argv)
+    train.train(train.parse_args(train_argv))  # the launcher validated these flags: no bad input here
     if int(os.environ.get("RANK", "0")) == 0:
         Path(out).write_text(json.dumps({"snapshots": snaps, "trace": trace}))
-    return rc
+    return 0
 
 
 def per_step_calls(snapshots: list[dict], skip: int = 1) -> dict[str, dict]:
