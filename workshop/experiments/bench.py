@@ -46,7 +46,8 @@ from workshop.experiments.recipes import ORIGINAL_MIN_CHARS, VARIANTS, Variant, 
 from workshop.launch.notebooks import run_workbook
 from workshop.launch.torchrun import allocator_env, run_torchrun
 from workshop.paths import IMAGES_DIR, RESULTS_DIR
-from workshop.plan.hardware import GemmCell, GemmSummary, detect, gemm_benchmark, summarize
+from workshop.plan.gemm import GemmCell, GemmSummary, gemm_benchmark, summarize
+from workshop.plan.hardware import detect
 from workshop.plan.models import PRESETS, Architecture, architecture
 from workshop.report.interpret import measured_on
 from workshop.report.plots import plot_bench_recipes

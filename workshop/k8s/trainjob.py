@@ -414,17 +414,18 @@ def cpu_trainjob(
 ) -> TrainJobSpec:
     """The Xeon AMX job: CPU image, Karpenter pool + AMX taint, planner-sized resources and /dev/shm.
 
-    `plan` (chapter 01's cost.Plan) is the job: nodes, ranks, threads, the split of the global batch, ZeRO,
+    `plan` (chapter 01's Plan) is the job: nodes, ranks, threads, the split of the global batch, ZeRO,
     checkpointing; a node count, recommendation or setting that contradicts it is refused. Without a plan,
     the cost planner picks one for `nodes` (default 4) x 1 rank; explicit cpu/memory/shm_size/threads win
     over its pod sizes.
     """
     from workshop.plan import cost
+    from workshop.plan.options import Options
 
     if nodes is not None:
         _check_nodes(nodes)
     if plan is None and recommendation is None and None in (cpu, memory, shm_size, threads_per_rank):
-        opts = cost.Options(
+        opts = Options(
             model=model,
             families=("c7i", "m7i", "r7i"),
             nodes=(4 if nodes is None else nodes,),

@@ -1,7 +1,7 @@
 """The cost planner checked against what was measured: this machine's runs, the original p4d table, published
 GPU runs.
 
-Each row is a prediction of the SAME estimator (workshop.plan.cost.estimate) beside a measurement, with its
+Each row is a prediction of the SAME estimator (workshop.plan.estimate) beside a measurement, with its
 error, the target it is held to, and the term that most likely explains a miss. The defaults are never tuned
 per row: where a row misses, the row says so.
 """
@@ -13,8 +13,9 @@ from dataclasses import dataclass, replace
 from workshop.lang import _
 from workshop.plan import rates
 from workshop.plan.catalog import instance_info
-from workshop.plan.cost import Job, Node, Options, estimate, node_for, zero3_for
+from workshop.plan.estimate import Job, Node, estimate, node_for, zero3_for
 from workshop.plan.models import Architecture, architecture
+from workshop.plan.options import Options
 from workshop.plan.topology import LINKS, ORIGINAL_003, ORIGINAL_RUNS, ORIGINAL_STEPS, OriginalWorkload
 from workshop.plan.traffic import original_comparison
 
@@ -116,12 +117,17 @@ def _machine(doc: dict) -> str:
 
 
 def local_rows() -> list[CheckRow]:
-    """Chapter 04's local 2-rank ZeRO-3 steps (tiny, small) and chapter 05's 10 vs 1 Gbit namespace runs."""
+    """Chapter 04's local 2-rank ZeRO-3 steps (tiny, small) and chapter 05's 10 vs 1 Gbit namespace runs:
+    predicted beside measured seconds per step."""
     comms = rates._read("comms.json")
-    netsim = rates._read("netsim.json")
+    runs = {r["model"]: r for r in comms["local"] if not r["offload"]}
+    return _local_step_rows(comms, runs) + _netsim_rows(rates._read("netsim.json"), runs)
+
+
+def _local_step_rows(comms: dict, runs: dict[str, dict]) -> list[CheckRow]:
+    """2 ranks on this machine, compute at its measured 1-rank rate."""
     rows: list[CheckRow] = []
     job = Job(nodes=1, procs_per_node=2, zero_stage=3, micro_batch=4, grad_accum=1, seq_len=128)
-    runs = {r["model"]: r for r in comms["local"] if not r["offload"]}
     for model in ("tiny", "small"):
         arch, run = architecture(model), runs[model]
         rate = _step_rate(arch, run, 128, 4)
@@ -143,6 +149,12 @@ def local_rows() -> list[CheckRow]:
                 ),
             )
         )
+    return rows
+
+
+def _netsim_rows(netsim: dict, runs: dict[str, dict]) -> list[CheckRow]:
+    """2 nodes x 1 rank as network namespaces under a tc rate cap, fast and slow."""
+    rows: list[CheckRow] = []
     tiny = architecture("tiny")
     rate = _step_rate(tiny, runs["tiny"], 128, 4)
     caps = [

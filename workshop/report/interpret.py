@@ -16,7 +16,8 @@ from typing import Any
 
 from workshop.lang import _
 from workshop.plan import hardware, topology
-from workshop.plan.cost import STATE_BYTES_PER_PARAM
+from workshop.plan.gemm import GemmSummary
+from workshop.plan.options import STATE_BYTES_PER_PARAM
 from workshop.report import verdict
 
 
@@ -75,7 +76,7 @@ def provenance(result: Mapping[str, Any], *, here: str | None = None) -> str:
 # ---------------------------------------------------------------- chapter 01: bf16 against fp32
 
 
-def gemm(summary: hardware.GemmSummary, d: hardware.Detection) -> str:
+def gemm(summary: GemmSummary, d: hardware.Detection) -> str:
     """Which precision won this machine's GEMMs, by how much, and the hardware reason."""
     ratio = summary.get("bf16_over_fp32")
     if not ratio:
@@ -491,7 +492,7 @@ def spread(xs: Sequence[float]) -> str:
 
 
 def cost_plans(plans: Sequence[Any], original: Any | None = None) -> list[str]:
-    """Chapter 01's sentences on the ranked plans (workshop.plan.cost.Plan), computed from them."""
+    """Chapter 01's sentences on the ranked plans (workshop.plan.estimate.Plan), computed from them."""
     best = plans[0]
     cpu = next((p for p in plans if p.device == "cpu"), None)
     fixed = best.fixed_usd if best.fixed_usd is not None else 0.0
