@@ -18,6 +18,7 @@ from typing import TypedDict
 
 from workshop.errors import WorkshopError, check_choice
 from workshop.lang import N_
+from workshop.plan.hardware import AMX_BF16_FLOP_PER_CYCLE
 
 # The original workshop's query: every "7i" type with EFA (the cluster's inter-node fabric).
 ORIGINAL_FILTERS = [
@@ -131,7 +132,7 @@ class InstanceRow:
         sits under."""
         if not (self.amx and self.clock_ghz):
             return None
-        return self.cores * self.clock_ghz * 1024 / 1000
+        return self.cores * self.clock_ghz * AMX_BF16_FLOP_PER_CYCLE / 1000
 
     def as_dict(self) -> InstanceRecord:
         """Every field, then amx_peak_tflops: a row of chapter 01's instance table, `workshop instances
@@ -460,8 +461,8 @@ def list_instances(
 ) -> tuple[list[InstanceRow], str]:
     """Instance types of the given families (globs allowed: 'r7i', 'c8*'), optionally sizes and EFA only.
 
-    A family pattern that matches nothing is an error naming the closest real families.
-    """
+    Returns (rows, which source answered): InstanceRows sorted by family then size (memory in GiB, prices in
+    USD per hour). A family pattern that matches nothing is an error naming the closest real families."""
     families = [families] if isinstance(families, str) else list(families or DEFAULT_FAMILIES)
     values = []
     for fam in families:
@@ -494,7 +495,8 @@ def list_instances(
 
 
 def instance_info(name: str, *, region: str = DEFAULT_REGION, source: str | None = None) -> InstanceRow:
-    """One instance type; an unknown name is a WorkshopError with the closest real names."""
+    """One instance type as an InstanceRow (memory in GiB, prices in USD per hour); an unknown name is a
+    WorkshopError with the closest real names."""
     if not isinstance(name, str) or "." not in name:
         raise WorkshopError(f"instance type {name!r} should look like 'r7i.48xlarge'")
     try:
@@ -510,6 +512,8 @@ def instance_info(name: str, *, region: str = DEFAULT_REGION, source: str | None
 
 
 def format_table(rows: list[InstanceRow]) -> str:
+    """The rows as chapter 01's instance table: vCPUs, physical cores, memory in GiB, network, EFA, GPUs
+    (count x name, GiB each), AMX, and the on-demand price in USD per hour (? = unknown)."""
     head = (
         f"{'instance type':<20} {'vCPU':>5} {'cores':>5} {'mem GiB':>8} {'network':<22} {'EFA':<4} "
         f"{'GPUs':<12} {'AMX':<4} {'$/h':>8}"

@@ -22,7 +22,8 @@ from workshop.plan.ranking import best_for, filter_plans, hint, mark_pareto, mar
 
 def rank(opts: Options) -> list[Plan]:
     """Best plan per (instance type, node count) that fits, cheapest first with ties ordered by fewer nodes
-    then less time, Pareto front marked, hinted."""
+    then less time, Pareto front marked, hinted: a list of Plans (step seconds by term, tokens/s, hours,
+    USD, USD per million tokens)."""
     validate(opts)
     arch = architecture(opts.model)
     rows, _source = list_instances(list(opts.families), source=opts.source)
@@ -75,7 +76,8 @@ def at_budget(plans: Sequence[Plan], tokens: float, opts: Options) -> list[Plan]
 
 
 def budget_lines(plans: Sequence[Plan], budgets: Sequence[float], opts: Options) -> list[str]:
-    """One line per token budget: the first plan, its time and cost, and the share paid once."""
+    """One sentence per token budget (tokens): the first plan, its hours and USD, and the share of the USD
+    paid once (start-up, download, init, final save)."""
     lines = []
     for tokens in budgets:
         first = at_budget(plans, tokens, opts)[0]
@@ -97,7 +99,8 @@ def budget_lines(plans: Sequence[Plan], budgets: Sequence[float], opts: Options)
 
 
 def evaluate(instance_type: str, nodes: int, opts: Options) -> Plan:
-    """One instance type and node count: its best job, hinted; why not, when none."""
+    """One instance type on `nodes` nodes: its best job as a Plan (seconds per step by term, tokens/s, hours,
+    USD), hinted; a WorkshopError saying why not, when none fits."""
     validate(opts)
     check_positive("nodes", nodes)
     arch = architecture(opts.model)
@@ -125,8 +128,8 @@ def evaluate(instance_type: str, nodes: int, opts: Options) -> Plan:
 def recommendation(
     plan: Plan, model: str, *, headroom: float = 0.2, source: str | None = None
 ) -> Recommendation:
-    """Pod requests, /dev/shm and threads for the plan's own instance type (chapter 05 renders its TrainJob
-    from it)."""
+    """Pod requests (cpu cores, memory in Gi), /dev/shm (Gi) and threads per rank for the plan's own instance
+    type, as a Recommendation (chapter 05 renders its TrainJob from it)."""
     return recommend_instance(
         model,
         plan.instance_type,
@@ -157,8 +160,9 @@ def train_settings(plan: Plan) -> dict[str, Any]:
 
 
 def job_settings(plan: Plan, model: str) -> dict[str, Any]:
-    """The whole job a rank runs: the model's recipe (lr, warm-up, dataset) with the plan's settings over it;
-    what chapter 05 prints is what its TrainJob renders."""
+    """The whole job a rank runs, as TrainArgs keywords: the model's recipe (lr, warm-up, dataset) with the
+    plan's settings over it (micro-batch in sequences, sequence in tokens, checkpoint interval in steps); what
+    chapter 05 prints is what its TrainJob renders."""
     from workshop.plan.models import recipe
 
     return {**recipe(model), **train_settings(plan)}
@@ -179,7 +183,7 @@ def check_plan_matches(
 
 def within_margin(plans: Sequence[Plan], margin: float = 0.25) -> list[Plan]:
     """The first plan (the pick, chapter 05's job) and the plans costing at most (1 + margin) x the
-    cheapest: what chapter 02's NodePool may admit."""
+    cheapest USD (margin 0.25 = 25 %): what chapter 02's NodePool may admit."""
     check_positive("margin", margin, allow_zero=True)
     priced = [p for p in plans if p.usd is not None]
     if not priced:
@@ -191,8 +195,9 @@ def within_margin(plans: Sequence[Plan], margin: float = 0.25) -> list[Plan]:
 def pool_choice(
     plans: Sequence[Plan], rec: Recommendation | None = None, *, source: str | None = None
 ) -> dict[str, Any]:
-    """What karpenter.pool_from_recommendation reads: the instance types that can host the pod chapter 05
-    renders (rec: its requests; every plan's type if None), exactly, and the most nodes any plan needs."""
+    """What karpenter.pool_from_recommendation reads, as a dict: the instance types that can host the pod
+    chapter 05 renders (rec: its requests; every plan's type if None), exactly, and the most nodes any plan
+    needs."""
     types = sorted({p.instance_type for p in plans})
     if rec is not None:
         cpu = float(rec.cpu_request)
@@ -210,8 +215,9 @@ def pool_choice(
 
 
 def format_table(plans: list[Plan], top: int | None = None) -> str:
-    """The ranking: $/h (o = overridden price), the once-per-run dollars (start-up, download, init, final
-    save) and the rest (steps, checkpoints, storage: they grow with the tokens); = a tie with the best."""
+    """The ranking as text: tokens/s, seconds per step, hours, $/h (o = overridden price), the once-per-run
+    dollars (start-up, download, init, final save) and the rest (steps, checkpoints, storage: they grow with
+    the tokens), USD; * = Pareto front, = a tie with the best."""
     head = (
         f"{'#':>2} {'plan':<22} {'ranks':>5} {'ZeRO':>4} {'mb':>3} {'GA':>3} {'ckpt':>4} {'tok/s':>9} "
         f"{'step s':>7} {'bound':<8} {'hours':>7} {'$/h':>8} {'fixed $':>8} {'tokens $':>8} {'USD':>8} P ="

@@ -119,9 +119,9 @@ def _machine(doc: dict) -> str:
 def local_rows() -> list[CheckRow]:
     """Chapter 04's local 2-rank ZeRO-3 steps (tiny, small) and chapter 05's 10 vs 1 Gbit namespace runs:
     predicted beside measured seconds per step."""
-    comms = rates._read("comms.json")
+    comms = rates.read_measured("comms.json")
     runs = {r["model"]: r for r in comms["local"] if not r["offload"]}
-    return _local_step_rows(comms, runs) + _netsim_rows(rates._read("netsim.json"), runs)
+    return _local_step_rows(comms, runs) + _netsim_rows(rates.read_measured("netsim.json"), runs)
 
 
 def _local_step_rows(comms: dict, runs: dict[str, dict]) -> list[CheckRow]:
@@ -389,13 +389,15 @@ def torchtitan_rows() -> list[CheckRow]:
 
 
 def validation() -> list[CheckRow]:
-    """Every check: this machine, the original GPU table (fitted, then unfitted), the published GPU runs (two
-    stacks, two GPU types)."""
+    """Every check as a CheckRow (predicted and measured in the row's unit, the error as a fraction): this
+    machine, the original GPU table (fitted, then unfitted), the published GPU runs (two stacks, two GPU
+    types)."""
     return [*local_rows(), *p4d_rows(), *original_gpu_rows(), *published_rows(), *torchtitan_rows()]
 
 
 def format_checks(rows: list[CheckRow]) -> str:
-    """The validation table: one row per check, its whole label (two rows never read alike)."""
+    """The validation table as text: one row per check (its whole label, two rows never read alike), predicted
+    and measured in the row's unit (s/step, tokens/s, ...), the error in % and its target."""
     w = max([len("check")] + [len(r.check) for r in rows])
     head = f"{'check':<{w}} {'predicted':>10} {'measured':>10} {'unit':<9} {'error':>7} {'target':>6}  ok"
     lines = [head, "-" * len(head)]

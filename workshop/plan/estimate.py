@@ -18,6 +18,7 @@ from typing import Any
 from workshop.errors import WorkshopError, check_positive
 from workshop.plan import rates
 from workshop.plan.catalog import InstanceRow
+from workshop.plan.hardware import AMX_BF16_FLOP_PER_CYCLE
 from workshop.plan.memory import PlanOptions
 from workshop.plan.models import Architecture, flops_per_token
 from workshop.plan.options import FixedCosts, Options
@@ -163,7 +164,8 @@ def _cpu_node(row: InstanceRow, opts: Options) -> Node:
     if not (row.amx and row.clock_ghz):
         raise WorkshopError(f"{row.instance_type}: the CPU estimate needs AMX and a clock ({row.amx_reason})")
     clock = rates.cpu_clock_basis(opts.ceiling)
-    peak = row.cores * clock.value * 1024 / 1000  # on the measuring host's clock: the rate's own basis
+    # on the measuring host's clock: the rate's own basis
+    peak = row.cores * clock.value * AMX_BF16_FLOP_PER_CYCLE / 1000
     eff = opts.cpu_efficiency or rates.cpu_efficiency(opts.cpu_engine, opts.ceiling)
     flow = rates.tcp_flow_gbps(opts.placement_group, opts.ena_express)
     nic = rates.instance_gbps(row)
@@ -188,8 +190,8 @@ def _cpu_node(row: InstanceRow, opts: Options) -> Node:
         overlap=rates.OVERLAP["cpu"],
         usd_per_hour=rates.price(row, opts.prices),
         sources={
-            "peak": f"{row.cores} cores x {clock.value:g} GHz x 1,024 bf16 FLOP/cycle (AMX) = {peak:.1f} "
-            f"TFLOPS, at {clock.cite()} (the catalog's {row.clock_ghz} GHz is not used: "
+            "peak": f"{row.cores} cores x {clock.value:g} GHz x {AMX_BF16_FLOP_PER_CYCLE:,} bf16 FLOP/cycle "
+            f"(AMX) = {peak:.1f} TFLOPS, at {clock.cite()} (the catalog's {row.clock_ghz} GHz is not used: "
             "the measured share is of this clock)",
             "efficiency": eff.cite(),
             "network": f"{nic:g} Gbps (catalog NetworkPerformance); {flow.cite()}; x "

@@ -208,16 +208,18 @@ def recommend(
     if procs_per_node is not None:
         check_count("procs_per_node", procs_per_node)
     check_positive("headroom", headroom, allow_zero=True)
-    plan_kw: PlanOptions = {
-        "zero_stage": zero_stage,
-        "offload_optimizer": offload_optimizer,
-        "offload_param": offload_param,
-        "micro_batch": micro_batch,
-        "seq_len": seq_len,
-        "grad_ckpt": grad_ckpt,
-        "dtype": dtype,
-    }
-    plan_memory(model, world_size=1, **plan_kw)  # validate model and options before any catalog query
+    # validates the model and the options before any catalog query
+    plan_kw = plan_memory(
+        model,
+        world_size=1,
+        zero_stage=zero_stage,
+        offload_optimizer=offload_optimizer,
+        offload_param=offload_param,
+        micro_batch=micro_batch,
+        seq_len=seq_len,
+        grad_ckpt=grad_ckpt,
+        dtype=dtype,
+    ).options()
     families = [families] if isinstance(families, str) else list(families)
     rows, _source = list_instances(families, source=source)
     why_not: dict[str, str] = {}

@@ -74,9 +74,9 @@ def gemm_benchmark(
 ) -> list[GemmResult]:
     """Square n x n GEMMs: each repeat times enough back-to-back matmuls to last >= min_seconds.
 
+    Returns one GemmResult per (size, dtype, threads), every repeat in TFLOPS (2 n^3 FLOP / seconds / 1e12).
     Threads default to (1, physical cores). Warm-up runs first so oneDNN's kernel generation (JIT) and
-    page faults are not timed; the median and best are reported because VM timings swing 2x run to run.
-    """
+    page faults are not timed; the median and best are reported because VM timings swing 2x run to run."""
     import torch
 
     threads = list(threads or sorted({1, physical_cores()}))

@@ -42,6 +42,7 @@ FLOPS_PER_CYCLE: dict[str, tuple[int, str]] = {
     "avx512_fp32_zen5": (64, "Zen 5: two 512-bit FMA per cycle = 2 x 16 lanes x 2 FLOP"),
     "avx2_fp32": (32, "AVX2 FMA: 8 lanes x 2 FLOP x 2 FMA ports"),
 }
+AMX_BF16_FLOP_PER_CYCLE = FLOPS_PER_CYCLE["amx_bf16"][0]  # the planner's and the catalog's CPU peak
 
 
 class XeonReference(TypedDict):
@@ -181,8 +182,8 @@ class Detection(CpuFacts):
 
 
 def detect(*, probe_onednn: bool = True) -> Detection:
-    """AMX/bf16 flags, CPU identity, cores and clock (with its source), oneDNN's bf16 kernel, torch's ISA
-    level."""
+    """AMX/bf16 flags, CPU identity, physical cores and clock in GHz (with its source), oneDNN's bf16 kernel,
+    torch's ISA level: a Detection dict."""
     import torch
 
     proc = _read_proc_cpuinfo()
@@ -285,7 +286,7 @@ def isa_class(d: CpuFacts) -> str:
 
 
 def explain(d: CpuFacts) -> str:
-    """One sentence a learner can act on: what bf16 matmuls run on here, and why."""
+    """One sentence (str) a learner can act on: what bf16 matmuls run on here, and why."""
     if d["amx"]:
         if d.get("onednn_uses_amx") is None:  # not probed: say nothing about oneDNN rather than guess
             return _(

@@ -191,6 +191,10 @@ class MemoryPlan:
         lines.append(f"{'total per rank':22s} {self.total / GiB:7.2f} GiB")
         return "\n".join(lines)
 
+    def options(self) -> PlanOptions:
+        """The training options this plan was made with (plan_memory's keywords besides model and ranks)."""
+        return PlanOptions(**{k: getattr(self, k) for k in PlanOptions.__annotations__})  # type: ignore[typeddict-item]
+
     def as_dict(self) -> dict:
         return {
             **asdict(self),

@@ -60,7 +60,7 @@ class FixedCosts:
         """The storage the run writes to, for the run's hours (FSx bills its whole capacity)."""
         spec = rates.STORAGE[self.storage]
         gb = max(spec.min_gb, arch.params * (STATE_BYTES_PER_PARAM + 2) / GB)
-        return gb * spec.usd_per_gb_month.value * hours / 730
+        return gb * spec.usd_per_gb_month.value * hours / rates.HOURS_PER_MONTH
 
     def cite(self) -> dict[str, str]:
         return {
@@ -75,7 +75,9 @@ class FixedCosts:
 
 @dataclass
 class Options:
-    """Everything a ranking is asked for; the flags of `workshop plan`."""
+    """Everything a ranking is asked for; the flags of `workshop plan`. Units: tokens and global_batch in
+    tokens, seq_len in tokens per sequence, headroom a fraction (0.2 = 20 %), max_hours in hours, budget in
+    USD, prices in USD per hour."""
 
     model: str = "llama-3-8b"
     tokens: float = 1e8

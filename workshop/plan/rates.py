@@ -194,7 +194,8 @@ DDR_GBYTES_PER_S_PER_CORE = Rate(
 # ---------------------------------------------------------------- measured here
 
 
-def _read(name: str) -> dict:
+def read_measured(name: str) -> dict:
+    """A stored result of benchmarks/results/ (comms.json, netsim.json, ceiling.json) as a dict."""
     path = Path(RESULTS_DIR) / name
     try:
         return json.loads(path.read_text())
@@ -209,7 +210,7 @@ def _ceiling(path: str | None) -> dict:
     """benchmarks/results/ceiling.json, or a ceiling.json measured on this machine (the calibrate path:
     `python -m workshop.experiments.ceiling --levers no_compile,zero3 --json-out PATH`)."""
     if path is None:
-        return _read("ceiling.json")
+        return read_measured("ceiling.json")
     try:
         return json.loads(Path(path).read_text())
     except (OSError, ValueError) as exc:
@@ -273,7 +274,7 @@ def cpu_efficiency(engine: str = "deepspeed", path: str | None = None) -> Rate:
 
 def gloo_local_fit() -> tuple[Rate, Rate]:
     """Chapter 06's gloo collective fit on one host (comms.json): (all-gather GB/s, latency per call)."""
-    fit = _read("comms.json")["bench"]["fit"]["all_gather"]
+    fit = read_measured("comms.json")["bench"]["fit"]["all_gather"]
     where = N_("chapter 06's gloo all-gather fit on one 2-core host (comms.json)")
     return (
         Rate(fit["gbytes_per_s"], "GB/s", N_("measured"), where),
@@ -429,4 +430,5 @@ STORAGE = {
         0.0,
     ),
 }
+HOURS_PER_MONTH = 730  # AWS turns a monthly price into an hourly one over 730 hours (8,760 a year / 12)
 CHECKPOINT_MINUTES = 30.0  # assumption: a checkpoint every 30 min of training (--checkpoint-minutes)

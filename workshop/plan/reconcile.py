@@ -92,7 +92,8 @@ class StageRow(TypedDict):
 
 
 def original_comparison() -> list[StageRow]:
-    """The planner's cumulative stages beside the original workshop's measured ZeRO-3 log (GiB per rank)."""
+    """The planner's cumulative stages beside the original workshop's measured ZeRO-3 log: one StageRow per
+    stage, GiB per rank, and the difference in %."""
     plan = plan_memory(**ORIGINAL_RUN)
     rows: list[StageRow] = []
     for label, planned in plan.stages():
@@ -231,7 +232,7 @@ def original_log_reading(plan: MemoryPlan | None = None) -> list[str]:
 
 
 def format_reconcile(r: Reconciliation) -> str:
-    """The reconciliation as the table and three lines chapter 01 prints."""
+    """The reconciliation as the table (bytes per parameter, GiB per rank) and the lines chapter 01 prints."""
     lines = [
         f"{'term':22s} {'B/param':>7s} {'planner GiB':>11s}  DeepSpeed?  original log",
         *(
