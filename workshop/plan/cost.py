@@ -15,7 +15,7 @@ from workshop.lang import _
 from workshop.plan.catalog import InstanceRow, instance_info, list_instances
 from workshop.plan.estimate import MEMORY_STACK, Plan, memory_options, node_for, run_costs
 from workshop.plan.fit import Recommendation, allocatable, recommend_instance
-from workshop.plan.models import architecture
+from workshop.plan.models import architecture, recipe
 from workshop.plan.options import Options, batch_reason, check_range, split_batch, validate
 from workshop.plan.ranking import best_for, filter_plans, hint, mark_pareto, mark_ties, plan_key
 
@@ -163,8 +163,6 @@ def job_settings(plan: Plan, model: str) -> dict[str, Any]:
     """The whole job a rank runs, as TrainArgs keywords: the model's recipe (lr, warm-up, dataset) with the
     plan's settings over it (micro-batch in sequences, sequence in tokens, checkpoint interval in steps); what
     chapter 05 prints is what its TrainJob renders."""
-    from workshop.plan.models import recipe
-
     return {**recipe(model), **train_settings(plan)}
 
 

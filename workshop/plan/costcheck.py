@@ -14,7 +14,7 @@ from workshop.lang import _
 from workshop.plan import rates
 from workshop.plan.catalog import instance_info
 from workshop.plan.estimate import Job, Node, estimate, node_for, zero3_for
-from workshop.plan.models import Architecture, architecture
+from workshop.plan.models import Architecture, architecture, flops_per_token
 from workshop.plan.options import Options
 from workshop.plan.topology import LINKS, ORIGINAL_003, ORIGINAL_RUNS, ORIGINAL_STEPS, OriginalWorkload
 from workshop.plan.traffic import original_comparison
@@ -93,8 +93,6 @@ def _local_node(step_tflops: float, ranks: int, inter_gbps: float | None) -> Nod
 
 def _step_rate(arch: Architecture, run: dict, seq_len: int, micro_batch: int) -> float:
     """TFLOPS of the measured 1-rank step without its optimizer (comms.json)."""
-    from workshop.plan.models import flops_per_token
-
     fpt = flops_per_token(
         arch.params,
         layers=arch.layers,
@@ -367,8 +365,6 @@ TORCHTITAN = (
 def torchtitan_rows() -> list[CheckRow]:
     """A second stack and model: torchtitan's Llama 3 8B on 64 A100 (selective checkpointing recomputes
     little: modelled as none)."""
-    from workshop.plan.models import architecture
-
     node = _gpu_node("A100 80GB", "nvlink3", 1600.0)
     p = estimate(node, Job(8, 8, 3, 1, 1, 8192, False), architecture("llama-3-8b"), 1e9)
     per_gpu = p.tokens_per_s / 64

@@ -10,7 +10,7 @@ from typing import Any, TypedDict
 
 from workshop.errors import WorkshopError, check_positive
 from workshop.lang import _
-from workshop.plan.catalog import PRICE_SOURCE, InstanceRow, list_instances
+from workshop.plan.catalog import PRICE_SOURCE, InstanceRow, instance_info, list_instances
 from workshop.plan.memory import GiB, MemoryPlan, PlanOptions, check_count, plan_memory
 
 # Node capacity a pod can actually request, the way Karpenter and the EKS AMI compute it.
@@ -248,8 +248,6 @@ def recommend_instance(
 ) -> Recommendation:
     """The pod sizes for one named instance type (the cost planner's pick), or why it does not hold the
     plan."""
-    from workshop.plan.catalog import instance_info
-
     row = instance_info(instance_type, source=source)
     got, why = fit_instance(
         row, model=model, nodes=nodes, procs_per_node=procs_per_node, headroom=headroom, plan_kw=plan_kw
