@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, NotRequired, TypedDict
 
@@ -60,6 +60,28 @@ class GemmResult:
         }
 
 
+def seconds_per_call(
+    fn: Callable[[], object],
+    *,
+    min_seconds: float,
+    sync: Callable[[], object] | None = None,
+    min_calls: int = 2,
+) -> float:
+    """Seconds one call of `fn` takes: calls it back to back until >= `min_seconds` and >= `min_calls`
+    calls have passed, then divides. `sync` (a GPU's synchronize) runs after each call, so queued kernels
+    are timed, not just launched. The one matmul timer: warm up before calling it (kernel selection and
+    first-touch pages are not what it measures)."""
+    n, t0 = 0, time.perf_counter()
+    while True:
+        fn()
+        if sync is not None:
+            sync()
+        n += 1
+        elapsed = time.perf_counter() - t0
+        if elapsed >= min_seconds and n >= min_calls:
+            return elapsed / n
+
+
 _DTYPES = ("bf16", "fp32")
 
 
@@ -100,17 +122,10 @@ def gemm_benchmark(
                     b = torch.randn(n, n, dtype=torch_dtype[dt])
                     for _ in range(warmup):
                         torch.mm(a, b)
-                    start = time.perf_counter()
-                    torch.mm(a, b)
-                    once = max(time.perf_counter() - start, 1e-6)
-                    inner = max(1, int(min_seconds / once))
                     cell = GemmResult(n, dt, t)
                     for _ in range(repeats):
-                        start = time.perf_counter()
-                        for _ in range(inner):
-                            torch.mm(a, b)
-                        elapsed = time.perf_counter() - start
-                        cell.tflops.append(2 * n**3 * inner / elapsed / 1e12)
+                        seconds = seconds_per_call(lambda a=a, b=b: torch.mm(a, b), min_seconds=min_seconds)
+                        cell.tflops.append(2 * n**3 / seconds / 1e12)
                     results.append(cell)
     finally:
         torch.set_num_threads(before)
