@@ -8,6 +8,7 @@ import statistics
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from typing import Any, NotRequired, TypedDict
 
 from workshop.errors import WorkshopError, check_positive
@@ -124,7 +125,7 @@ def gemm_benchmark(
                         torch.mm(a, b)
                     cell = GemmResult(n, dt, t)
                     for _ in range(repeats):
-                        seconds = seconds_per_call(lambda a=a, b=b: torch.mm(a, b), min_seconds=min_seconds)
+                        seconds = seconds_per_call(partial(torch.mm, a, b), min_seconds=min_seconds)
                         cell.tflops.append(2 * n**3 / seconds / 1e12)
                     results.append(cell)
     finally:
