@@ -85,8 +85,8 @@ PRICES: dict[str, Price] = {
 }
 PRICE_SOURCE = N_(
     "the dated table in workshop.plan.catalog.PRICES (aws.amazon.com/ec2/pricing/on-demand, us-east-1, "
-    "Linux; P4/P5 after AWS's June 2025 cut); with AWS credentials, the AWS Price List API; check before "
-    "budgeting"
+    "Linux; P4/P5 after AWS's June 2025 cut); with AWS credentials, the AWS Price List API; "
+    "check before budgeting"
 )
 
 _FAMILY_RE = re.compile(r"^(?P<cls>[a-z]+?)(?P<gen>\d+)(?P<attrs>[a-z]*)(?:-(?P<extra>[a-z0-9-]+))?$")

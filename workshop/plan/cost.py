@@ -110,8 +110,8 @@ def evaluate(instance_type: str, nodes: int, opts: Options) -> Plan:
     if ppn > node.max_ranks:
         unit = "GPUs" if row.gpus else "cores"
         raise WorkshopError(
-            f"--procs-per-node {ppn}: {instance_type} has {node.max_ranks} {unit} (one rank per GPU or core "
-            f"at most)"
+            f"--procs-per-node {ppn}: {instance_type} has {node.max_ranks} {unit} "
+            "(one rank per GPU or core at most)"
         )
     if not split_batch(opts.global_batch, opts.seq_len, nodes * ppn, opts.micro_batches):
         raise WorkshopError(f"no plan on {nodes} x {instance_type}: {batch_reason(opts, nodes * ppn)}")

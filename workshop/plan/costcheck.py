@@ -377,8 +377,8 @@ def torchtitan_rows() -> list[CheckRow]:
             PUBLISHED_TARGET,
             TORCHTITAN,
             _(
-                "compute term: the stack's stated MFU is {stated:.0%}; comm {comm:.2f} s of a {step:.2f} s "
-                "step"
+                "compute term: the stack's stated MFU is {stated:.0%}; "
+                "comm {comm:.2f} s of a {step:.2f} s step"
             ).format(stated=rates.GPU_STACKS["tuned-bf16"].value, comm=p.comm_s, step=p.step_time_s),
         )
     ]

@@ -184,8 +184,8 @@ def _cpu_node(row: InstanceRow, opts: Options) -> Node:
         intra_latency=local_lat,
         inter_gbytes_per_s=inter,
         inter_latency=rates.LATENCY_S["tcp"],
-        inter_transport=f"gloo over TCP: one flow per ring neighbour, min({nic:g} Gbps NIC, {flow.value:g} "
-        "Gbps flow)",
+        inter_transport=f"gloo over TCP: one flow per ring neighbour, "
+        f"min({nic:g} Gbps NIC, {flow.value:g} Gbps flow)",
         pcie_gbytes_per_s=None,
         overlap=rates.OVERLAP["cpu"],
         usd_per_hour=rates.price(row, opts.prices),
@@ -423,8 +423,8 @@ def _sources(node: Node, job: Job, s: Step, fixed: FixedCosts | None) -> dict[st
         **node.sources,
         "flops": f"{s.flops_per_token / 1e9:.1f} GFLOP/token: 6 x params + 12 x layers x hidden x seq"
         + (" x 4/3 (recompute)" if job.grad_ckpt else ""),
-        "traffic": f"chapter 06's ZeRO-{job.zero_stage} model: {s.traffic.collective / GB:.1f} GB per rank "
-        "per step",
+        "traffic": f"chapter 06's ZeRO-{job.zero_stage} model: "
+        f"{s.traffic.collective / GB:.1f} GB per rank per step",
         "optimizer": rates.ADAM_BYTES_PER_PARAM.cite(),
         "price": node.usd_per_hour.cite() if node.usd_per_hour else "unknown: pass --price TYPE=USD",
         **(fixed.cite() if fixed else {}),

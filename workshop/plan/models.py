@@ -270,8 +270,8 @@ def check_hub_access(hub_id: str, token: str | None = None, revision: str | None
             f"{hub_id} is a gated model and this token may not download it "
             f"({'no token: set HF_TOKEN' if not token else 'token set, but access not granted'}). Accept the "
             f"licence at https://huggingface.co/{hub_id} with the account that owns the token, wait for the "
-            "approval e-mail, then put that token in the Secret (`kubectl create secret generic hf-token "
-            "...`)"
+            "approval e-mail, then put that token in the Secret "
+            "(`kubectl create secret generic hf-token ...`)"
         ) from exc
     except RepositoryNotFoundError as exc:
         raise WorkshopError(
@@ -289,8 +289,8 @@ def check_hub_access(hub_id: str, token: str | None = None, revision: str | None
                 " and HF_HUB_OFFLINE is set: download it once with network access (`hf download "
                 f"{hub_id}`), or unset HF_HUB_OFFLINE"
                 if offline
-                else " and the hub could not be reached: check the network, or use a preset for an offline "
-                "run"
+                else " and the hub could not be reached: check the network, "
+                "or use a preset for an offline run"
             )
         ) from exc
 

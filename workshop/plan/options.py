@@ -173,8 +173,8 @@ def validate(opts: Options) -> None:
         raise WorkshopError(f"global batch must be a whole number of tokens >= 1, got {opts.global_batch!r}")
     if opts.global_batch % opts.seq_len:
         raise WorkshopError(
-            f"global batch {opts.global_batch:,} tokens is not a whole number of {opts.seq_len}-token "
-            "sequences"
+            f"global batch {opts.global_batch:,} tokens is not a whole number "
+            f"of {opts.seq_len}-token sequences"
         )
     if opts.global_batch > opts.tokens:
         raise WorkshopError(

@@ -81,9 +81,8 @@ GPUS: dict[str, GpuSpec] = {
             "A10G",
             70.0,
             600.0,
-            "APPROXIMATE: NVIDIA A10 datasheet 125 TFLOPS BF16 dense; AWS's A10G runs lower clocks, ~70 "
-            "TFLOPS "
-            "as commonly quoted; 600 GB/s GDDR6",
+            "APPROXIMATE: NVIDIA A10 datasheet 125 TFLOPS BF16 dense; AWS's A10G runs lower clocks, "
+            "~70 TFLOPS as commonly quoted; 600 GB/s GDDR6",
         ),
     ]
 }
@@ -117,9 +116,8 @@ CPU_FAMILIES = ("c7i", "m7i", "r7i", "c8i", "m8i", "r8i")
 # ---------------------------------------------------------------- networks (AWS documentation + assumptions)
 
 FLOW_SOURCE = N_(
-    "EC2 User Guide, 'Amazon EC2 instance network bandwidth': a single TCP flow (5-tuple) is limited to 5 "
-    "Gbps "
-    "outside a cluster placement group, 10 Gbps inside one; ENA Express raises one flow to 25 Gbps"
+    "EC2 User Guide, 'Amazon EC2 instance network bandwidth': a single TCP flow (5-tuple) is limited to "
+    "5 Gbps outside a cluster placement group, 10 Gbps inside one; ENA Express raises one flow to 25 Gbps"
 )
 TCP_FLOW_GBPS = {"default": 5.0, "placement_group": 10.0, "ena_express": 25.0}
 TCP_EFFICIENCY = Rate(

@@ -224,9 +224,9 @@ def original_log_reading(plan: MemoryPlan | None = None) -> list[str]:
         prev = gib
     moments = next(line for term, _b, _ds, line in RECONCILE_TERMS if term == "adam_moments")
     out.append(
-        f"adam_moments ({plan.components['adam_moments'] / GiB:.2f} GiB per rank): {moments}, after every "
-        f"line above (planner: {dict(plan.stages())['After the first step (Adam moments)'] / GiB:.2f} GiB "
-        "after it)"
+        f"adam_moments ({plan.components['adam_moments'] / GiB:.2f} GiB per rank): {moments}, "
+        "after every line above (planner: "
+        f"{dict(plan.stages())['After the first step (Adam moments)'] / GiB:.2f} GiB after it)"
     )
     return out
 
