@@ -14,7 +14,7 @@ from workshop.lang import _
 from workshop.plan import rates
 from workshop.plan.catalog import instance_info
 from workshop.plan.estimate import Job, Node, estimate, node_for, zero3_for
-from workshop.plan.models import Architecture, architecture, flops_per_token
+from workshop.plan.models import Architecture, architecture
 from workshop.plan.options import Options
 from workshop.plan.topology import LINKS, ORIGINAL_003, ORIGINAL_RUNS, ORIGINAL_STEPS, OriginalWorkload
 from workshop.plan.traffic import original_comparison
@@ -93,14 +93,7 @@ def _local_node(step_tflops: float, ranks: int, inter_gbps: float | None) -> Nod
 
 def _step_rate(arch: Architecture, run: dict, seq_len: int, micro_batch: int) -> float:
     """TFLOPS of the measured 1-rank step without its optimizer (comms.json)."""
-    fpt = flops_per_token(
-        arch.params,
-        layers=arch.layers,
-        hidden=arch.hidden,
-        seq_len=seq_len,
-        vocab=arch.vocab,
-        tied=arch.tied_embeddings,
-    )
+    fpt = arch.train_flops(seq_len)
     return micro_batch * seq_len * fpt / (run["base_1rank_s"] - run["optimizer_1rank_s"]) / 1e12
 
 

@@ -20,7 +20,7 @@ from workshop.plan import rates
 from workshop.plan.catalog import InstanceRow
 from workshop.plan.hardware import AMX_BF16_FLOP_PER_CYCLE
 from workshop.plan.memory import PlanOptions
-from workshop.plan.models import Architecture, flops_per_token
+from workshop.plan.models import Architecture
 from workshop.plan.options import FixedCosts, Options
 from workshop.plan.topology import GB, LINKS
 from workshop.plan.traffic import Traffic, gathers_per_micro_step, step_time, zero_traffic
@@ -335,14 +335,8 @@ class Step:
 def _compute_s(node: Node, job: Job, arch: Architecture) -> tuple[float, float]:
     """(seconds of compute per rank per step, model FLOPs per token)."""
     tokens_rank = job.micro_batch * job.seq_len * job.grad_accum
-    fpt = flops_per_token(
-        arch.params,
-        layers=arch.layers,
-        hidden=arch.hidden,
-        seq_len=job.seq_len,
-        vocab=arch.vocab,
-        tied=arch.tied_embeddings,
-    ) * (4 / 3 if job.grad_ckpt else 1)  # checkpointing recomputes the forward pass
+    # checkpointing recomputes the forward pass: 4/3 of the FLOPs
+    fpt = arch.train_flops(job.seq_len) * (4 / 3 if job.grad_ckpt else 1)
     per_rank_tflops = node.peak_tflops * node.efficiency.value
     if node.device == "cpu":
         per_rank_tflops /= job.procs_per_node  # ranks share the node's cores

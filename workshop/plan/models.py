@@ -153,6 +153,18 @@ class Architecture:
     vocab: int
     tied_embeddings: bool
 
+    def train_flops(self, seq_len: int, params: int | None = None) -> float:
+        """Training FLOPs per token at `seq_len` tokens per sequence (flops_per_token's counting); `params`:
+        a measured parameter count instead of this architecture's own."""
+        return flops_per_token(
+            params or self.params,
+            layers=self.layers,
+            hidden=self.hidden,
+            seq_len=seq_len,
+            vocab=self.vocab,
+            tied=self.tied_embeddings,
+        )
+
 
 @cache
 def architecture(name: str) -> Architecture:
