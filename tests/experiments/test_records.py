@@ -6,7 +6,7 @@ from dataclasses import asdict, fields
 from workshop.experiments.loading.worker import RankRecord, RankReport
 from workshop.experiments.measure import Stats, StatsRecord
 from workshop.plan import catalog
-from workshop.plan.hardware import GemmCell, GemmResult
+from workshop.plan.gemm import GemmCell, GemmResult
 
 
 def test_gemm_cell_is_asdict_plus_the_summaries():

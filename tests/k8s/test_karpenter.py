@@ -145,9 +145,10 @@ def test_the_pool_admits_exactly_the_types_that_host_the_planned_pod():
     from workshop.k8s import karpenter
     from workshop.plan import cost
     from workshop.plan.catalog import instance_info
-    from workshop.plan.memory import allocatable
+    from workshop.plan.fit import allocatable
+    from workshop.plan.options import Options
 
-    plans = cost.rank(cost.Options(source="moto", families=("c7i", "m7i", "r7i"), nodes=(4,)))
+    plans = cost.rank(Options(source="moto", families=("c7i", "m7i", "r7i"), nodes=(4,)))
     admitted = cost.within_margin(plans, 0.25)
     rec = cost.recommendation(plans[0], "llama-3-8b", source="moto")
     choice = cost.pool_choice(admitted, rec, source="moto")

@@ -37,6 +37,7 @@ from workshop.k8s.install import pools_ready  # noqa: E402
 from workshop.k8s.teardown.delete import teardown  # noqa: E402
 from workshop.paths import REPO
 from workshop.plan import cost  # noqa: E402
+from workshop.plan.options import Options  # noqa: E402
 
 pytestmark = pytest.mark.real_apiserver
 
@@ -177,9 +178,7 @@ def condition(kind: str, status: str = "True") -> dict:
 
 def chapter02_docs() -> list[dict]:
     """What chapter 02 applies (its cells, with their defaults): the planner's CPU pool and the GPU pool."""
-    plans = cost.rank(
-        cost.Options(model="llama-3-8b", tokens=1e8, families=("c7i", "m7i", "r7i"), nodes=(4,))
-    )
+    plans = cost.rank(Options(model="llama-3-8b", tokens=1e8, families=("c7i", "m7i", "r7i"), nodes=(4,)))
     admitted = cost.within_margin(plans, 0.25)
     pool = karpenter.pool_from_recommendation(
         cost.pool_choice(admitted), cluster="training-on-eks", role="eksctl-KarpenterNodeRole-training-on-eks"
@@ -189,9 +188,7 @@ def chapter02_docs() -> list[dict]:
 
 def chapter05_job(name: str = "cpu-llama3", namespace: str = "default", token: str | None = "hf_test"):
     """What chapter 05 submits (its cells, with their defaults): the planner's CPU TrainJob, FSx outputs."""
-    plan = cost.rank(
-        cost.Options(model="llama-3-8b", tokens=1e8, families=("c7i", "m7i", "r7i"), nodes=(4,))
-    )[0]
+    plan = cost.rank(Options(model="llama-3-8b", tokens=1e8, families=("c7i", "m7i", "r7i"), nodes=(4,)))[0]
     rec = cost.recommendation(plan, "llama-3-8b")
     outputs = storage.fsx_storage(
         subnet_id="subnet-0123456789abcdef0",

@@ -100,7 +100,7 @@ def test_cpu_job_contents():
 
 
 def test_cpu_job_sizes_come_from_the_planner():
-    from workshop.plan.memory import recommend
+    from workshop.plan.fit import recommend
 
     rec = recommend("llama-3-8b", nodes=2, procs_per_node=1, source="moto")
     d = tj.cpu_trainjob(nodes=2, recommendation=rec).to_dict("2.1.0")
@@ -443,15 +443,15 @@ def test_cpu_image_preloads_the_allocator_it_installs():
 
 
 def _plan(nodes=2, itype="r7i.8xlarge"):
-    from workshop.plan import cost
+    from workshop.plan import cost, options
 
-    return cost.evaluate(itype, nodes, cost.Options(source="moto", nodes=(1, 2, 4)))
+    return cost.evaluate(itype, nodes, options.Options(source="moto", nodes=(1, 2, 4)))
 
 
 def test_the_planned_job_is_the_rendered_job():
     """One object from plan to argv: the TrainJob's ranks, split of the global batch and pod sizes are the
     plan's, and the settings chapter 05 prints are the ones rendered."""
-    from workshop.plan import cost
+    from workshop.plan import cost, options
 
     plan = _plan()
     job = tj.cpu_trainjob(model="llama-3-8b", plan=plan, catalog_source="moto", hf_secret=tj.HFTokenSecret())
@@ -472,7 +472,7 @@ def test_the_planned_job_is_the_rendered_job():
         * settings["micro_batch"]
         * settings["grad_accum"]
         * settings["seq_len"]
-        == cost.DEFAULT_GLOBAL_BATCH
+        == options.DEFAULT_GLOBAL_BATCH
     )
     rec = cost.recommendation(plan, "llama-3-8b", source="moto")
     assert job.requests == {"cpu": str(rec.cpu_request), "memory": rec.memory_request}
@@ -491,7 +491,7 @@ def test_a_trainjob_for_another_cluster_is_refused(kw, match):
 
 
 def test_a_recommendation_for_another_cluster_is_refused():
-    from workshop.plan.memory import recommend
+    from workshop.plan.fit import recommend
 
     rec = recommend("llama-3-8b", nodes=4, procs_per_node=1, source="moto")
     with pytest.raises(tj.WorkshopError, match="nodes=4"):

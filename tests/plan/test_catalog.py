@@ -5,6 +5,7 @@ import json
 
 import pytest
 
+from workshop.cli import plan as plan_cli
 from workshop.errors import WorkshopError
 from workshop.plan import catalog
 
@@ -82,7 +83,7 @@ def test_unknown_family_and_instance_are_clear_errors():
 
 
 def test_cli_json_and_errors(capsys):
-    assert catalog.main(["--family", "r7i", "--efa", "--json", "--source", "moto"]) == 0
+    assert plan_cli.instances(["--family", "r7i", "--efa", "--json", "--source", "moto"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert isinstance(out, list) and out
     for key in ("instance_type", "vcpus", "cores", "memory_gib", "efa"):

@@ -9,7 +9,9 @@ from dataclasses import replace
 
 import pytest
 
-from workshop.plan import cost, costcheck, rates
+from workshop.cli import plan as plan_cli
+from workshop.errors import WorkshopError
+from workshop.plan import cost, costcheck, estimate, options, ranking, rates
 from workshop.plan.catalog import instance_info
 from workshop.plan.memory import plan_memory
 from workshop.plan.models import Architecture
@@ -18,8 +20,8 @@ ARCH = Architecture("toy", 1_000_000_000, 10_000_000, 10, 1000, 4000, 8, 8, 125,
 ZERO = rates.Rate(0.0, "", "assumption", "test")
 
 
-def toy_node(**kw) -> cost.Node:
-    base = cost.Node(
+def toy_node(**kw) -> estimate.Node:
+    base = estimate.Node(
         name="toy",
         device="cpu",
         max_ranks=8,
@@ -40,8 +42,8 @@ def toy_node(**kw) -> cost.Node:
 
 
 def test_hand_computed_step():
-    job = cost.Job(nodes=4, procs_per_node=1, zero_stage=3, micro_batch=1, grad_accum=1, seq_len=512)
-    p = cost.estimate(toy_node(), job, ARCH, 1e6)
+    job = estimate.Job(nodes=4, procs_per_node=1, zero_stage=3, micro_batch=1, grad_accum=1, seq_len=512)
+    p = estimate.estimate(toy_node(), job, ARCH, 1e6)
     fpt = 6e9 + 12 * 10 * 1000 * 512
     assert p.compute_s == pytest.approx(512 * fpt / 50e12)
     # ZeRO-3 on gloo: 2 gathers x 3/4 x 2 GB + reduce-scatter as all-reduce 2 x 3/4 x 2 GB = 6 GB at 1 GB/s
@@ -56,18 +58,19 @@ def test_hand_computed_step():
 
 
 def test_checkpointing_adds_a_third_of_the_flops():
-    job = cost.Job(nodes=1, procs_per_node=1, zero_stage=0, micro_batch=4)
-    a = cost.estimate(toy_node(), job, ARCH, 1e6)
-    b = cost.estimate(toy_node(), replace(job, grad_ckpt=True), ARCH, 1e6)
+    job = estimate.Job(nodes=1, procs_per_node=1, zero_stage=0, micro_batch=4)
+    a = estimate.estimate(toy_node(), job, ARCH, 1e6)
+    b = estimate.estimate(toy_node(), replace(job, grad_ckpt=True), ARCH, 1e6)
     assert b.compute_s == pytest.approx(a.compute_s * 4 / 3)
     assert a.comm_s == 0 and a.bound == "compute"
 
 
 @pytest.mark.parametrize("stage", [0, 1, 2, 3])
 def test_more_bandwidth_never_slower(stage):
-    job = cost.Job(nodes=4, procs_per_node=2, zero_stage=stage, micro_batch=2)
+    job = estimate.Job(nodes=4, procs_per_node=2, zero_stage=stage, micro_batch=2)
     times = [
-        cost.estimate(toy_node(inter_gbytes_per_s=bw), job, ARCH, 1e6).step_time_s for bw in (0.1, 1, 10, 100)
+        estimate.estimate(toy_node(inter_gbytes_per_s=bw), job, ARCH, 1e6).step_time_s
+        for bw in (0.1, 1, 10, 100)
     ]
     assert times == sorted(times, reverse=True)
     assert times[0] > times[-1]
@@ -78,22 +81,22 @@ def test_more_nodes_never_more_memory_per_rank():
     assert per_rank == sorted(per_rank, reverse=True)
 
 
-def _opts(**kw) -> cost.Options:
-    return cost.Options(source="moto", **kw)
+def _opts(**kw) -> options.Options:
+    return options.Options(source="moto", **kw)
 
 
 def test_placement_group_and_ena_express_never_slower():
     row = instance_info("c7i.48xlarge", source="moto")
-    job = cost.Job(nodes=4, procs_per_node=1, zero_stage=3, micro_batch=1, grad_accum=1)
+    job = estimate.Job(nodes=4, procs_per_node=1, zero_stage=3, micro_batch=1, grad_accum=1)
     arch = ARCH
-    plain = cost.estimate(cost.node_for(row, _opts()), job, arch, 1e8).step_time_s
-    pg = cost.estimate(cost.node_for(row, _opts(placement_group=True)), job, arch, 1e8).step_time_s
-    ena = cost.estimate(cost.node_for(row, _opts(ena_express=True)), job, arch, 1e8).step_time_s
+    plain = estimate.estimate(estimate.node_for(row, _opts()), job, arch, 1e8).step_time_s
+    pg = estimate.estimate(estimate.node_for(row, _opts(placement_group=True)), job, arch, 1e8).step_time_s
+    ena = estimate.estimate(estimate.node_for(row, _opts(ena_express=True)), job, arch, 1e8).step_time_s
     assert plain > pg > ena
 
 
 def test_gloo_never_uses_efa():
-    node = cost.node_for(instance_info("c7i.48xlarge", source="moto"), _opts())
+    node = estimate.node_for(instance_info("c7i.48xlarge", source="moto"), _opts())
     assert "EFA" not in node.inter_transport
     assert node.inter_gbytes_per_s == pytest.approx(5 * 0.9 / 8)  # one 5 Gbps flow, not the 50 Gbps NIC
 
@@ -138,14 +141,14 @@ def test_usd_is_price_times_hours_plus_storage_and_ties_ordered():
     assert ties == sorted(ties, key=lambda p: (p.nodes, p.hours))  # the stated rule
     assert rest == sorted(rest, key=lambda p: p.usd)
     cheapest = min(p.usd for p in plans)
-    assert all(p.usd <= cheapest * (1 + cost.PLANNER_ERROR) for p in ties)
-    assert all(p.usd > cheapest * (1 + cost.PLANNER_ERROR) for p in rest)
+    assert all(p.usd <= cheapest * (1 + options.PLANNER_ERROR) for p in ties)
+    assert all(p.usd > cheapest * (1 + options.PLANNER_ERROR) for p in rest)
     assert all(p.usd is not None for p in plans)  # c7i and g6e are priced
     for p in plans:
         fixed_h = sum(p.fixed_s.values()) / 3600
         assert p.hours == pytest.approx(p.train_hours + fixed_h)
         assert p.train_hours == pytest.approx(p.steps * p.step_time_s / 3600)
-        storage = cost.FixedCosts().storage_usd(ARCH, p.hours)
+        storage = options.FixedCosts().storage_usd(ARCH, p.hours)
         assert p.usd == pytest.approx(p.usd_per_hour * p.hours + storage)
         once_h = fixed_h - p.fixed_s["checkpoints"] / 3600
         assert p.fixed_usd == pytest.approx(p.usd_per_hour * once_h)
@@ -157,11 +160,11 @@ def test_usd_is_price_times_hours_plus_storage_and_ties_ordered():
 def test_every_plan_trains_the_same_global_batch():
     """The same fine-tune on every plan: ranks x micro-batch x accumulation x seq = the global batch."""
     plans = cost.rank(_opts(families=("c7i", "p4d", "p5", "g6e")))
-    assert {p.tokens_per_step for p in plans} == {cost.DEFAULT_GLOBAL_BATCH}
-    assert {p.steps for p in plans} == {math.ceil(1e8 / cost.DEFAULT_GLOBAL_BATCH)}
+    assert {p.tokens_per_step for p in plans} == {options.DEFAULT_GLOBAL_BATCH}
+    assert {p.steps for p in plans} == {math.ceil(1e8 / options.DEFAULT_GLOBAL_BATCH)}
     assert all(p.nodes * p.procs_per_node * p.micro_batch * p.grad_accum * 512 == 8192 for p in plans)
     assert not any(p.label == "8 x p5.48xlarge" for p in plans)  # 64 ranks cannot split 16 sequences
-    with pytest.raises(cost.WorkshopError, match="does not split evenly over 64 ranks"):
+    with pytest.raises(WorkshopError, match="does not split evenly over 64 ranks"):
         cost.evaluate("p5.48xlarge", 8, _opts())
 
 
@@ -173,7 +176,7 @@ def test_fixed_costs_rule_small_budgets():
     quick = cost.evaluate(
         "p5.48xlarge",
         1,
-        _opts(tokens=1e6, fixed=cost.FixedCosts(startup_s=rates.Rate(0, "s", "override", "t"))),
+        _opts(tokens=1e6, fixed=options.FixedCosts(startup_s=rates.Rate(0, "s", "override", "t"))),
     )
     assert quick.usd < small.usd
 
@@ -222,7 +225,8 @@ def test_aws_price_list_is_read_when_credentials_exist(monkeypatch):
 
 def test_json_contract(capsys):
     assert (
-        cost.main(["--family", "c7i", "--family", "g6e", "--nodes", "1", "--source", "moto", "--json"]) == 0
+        plan_cli.plan(["--family", "c7i", "--family", "g6e", "--nodes", "1", "--source", "moto", "--json"])
+        == 0
     )
     plans = json.loads(capsys.readouterr().out)["plans"]
     keys = [
@@ -247,7 +251,7 @@ def test_json_contract(capsys):
     assert plans and all(k in p for p in plans for k in keys)
     priced = [p["usd"] for p in plans if p["usd"] is not None]
     assert priced == sorted(priced) and plans[: len(priced)] == [p for p in plans if p["usd"] is not None]
-    assert all(p["bound"] in cost.BOUNDS for p in plans)
+    assert all(p["bound"] in estimate.BOUNDS for p in plans)
 
 
 @pytest.mark.parametrize(
@@ -275,7 +279,7 @@ def test_json_contract(capsys):
     ],
 )
 def test_bad_input_exits_2_naming_the_value(argv, named, capsys):
-    assert cost.main([*argv, "--source", "moto"]) == 2
+    assert plan_cli.plan([*argv, "--source", "moto"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and named in err and err.count("\n") == 1
 
@@ -284,7 +288,7 @@ def test_price_override_and_memory_mode(capsys):
     opts = _opts(prices=rates.parse_prices(["c7i.48xlarge=1.0"]))
     p = cost.evaluate("c7i.48xlarge", 1, opts)
     assert p.usd_per_hour == 1.0 and p.sources["price"].startswith("1 USD/h (override")
-    assert cost.main(["--memory", "--nodes", "1", "--source", "moto", "--json"]) == 0
+    assert plan_cli.plan(["--memory", "--nodes", "1", "--source", "moto", "--json"]) == 0
     assert "recommendation" in json.loads(capsys.readouterr().out)
 
 
@@ -318,7 +322,7 @@ def test_margin_keeps_the_plans_near_the_cheapest_and_the_pool_admits_them():
             family in req["karpenter.k8s.aws/instance-family"]
             and size in req["karpenter.k8s.aws/instance-size"]
         )
-    with pytest.raises(cost.WorkshopError, match="-0.1"):
+    with pytest.raises(WorkshopError, match="-0.1"):
         cost.within_margin(plans, -0.1)
 
 
@@ -327,11 +331,11 @@ def test_zero3_bytes_come_from_the_call_level_count():
     two."""
     from workshop.plan.models import architecture
 
-    arch, calls = architecture("tiny"), cost.zero3_for("tiny", 1, False)
+    arch, calls = architecture("tiny"), estimate.zero3_for("tiny", 1, False)
     assert calls.gather_passes == 1
-    job = cost.Job(nodes=2, procs_per_node=1, zero_stage=3, micro_batch=4, grad_accum=1, seq_len=128)
-    plain = cost.estimate(toy_node(), job, arch, 1e6)
-    counted = cost.estimate(toy_node(), job, arch, 1e6, calls=calls)
+    job = estimate.Job(nodes=2, procs_per_node=1, zero_stage=3, micro_batch=4, grad_accum=1, seq_len=128)
+    plain = estimate.estimate(toy_node(), job, arch, 1e6)
+    counted = estimate.estimate(toy_node(), job, arch, 1e6, calls=calls)
     # gloo: all-gather 1 x 1/2 x 2 B x params + reduce-scatter as all-reduce 2 x 1/2 x 2 B x params
     assert counted.gb_per_rank_per_step == pytest.approx(
         (calls.all_gather_bytes + 2 * calls.reduce_scatter_bytes) / 2 / 1e9
@@ -355,11 +359,11 @@ def test_chapter_sentences_are_computed_from_the_plans():
     once = sum(v for k, v in original.fixed_s.items() if k != "checkpoints")
     # the job's own checkpoints (--save-steps) write the states, 14 B/param against the final save's 2
     n_ckpt = 10 // original.save_steps if original.save_steps else 0
-    ckpt_s = n_ckpt * original.fixed_s["final save"] * cost.STATE_BYTES_PER_PARAM / 2
+    ckpt_s = n_ckpt * original.fixed_s["final save"] * options.STATE_BYTES_PER_PARAM / 2
     assert f"{(10 * original.step_time_s + once + ckpt_s) / 3600:.1f} h" in text and "instead of" in text
     assert f"for its {n_ckpt} checkpoints" in text
     text = predictions.before_submit(replace(original, save_steps=3), 10)  # 3 checkpoints in 10 steps
-    ckpt_s = 3 * original.fixed_s["final save"] * cost.STATE_BYTES_PER_PARAM / 2
+    ckpt_s = 3 * original.fixed_s["final save"] * options.STATE_BYTES_PER_PARAM / 2
     assert f"{ckpt_s:.0f} s for its 3 checkpoints" in text
     assert f"{(10 * original.step_time_s + once + ckpt_s) / 3600:.1f} h" in text
     said = widgets.cost_text("llama-3-8b", 1e8, 0.001, "CPU only (c7i/m7i/r7i)", "moto")
@@ -371,9 +375,9 @@ def test_offload_only_when_asked():
     plans = cost.rank(_opts(families=("g6e",), nodes=(1,)))
     assert not any(p.offload_optimizer or p.offload_param for p in plans)
     row = instance_info("g6e.xlarge", source="moto")
-    jobs = [j for group in cost.job_groups(row, 1, _opts(offload=True, zero_stages=(3,))) for j in group]
+    jobs = [j for group in ranking.job_groups(row, 1, _opts(offload=True, zero_stages=(3,))) for j in group]
     assert any(j.offload_param for j in jobs) is False  # one rank: world 1, no ZeRO, nothing to offload to
-    jobs = [j for group in cost.job_groups(row, 2, _opts(offload=True, zero_stages=(3,))) for j in group]
+    jobs = [j for group in ranking.job_groups(row, 2, _opts(offload=True, zero_stages=(3,))) for j in group]
     assert any(j.offload_param for j in jobs) and any(j.offload_optimizer for j in jobs)
 
 
@@ -404,6 +408,6 @@ def test_calibrate_with_a_ceiling_measured_elsewhere(tmp_path):
     assert "2099-01-01" in fast.sources["efficiency"]
     doc["machine"]["isa_flags"]["amx"] = False
     mine.write_text(json.dumps(doc))
-    with pytest.raises(cost.WorkshopError, match="without AMX"):
+    with pytest.raises(WorkshopError, match="without AMX"):
         cost.rank(_opts(ceiling=str(mine)))
-    assert cost.main(["--ceiling", str(tmp_path / "none.json"), "--source", "moto"]) == 2
+    assert plan_cli.plan(["--ceiling", str(tmp_path / "none.json"), "--source", "moto"]) == 2

@@ -4,8 +4,9 @@ import json
 
 import pytest
 
+from workshop.cli import plan as plan_cli
 from workshop.errors import WorkshopError
-from workshop.plan import hardware
+from workshop.plan import gemm, hardware
 
 
 @pytest.fixture(scope="module")
@@ -89,14 +90,14 @@ def test_explain_claims_about_onednn_only_what_was_probed():
 
 
 def test_gemm_benchmark_measures_real_throughput():
-    res = hardware.gemm_benchmark(sizes=(128, 256), threads=(1,), warmup=1, repeats=3, min_seconds=0.01)
+    res = gemm.gemm_benchmark(sizes=(128, 256), threads=(1,), warmup=1, repeats=3, min_seconds=0.01)
     assert {(r.size, r.dtype) for r in res} == {(128, "bf16"), (256, "bf16"), (128, "fp32"), (256, "fp32")}
     for r in res:
         assert len(r.tflops) == 3
         assert r.worst <= r.median <= r.best
         assert 1e-4 < r.median < 100  # a real CPU: more than 0.1 GFLOPS, less than 100 TFLOPS
     d = {"cores": 1, "clock_ghz": 2.0, "isa_class": "zen4", "amx": False, "avx512_bf16": True, "why": "x"}
-    s = hardware.summarize(d, res)
+    s = gemm.summarize(d, res)
     assert s["bf16_over_fp32"] == pytest.approx(s["bf16_tflops"] / s["fp32_tflops"], rel=0.01)
     amx_peak_one_core = 1 * hardware.XEON_REFERENCE["clock_ghz"] * 1024 / 1000
     assert s["peak_amx_bf16_tflops"] == pytest.approx(amx_peak_one_core)
@@ -109,11 +110,11 @@ def test_summary_compares_bf16_and_fp32_at_the_same_thread_count():
     gave x1.16; at equal threads the ratios are x2.24 (1 thread) and x1.11 (2 threads)."""
 
     def cell(dtype, threads, tflops):
-        return hardware.GemmResult(1024, dtype, threads, [tflops])
+        return gemm.GemmResult(1024, dtype, threads, [tflops])
 
     res = [cell("bf16", 1, 0.219), cell("fp32", 1, 0.0978), cell("bf16", 2, 0.210), cell("fp32", 2, 0.189)]
     d = {"cores": 2, "clock_ghz": 2.6, "isa_class": "zen4", "amx": False, "avx512_bf16": True, "why": "x"}
-    s = hardware.summarize(d, res)
+    s = gemm.summarize(d, res)
     assert s["threads"] == 1 and s["bf16_tflops"] == 0.219 and s["fp32_tflops"] == 0.0978
     assert s["bf16_over_fp32"] == 2.24 and s["bf16_over_fp32_by_threads"] == {1: 2.24, 2: 1.11}
     # each figure panel gets the peaks of its own thread count: two cores peak twice one core
@@ -124,13 +125,13 @@ def test_summary_compares_bf16_and_fp32_at_the_same_thread_count():
 
 def test_gemm_benchmark_rejects_bad_input():
     with pytest.raises(WorkshopError, match="dtype"):
-        hardware.gemm_benchmark(sizes=(64,), dtypes=("int4",))
+        gemm.gemm_benchmark(sizes=(64,), dtypes=("int4",))
     with pytest.raises(WorkshopError):
-        hardware.gemm_benchmark(sizes=(0,))
+        gemm.gemm_benchmark(sizes=(0,))
 
 
 def test_cli_json(capsys):
-    assert hardware.main(["--json", "--sizes", "128", "--threads", "1", "--repeats", "2"]) == 0
+    assert plan_cli.hw(["--json", "--sizes", "128", "--threads", "1", "--repeats", "2"]) == 0
     out = json.loads(capsys.readouterr().out)
     for key in ("amx", "bf16_tflops", "fp32_tflops", "peak_bf16_tflops", "peak_amx_bf16_tflops"):
         assert key in out

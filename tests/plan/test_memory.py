@@ -5,8 +5,9 @@ import json
 
 import pytest
 
+from workshop.cli import plan as plan_cli
 from workshop.errors import WorkshopError
-from workshop.plan import memory
+from workshop.plan import fit, memory, reconcile
 from workshop.plan.memory import GiB
 
 
@@ -18,7 +19,7 @@ def test_exact_parameter_count_from_meta_device():
 
 def test_plan_matches_seed_log_after_calibration_stage():
     """Only the first line calibrates the runtime term; the later stages are predictions."""
-    rows = {r["stage"]: r for r in memory.original_comparison()}
+    rows = {r["stage"]: r for r in reconcile.original_comparison()}
     assert rows["Stage 3 initialize beginning"]["plan_gib"] == pytest.approx(4.81, abs=0.01)
     for stage in (
         "After creating fp32 partitions",
@@ -26,12 +27,12 @@ def test_plan_matches_seed_log_after_calibration_stage():
         "After initializing ZeRO optimizer",
     ):
         assert abs(rows[stage]["diff_pct"]) < 6, rows[stage]
-    plan = memory.plan_memory(**memory.ORIGINAL_RUN)
+    plan = memory.plan_memory(**reconcile.ORIGINAL_RUN)
     assert plan.at_zero_init / GiB == pytest.approx(24.47, rel=0.06)
     # host total: 4 ranks + the original host's own idle baseline (used at start minus 4 x 4.81 GiB)
     baseline = (
-        memory.ORIGINAL_HOST_USED_GIB["start"]
-        - 4 * memory.ORIGINAL_STAGES_GIB["Stage 3 initialize beginning"]
+        reconcile.ORIGINAL_HOST_USED_GIB["start"]
+        - 4 * reconcile.ORIGINAL_STAGES_GIB["Stage 3 initialize beginning"]
     )
     assert 4 * plan.at_zero_init / GiB + baseline == pytest.approx(104.54, rel=0.06)
     # the original workshop's line is before the first step: Adam's moments come on top of it
@@ -39,14 +40,14 @@ def test_plan_matches_seed_log_after_calibration_stage():
 
 
 def test_model_states_agree_with_deepspeed_estimator():
-    ds = memory.deepspeed_estimate("llama-3-8b", nodes=1, procs_per_node=4)
-    plan = memory.plan_memory(**memory.ORIGINAL_RUN)
+    ds = reconcile.deepspeed_estimate("llama-3-8b", nodes=1, procs_per_node=4)
+    plan = memory.plan_memory(**reconcile.ORIGINAL_RUN)
     states = sum(
         plan.components[k] for k in ("params", "grads", "master_fp32", "adam_moments", "optimizer_grads_fp32")
     )
     # DeepSpeed counts 18 bytes/param with offload; we count a bf16 gradient partition too (20)
     assert states / ds["host_per_rank"] == pytest.approx(20 / 18, rel=0.02)
-    gpu_ds = memory.deepspeed_estimate(
+    gpu_ds = reconcile.deepspeed_estimate(
         "llama-3-8b", nodes=2, procs_per_node=8, offload_optimizer=False, offload_param=False
     )
     gpu = memory.plan_memory("llama-3-8b", world_size=16, procs_per_node=8, device="gpu")
@@ -123,7 +124,7 @@ def test_bad_plan_input():
 
 
 def test_recommend_seed_run_and_multinode():
-    rec = memory.recommend(
+    rec = fit.recommend(
         "llama-3-8b", nodes=1, procs_per_node=4, offload_optimizer=True, offload_param=True, source="moto"
     )
     assert rec.instance_type in rec.instance_types and rec.nodes == 1 and rec.procs_per_node == 4
@@ -131,21 +132,21 @@ def test_recommend_seed_run_and_multinode():
     assert int(rec.memory_request.removesuffix("Gi")) >= need and rec.allocatable_gib >= need
     assert rec.hourly_cost_usd is not None and int(rec.cpu_request) >= 4
     assert rec.shm_size.endswith("Gi")
-    four = memory.recommend("llama-3-8b", nodes=4, source="moto")
+    four = fit.recommend("llama-3-8b", nodes=4, source="moto")
     assert all(t.endswith(("48xlarge", "48xl")) for t in four.instance_types)  # EFA sizes only
     assert four.hourly_cost_usd == pytest.approx(4 * four.node_hourly_usd)
 
 
 def test_recommend_gpu_and_nothing_fits():
-    rec = memory.recommend("llama-3-8b", nodes=2, families=["p4d", "p5", "g6e"], source="moto")
+    rec = fit.recommend("llama-3-8b", nodes=2, families=["p4d", "p5", "g6e"], source="moto")
     assert rec.device == "gpu" and rec.procs_per_node == rec.gpus_per_node
     assert rec.plan.device_bytes / GiB * 1.2 <= memory_gpu_gib(rec.instance_type)
     with pytest.raises(WorkshopError, match="nothing fits.*g6e"):
-        memory.recommend("llama-3-8b", nodes=1, procs_per_node=1, families=["g6e"], source="moto")
+        fit.recommend("llama-3-8b", nodes=1, procs_per_node=1, families=["g6e"], source="moto")
     with pytest.raises(WorkshopError, match="nodes"):
-        memory.recommend("tiny", nodes=0)
+        fit.recommend("tiny", nodes=0)
     with pytest.raises(WorkshopError, match="did you mean"):
-        memory.recommend("tiny", nodes=1, families=["r7x"], source="moto")
+        fit.recommend("tiny", nodes=1, families=["r7x"], source="moto")
 
 
 def memory_gpu_gib(instance_type):
@@ -156,8 +157,9 @@ def memory_gpu_gib(instance_type):
 
 def test_cli_json(capsys):
     assert (
-        memory.main(
+        plan_cli.plan(
             [
+                "--memory",
                 "--model",
                 "llama-3-8b",
                 "--nodes",
@@ -182,13 +184,11 @@ def test_cli_json(capsys):
 def test_one_place_says_when_adams_moments_appear():
     """Issue 37: chapter 04 read the original log's +7.5 GiB as "two fp32 moments"; the moments come at the
     first step and that jump is the offloaded optimizer's fp32 gradient buffer (chapter 01's table)."""
-    from workshop.plan import memory
-
-    said = memory.original_log_reading()
+    said = reconcile.original_log_reading()
     states = next(line for line in said if line.startswith("After initializing optimizer states"))
     assert "optimizer_grads_fp32" in states and "adam_moments" not in states and "+7.48" in states
     assert said[-1].startswith("adam_moments") and "first step" in said[-1]
-    assert "first step" in {t: line for t, _b, _d, line in memory.RECONCILE_TERMS}["adam_moments"]
+    assert "first step" in {t: line for t, _b, _d, line in reconcile.RECONCILE_TERMS}["adam_moments"]
 
 
 def test_one_place_says_why_zero3_bytes_differ_by_transport():

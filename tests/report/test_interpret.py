@@ -5,7 +5,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from workshop.plan import memory
+from workshop.plan import fit, memory, reconcile
 from workshop.report import interpret, predictions
 
 
@@ -151,12 +151,12 @@ def test_provenance_names_another_machine_as_another():
 
 
 def test_planner_states_the_efa_rule_and_its_price():
-    four = memory.recommend("llama-3-8b", nodes=4, source="moto")
+    four = fit.recommend("llama-3-8b", nodes=4, source="moto")
     assert any("EFA" in c and "48xlarge" in c for c in four.constraints)
     alt = next(c for c in four.constraints if c.startswith("Without EFA"))
     assert "r7i.2xlarge" in alt and "$2.12/h" in alt and f"${four.hourly_cost_usd:.2f}/h" in alt
     assert all(c in four.reason for c in four.constraints)
-    one = memory.recommend("llama-3-8b", nodes=1, source="moto")
+    one = fit.recommend("llama-3-8b", nodes=1, source="moto")
     assert not any("EFA" in c for c in one.constraints)
 
 
@@ -165,13 +165,13 @@ def test_one_memory_story_adds_up(offload, bpp):
     plan = memory.plan_memory(
         "llama-3-8b", world_size=4, zero_stage=3, offload_optimizer=offload, offload_param=offload
     )
-    r = memory.reconcile(plan)
+    r = reconcile.reconcile(plan)
     assert r["model_states_bytes_per_param"] == bpp
     assert sum(x["planner_gib"] for x in r["rows"]) == pytest.approx(r["planner_model_states_gib"], abs=0.05)
     if offload:  # DeepSpeed's estimator: 18 bytes, no bf16 gradient partition
         assert r["deepspeed_bytes_per_param"] == 18
         assert r["deepspeed_model_states_gib"] == pytest.approx(18 * plan.params / 4 / memory.GiB, rel=0.01)
-    assert "VIRTUAL" in memory.format_reconcile(memory.reconcile())
+    assert "VIRTUAL" in reconcile.format_reconcile(reconcile.reconcile())
 
 
 @pytest.mark.parametrize("key", ["peaks", "machine", "env"])

@@ -21,9 +21,9 @@ from workshop.k8s import trainjob as tj
 from workshop.k8s.validate import validate_documents
 from workshop.lang import N_, _
 from workshop.launch.torchrun import run_torchrun
-from workshop.plan import memory, traffic
+from workshop.plan import traffic
+from workshop.plan.fit import recommend
 from workshop.plan.hardware import native_bf16
-from workshop.plan.memory import recommend
 from workshop.train import TrainArgs
 
 
@@ -67,7 +67,7 @@ def _ch01_one_node(p: dict, _: Path) -> tuple[bool, str]:
 
 def _ch02_other_release(p: dict, _: Path) -> tuple[bool, str]:
 
-    rec = memory.recommend("llama-3-8b", nodes=4, source="moto")
+    rec = recommend("llama-3-8b", nodes=4, source="moto")
     docs = karpenter.pool_from_recommendation(rec, cluster="training-on-eks", role="node-role").to_dicts()
     problems = validate_documents(docs, karpenter=p["karpenter_version"])
     return problems == [], f"Karpenter {p['karpenter_version']}: {problems or 'valid'}"

@@ -13,8 +13,9 @@ import unicodedata
 from collections.abc import Callable
 
 from workshop.book.show import Text
+from workshop.errors import WorkshopError
 from workshop.lang import N_, _
-from workshop.plan.memory import WorkshopError, recommend
+from workshop.plan.fit import recommend
 from workshop.plan.models import PRESETS
 
 GROUPS = {
@@ -177,18 +178,17 @@ def cost_text(
     """The cost planner's top plans for a token budget and deadline (0: none), as the widget prints them:
     when nothing meets the deadline, a sentence about the deadline box and the fastest plan instead."""
     from workshop.plan import cost
+    from workshop.plan.options import DEFAULT_FAMILIES, Options
 
-    families = COST_GROUPS[group] or cost.DEFAULT_FAMILIES
-    opts = cost.Options(
-        model=model, tokens=tokens, families=families, max_hours=max_hours or None, source=source
-    )
+    families = COST_GROUPS[group] or DEFAULT_FAMILIES
+    opts = Options(model=model, tokens=tokens, families=families, max_hours=max_hours or None, source=source)
     try:
         plans = cost.rank(opts)
     except WorkshopError as exc:
         if not max_hours:
             return str(exc)
         try:
-            unbounded = cost.rank(cost.Options(model=model, tokens=tokens, families=families, source=source))
+            unbounded = cost.rank(Options(model=model, tokens=tokens, families=families, source=source))
         except WorkshopError:
             return str(exc)
         fastest = min(unbounded, key=lambda p: p.hours)

@@ -48,8 +48,9 @@ def planned(
 def _default_plan(model: str, nodes: int | None, procs_per_node: int | None, catalog_source: str | None):
     """The cost planner's best plan for `nodes` (default 4) AMX nodes, when the caller gave none."""
     from workshop.plan import cost
+    from workshop.plan.options import Options
 
-    opts = cost.Options(
+    opts = Options(
         model=model,
         families=("c7i", "m7i", "r7i"),
         nodes=(4 if nodes is None else nodes,),

@@ -415,7 +415,7 @@ def cpu_trainjob(
     """The Xeon AMX job (a TrainJobSpec): CPU image, Karpenter pool + AMX taint, planner-sized resources
     and /dev/shm. `cpu`, `memory` and `shm_size` are Kubernetes quantities per pod ("180", "700Gi").
 
-    `plan` (chapter 01's cost.Plan) is the job: nodes, ranks, threads, the split of the global batch, ZeRO,
+    `plan` (chapter 01's Plan) is the job: nodes, ranks, threads, the split of the global batch, ZeRO,
     checkpointing; a node count, recommendation or setting that contradicts it is refused. Without a plan,
     the cost planner picks one for `nodes` (default 4) x 1 rank; explicit cpu/memory/shm_size/threads win
     over its pod sizes.

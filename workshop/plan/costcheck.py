@@ -1,7 +1,7 @@
 """The cost planner checked against what was measured: this machine's runs, the original p4d table, published
 GPU runs.
 
-Each row is a prediction of the SAME estimator (workshop.plan.cost.estimate) beside a measurement, with its
+Each row is a prediction of the SAME estimator (workshop.plan.estimate) beside a measurement, with its
 error, the target it is held to, and the term that most likely explains a miss. The defaults are never tuned
 per row: where a row misses, the row says so.
 """
@@ -13,8 +13,9 @@ from dataclasses import dataclass, replace
 from workshop.lang import _
 from workshop.plan import rates
 from workshop.plan.catalog import instance_info
-from workshop.plan.cost import Job, Node, Options, estimate, node_for, zero3_for
+from workshop.plan.estimate import Job, Node, estimate, node_for, zero3_for
 from workshop.plan.models import Architecture, architecture
+from workshop.plan.options import Options
 from workshop.plan.topology import LINKS, ORIGINAL_003, ORIGINAL_RUNS, ORIGINAL_STEPS, OriginalWorkload
 from workshop.plan.traffic import original_comparison
 
@@ -92,16 +93,7 @@ def _local_node(step_tflops: float, ranks: int, inter_gbps: float | None) -> Nod
 
 def _step_rate(arch: Architecture, run: dict, seq_len: int, micro_batch: int) -> float:
     """TFLOPS of the measured 1-rank step without its optimizer (comms.json)."""
-    from workshop.plan.models import flops_per_token
-
-    fpt = flops_per_token(
-        arch.params,
-        layers=arch.layers,
-        hidden=arch.hidden,
-        seq_len=seq_len,
-        vocab=arch.vocab,
-        tied=arch.tied_embeddings,
-    )
+    fpt = arch.train_flops(seq_len)
     return micro_batch * seq_len * fpt / (run["base_1rank_s"] - run["optimizer_1rank_s"]) / 1e12
 
 
@@ -116,12 +108,17 @@ def _machine(doc: dict) -> str:
 
 
 def local_rows() -> list[CheckRow]:
-    """Chapter 04's local 2-rank ZeRO-3 steps (tiny, small) and chapter 05's 10 vs 1 Gbit namespace runs."""
-    comms = rates._read("comms.json")
-    netsim = rates._read("netsim.json")
+    """Chapter 04's local 2-rank ZeRO-3 steps (tiny, small) and chapter 05's 10 vs 1 Gbit namespace runs:
+    predicted beside measured seconds per step."""
+    comms = rates.read_measured("comms.json")
+    runs = {r["model"]: r for r in comms["local"] if not r["offload"]}
+    return _local_step_rows(comms, runs) + _netsim_rows(rates.read_measured("netsim.json"), runs)
+
+
+def _local_step_rows(comms: dict, runs: dict[str, dict]) -> list[CheckRow]:
+    """2 ranks on this machine, compute at its measured 1-rank rate."""
     rows: list[CheckRow] = []
     job = Job(nodes=1, procs_per_node=2, zero_stage=3, micro_batch=4, grad_accum=1, seq_len=128)
-    runs = {r["model"]: r for r in comms["local"] if not r["offload"]}
     for model in ("tiny", "small"):
         arch, run = architecture(model), runs[model]
         rate = _step_rate(arch, run, 128, 4)
@@ -143,6 +140,12 @@ def local_rows() -> list[CheckRow]:
                 ),
             )
         )
+    return rows
+
+
+def _netsim_rows(netsim: dict, runs: dict[str, dict]) -> list[CheckRow]:
+    """2 nodes x 1 rank as network namespaces under a tc rate cap, fast and slow."""
+    rows: list[CheckRow] = []
     tiny = architecture("tiny")
     rate = _step_rate(tiny, runs["tiny"], 128, 4)
     caps = [
@@ -355,8 +358,6 @@ TORCHTITAN = (
 def torchtitan_rows() -> list[CheckRow]:
     """A second stack and model: torchtitan's Llama 3 8B on 64 A100 (selective checkpointing recomputes
     little: modelled as none)."""
-    from workshop.plan.models import architecture
-
     node = _gpu_node("A100 80GB", "nvlink3", 1600.0)
     p = estimate(node, Job(8, 8, 3, 1, 1, 8192, False), architecture("llama-3-8b"), 1e9)
     per_gpu = p.tokens_per_s / 64
@@ -369,21 +370,23 @@ def torchtitan_rows() -> list[CheckRow]:
             PUBLISHED_TARGET,
             TORCHTITAN,
             _(
-                "compute term: the stack's stated MFU is {stated:.0%}; comm {comm:.2f} s of a {step:.2f} s "
-                "step"
+                "compute term: the stack's stated MFU is {stated:.0%}; "
+                "comm {comm:.2f} s of a {step:.2f} s step"
             ).format(stated=rates.GPU_STACKS["tuned-bf16"].value, comm=p.comm_s, step=p.step_time_s),
         )
     ]
 
 
 def validation() -> list[CheckRow]:
-    """Every check: this machine, the original GPU table (fitted, then unfitted), the published GPU runs (two
-    stacks, two GPU types)."""
+    """Every check as a CheckRow (predicted and measured in the row's unit, the error as a fraction): this
+    machine, the original GPU table (fitted, then unfitted), the published GPU runs (two stacks, two GPU
+    types)."""
     return [*local_rows(), *p4d_rows(), *original_gpu_rows(), *published_rows(), *torchtitan_rows()]
 
 
 def format_checks(rows: list[CheckRow]) -> str:
-    """The validation table: one row per check, its whole label (two rows never read alike)."""
+    """The validation table as text: one row per check (its whole label, two rows never read alike), predicted
+    and measured in the row's unit (s/step, tokens/s, ...), the error in % and its target."""
     w = max([len("check")] + [len(r.check) for r in rows])
     head = f"{'check':<{w}} {'predicted':>10} {'measured':>10} {'unit':<9} {'error':>7} {'target':>6}  ok"
     lines = [head, "-" * len(head)]

@@ -9,22 +9,17 @@ measured fraction of a stated formula. Nothing here assumes AMX is present.
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import platform
 import re
-import statistics
 import subprocess
 import sys
-import time
-from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, NotRequired, TypedDict
+from typing import NotRequired, TypedDict
 
-from workshop.errors import WorkshopError, check_positive, comma_list, report
-from workshop.lang import N_, _
+from workshop.errors import WorkshopError, check_positive
+from workshop.lang import _
 
 # FLOPs per cycle per core for the matmul paths that matter here, with where each number comes from.
 # A FLOP is a multiply or an add (an FMA is 2).
@@ -47,6 +42,7 @@ FLOPS_PER_CYCLE: dict[str, tuple[int, str]] = {
     "avx512_fp32_zen5": (64, "Zen 5: two 512-bit FMA per cycle = 2 x 16 lanes x 2 FLOP"),
     "avx2_fp32": (32, "AVX2 FMA: 8 lanes x 2 FLOP x 2 FMA ports"),
 }
+AMX_BF16_FLOP_PER_CYCLE = FLOPS_PER_CYCLE["amx_bf16"][0]  # the planner's and the catalog's CPU peak
 
 
 class XeonReference(TypedDict):
@@ -102,7 +98,7 @@ def _clock_ghz(proc: dict[str, str], brand: str) -> tuple[float | None, str]:
     return None, "unknown (no cpufreq, brand string or /proc/cpuinfo clock)"
 
 
-def _physical_cores() -> int:
+def physical_cores() -> int:
     import psutil
 
     return psutil.cpu_count(logical=False) or os.cpu_count() or 1
@@ -186,8 +182,8 @@ class Detection(CpuFacts):
 
 
 def detect(*, probe_onednn: bool = True) -> Detection:
-    """AMX/bf16 flags, CPU identity, cores and clock (with its source), oneDNN's bf16 kernel, torch's ISA
-    level."""
+    """AMX/bf16 flags, CPU identity, physical cores and clock in GHz (with its source), oneDNN's bf16 kernel,
+    torch's ISA level: a Detection dict."""
     import torch
 
     proc = _read_proc_cpuinfo()
@@ -214,7 +210,7 @@ def detect(*, probe_onednn: bool = True) -> Detection:
         "vendor": vendor,
         "arch": platform.machine(),
         "cpu_family": family,
-        "cores": _physical_cores(),
+        "cores": physical_cores(),
         "logical_cpus": os.cpu_count(),
         "torch_threads": torch.get_num_threads(),
         "clock_ghz": round(clock, 3) if clock else None,
@@ -290,7 +286,7 @@ def isa_class(d: CpuFacts) -> str:
 
 
 def explain(d: CpuFacts) -> str:
-    """One sentence a learner can act on: what bf16 matmuls run on here, and why."""
+    """One sentence (str) a learner can act on: what bf16 matmuls run on here, and why."""
     if d["amx"]:
         if d.get("onednn_uses_amx") is None:  # not probed: say nothing about oneDNN rather than guess
             return _(
@@ -383,282 +379,3 @@ def machine_peaks(d: Detection, cores: int | None = None) -> MachinePeaks:
     # What the same cores would peak at with AMX, at the Xeon's clock (the chapter's target).
     amx_reference = peak_tflops("amx_bf16", cores, XEON_REFERENCE["clock_ghz"])
     return {"bf16": bf16, "fp32": fp32, "amx_reference": amx_reference}
-
-
-class GemmCell(TypedDict):
-    """GemmResult.as_dict(): one row of chapter 01's GEMM table (and of gemm.json's "results")."""
-
-    size: int
-    dtype: str
-    threads: int
-    tflops: list[float]  # every repeat
-    median_tflops: float
-    best_tflops: float
-    worst_tflops: float
-
-
-@dataclass
-class GemmResult:
-    """One (size, dtype, threads) cell: every repeat kept, so the spread is visible, never one timing."""
-
-    size: int
-    dtype: str
-    threads: int
-    tflops: list[float] = field(default_factory=list)
-
-    @property
-    def median(self) -> float:
-        return statistics.median(self.tflops)
-
-    @property
-    def best(self) -> float:
-        return max(self.tflops)
-
-    @property
-    def worst(self) -> float:
-        return min(self.tflops)
-
-    def as_dict(self) -> GemmCell:
-        return {
-            "size": self.size,
-            "dtype": self.dtype,
-            "threads": self.threads,
-            "tflops": list(self.tflops),
-            "median_tflops": self.median,
-            "best_tflops": self.best,
-            "worst_tflops": self.worst,
-        }
-
-
-_DTYPES = ("bf16", "fp32")
-
-
-def gemm_benchmark(
-    sizes: Sequence[int] = (512, 1024, 2048),
-    dtypes: Sequence[str] = _DTYPES,
-    threads: Sequence[int] | None = None,
-    *,
-    warmup: int = 2,
-    repeats: int = 5,
-    min_seconds: float = 0.05,
-) -> list[GemmResult]:
-    """Square n x n GEMMs: each repeat times enough back-to-back matmuls to last >= min_seconds.
-
-    Threads default to (1, physical cores). Warm-up runs first so oneDNN's kernel generation (JIT) and
-    page faults are not timed; the median and best are reported because VM timings swing 2x run to run.
-    """
-    import torch
-
-    threads = list(threads or sorted({1, _physical_cores()}))
-    for n in sizes:
-        check_positive("GEMM size", n)
-    for t in threads:
-        check_positive("threads", t)
-    check_positive("repeats", repeats)
-    for dt in dtypes:
-        if dt not in _DTYPES:
-            raise WorkshopError(f"unknown dtype {dt!r}; allowed: {', '.join(_DTYPES)}")
-    torch_dtype = {"bf16": torch.bfloat16, "fp32": torch.float32}
-    before = torch.get_num_threads()
-    results = []
-    try:
-        for t in threads:
-            torch.set_num_threads(t)
-            for dt in dtypes:
-                for n in sizes:
-                    a = torch.randn(n, n, dtype=torch_dtype[dt])
-                    b = torch.randn(n, n, dtype=torch_dtype[dt])
-                    for _ in range(warmup):
-                        torch.mm(a, b)
-                    start = time.perf_counter()
-                    torch.mm(a, b)
-                    once = max(time.perf_counter() - start, 1e-6)
-                    inner = max(1, int(min_seconds / once))
-                    cell = GemmResult(n, dt, t)
-                    for _ in range(repeats):
-                        start = time.perf_counter()
-                        for _ in range(inner):
-                            torch.mm(a, b)
-                        elapsed = time.perf_counter() - start
-                        cell.tflops.append(2 * n**3 * inner / elapsed / 1e12)
-                    results.append(cell)
-    finally:
-        torch.set_num_threads(before)
-    return results
-
-
-class GemmPeaks(TypedDict):
-    """The three peaks behind GemmSummary's percentages, each Peak as a dict (None: no such path here)."""
-
-    bf16: dict[str, Any] | None
-    fp32: dict[str, Any] | None
-    amx_reference: dict[str, Any]
-
-
-class GemmSummary(TypedDict):
-    """`summarize()`'s record: the numbers chapter 01 quotes (and gemm.json stores), at one thread count."""
-
-    amx: bool
-    isa_class: str
-    why: str
-    threads: int | None  # the thread count both precisions are compared at (None: nothing measured)
-    bf16_tflops: float | None  # median of the best bf16 cell at `threads`
-    bf16_best_tflops: float | None
-    bf16_size: int | None
-    fp32_tflops: float | None
-    fp32_best_tflops: float | None
-    fp32_size: int | None
-    bf16_over_fp32: float | None
-    bf16_over_fp32_by_threads: dict[int, float]
-    peak_bf16_tflops: float | None
-    peak_bf16_path: str | None
-    peak_fp32_tflops: float | None
-    peak_fp32_path: str | None
-    peak_amx_bf16_tflops: float
-    bf16_pct_of_peak: float | None
-    fp32_pct_of_peak: float | None
-    bf16_pct_of_amx_peak: float | None
-    clock_ghz: float | None
-    clock_source: str | None
-    peaks: GemmPeaks
-    peaks_by_threads: dict[int, dict[str, float | None]]  # peak_lines() per thread count
-    note: str | None  # set when a measurement is above its peak
-    bf16_samples: NotRequired[
-        list[float]
-    ]  # every repeat of the two compared cells (report.verdict judges them)
-    fp32_samples: NotRequired[list[float]]
-
-
-def summarize(d: Detection, results: list[GemmResult]) -> GemmSummary:
-    """The numbers the chapter quotes: both precisions at ONE thread count, their ratio, and % of each peak.
-
-    Like with like: bf16 and fp32 are compared at the same thread count (each at its best size there), the one
-    whose best cell is fastest. Not "the most threads": on a shared 2-core VM a second thread often loses to a
-    neighbour's process. The ratio at every thread count is kept too (`bf16_over_fp32_by_threads`), and the
-    peaks are those of the thread count used.
-    """
-
-    def best(dtype: str, threads: int | None) -> GemmResult | None:
-        cells = [r for r in results if r.dtype == dtype and r.threads == threads]
-        return max(cells, key=lambda r: r.median) if cells else None
-
-    counts = sorted({r.threads for r in results})
-    ratios: dict[int, float] = {}
-    for t in counts:
-        b, f = best("bf16", t), best("fp32", t)
-        if b and f:
-            ratios[t] = float(f"{b.median / f.median:.3g}")
-    top = max(results, key=lambda r: r.median) if results else None
-    threads = top.threads if top else None
-    bf16, fp32 = best("bf16", threads), best("fp32", threads)
-    peaks = machine_peaks(d, cores=min(threads, d["cores"])) if threads else machine_peaks(d)
-    pb, pf, pa = peaks["bf16"], peaks["fp32"], peaks["amx_reference"]
-
-    def pct(x: float | None, p: Peak | None) -> float | None:
-        return round(100 * x / p.tflops, 1) if (x is not None and p) else None
-
-    bf16_t = bf16.median if bf16 else None
-    fp32_t = fp32.median if fp32 else None
-    out: GemmSummary = {
-        "amx": d["amx"],
-        "isa_class": d["isa_class"],
-        "why": d["why"],
-        "threads": threads,
-        "bf16_tflops": bf16_t,
-        "bf16_best_tflops": bf16.best if bf16 else None,
-        "bf16_size": bf16.size if bf16 else None,
-        "fp32_tflops": fp32_t,
-        "fp32_best_tflops": fp32.best if fp32 else None,
-        "fp32_size": fp32.size if fp32 else None,
-        "bf16_over_fp32": ratios.get(threads) if threads is not None else None,
-        "bf16_over_fp32_by_threads": ratios,
-        "peak_bf16_tflops": pb.tflops if pb else None,
-        "peak_bf16_path": pb.path if pb else None,
-        "peak_fp32_tflops": pf.tflops if pf else None,
-        "peak_fp32_path": pf.path if pf else None,
-        "peak_amx_bf16_tflops": pa.tflops,
-        "bf16_pct_of_peak": pct(bf16_t, pb),
-        "fp32_pct_of_peak": pct(fp32_t, pf),
-        "bf16_pct_of_amx_peak": pct(bf16_t, pa),
-        "clock_ghz": d.get("clock_ghz"),
-        "clock_source": d.get("clock_source"),
-        "peaks": {
-            "bf16": asdict(pb) if pb else None,
-            "fp32": asdict(pf) if pf else None,
-            "amx_reference": asdict(pa),
-        },
-        "peaks_by_threads": {t: peak_lines(d, t) for t in counts},
-        "note": None,
-    }
-    if bf16 and fp32:
-        out["bf16_samples"], out["fp32_samples"] = list(bf16.tflops), list(fp32.tflops)
-    if any((v or 0) > 100 for v in (out["bf16_pct_of_peak"], out["fp32_pct_of_peak"])):
-        out["note"] = _(
-            "above 100% of peak: the clock used is below the one the cores really ran at "
-            "({source}; VMs report the base clock, cores boost higher)"
-        ).format(source=d.get("clock_source"))
-    return out
-
-
-def peak_lines(d: Detection, threads: int) -> dict[str, float | None]:
-    """The peaks a figure panel for `threads` threads draws: this CPU's bf16 and fp32 paths and AMX's."""
-    peaks = machine_peaks(d, cores=min(threads, d["cores"]))
-    return {
-        N_("bf16 peak here"): peaks["bf16"].tflops if peaks["bf16"] else None,
-        N_("fp32 peak here"): peaks["fp32"].tflops if peaks["fp32"] else None,
-        N_("AMX peak, same cores"): peaks["amx_reference"].tflops,
-    }
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="workshop hw", description=__doc__.splitlines()[0])
-    counts = comma_list(int, minimum=1, noun="integers >= 1")
-    parser.add_argument(
-        "--sizes", type=counts, default="512,1024,2048", help="GEMM sizes n (n x n), comma-separated"
-    )
-    parser.add_argument(
-        "--threads", type=counts, default=None, help="thread counts, comma-separated (default: 1,cores)"
-    )
-    parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--no-bench", action="store_true", help="detection only")
-    parser.add_argument("--json", action="store_true", help="print one JSON object")
-    args = parser.parse_args(argv)
-    try:
-        check_positive("--repeats", args.repeats)
-        d = detect()
-        out: dict = {"detect": d, "amx": d["amx"]}
-        if not args.no_bench:
-            results = gemm_benchmark(args.sizes, threads=args.threads, repeats=args.repeats)
-            out.update(summarize(d, results))
-            out["results"] = [r.as_dict() for r in results]
-    except WorkshopError as exc:
-        return report(exc)
-    if args.json:
-        print(json.dumps(out, indent=2, default=str))
-        return 0
-    print(
-        f"CPU: {d['cpu_model']} ({d['vendor']}), {d['cores']} cores, clock {d['clock_ghz']} GHz "
-        f"[{d['clock_source']}]"
-    )
-    print(f"AMX: {d['amx']} | avx512_bf16: {d['avx512_bf16']} | torch capability: {d['torch_capability']}")
-    print(f"oneDNN ISA: {d['onednn_isa']} | bf16 matmul kernel: {d['onednn_bf16_impl']}")
-    print(d["why"])
-    if "results" in out:
-        for r in out["results"]:
-            print(
-                f"  {r['dtype']:>4} n={r['size']:>5} threads={r['threads']}: median {r['median_tflops']:.3f}"
-                f" best {r['best_tflops']:.3f} worst {r['worst_tflops']:.3f} TFLOPS"
-            )
-        if out["note"]:
-            print(f"note: {out['note']}")
-        print(
-            f"bf16 {out['bf16_tflops']:.3f} vs fp32 {out['fp32_tflops']:.3f} TFLOPS "
-            f"(x{out['bf16_over_fp32']}); peak here bf16 {out['peak_bf16_tflops']:.2f} "
-            f"({out['bf16_pct_of_peak']}%), AMX peak of the same cores {out['peak_amx_bf16_tflops']:.2f} "
-            f"({out['bf16_pct_of_amx_peak']}%)"
-        )
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

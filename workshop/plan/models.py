@@ -153,6 +153,18 @@ class Architecture:
     vocab: int
     tied_embeddings: bool
 
+    def train_flops(self, seq_len: int, params: int | None = None) -> float:
+        """Training FLOPs per token at `seq_len` tokens per sequence (flops_per_token's counting); `params`:
+        a measured parameter count instead of this architecture's own."""
+        return flops_per_token(
+            params or self.params,
+            layers=self.layers,
+            hidden=self.hidden,
+            seq_len=seq_len,
+            vocab=self.vocab,
+            tied=self.tied_embeddings,
+        )
+
 
 @cache
 def architecture(name: str) -> Architecture:
@@ -270,8 +282,8 @@ def check_hub_access(hub_id: str, token: str | None = None, revision: str | None
             f"{hub_id} is a gated model and this token may not download it "
             f"({'no token: set HF_TOKEN' if not token else 'token set, but access not granted'}). Accept the "
             f"licence at https://huggingface.co/{hub_id} with the account that owns the token, wait for the "
-            "approval e-mail, then put that token in the Secret (`kubectl create secret generic hf-token "
-            "...`)"
+            "approval e-mail, then put that token in the Secret "
+            "(`kubectl create secret generic hf-token ...`)"
         ) from exc
     except RepositoryNotFoundError as exc:
         raise WorkshopError(
@@ -289,8 +301,8 @@ def check_hub_access(hub_id: str, token: str | None = None, revision: str | None
                 " and HF_HUB_OFFLINE is set: download it once with network access (`hf download "
                 f"{hub_id}`), or unset HF_HUB_OFFLINE"
                 if offline
-                else " and the hub could not be reached: check the network, or use a preset for an offline "
-                "run"
+                else " and the hub could not be reached: check the network, "
+                "or use a preset for an offline run"
             )
         ) from exc
 

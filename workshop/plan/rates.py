@@ -94,9 +94,8 @@ GPUS: dict[str, GpuSpec] = {
             "A10G",
             70.0,
             600.0,
-            "APPROXIMATE: NVIDIA A10 datasheet 125 TFLOPS BF16 dense; AWS's A10G runs lower clocks, ~70 "
-            "TFLOPS "
-            "as commonly quoted; 600 GB/s GDDR6",
+            "APPROXIMATE: NVIDIA A10 datasheet 125 TFLOPS BF16 dense; AWS's A10G runs lower clocks, "
+            "~70 TFLOPS as commonly quoted; 600 GB/s GDDR6",
         ),
     ]
 }
@@ -138,9 +137,8 @@ CPU_FAMILIES = ("c7i", "m7i", "r7i", "c8i", "m8i", "r8i")
 # ---------------------------------------------------------------- networks (AWS documentation + assumptions)
 
 FLOW_SOURCE = N_(
-    "EC2 User Guide, 'Amazon EC2 instance network bandwidth': a single TCP flow (5-tuple) is limited to 5 "
-    "Gbps "
-    "outside a cluster placement group, 10 Gbps inside one; ENA Express raises one flow to 25 Gbps"
+    "EC2 User Guide, 'Amazon EC2 instance network bandwidth': a single TCP flow (5-tuple) is limited to "
+    "5 Gbps outside a cluster placement group, 10 Gbps inside one; ENA Express raises one flow to 25 Gbps"
 )
 TCP_FLOW_GBPS = {"default": 5.0, "placement_group": 10.0, "ena_express": 25.0}
 TCP_EFFICIENCY = Rate(
@@ -215,7 +213,8 @@ DDR_GBYTES_PER_S_PER_CORE = Rate(
 # ---------------------------------------------------------------- measured here
 
 
-def _read(name: str) -> dict:
+def read_measured(name: str) -> dict:
+    """A stored result of benchmarks/results/ (comms.json, netsim.json, ceiling.json) as a dict."""
     path = Path(RESULTS_DIR) / name
     try:
         return json.loads(path.read_text())
@@ -230,7 +229,7 @@ def _ceiling(path: str | None) -> dict:
     """benchmarks/results/ceiling.json, or a ceiling.json measured on this machine (the calibrate path:
     `python -m workshop.experiments.ceiling --levers no_compile,zero3 --json-out PATH`)."""
     if path is None:
-        return _read("ceiling.json")
+        return read_measured("ceiling.json")
     try:
         return json.loads(Path(path).read_text())
     except (OSError, ValueError) as exc:
@@ -294,7 +293,7 @@ def cpu_efficiency(engine: str = "deepspeed", path: str | None = None) -> Rate:
 
 def gloo_local_fit() -> tuple[Rate, Rate]:
     """Chapter 06's gloo collective fit on one host (comms.json): (all-gather GB/s, latency per call)."""
-    fit = _read("comms.json")["bench"]["fit"]["all_gather"]
+    fit = read_measured("comms.json")["bench"]["fit"]["all_gather"]
     where = N_("chapter 06's gloo all-gather fit on one 2-core host (comms.json)")
     return (
         Rate(fit["gbytes_per_s"], "GB/s", N_("measured"), where),
@@ -452,5 +451,5 @@ STORAGE = {
 }
 # Where the FSx price is published, and the hours of a billed GB-month (teardown prices file systems per hour)
 FSX_PRICE_URL = "aws.amazon.com/fsx/lustre/pricing"
-HOURS_PER_MONTH = 730
+HOURS_PER_MONTH = 730  # AWS turns a monthly price into an hourly one over 730 hours (8,760 a year / 12)
 CHECKPOINT_MINUTES = 30.0  # assumption: a checkpoint every 30 min of training (--checkpoint-minutes)

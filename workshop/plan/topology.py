@@ -94,6 +94,8 @@ LINKS: dict[str, Link] = {
 
 
 def link(name: str) -> Link:
+    """The Link named `name` from LINKS (bandwidth in GB/s and its efficiency, with the source); an unknown
+    name is a WorkshopError naming the known ones."""
     check_choice("link", name, LINKS)
     return LINKS[name]
 

@@ -142,6 +142,8 @@ def step_time(
 
 
 def original_traffic(w: OriginalWorkload | None = None) -> Traffic:
+    """Bytes per rank per optimizer step (a Traffic, in bytes) of the original workshop's workload (default:
+    its chapter 003 settings), from zero_traffic."""
     w = w or OriginalWorkload()
     return zero_traffic(
         w.params,

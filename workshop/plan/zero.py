@@ -105,6 +105,8 @@ def bytes_by_transport(
 
 
 def format_stages(rows: list[dict]) -> str:
+    """stages()'s rows as chapter 04's table: model states and peak in GiB per rank, each collective's and the
+    total GB sent per rank per optimizer step, and what the stage shards."""
     head = (
         f"{'stage':5s} {'states GiB/rank':>15s} {'peak GiB/rank':>13s} {'all-reduce':>10s} "
         f"{'red.-scatter':>12s} "

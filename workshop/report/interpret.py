@@ -15,6 +15,7 @@ from typing import Any
 
 from workshop.lang import _
 from workshop.plan import hardware, topology
+from workshop.plan.gemm import GemmSummary
 from workshop.report import verdict
 
 
@@ -74,7 +75,7 @@ def provenance(result: Mapping[str, Any], *, here: str | None = None) -> str:
 # ---------------------------------------------------------------- chapter 01: bf16 against fp32
 
 
-def gemm(summary: hardware.GemmSummary, d: hardware.Detection) -> str:
+def gemm(summary: GemmSummary, d: hardware.Detection) -> str:
     """One sentence: which precision won this machine's GEMMs, by how much (x, TFLOPS against TFLOPS),
     and the hardware reason."""
     ratio = summary.get("bf16_over_fp32")

@@ -23,8 +23,8 @@ from workshop.report import fonts
 fonts.apply()  # Korean figures get a font with Hangul (WORKSHOP_LANG=ko); English ones are unchanged
 
 if TYPE_CHECKING:
-    from workshop.plan.hardware import GemmCell
-    from workshop.plan.memory import StageRow
+    from workshop.plan.gemm import GemmCell
+    from workshop.plan.reconcile import StageRow
     from workshop.plan.traffic import BandwidthPoint
 
     _ConcretePath = Path
@@ -172,7 +172,7 @@ def plot_gemm_tflops(results: list[GemmCell], peaks: dict, path, *, machine: str
     lines -> the PNG's path.
 
     `results` rows have size, dtype, threads, median_tflops, best_tflops, worst_tflops. `peaks` maps each
-    thread count to {label: TFLOPS} (`hardware.summarize(...)["peaks_by_threads"]`): every panel draws the
+    thread count to {label: TFLOPS} (`gemm.summarize(...)["peaks_by_threads"]`): every panel draws the
     peaks of ITS thread count, so a 1-thread bar is read against a 1-core peak. The legend sits below the
     panels.
     """

@@ -9,11 +9,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from workshop.lang import _
-from workshop.plan.cost import STATE_BYTES_PER_PARAM
+from workshop.plan.options import STATE_BYTES_PER_PARAM
 
 
 def cost_plans(plans: Sequence[Any], original: Any | None = None) -> list[str]:
-    """Chapter 01's sentences on the ranked plans (workshop.plan.cost.Plan, cheapest first), computed from
+    """Chapter 01's sentences on the ranked plans (workshop.plan.estimate.Plan, cheapest first), computed from
     them: the first plan's hours, USD and bound, a tie, the cheapest CPU plan, and the original workshop's
     plan (`original`) with its seconds of collectives against compute per step."""
     best = plans[0]

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from workshop.plan.hardware import GemmCell, GemmSummary, detect, gemm_benchmark, summarize
+from workshop.plan.gemm import GemmCell, GemmSummary, gemm_benchmark, summarize
+from workshop.plan.hardware import detect
 
 
 class GemmBench(GemmSummary):

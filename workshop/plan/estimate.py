@@ -1,0 +1,474 @@
+"""How long and how much: the time and cost of a fine-tune on each cluster that holds it, and what bounds each
+step.
+
+Why: the memory planner says what fits, not whether 24 cores finish in a day or a month, nor that a 4-node
+gloo job spends most of its step waiting on one 5 Gbps TCP flow. The estimate per optimizer step is
+compute (model FLOPs / effective rate) + exposed collectives (chapter 06's ZeRO bytes over the link each
+crosses, plus latency per call) + offload copies + the optimizer step; every rate cites its source
+(workshop.plan.rates), and the memory plan is the feasibility filter (workshop.plan.cost ranks the plans).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, fields, replace
+from functools import lru_cache
+from typing import Any
+
+from workshop.errors import WorkshopError, check_positive
+from workshop.plan import rates
+from workshop.plan.catalog import InstanceRow
+from workshop.plan.hardware import AMX_BF16_FLOP_PER_CYCLE
+from workshop.plan.memory import PlanOptions
+from workshop.plan.models import Architecture
+from workshop.plan.options import FixedCosts, Options
+from workshop.plan.topology import GB, LINKS
+from workshop.plan.traffic import Traffic, gathers_per_micro_step, step_time, zero_traffic
+from workshop.plan.zero3 import Zero3Calls, Zero3Settings, zero3_calls
+
+BOUNDS = ("compute", "network", "pcie/offload", "memory")
+# The stack the memory filter models: a tuned stack (flash attention, selective recompute, tensor parallel)
+# fits configurations this one does not.
+MEMORY_STACK = (
+    "memory plan of the workbook's stack: HF transformers eager attention activations + DeepSpeed ZeRO, "
+    "full recompute when checkpointing"
+)
+
+
+@dataclass(frozen=True)
+class Node:
+    """One node as the estimator sees it: what a rank computes at, and the links its collectives cross."""
+
+    name: str
+    device: str  # "cpu" or "gpu"
+    max_ranks: int  # GPUs, or physical cores
+    peak_tflops: float  # per GPU; for a CPU, the whole node (ranks share it)
+    efficiency: rates.Rate  # fraction of peak a training step reaches
+    mem_gbytes_per_s: float  # per GPU (HBM) or the whole node (DDR): the optimizer step
+    host_mem_gbytes_per_s: float  # the host's DDR, for an offloaded optimizer
+    intra_gbytes_per_s: float  # collective bandwidth between ranks of one node (effective)
+    intra_latency: rates.Rate
+    inter_gbytes_per_s: float  # collective bandwidth between nodes (effective, per node)
+    inter_latency: rates.Rate
+    inter_transport: str
+    pcie_gbytes_per_s: float | None  # host <-> GPU, for offload copies
+    overlap: rates.Rate
+    usd_per_hour: rates.Rate | None
+    sources: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Job:
+    """What is trained and how: the knobs a TrainJob sets."""
+
+    nodes: int = 1
+    procs_per_node: int = 1
+    zero_stage: int = 3
+    micro_batch: int = 1
+    grad_accum: int = 4
+    seq_len: int = 512
+    grad_ckpt: bool = False
+    offload_optimizer: bool = False
+    offload_param: bool = False
+    precision: str = "bf16"
+
+    @property
+    def world(self) -> int:
+        return self.nodes * self.procs_per_node
+
+    @property
+    def tokens_per_step(self) -> int:
+        """The global batch: tokens per optimizer step over every rank."""
+        return self.world * self.micro_batch * self.grad_accum * self.seq_len
+
+
+JOB_FIELDS = tuple(f.name for f in fields(Job))  # a Plan carries its Job's fields under the same names
+
+
+@dataclass
+class Plan:
+    """One candidate, estimated: step terms, throughput, hours and dollars for the token budget, the bound."""
+
+    instance_type: str
+    device: str
+    nodes: int
+    procs_per_node: int
+    zero_stage: int
+    micro_batch: int
+    grad_accum: int
+    seq_len: int
+    grad_ckpt: bool
+    offload_optimizer: bool
+    offload_param: bool
+    precision: str
+    threads_per_rank: int
+    tokens: float
+    tokens_per_s: float
+    step_time_s: float
+    compute_s: float
+    comm_s: float  # exposed (after overlap): collectives + latency
+    pcie_s: float
+    optimizer_s: float
+    gb_per_rank_per_step: float  # collective bytes each rank sends per optimizer step
+    link_gbytes_per_s: float
+    transport: str
+    bound: str
+    hours: float
+    usd_per_hour: float | None
+    usd: float | None
+    usd_per_mtok: float | None
+    sources: dict[str, str]
+    tokens_per_step: int = 0
+    steps: int = 0
+    train_hours: float = 0.0
+    fixed_s: dict[str, float] = field(default_factory=dict)  # start-up, download, init, checkpoints, save
+    fixed_usd: float | None = (
+        None  # paid once: start-up, download, init, final save (not checkpoints, storage)
+    )
+    price_kind: str = ""  # "price", "override"
+    save_steps: int = 0  # the TrainJob's checkpoint interval in steps
+    hint: str = ""
+    pareto: bool = False
+    tie: bool = False  # within PLANNER_ERROR of the best plan's cost
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+
+    @property
+    def label(self) -> str:
+        return f"{self.nodes} x {self.instance_type}"
+
+
+def job_of(plan: Plan) -> Job:
+    """The Job a plan trains."""
+    return Job(**{k: getattr(plan, k) for k in JOB_FIELDS})
+
+
+def memory_options(job: Job | Plan) -> PlanOptions:
+    """The memory planner's options for a job (or a plan's job)."""
+    return {
+        "zero_stage": job.zero_stage,
+        "offload_optimizer": job.offload_optimizer,
+        "offload_param": job.offload_param,
+        "micro_batch": job.micro_batch,
+        "seq_len": job.seq_len,
+        "grad_ckpt": job.grad_ckpt,
+        "dtype": job.precision,
+    }
+
+
+# ---------------------------------------------------------------- nodes from the catalog
+
+
+def _cpu_node(row: InstanceRow, opts: Options) -> Node:
+    if not (row.amx and row.clock_ghz):
+        raise WorkshopError(f"{row.instance_type}: the CPU estimate needs AMX and a clock ({row.amx_reason})")
+    clock = rates.cpu_clock_basis(opts.ceiling)
+    # on the measuring host's clock: the rate's own basis
+    peak = row.cores * clock.value * AMX_BF16_FLOP_PER_CYCLE / 1000
+    eff = opts.cpu_efficiency or rates.cpu_efficiency(opts.cpu_engine, opts.ceiling)
+    flow = rates.tcp_flow_gbps(opts.placement_group, opts.ena_express)
+    nic = rates.instance_gbps(row)
+    inter = min(nic, flow.value) * rates.TCP_EFFICIENCY.value / 8
+    local_bw, local_lat = rates.gloo_local_fit()
+    ddr = rates.DDR_GBYTES_PER_S_PER_CORE.value * row.cores
+    return Node(
+        name=row.instance_type,
+        device="cpu",
+        max_ranks=row.cores,
+        peak_tflops=peak,
+        efficiency=eff,
+        mem_gbytes_per_s=ddr,
+        host_mem_gbytes_per_s=ddr,
+        intra_gbytes_per_s=local_bw.value,
+        intra_latency=local_lat,
+        inter_gbytes_per_s=inter,
+        inter_latency=rates.LATENCY_S["tcp"],
+        inter_transport=f"gloo over TCP: one flow per ring neighbour, "
+        f"min({nic:g} Gbps NIC, {flow.value:g} Gbps flow)",
+        pcie_gbytes_per_s=None,
+        overlap=rates.OVERLAP["cpu"],
+        usd_per_hour=rates.price(row, opts.prices),
+        sources={
+            "peak": f"{row.cores} cores x {clock.value:g} GHz x {AMX_BF16_FLOP_PER_CYCLE:,} bf16 FLOP/cycle "
+            f"(AMX) = {peak:.1f} TFLOPS, at {clock.cite()} (the catalog's {row.clock_ghz} GHz is not used: "
+            "the measured share is of this clock)",
+            "efficiency": eff.cite(),
+            "network": f"{nic:g} Gbps (catalog NetworkPerformance); {flow.cite()}; x "
+            f"{rates.TCP_EFFICIENCY.cite()}; "
+            "never EFA: gloo has no EFA transport",
+            "intra_node": local_bw.cite(),
+            "memory": rates.DDR_GBYTES_PER_S_PER_CORE.cite(),
+            "overlap": rates.OVERLAP["cpu"].cite(),
+        },
+    )
+
+
+def _gpu_node(row: InstanceRow, opts: Options) -> Node:
+    spec = rates.gpu_spec(row)
+    eff = opts.gpu_efficiency or rates.GPU_STACKS[opts.stack]
+    if opts.gpu_efficiency is None and opts.stack == "tuned-fp8" and spec.name not in rates.FP8_GPUS:
+        eff = rates.GPU_STACKS["tuned-bf16"]  # no FP8 tensor cores: the same stack in bf16
+    intra_link = LINKS[rates.GPU_INTRA_LINK.get(row.family, "pcie4")]
+    host_link = LINKS[rates.GPU_HOST_LINK.get(row.family, "pcie4")]
+    if row.efa and row.max_efa_interfaces:
+        inter = rates.efa_gbytes_per_s(row)
+        transport = (
+            f"NCCL over EFA: {row.max_efa_interfaces} devices, {rates.instance_gbps(row):g} Gbps "
+            f"({row.network_performance}) x {LINKS['efa'].efficiency:g}"
+        )
+        latency = rates.LATENCY_S["efa"]
+    else:
+        inter = rates.instance_gbps(row) / 8 * LINKS["eni"].efficiency
+        transport = (
+            f"NCCL sockets over ENA (no EFA): {rates.instance_gbps(row):g} Gbps x {LINKS['eni'].efficiency:g}"
+        )
+        latency = rates.LATENCY_S["tcp"]
+    return Node(
+        name=row.instance_type,
+        device="gpu",
+        max_ranks=row.gpus,
+        peak_tflops=spec.bf16_tflops,
+        efficiency=eff,
+        mem_gbytes_per_s=spec.hbm_gbytes_per_s,
+        host_mem_gbytes_per_s=rates.DDR_GBYTES_PER_S_PER_CORE.value * row.cores,
+        intra_gbytes_per_s=intra_link.effective_gbytes_per_s,
+        intra_latency=rates.LATENCY_S["nvlink"],
+        inter_gbytes_per_s=inter,
+        inter_latency=latency,
+        inter_transport=transport,
+        pcie_gbytes_per_s=host_link.effective_gbytes_per_s,
+        overlap=rates.OVERLAP["gpu"],
+        usd_per_hour=rates.price(row, opts.prices),
+        sources={
+            "peak": spec.source,
+            "efficiency": f"{opts.stack}: {eff.cite()}",
+            "intra_node": f"{intra_link.name}: {intra_link.source} x {intra_link.efficiency:g}",
+            "network": transport + f" ({LINKS['efa'].source})",
+            "pcie": host_link.source,
+            "overlap": rates.OVERLAP["gpu"].cite(),
+        },
+    )
+
+
+def node_for(row: InstanceRow, opts: Options) -> Node:
+    return _gpu_node(row, opts) if row.gpus else _cpu_node(row, opts)
+
+
+# ---------------------------------------------------------------- the estimate
+
+
+def collective_calls(arch: Architecture, job: Job) -> int:
+    """Latency-paying calls per optimizer step when no call-level count (zero3_calls) is at hand: a ZeRO-3
+    gather per layer per pass, gradients in DeepSpeed's reduce buckets."""
+    if job.world == 1:
+        return 0
+    buckets = math.ceil(arch.params / Zero3Settings().reduce_bucket_size)
+    if job.zero_stage == 3:
+        return job.grad_accum * (gathers_per_micro_step(job.grad_ckpt) * arch.layers + buckets)
+    if job.zero_stage == 2:
+        return job.grad_accum * buckets + buckets
+    return buckets * (2 if job.zero_stage == 1 else 1)
+
+
+def job_traffic(arch: Architecture, job: Job, device: str) -> Traffic:
+    """Chapter 06's model; gloo implements reduce-scatter as an all-reduce (chapter 06 measured 2x the
+    bytes)."""
+    return zero_traffic(
+        arch.params,
+        job.world,
+        job.zero_stage,
+        grad_accum=job.grad_accum,
+        bytes_per_param=2,
+        grad_ckpt=job.grad_ckpt,
+        offload_param=job.offload_param,
+        offload_optimizer=job.offload_optimizer,
+        reduce_scatter_as_all_reduce=device == "cpu",
+    )
+
+
+def _bound(terms: dict[str, float]) -> str:
+    return max(terms, key=lambda k: terms[k])
+
+
+@lru_cache(maxsize=64)
+def zero3_for(model: str, grad_accum: int, grad_ckpt: bool) -> Zero3Calls:
+    """Chapter 06's call-level ZeRO-3 count for a preset (cached: it builds the model on the meta device)."""
+    return zero3_calls(model, grad_accum=grad_accum, grad_ckpt=grad_ckpt)
+
+
+def _zero3_traffic(traffic: Traffic, calls: Zero3Calls, job: Job, device: str) -> Traffic:
+    """ZeRO-3 bytes from the call-level count (a model small enough keeps its forward gather for backward);
+    gloo's reduce-scatter is an all-reduce (2x the bytes)."""
+    t = calls.traffic(job.world, job.grad_accum)
+    rs = t.reduce_scatter * (2 if device == "cpu" else 1)
+    return replace(traffic, all_gather=t.all_gather, reduce_scatter=rs, gathers_per_micro=calls.gather_passes)
+
+
+@dataclass(frozen=True)
+class Step:
+    """One optimizer step's terms in seconds (comm and pcie: what overlap leaves exposed), and what they
+    came from."""
+
+    compute: float
+    comm: float
+    pcie: float
+    optimizer: float
+    flops_per_token: float
+    traffic: Traffic
+    link_gbytes_per_s: float
+    transport: str
+
+    @property
+    def total(self) -> float:
+        return self.compute + self.comm + self.pcie + self.optimizer
+
+    def terms(self) -> dict[str, float]:
+        return {
+            "compute": self.compute,
+            "network": self.comm,
+            "pcie/offload": self.pcie,
+            "memory": self.optimizer,
+        }
+
+
+def _compute_s(node: Node, job: Job, arch: Architecture) -> tuple[float, float]:
+    """(seconds of compute per rank per step, model FLOPs per token)."""
+    tokens_rank = job.micro_batch * job.seq_len * job.grad_accum
+    # checkpointing recomputes the forward pass: 4/3 of the FLOPs
+    fpt = arch.train_flops(job.seq_len) * (4 / 3 if job.grad_ckpt else 1)
+    per_rank_tflops = node.peak_tflops * node.efficiency.value
+    if node.device == "cpu":
+        per_rank_tflops /= job.procs_per_node  # ranks share the node's cores
+    return tokens_rank * fpt / (per_rank_tflops * 1e12), fpt
+
+
+def _link(node: Node, job: Job) -> tuple[float, float, str]:
+    """(GB/s, seconds of latency per call, in words) of the link the job's collectives cross."""
+    if job.nodes > 1:
+        bw = (
+            node.inter_gbytes_per_s
+            if job.procs_per_node == 1
+            else min(node.inter_gbytes_per_s, node.intra_gbytes_per_s)
+        )
+        return bw, node.inter_latency.value, node.inter_transport
+    transport = "none (one rank)" if job.world == 1 else f"inside one {node.name}"
+    return node.intra_gbytes_per_s, node.intra_latency.value, transport
+
+
+def step_terms(node: Node, job: Job, arch: Architecture, calls: Zero3Calls | None = None) -> Step:
+    """One optimizer step on `node`: compute, exposed collectives (bytes over the link + latency per call),
+    exposed offload copies and the optimizer's memory-bound update, each in seconds."""
+    compute, fpt = _compute_s(node, job, arch)
+    traffic = job_traffic(arch, job, node.device)
+    n_calls = collective_calls(arch, job)
+    if calls is not None and job.zero_stage == 3 and job.world > 1:
+        traffic = _zero3_traffic(traffic, calls, job, node.device)
+        n_calls = sum(calls.n_ops.values())
+    bw, latency, transport = _link(node, job)
+    pcie_bw = node.pcie_gbytes_per_s if (job.offload_optimizer or job.offload_param) else None
+    pred = step_time(
+        traffic,
+        collective_gbytes_per_s=bw,
+        compute_s=compute,
+        overlap=node.overlap.value,
+        pcie_gbytes_per_s=pcie_bw,
+    )
+    hidden = 1 - node.overlap.value
+    shard = arch.params / (job.world if job.zero_stage >= 1 else 1)
+    opt_bw = node.host_mem_gbytes_per_s if job.offload_optimizer else node.mem_gbytes_per_s
+    if node.device == "cpu" or job.offload_optimizer:
+        opt_bw /= job.procs_per_node  # ranks of one node share its DDR
+    return Step(
+        compute=compute,
+        comm=hidden * (pred.collective_s + n_calls * latency),
+        pcie=hidden * pred.pcie_s,
+        optimizer=shard * rates.ADAM_BYTES_PER_PARAM.value / (opt_bw * GB),
+        flops_per_token=fpt,
+        traffic=traffic,
+        link_gbytes_per_s=bw,
+        transport=transport,
+    )
+
+
+def run_costs(
+    usd_per_hour: float | None, arch: Architecture, tokens: float, train_s: float, fixed: FixedCosts | None
+) -> dict[str, Any]:
+    """The run around `train_s` seconds of steps: fixed_s (seconds per fixed cost), hours (wall clock),
+    usd (all nodes, storage included), fixed_usd (paid once: start-up, download, init, final save) and
+    usd_per_mtok; None where the price is unknown."""
+    terms = fixed.terms(arch, train_s) if fixed else {}
+    hours = (train_s + sum(terms.values())) / 3600
+    storage_usd = fixed.storage_usd(arch, hours) if fixed else 0.0
+    usd = usd_per_hour * hours + storage_usd if usd_per_hour is not None else None
+    once = sum(v for k, v in terms.items() if k != "checkpoints")  # paid once, whatever the budget
+    return {
+        "fixed_s": terms,
+        "hours": hours,
+        "usd": usd,
+        "fixed_usd": usd_per_hour * once / 3600 if usd_per_hour is not None else None,
+        "usd_per_mtok": usd / tokens * 1e6 if usd is not None else None,
+    }
+
+
+def _sources(node: Node, job: Job, s: Step, fixed: FixedCosts | None) -> dict[str, str]:
+    """Where every number of the estimate comes from, by term."""
+    return {
+        **node.sources,
+        "flops": f"{s.flops_per_token / 1e9:.1f} GFLOP/token: 6 x params + 12 x layers x hidden x seq"
+        + (" x 4/3 (recompute)" if job.grad_ckpt else ""),
+        "traffic": f"chapter 06's ZeRO-{job.zero_stage} model: "
+        f"{s.traffic.collective / GB:.1f} GB per rank per step",
+        "optimizer": rates.ADAM_BYTES_PER_PARAM.cite(),
+        "price": node.usd_per_hour.cite() if node.usd_per_hour else "unknown: pass --price TYPE=USD",
+        **(fixed.cite() if fixed else {}),
+        "memory plan": MEMORY_STACK,
+    }
+
+
+def estimate(
+    node: Node,
+    job: Job,
+    arch: Architecture,
+    tokens: float,
+    *,
+    calls: Zero3Calls | None = None,
+    fixed: FixedCosts | None = None,
+) -> Plan:
+    """Time per optimizer step and everything derived from it, for `tokens` trained tokens: a Plan with
+    seconds per step by term, tokens/s, hours, USD and the bound. `calls`: the call-level ZeRO-3 count
+    (zero3_for) for the same grad_accum and checkpointing, where the model is a preset. `fixed`: the run's
+    costs besides its steps (none: the steps alone, as costcheck compares)."""
+    check_positive("tokens", tokens)
+    if job.procs_per_node > node.max_ranks:
+        raise WorkshopError(f"{job.procs_per_node} ranks per node but {node.name} has {node.max_ranks}")
+    s = step_terms(node, job, arch, calls)
+    step = s.total
+    steps = math.ceil(tokens / job.tokens_per_step)
+    usd_h = node.usd_per_hour.value * job.nodes if node.usd_per_hour else None
+    every = fixed.checkpoint_minutes * 60 if fixed else 0.0
+    return Plan(
+        instance_type=node.name,
+        device=node.device,
+        **{k: getattr(job, k) for k in JOB_FIELDS},
+        threads_per_rank=max(1, node.max_ranks // job.procs_per_node) if node.device == "cpu" else 1,
+        tokens=tokens,
+        tokens_per_s=job.tokens_per_step / step,
+        step_time_s=step,
+        compute_s=s.compute,
+        comm_s=s.comm,
+        pcie_s=s.pcie,
+        optimizer_s=s.optimizer,
+        gb_per_rank_per_step=s.traffic.collective / GB,
+        link_gbytes_per_s=s.link_gbytes_per_s,
+        transport=s.transport,
+        bound=_bound(s.terms()),
+        usd_per_hour=usd_h,
+        sources=_sources(node, job, s, fixed),
+        tokens_per_step=job.tokens_per_step,
+        steps=steps,
+        train_hours=steps * step / 3600,
+        price_kind=node.usd_per_hour.kind if node.usd_per_hour else "",
+        save_steps=max(1, round(every / step)) if every > 0 else 0,
+        **run_costs(usd_h, arch, tokens, steps * step, fixed),
+    )

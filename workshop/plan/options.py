@@ -1,0 +1,184 @@
+"""What a cost ranking is asked for: the job every plan trains (one global batch), the clusters searched, the
+run's costs besides its steps, and the checks that turn a bad option into one line naming it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from workshop.errors import WorkshopError, check_choice
+from workshop.plan import rates
+from workshop.plan.memory import plan_memory
+from workshop.plan.models import Architecture, get_preset
+from workshop.plan.topology import GB
+
+DEFAULT_FAMILIES = ("c7i", "m7i", "r7i", "c8i", "m8i", "r8i", "p4d", "p4de", "p5", "p5en", "g6e", "g5")
+NODE_COUNTS = (1, 2, 4, 8)
+MICRO_BATCHES = (1, 2, 4, 8, 16)
+# The fine-tune's own optimizer step: the original workshop's 4 ranks x micro-batch 1 x 4 accumulation steps
+# x 512 tokens (models.FINETUNE). Every plan trains this global batch, so every plan is the same fine-tune.
+DEFAULT_GLOBAL_BATCH = 4 * 1 * 4 * 512
+PLANNER_ERROR = 0.35  # the planner's stated +/-35% target: plans closer in cost than this are ties
+STATE_BYTES_PER_PARAM = 14  # a checkpoint: bf16 weights + fp32 master, Adam m and v
+STACKS = tuple(rates.GPU_STACKS)
+CPU_ENGINES = tuple(rates.CPU_ENGINES)
+STORAGES = ("fsx", "s3")
+
+
+@dataclass(frozen=True)
+class FixedCosts:
+    """What a run pays besides its training steps, each a stated assumption with a flag; billed per node."""
+
+    startup_s: rates.Rate = field(default_factory=rates.startup_s)
+    download_gbytes_per_s: rates.Rate = rates.DOWNLOAD_GBYTES_PER_S
+    init_s: rates.Rate = rates.INIT_S
+    checkpoint_minutes: float = rates.CHECKPOINT_MINUTES
+    storage: str = "fsx"
+    storage_gbytes_per_s: rates.Rate | None = None  # default: the storage's own (rates.STORAGE)
+
+    def write_rate(self) -> rates.Rate:
+        return self.storage_gbytes_per_s or rates.STORAGE[self.storage].gbytes_per_s
+
+    def terms(self, arch: Architecture, train_s: float) -> dict[str, float]:
+        """Seconds of the run besides its steps: start-up, download, init, checkpoints, final save."""
+        write = self.write_rate().value
+        weights_gb = arch.params * 2 / GB
+        states_gb = arch.params * STATE_BYTES_PER_PARAM / GB
+        every = self.checkpoint_minutes * 60
+        n_ckpt = int(train_s // every) if every > 0 else 0
+        return {
+            "startup": self.startup_s.value,
+            "download": weights_gb / self.download_gbytes_per_s.value,
+            "init": self.init_s.value,
+            "checkpoints": n_ckpt * states_gb / write,
+            "final save": weights_gb / write,
+        }
+
+    def storage_usd(self, arch: Architecture, hours: float) -> float:
+        """The storage the run writes to, for the run's hours (FSx bills its whole capacity)."""
+        spec = rates.STORAGE[self.storage]
+        gb = max(spec.min_gb, arch.params * (STATE_BYTES_PER_PARAM + 2) / GB)
+        return gb * spec.usd_per_gb_month.value * hours / rates.HOURS_PER_MONTH
+
+    def cite(self) -> dict[str, str]:
+        return {
+            "startup": self.startup_s.cite(),
+            "download": self.download_gbytes_per_s.cite(),
+            "init": self.init_s.cite(),
+            "checkpoints": f"every {self.checkpoint_minutes:g} min of training, {STATE_BYTES_PER_PARAM} "
+            f"B/param of states to {self.storage} at {self.write_rate().cite()}",
+            "storage": rates.STORAGE[self.storage].usd_per_gb_month.cite(),
+        }
+
+
+@dataclass
+class Options:
+    """Everything a ranking is asked for; the flags of `workshop plan`. Units: tokens and global_batch in
+    tokens, seq_len in tokens per sequence, headroom a fraction (0.2 = 20 %), max_hours in hours, budget in
+    USD, prices in USD per hour."""
+
+    model: str = "llama-3-8b"
+    tokens: float = 1e8
+    families: Sequence[str] = DEFAULT_FAMILIES
+    nodes: Sequence[int] = NODE_COUNTS
+    procs_per_node: int | None = None  # default: 1 per CPU node, every GPU
+    zero_stages: Sequence[int] = (3, 2, 1, 0)
+    micro_batches: Sequence[int] = MICRO_BATCHES
+    global_batch: int = DEFAULT_GLOBAL_BATCH  # tokens per optimizer step, the same for every plan
+    seq_len: int = 512
+    grad_ckpt: Sequence[bool] = (False, True)
+    headroom: float = 0.2
+    placement_group: bool = False
+    ena_express: bool = False
+    stack: str = "hf-deepspeed-bf16"  # the GPU software stack and precision (rates.GPU_STACKS)
+    cpu_engine: str = "deepspeed"  # the CPU job's engine: its measured rate (rates.CPU_ENGINES)
+    cpu_efficiency: rates.Rate | None = None  # default: measured for cpu_engine
+    ceiling: str | None = None  # a ceiling.json measured on this machine (calibrate), else the stored one
+    gpu_efficiency: rates.Rate | None = None  # default: the stack's
+    fixed: FixedCosts = field(default_factory=FixedCosts)
+    prices: dict[str, float] = field(default_factory=dict)
+    max_hours: float | None = None
+    budget: float | None = None
+    source: str | None = None
+    offload: bool = False  # also try GPU optimizer/parameter offload (estimates optimistic: see _offloads)
+
+
+def split_batch(
+    global_batch: int, seq_len: int, world: int, micro_batches: Sequence[int]
+) -> list[tuple[int, int]]:
+    """(micro_batch, grad_accum) pairs that make exactly `global_batch` tokens per step on `world` ranks."""
+    seqs, rest = divmod(global_batch, seq_len * world)
+    if rest or seqs < 1:
+        return []
+    return [(mb, seqs // mb) for mb in sorted(micro_batches) if seqs % mb == 0]
+
+
+def batch_reason(opts: Options, world: int) -> str:
+    """Why `world` ranks cannot train the job's global batch."""
+    seqs = opts.global_batch / opts.seq_len
+    return (
+        f"the global batch of {opts.global_batch:,} tokens is {seqs:g} sequences of {opts.seq_len}: it does "
+        f"not split evenly over {world} ranks with a micro-batch in {sorted(opts.micro_batches)} "
+        "(--global-batch changes the fine-tune)"
+    )
+
+
+def check_range(what: str, value: float | None, low: float, high: float, *, low_open: bool = False) -> None:
+    """One line naming the bad value and the allowed range (also refuses nan and inf)."""
+    if value is None:
+        return
+    ok = isinstance(value, (int, float)) and math.isfinite(value) and low <= value <= high
+    if ok and low_open and value == low:
+        ok = False
+    if not ok:
+        bracket = "(" if low_open else "["
+        raise WorkshopError(f"{what} {value!r} is out of range; allowed {bracket}{low:g}, {high:g}]")
+
+
+def validate(opts: Options) -> None:
+    check_range("tokens", opts.tokens, 0, 1e13, low_open=True)
+    for n in opts.nodes:
+        if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= 1000:
+            raise WorkshopError(f"nodes must be an integer in [1, 1000], got {n!r}")
+    for s in opts.zero_stages:
+        check_choice("ZeRO stage", s, (0, 1, 2, 3))
+    for mb in opts.micro_batches:
+        if isinstance(mb, bool) or not isinstance(mb, int) or mb < 1:
+            raise WorkshopError(f"micro_batch must be an integer >= 1, got {mb!r}")
+    if opts.procs_per_node is not None and opts.procs_per_node < 1:
+        raise WorkshopError(f"procs_per_node must be an integer >= 1, got {opts.procs_per_node!r}")
+    for what, v in (("max_hours", opts.max_hours), ("budget", opts.budget)):
+        if v is not None:
+            check_range(what, v, 0, 1e9, low_open=True)
+    check_range("headroom", opts.headroom, 0, 1)
+    for what, rate in (("cpu efficiency", opts.cpu_efficiency), ("gpu efficiency", opts.gpu_efficiency)):
+        if rate is not None:
+            check_range(what, rate.value, 0, 1, low_open=True)
+    check_choice("GPU stack", opts.stack, STACKS)
+    check_choice("CPU engine", opts.cpu_engine, CPU_ENGINES)
+    if opts.cpu_efficiency is None:
+        rates.cpu_efficiency(opts.cpu_engine, opts.ceiling)  # a bad --ceiling is an error, not "no CPU plan"
+    check_choice("storage", opts.fixed.storage, STORAGES)
+    check_range("start-up seconds", opts.fixed.startup_s.value, 0, 7200)
+    check_range("init seconds", opts.fixed.init_s.value, 0, 7200)
+    check_range("download GB/s", opts.fixed.download_gbytes_per_s.value, 0, 100, low_open=True)
+    check_range("checkpoint minutes", opts.fixed.checkpoint_minutes, 0, 1e5)
+    check_range("storage GB/s", opts.fixed.write_rate().value, 0, 1000, low_open=True)
+    context = get_preset(opts.model).config.get("max_position_embeddings")
+    if context:
+        check_range(f"seq_len (the model's context is {context:,})", opts.seq_len, 1, context)
+    if isinstance(opts.global_batch, bool) or not isinstance(opts.global_batch, int) or opts.global_batch < 1:
+        raise WorkshopError(f"global batch must be a whole number of tokens >= 1, got {opts.global_batch!r}")
+    if opts.global_batch % opts.seq_len:
+        raise WorkshopError(
+            f"global batch {opts.global_batch:,} tokens is not a whole number "
+            f"of {opts.seq_len}-token sequences"
+        )
+    if opts.global_batch > opts.tokens:
+        raise WorkshopError(
+            f"global batch {opts.global_batch:,} tokens is more than the token budget {opts.tokens:.3g}: not "
+            "one whole optimizer step; lower --global-batch or raise --tokens"
+        )
+    plan_memory(opts.model, world_size=1, seq_len=opts.seq_len, micro_batch=1)  # model and seq_len
