@@ -7,12 +7,10 @@ fail - missing, a folder, unreadable, empty, binary, malformed - into one Worksh
 from __future__ import annotations
 
 import codecs
-import importlib
 import json
 import sys
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
 
 
 class WorkshopError(ValueError):
@@ -105,15 +103,3 @@ def check_output(path, what: str, *, folder: bool = False) -> Path:
             f"{what} {str(path)!r} cannot be created: {str(parent)!r} is a file, not a folder"
         )
     return p
-
-
-# ------------------------------------------------------------------------------------------ moved
-
-
-def __getattr__(name: str) -> Any:
-    """TEMPORARY (issue 38, until every engineer's branch is merged): `errors.comma_list` is now
-    `workshop.cli.args.comma_list`, an argparse type. Imported by name so this bottom layer keeps no
-    import of the cli; delete this function once nothing imports `comma_list` from here."""
-    if name == "comma_list":
-        return importlib.import_module("workshop.cli.args").comma_list
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -7,8 +7,9 @@ import os
 import sys
 from pathlib import Path
 
+from workshop.cli.args import comma_list
 from workshop.cli.base import command
-from workshop.errors import WorkshopError, check_choice, check_output, comma_list
+from workshop.errors import WorkshopError, check_choice, check_output
 from workshop.paths import IMAGES_DIR, RESULTS_DIR
 
 BENCH_ABOUT = (

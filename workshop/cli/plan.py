@@ -9,8 +9,9 @@ import json
 import math
 import sys
 
+from workshop.cli.args import comma_list
 from workshop.cli.base import command
-from workshop.errors import check_positive, comma_list
+from workshop.errors import check_positive
 from workshop.plan import catalog, rates
 from workshop.plan.catalog import InstanceRow
 from workshop.plan.cost import evaluate, format_table, rank

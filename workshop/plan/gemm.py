@@ -5,8 +5,7 @@ matmuls timed at every size, precision and thread count, every repeat kept, then
 from __future__ import annotations
 
 import statistics
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from functools import partial
 from typing import Any, NotRequired, TypedDict
@@ -14,6 +13,7 @@ from typing import Any, NotRequired, TypedDict
 from workshop.errors import WorkshopError, check_positive
 from workshop.lang import N_, _
 from workshop.plan.hardware import Detection, Peak, machine_peaks, physical_cores
+from workshop.plan.timer import seconds_per_call
 
 
 class GemmCell(TypedDict):
@@ -61,28 +61,6 @@ class GemmResult:
         }
 
 
-def seconds_per_call(
-    fn: Callable[[], object],
-    *,
-    min_seconds: float,
-    sync: Callable[[], object] | None = None,
-    min_calls: int = 2,
-) -> float:
-    """Seconds one call of `fn` takes: calls it back to back until >= `min_seconds` and >= `min_calls`
-    calls have passed, then divides. `sync` (a GPU's synchronize) runs after each call, so queued kernels
-    are timed, not just launched. The one matmul timer: warm up before calling it (kernel selection and
-    first-touch pages are not what it measures)."""
-    n, t0 = 0, time.perf_counter()
-    while True:
-        fn()
-        if sync is not None:
-            sync()
-        n += 1
-        elapsed = time.perf_counter() - t0
-        if elapsed >= min_seconds and n >= min_calls:
-            return elapsed / n
-
-
 _DTYPES = ("bf16", "fp32")
 
 
@@ -125,7 +103,9 @@ def gemm_benchmark(
                         torch.mm(a, b)
                     cell = GemmResult(n, dt, t)
                     for _ in range(repeats):
-                        seconds = seconds_per_call(partial(torch.mm, a, b), min_seconds=min_seconds)
+                        seconds = seconds_per_call(
+                            partial(torch.mm, a, b), min_seconds=min_seconds, min_calls=2
+                        )
                         cell.tflops.append(2 * n**3 / seconds / 1e12)
                     results.append(cell)
     finally:
