@@ -12,9 +12,9 @@ import fnmatch
 import json
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from functools import lru_cache
-from typing import TypedDict
+from typing import TypedDict, cast
 
 from workshop.errors import WorkshopError, check_choice
 from workshop.lang import N_
@@ -137,28 +137,7 @@ class InstanceRow:
     def as_dict(self) -> InstanceRecord:
         """Every field, then amx_peak_tflops: a row of chapter 01's instance table, `workshop instances
         --json`."""
-        return {
-            "instance_type": self.instance_type,
-            "family": self.family,
-            "size": self.size,
-            "vcpus": self.vcpus,
-            "cores": self.cores,
-            "memory_gib": self.memory_gib,
-            "network_performance": self.network_performance,
-            "efa": self.efa,
-            "max_efa_interfaces": self.max_efa_interfaces,
-            "gpus": self.gpus,
-            "gpu_name": self.gpu_name,
-            "gpu_memory_gib": self.gpu_memory_gib,
-            "manufacturer": self.manufacturer,
-            "arch": self.arch,
-            "clock_ghz": self.clock_ghz,
-            "bare_metal": self.bare_metal,
-            "amx": self.amx,
-            "amx_reason": self.amx_reason,
-            "hourly_usd": self.hourly_usd,
-            "amx_peak_tflops": self.amx_peak_tflops(),
-        }
+        return cast(InstanceRecord, {**asdict(self), "amx_peak_tflops": self.amx_peak_tflops()})
 
 
 class InstanceRecord(TypedDict):
