@@ -2,11 +2,24 @@
 
 from __future__ import annotations
 
+import functools
+
+import pytest
+
 from workshop.cli.manifests import render as render_command
 from workshop.k8s import render
 from workshop.k8s.base import HEADER, load_yaml_docs, to_yaml
 from workshop.k8s.validate import validate_files
 from workshop.paths import MANIFESTS_DIR
+
+
+@pytest.fixture(scope="module", autouse=True)
+def render_each_manifest_once():
+    """A render sizes the jobs with the planner (tens of seconds for all six): this module's drift checks
+    (render.drift, `render --check`, the write) compare against one render of each manifest."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(render, "render", functools.lru_cache(maxsize=None)(render.render))
+        yield
 
 
 def test_checked_in_manifests_have_no_drift():
