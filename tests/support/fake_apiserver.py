@@ -206,6 +206,9 @@ class FakeAPIServer:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            # headers and body leave in two writes: without this, Nagle + the client's delayed ACK hold every
+            # response ~40 ms (a real API server sets TCP_NODELAY too, as Go does by default)
+            disable_nagle_algorithm = True
 
             def log_message(self, *args):
                 pass
