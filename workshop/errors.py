@@ -9,8 +9,9 @@ from __future__ import annotations
 import codecs
 import json
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import Any
 
 
 class WorkshopError(ValueError):
@@ -38,6 +39,16 @@ def report(error: WorkshopError) -> int:
     """How every command ends on bad input: one `error: ...` line on stderr and exit code 2, no traceback."""
     print(f"error: {error}", file=sys.stderr)
     return 2
+
+
+def exit_code(fn: Callable[..., int | None], *args: Any) -> int:
+    """The one place bad input becomes an exit code: `fn(*args)`'s return value (None = 0), or, on a
+    WorkshopError, one `error: ...` line and 2. Commands (workshop.cli.base.command) and the per-rank worker
+    entry points both end through it."""
+    try:
+        return int(fn(*args) or 0)
+    except WorkshopError as e:
+        return report(e)
 
 
 # ------------------------------------------------------------------------------------------ files

@@ -7,7 +7,7 @@ import functools
 from collections.abc import Callable
 from typing import Protocol
 
-from workshop.errors import WorkshopError, report
+from workshop.errors import exit_code
 
 
 class Command(Protocol):
@@ -21,9 +21,6 @@ def command(fn: Callable[[list[str] | None], int | None]) -> Command:
 
     @functools.wraps(fn)
     def run(argv: list[str] | None = None) -> int:
-        try:
-            return int(fn(argv) or 0)
-        except WorkshopError as e:
-            return report(e)
+        return exit_code(fn, argv)
 
     return run

@@ -9,7 +9,7 @@
 import json
 import sys
 
-from workshop.errors import report
+from workshop.errors import exit_code
 
 USAGE = (
     "usage: python -m workshop.experiments.comms _worker JSON [--NAME VALUE ...] | _count OUT TRAIN_ARGV..."
@@ -17,13 +17,9 @@ USAGE = (
 
 argv = sys.argv[1:]
 if argv[:1] == ["_worker"] and len(argv) >= 2:
-    from workshop.errors import WorkshopError
     from workshop.experiments.comms.collectives import collective_worker, launcher_flags
 
-    try:
-        sys.exit(collective_worker(json.loads(argv[1]), launcher_flags(argv[2:])))
-    except WorkshopError as e:
-        sys.exit(report(e))
+    sys.exit(exit_code(collective_worker, json.loads(argv[1]), launcher_flags(argv[2:])))
 elif argv[:1] == ["_count"] and len(argv) >= 2:
     from workshop.experiments.comms.counting import _count_worker
 

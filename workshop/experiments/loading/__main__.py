@@ -4,14 +4,11 @@
 import json
 import sys
 
-from workshop.errors import WorkshopError, report
+from workshop.errors import exit_code
 from workshop.experiments.loading import ranks
 
 ENTRIES = {"worker": ranks.worker, "pitfall": ranks.pitfall}
 
 if len(sys.argv) != 3 or sys.argv[1] not in ENTRIES:
     sys.exit("usage: python -m workshop.experiments.loading worker|pitfall JSON (the command: workshop load)")
-try:
-    ENTRIES[sys.argv[1]](json.loads(sys.argv[2]))
-except WorkshopError as e:
-    sys.exit(report(e))
+sys.exit(exit_code(ENTRIES[sys.argv[1]], json.loads(sys.argv[2])))
