@@ -288,7 +288,7 @@ def _plan_parser() -> argparse.ArgumentParser:
         "--ceiling",
         default=None,
         metavar="PATH",
-        help="calibrate: a ceiling.json measured on this machine (python -m workshop.experiments.ceiling "
+        help="calibrate: a ceiling.json measured on this machine (python -m workshop bench ceiling "
         "--levers no_compile,zero3 --json-out PATH); default: benchmarks/results/ceiling.json",
     )
     _add_run_cost_args(p)

@@ -227,7 +227,7 @@ CPU_ENGINES = {"deepspeed": "zero3", "ddp-compile": "recipe"}  # engine -> chapt
 
 def _ceiling(path: str | None) -> dict:
     """benchmarks/results/ceiling.json, or a ceiling.json measured on this machine (the calibrate path:
-    `python -m workshop.experiments.ceiling --levers no_compile,zero3 --json-out PATH`)."""
+    `python -m workshop bench ceiling --levers no_compile,zero3 --json-out PATH`)."""
     if path is None:
         return read_measured("ceiling.json")
     try:
@@ -275,7 +275,7 @@ def cpu_efficiency(engine: str = "deepspeed", path: str | None = None) -> Rate:
     if lever.get("status") != "measured":
         raise WorkshopError(
             f"{path or 'ceiling.json'}: no measured '{CPU_ENGINES[engine]}' lever for engine {engine!r} "
-            f"(measure it: python -m workshop.experiments.ceiling --levers no_compile,{CPU_ENGINES[engine]})"
+            f"(measure it: python -m workshop bench ceiling --levers no_compile,{CPU_ENGINES[engine]})"
         )
     share = lever["mfu_pct_of_peak"]["median"] / 100
     machine, cfg = ceiling["machine"], ceiling["config"]
