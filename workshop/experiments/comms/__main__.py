@@ -19,7 +19,7 @@ argv = sys.argv[1:]
 if argv[:1] == ["_worker"] and len(argv) >= 2:
     from workshop.experiments.comms.collectives import collective_worker, launcher_flags
 
-    sys.exit(exit_code(collective_worker, json.loads(argv[1]), launcher_flags(argv[2:])))
+    sys.exit(exit_code(lambda: collective_worker(json.loads(argv[1]), launcher_flags(argv[2:]))))
 elif argv[:1] == ["_count"] and len(argv) >= 2:
     from workshop.experiments.comms.counting import _count_worker
 
