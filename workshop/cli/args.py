@@ -6,6 +6,12 @@ import argparse
 from collections.abc import Callable, Iterable
 
 
+def summary(doc: str | None) -> str:
+    """A command's --help description: the first paragraph of a docstring, joined into one line (its
+    first line alone would cut a sentence mid-way)."""
+    return " ".join((doc or "").strip().split("\n\n")[0].split())
+
+
 def comma_list(
     item: Callable = str,
     *,

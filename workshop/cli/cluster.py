@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 
+from workshop.cli.args import summary
 from workshop.cli.base import command
 from workshop.errors import WorkshopError, check_choice, check_positive
 from workshop.k8s.base import check_dns_label, read_yaml_docs
@@ -28,7 +29,7 @@ TEARDOWN_EPILOG = (
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="workshop cluster", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="workshop cluster", description=summary(__doc__))
     parser.add_argument("--kubeconfig")
     parser.add_argument("--context")
     sub = parser.add_subparsers(dest="action", required=True)

@@ -9,7 +9,7 @@ import sys
 from dataclasses import asdict
 from pathlib import Path
 
-from workshop.cli.args import comma_list
+from workshop.cli.args import comma_list, summary
 from workshop.cli.base import command
 from workshop.errors import check_output, check_positive
 
@@ -112,7 +112,7 @@ def _netsim_parser() -> argparse.ArgumentParser:
 
     p = argparse.ArgumentParser(
         prog="workshop netsim",
-        description=(experiment.__doc__ or "").split("\n\n")[0],
+        description=summary(experiment.__doc__),
         epilog="Anything after `--` goes to the training entry point "
         "(default: " + " ".join(experiment.default_train_args().to_argv()) + ").",
     )

@@ -7,20 +7,17 @@ import argparse
 import sys
 from pathlib import Path
 
+from workshop.cli.args import summary
 from workshop.cli.base import command
 from workshop.errors import WorkshopError, check_output
 from workshop.paths import MANIFESTS_DIR
-
-
-def _first_line(doc: str | None, sep: str = "\n") -> str:
-    return (doc or "").split(sep)[0]
 
 
 @command
 def render(argv: list[str] | None = None) -> int:
     from workshop.k8s import render as rendering
 
-    parser = argparse.ArgumentParser(prog="workshop render", description=_first_line(rendering.__doc__))
+    parser = argparse.ArgumentParser(prog="workshop render", description=summary(rendering.__doc__))
     parser.add_argument(
         "--out", default=str(MANIFESTS_DIR), help="output folder (default: the repo's manifests/)"
     )
@@ -44,7 +41,7 @@ def render(argv: list[str] | None = None) -> int:
 def crds(argv: list[str] | None = None) -> int:
     from workshop.k8s import crds as schemas
 
-    p = argparse.ArgumentParser(prog="workshop crds", description=_first_line(schemas.__doc__, "\n\n"))
+    p = argparse.ArgumentParser(prog="workshop crds", description=summary(schemas.__doc__))
     sub = p.add_subparsers(dest="cmd", required=True)
     f = sub.add_parser(
         "fetch", help="add another release: download its CRDs into the cache, digests recorded"
@@ -85,7 +82,7 @@ def crds(argv: list[str] | None = None) -> int:
 
 
 def _validate_parser(doc: str | None, known: dict[str, str]) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="workshop validate", description=_first_line(doc))
+    parser = argparse.ArgumentParser(prog="workshop validate", description=summary(doc))
     parser.add_argument("files", nargs="*", metavar="FILE", help="YAML files (multi-document allowed)")
     parser.add_argument(
         "--karpenter",

@@ -8,22 +8,18 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+from workshop.cli.args import summary
 from workshop.cli.base import command
 from workshop.errors import WorkshopError
 from workshop.lang import LANGUAGES
 from workshop.paths import REPO
 
 
-def _summary(doc: str | None) -> str:
-    """A command's --help description: the first paragraph of its module's docstring."""
-    return (doc or "").split("\n\n")[0]
-
-
 @command
 def run(argv: list[str] | None = None) -> int:
     from workshop.launch import notebooks
 
-    p = argparse.ArgumentParser(prog="workshop run", description=_summary(notebooks.__doc__))
+    p = argparse.ArgumentParser(prog="workshop run", description=summary(notebooks.__doc__))
     p.add_argument("--out", default="out", help="folder for executed notebooks, figures and the index")
     p.add_argument("--only", nargs="*", help="notebook numbers or names, e.g. --only 01 04")
     p.add_argument(
@@ -65,7 +61,7 @@ def run(argv: list[str] | None = None) -> int:
 def images(argv: list[str] | None = None) -> int:
     from workshop.book import images
 
-    p = argparse.ArgumentParser(prog="workshop images", description=_summary(images.__doc__))
+    p = argparse.ArgumentParser(prog="workshop images", description=summary(images.__doc__))
     p.add_argument(
         "--check", action="store_true", help="fail on drift (names both ways, pixel sizes); write nothing"
     )
@@ -100,7 +96,7 @@ def images(argv: list[str] | None = None) -> int:
 def i18n(argv: list[str] | None = None) -> int:
     from workshop.book import i18n
 
-    p = argparse.ArgumentParser(prog="workshop i18n", description=_summary(i18n.__doc__))
+    p = argparse.ArgumentParser(prog="workshop i18n", description=summary(i18n.__doc__))
     p.add_argument("action", choices=["update", "generate", "check", "sync"])
     a = p.parse_args(argv)
     try:
@@ -130,7 +126,7 @@ def i18n(argv: list[str] | None = None) -> int:
 def lab(argv: list[str] | None = None) -> int:
     from workshop.book import lab
 
-    p = argparse.ArgumentParser(prog="workshop lab", description=_summary(lab.__doc__))
+    p = argparse.ArgumentParser(prog="workshop lab", description=summary(lab.__doc__))
     p.add_argument("--lang", default="en", help=f"the chapters' language: {', '.join(LANGUAGES)}")
     p.add_argument("--reset", nargs="*", default=[], metavar="NN", help="take a fresh copy of these chapters")
     p.add_argument("--dir", type=Path, default=None, help="the working copy (default: lab/ or lab-ko/)")
@@ -152,7 +148,7 @@ def nbval(argv: list[str] | None = None) -> int:
     from workshop.book import nbcheck
     from workshop.launch.notebooks import notebooks
 
-    p = argparse.ArgumentParser(prog="workshop nbval", description=_summary(nbcheck.__doc__))
+    p = argparse.ArgumentParser(prog="workshop nbval", description=summary(nbcheck.__doc__))
     sub = p.add_subparsers(dest="action", required=True)
     r = sub.add_parser("refresh", help="execute notebooks and re-record their # NBVAL_CHECK_OUTPUT cells")
     r.add_argument("--only", nargs="*", help="notebook numbers or names, e.g. --only 01 05 (default: all)")
