@@ -9,13 +9,14 @@ from collections.abc import Sequence
 from workshop.lang import _
 from workshop.plan import topology
 from workshop.plan.catalog import PRICE_SOURCE
+from workshop.plan.hardware import AMX_BF16_FLOP_PER_CYCLE
 
 
 def amx_peak(name: str, cores: int, clock_ghz: float, peak_tflops: float, h100_tflops: float) -> str:
     """Chapter 01: an AMX socket's theoretical peak, and the original workshop's claim against it."""
     return (
-        _("{name}: {cores} cores x {clock} GHz x 1024 = {peak:.0f} TFLOPS AMX peak").format(
-            name=name, cores=cores, clock=clock_ghz, peak=peak_tflops
+        _("{name}: {cores} cores x {clock} GHz x {flop} = {peak:.0f} TFLOPS AMX peak").format(
+            name=name, cores=cores, clock=clock_ghz, flop=AMX_BF16_FLOP_PER_CYCLE, peak=peak_tflops
         )
         + "\n"
         + _(

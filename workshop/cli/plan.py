@@ -18,7 +18,8 @@ from workshop.plan.cost import evaluate, format_table, rank
 from workshop.plan.fit import Recommendation, recommend
 from workshop.plan.gemm import gemm_benchmark, summarize
 from workshop.plan.hardware import detect
-from workshop.plan.memory import GiB
+from workshop.plan.memory import HEADROOM, GiB
+from workshop.plan.models import SEQ_LEN
 from workshop.plan.options import (
     CPU_ENGINES,
     DEFAULT_FAMILIES,
@@ -281,7 +282,7 @@ def _plan_parser() -> argparse.ArgumentParser:
         help=f"tokens per optimizer step, the same on every plan (default {DEFAULT_GLOBAL_BATCH:,}: the "
         "fine-tune's own, 4 ranks x 1 x 4 x 512)",
     )
-    p.add_argument("--seq-len", type=int, default=512)
+    p.add_argument("--seq-len", type=int, default=SEQ_LEN)
     p.add_argument("--stack", choices=STACKS, default="hf-deepspeed-bf16", help="GPU software stack")
     p.add_argument("--cpu-engine", choices=CPU_ENGINES, default="deepspeed", help="the CPU job's engine")
     p.add_argument(
@@ -310,7 +311,7 @@ def _add_run_cost_args(p: argparse.ArgumentParser) -> None:
         "--storage-gbps", type=float, default=None, help="checkpoint write GB/s (default: storage's)"
     )
     p.add_argument("--grad-ckpt", action=argparse.BooleanOptionalAction, default=None, help="default: either")
-    p.add_argument("--headroom", type=float, default=0.2)
+    p.add_argument("--headroom", type=float, default=HEADROOM)
     p.add_argument("--max-hours", type=float, default=None)
     p.add_argument("--budget", type=float, default=None, help="USD")
     p.add_argument(
@@ -402,12 +403,12 @@ def _memory_parser() -> argparse.ArgumentParser:
     parser.add_argument("--offload-optimizer", action="store_true")
     parser.add_argument("--offload-param", action="store_true")
     parser.add_argument("--micro-batch", type=int, default=1)
-    parser.add_argument("--seq-len", type=int, default=512)
+    parser.add_argument("--seq-len", type=int, default=SEQ_LEN)
     parser.add_argument("--grad-ckpt", action="store_true", help="gradient checkpointing")
     parser.add_argument(
         "--family", action="append", metavar="GLOB", help="instance families (default c7i m7i r7i)"
     )
-    parser.add_argument("--headroom", type=float, default=0.2)
+    parser.add_argument("--headroom", type=float, default=HEADROOM)
     parser.add_argument(
         "--efa",
         action=argparse.BooleanOptionalAction,

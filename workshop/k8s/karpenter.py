@@ -57,7 +57,6 @@ EFA_GPU_TYPES = (
     "g6e.48xlarge",
 )
 CAPACITY_TYPES = ("spot", "on-demand", "reserved")
-ARCHES = ("amd64", "arm64")
 OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt")
 EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 CONSOLIDATION = ("WhenEmpty", "WhenEmptyOrUnderutilized")

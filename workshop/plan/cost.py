@@ -15,6 +15,7 @@ from workshop.lang import _
 from workshop.plan.catalog import InstanceRow, instance_info, list_instances
 from workshop.plan.estimate import MEMORY_STACK, Plan, memory_options, node_for, run_costs
 from workshop.plan.fit import Recommendation, allocatable, recommend_instance
+from workshop.plan.memory import HEADROOM
 from workshop.plan.models import architecture, recipe
 from workshop.plan.options import Options, batch_reason, check_range, split_batch, validate
 from workshop.plan.ranking import best_for, filter_plans, hint, mark_pareto, mark_ties, plan_key
@@ -126,7 +127,7 @@ def evaluate(instance_type: str, nodes: int, opts: Options) -> Plan:
 
 
 def recommendation(
-    plan: Plan, model: str, *, headroom: float = 0.2, source: str | None = None
+    plan: Plan, model: str, *, headroom: float = HEADROOM, source: str | None = None
 ) -> Recommendation:
     """Pod requests (cpu cores, memory in Gi), /dev/shm (Gi) and threads per rank for the plan's own instance
     type, as a Recommendation (chapter 05 renders its TrainJob from it)."""

@@ -20,7 +20,7 @@ from workshop.plan import rates
 from workshop.plan.catalog import InstanceRow
 from workshop.plan.hardware import AMX_BF16_FLOP_PER_CYCLE
 from workshop.plan.memory import PlanOptions
-from workshop.plan.models import Architecture
+from workshop.plan.models import SEQ_LEN, Architecture
 from workshop.plan.options import FixedCosts, Options
 from workshop.plan.topology import GB, LINKS
 from workshop.plan.traffic import Traffic, gathers_per_micro_step, step_time, zero_traffic
@@ -66,7 +66,7 @@ class Job:
     zero_stage: int = 3
     micro_batch: int = 1
     grad_accum: int = 4
-    seq_len: int = 512
+    seq_len: int = SEQ_LEN
     grad_ckpt: bool = False
     offload_optimizer: bool = False
     offload_param: bool = False

@@ -11,7 +11,8 @@ from typing import Any, TypedDict
 from workshop.errors import WorkshopError, check_positive
 from workshop.lang import _
 from workshop.plan.catalog import PRICE_SOURCE, InstanceRow, instance_info, list_instances
-from workshop.plan.memory import GiB, MemoryPlan, PlanOptions, check_count, plan_memory
+from workshop.plan.memory import HEADROOM, GiB, MemoryPlan, PlanOptions, check_count, plan_memory
+from workshop.plan.models import SEQ_LEN
 
 # Node capacity a pod can actually request, the way Karpenter and the EKS AMI compute it.
 VM_MEMORY_OVERHEAD = 0.075  # Karpenter's default vmMemoryOverheadPercent
@@ -188,10 +189,10 @@ def recommend(
     offload_optimizer: bool = False,
     offload_param: bool = False,
     micro_batch: int = 1,
-    seq_len: int = 512,
+    seq_len: int = SEQ_LEN,
     grad_ckpt: bool = False,
     dtype: str = "bf16",
-    headroom: float = 0.2,
+    headroom: float = HEADROOM,
     efa: bool | None = None,
     source: str | None = None,
 ) -> Recommendation:
@@ -243,7 +244,7 @@ def recommend_instance(
     nodes: int,
     procs_per_node: int,
     plan_kw: PlanOptions,
-    headroom: float = 0.2,
+    headroom: float = HEADROOM,
     source: str | None = None,
 ) -> Recommendation:
     """The pod sizes for one named instance type (the cost planner's pick), or why it does not hold the

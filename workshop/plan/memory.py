@@ -13,9 +13,10 @@ from typing import TypedDict
 
 from workshop.errors import WorkshopError, check_choice
 from workshop.lang import _
-from workshop.plan.models import Architecture, architecture
+from workshop.plan.models import SEQ_LEN, Architecture, architecture
 
 GiB = 1024**3
+HEADROOM = 0.2  # spare memory asked for above the modelled total when fitting a node (slack, spikes)
 ZERO_STAGES = (0, 1, 2, 3)
 DTYPES = {"bf16": 2, "fp16": 2, "fp32": 4}
 DEVICES = ("cpu", "gpu")
@@ -289,7 +290,7 @@ def plan_memory(
     offload_optimizer: bool = False,
     offload_param: bool = False,
     micro_batch: int = 1,
-    seq_len: int = 512,
+    seq_len: int = SEQ_LEN,
     grad_ckpt: bool = False,
     dtype: str = "bf16",
     device: str = "cpu",

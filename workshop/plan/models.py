@@ -201,10 +201,8 @@ def architecture(name: str) -> Architecture:
     )
 
 
-# ------------------------------------------------------------------------------------- where weights come
-# from
+# ------------------------------------------------------------------------------ where weights come from
 HUB_ID = re.compile(r"^[\w.-]+/[\w.-]+$")
-SOURCE_KINDS = ("preset", "hub", "local")
 
 
 @dataclass(frozen=True)
@@ -314,13 +312,14 @@ def preset_hub_ids() -> str:
 # ------------------------------------------------------------------------------------- training recipes
 # Fine-tuning real weights: the original workshop's settings (its train.py): lr 2e-5, gradient accumulation 4,
 # bf16, wikitext-2 (empty lines dropped) -- packed here instead of padded to 512, so every token trains.
+SEQ_LEN = 512  # the original workshop's sequence length: the default of every plan and benchmark here
 FINETUNE = {
     "lr": 2e-5,
     "grad_accum": 4,
     "precision": "bf16",
     "dataset": "wikitext",
     "packing": True,
-    "seq_len": 512,
+    "seq_len": SEQ_LEN,
     "micro_batch": 1,
     "warmup_steps": 10,
 }

@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 
 from workshop.errors import WorkshopError, check_choice
 from workshop.plan import rates
-from workshop.plan.memory import plan_memory
-from workshop.plan.models import Architecture, get_preset
+from workshop.plan.memory import HEADROOM, plan_memory
+from workshop.plan.models import SEQ_LEN, Architecture, get_preset
 from workshop.plan.topology import GB
 
 DEFAULT_FAMILIES = ("c7i", "m7i", "r7i", "c8i", "m8i", "r8i", "p4d", "p4de", "p5", "p5en", "g6e", "g5")
@@ -87,9 +87,9 @@ class Options:
     zero_stages: Sequence[int] = (3, 2, 1, 0)
     micro_batches: Sequence[int] = MICRO_BATCHES
     global_batch: int = DEFAULT_GLOBAL_BATCH  # tokens per optimizer step, the same for every plan
-    seq_len: int = 512
+    seq_len: int = SEQ_LEN
     grad_ckpt: Sequence[bool] = (False, True)
-    headroom: float = 0.2
+    headroom: float = HEADROOM
     placement_group: bool = False
     ena_express: bool = False
     stack: str = "hf-deepspeed-bf16"  # the GPU software stack and precision (rates.GPU_STACKS)

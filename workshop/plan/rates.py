@@ -147,7 +147,6 @@ TCP_EFFICIENCY = Rate(
     N_("assumption"),
     N_("large gloo messages over one TCP connection: headers and ACKs cost ~5-10%"),
 )
-EFA_GBPS_PER_DEVICE = 100.0  # LINKS["efa"]: 12.5 GB/s per EFA device
 LATENCY_S = {
     "tcp": Rate(100e-6, N_("s per collective call"), N_("assumption"), N_("TCP round trip inside a VPC")),
     "efa": Rate(

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from workshop.errors import check_choice
 from workshop.lang import N_, _
-from workshop.plan.memory import DTYPES, plan_memory
+from workshop.plan.memory import DTYPES, GiB, plan_memory
+from workshop.plan.models import SEQ_LEN
 from workshop.plan.traffic import zero_traffic
 
 SHARDS = {
@@ -20,7 +21,6 @@ SHARDS = {
     2: N_("optimizer state + gradients"),
     3: N_("optimizer state + gradients + parameters"),
 }
-GiB = 1024**3
 
 
 def stages(
@@ -30,7 +30,7 @@ def stages(
     grad_accum: int = 1,
     grad_ckpt: bool = False,
     micro_batch: int = 1,
-    seq_len: int = 512,
+    seq_len: int = SEQ_LEN,
     dtype: str = "bf16",
 ) -> list[dict]:
     """One row per ZeRO stage 0-3: model-state GiB per rank (planner) and GB sent per rank per step

@@ -108,6 +108,3 @@ def zero3_calls(
         reduce_scatter_bytes=float(bytes_per_param) * grad_accum * total,
         all_gather_waves=grad_accum * passes * fetch_calls + (1 if persistent else 0),
     )
-
-
-# ---------------------------------------------------------------- counting what ZeRO-3 really calls

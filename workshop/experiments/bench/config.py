@@ -11,6 +11,7 @@ from workshop.errors import (
     read_text,
 )
 from workshop.paths import IMAGES_DIR, RESULTS_DIR
+from workshop.plan.models import SEQ_LEN
 from workshop.train.data import build_corpus
 
 # Which variants each training benchmark compares: (A, B); ratios are A / B.
@@ -33,7 +34,7 @@ class BenchConfig:
     steps: int = 8
     rounds: int = 2
     nproc: int = 2
-    seq_len: int = 512
+    seq_len: int = SEQ_LEN
     cache_dir: str = "~/.cache/workshop"
     out_dir: str = "out/bench"
     results_dir: str = str(RESULTS_DIR)

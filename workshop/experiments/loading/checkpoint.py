@@ -14,9 +14,9 @@ from pathlib import Path
 from workshop.errors import WorkshopError, check_choice, read_json
 from workshop.launch.progress import no_library_bars
 from workshop.plan.models import build_config
+from workshop.plan.topology import GB
 
 DTYPES = ("bf16", "fp32")
-GB = 1e9
 _MARKER = "workshop_checkpoint.json"
 _BYTES_PER = {"bf16": 2, "fp32": 4}
 

@@ -11,8 +11,9 @@ from pathlib import Path
 from typing import TypedDict
 
 from workshop.errors import WorkshopError, check_choice
-from workshop.experiments.loading.checkpoint import _BYTES_PER, GB, _torch_dtype, verify_checkpoint
+from workshop.experiments.loading.checkpoint import _BYTES_PER, _torch_dtype, verify_checkpoint
 from workshop.experiments.loading.rss import PeakRSS, rss_bytes, ru_maxrss_bytes
+from workshop.plan.topology import GB
 
 METHODS = ("naive", "meta", "zero3", "zero3-stream")
 
