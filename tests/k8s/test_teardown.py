@@ -387,10 +387,9 @@ def test_yes_deletes_in_dependency_order_and_waits_for_karpenter(api, capsys):
     code, out = _run(api, capsys=capsys)
     assert code == 0 and "Nothing of the workbook's on this cluster" in out.out
     assert (
-        f"PersistentVolume {PV} (was default/workshop-outputs): FSx for Lustre {FSX_ID}, 1200 GiB: price "
-        "unknown "
-        "(its deployment type is no longer on the cluster; as SCRATCH_2, the workbook's default: ~$168/month "
-        "[fsx])" in out.out
+        f"PersistentVolume {PV} (was default/workshop-outputs): FSx for Lustre {FSX_ID}, 1200 GiB: "
+        "price unknown (its deployment type is no longer on the cluster; as SCRATCH_2, the workbook's "
+        "default: ~$168/month [fsx])" in out.out
     )  # the StorageClass that said SCRATCH_2 is gone: an estimate, not a figure
     assert (
         f"remove: kubectl delete pv {PV} && aws fsx delete-file-system --file-system-id {FSX_ID}" in out.out
@@ -511,8 +510,7 @@ def test_delete_model_removes_the_claim_and_names_the_retained_file_system(api, 
     assert code == 0, out
     assert _deletes(api) == DELETE_ORDER
     assert (
-        f"Left behind by PersistentVolumeClaim default/workshop-outputs (reclaimPolicy Retain, still "
-        "billed): "
+        "Left behind by PersistentVolumeClaim default/workshop-outputs (reclaimPolicy Retain, still billed): "
         f"PersistentVolume {PV}, FSx for Lustre {FSX_ID}, 1200 GiB: $0.23/h (~$168/month) [fsx]. When you no "
         f"longer need it: kubectl delete pv {PV} && aws fsx delete-file-system --file-system-id {FSX_ID}"
         in out.out

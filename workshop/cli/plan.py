@@ -40,8 +40,8 @@ INSTANCES = (
     "EC2 instance types as rows a planner can use: cores, memory, EFA, GPUs, and whether the CPU has AMX."
 )
 PLAN = (
-    "How long and how much: the time and cost of a fine-tune on each cluster that holds it, and what bounds "
-    "each"
+    "How long and how much: the time and cost of a fine-tune on each cluster that holds it, "
+    "and what bounds each"
 )
 MEMORY = "ZeRO memory per rank, from the exact parameter count, and the smallest instance that holds it."
 
@@ -173,10 +173,10 @@ def plan(argv: list[str] | None = None) -> int:
         return 0
     print(
         f"{opts.model}, {opts.tokens:.3g} tokens, {opts.global_batch:,} tokens per optimizer step "
-        f"({math.ceil(opts.tokens / opts.global_batch):,} steps), seq {opts.seq_len}, GPU stack "
-        f"{opts.stack}; "
-        "USD = fixed $ (start-up, weight download, init, final save: once per node) + tokens $ (steps, "
-        "checkpoints, storage); "
+        f"({math.ceil(opts.tokens / opts.global_batch):,} steps), seq {opts.seq_len}, "
+        f"GPU stack {opts.stack}; "
+        "USD = fixed $ (start-up, weight download, init, final save: once per node) "
+        "+ tokens $ (steps, checkpoints, storage); "
         f"= ties within the planner's {PLANNER_ERROR:.0%} error, ordered by fewer nodes then less time; "
         "* = time-vs-cost Pareto front; o = overridden price"
     )
@@ -187,8 +187,8 @@ def plan(argv: list[str] | None = None) -> int:
     unpriced = sorted({p.instance_type for p in plans if p.usd is None})
     if unpriced:
         print(
-            f"no price known (listed last, never on the front): {', '.join(unpriced)}; --price TYPE=USD "
-            "ranks them"
+            f"no price known (listed last, never on the front): {', '.join(unpriced)}; "
+            "--price TYPE=USD ranks them"
         )
     return 0
 

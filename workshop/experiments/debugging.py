@@ -30,11 +30,9 @@ SWITCHES = {
     "NCCL_DEBUG=INFO": "NCCL only (GPUs): prints the transport each channel uses (P2P/CUMEM, NET/Libfabric, "
     "NET/Socket); on a CPU run with gloo it prints nothing.",
     "TORCHINDUCTOR_COMPILE_THREADS=N": "torch.compile's Inductor compiles kernels in N worker processes per "
-    "rank; "
-    "with many ranks per node, N x ranks workers compete with training for cores: set it small (1-4).",
+    "rank; with many ranks per node, N x ranks workers compete with training for cores: set it small (1-4).",
     "TORCHINDUCTOR_CACHE_DIR=path": "where Inductor keeps compiled kernels between runs (the original "
-    "workshop keeps it out of "
-    "/tmp so a restart does not recompile).",
+    "workshop keeps it out of /tmp so a restart does not recompile).",
 }
 DEBUG_ENV = {
     "TORCH_DISTRIBUTED_DEBUG": "DETAIL",

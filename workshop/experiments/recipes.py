@@ -96,8 +96,7 @@ VARIANTS: dict[str, Variant] = {
             "workbook recipe",
             "packed 512-token blocks, DDP (the model fits each rank), 1 thread per "
             "rank, bf16 weights with fp32 masters, torch.compile, the compiled AdamW step, shared-memory "
-            "all-reduce, "
-            "tcmalloc",
+            "all-reduce, tcmalloc",
             WORKBOOK_ENGINE + ("--precision", "bf16", "--master-weights", "--packing"),
             allocator=WORKBOOK_ALLOCATOR,
         ),

@@ -168,8 +168,7 @@ def instance(name: str) -> GpuInstance:
 ORIGINAL_003 = "the original workshop's chapter 003 (p4d.24xlarge table, NCCL_DEBUG transports)"
 NOT_IN_ORIGINAL = (
     "not in the original workshop chapters (chapter 003 tables p4d only and leaves its ENI row '???'): a "
-    "timing "
-    "from the workbook's brief, not reproducible from the original workshop"
+    "timing from the workbook's brief, not reproducible from the original workshop"
 )
 
 
@@ -244,8 +243,7 @@ class OriginalWorkload:
 CONFOUNDERS: list[str] = [
     N_(
         "CPU offload of parameters and optimizer: the step is dominated by host work (CPU Adam, PCIe "
-        "copies), "
-        "so a faster GPU barely helps (p5's single pod is slower than p4d's)."
+        "copies), so a faster GPU barely helps (p5's single pod is slower than p4d's)."
     ),
     N_(
         "Only 1 of the instance's EFA devices per pod in the 4-pod runs (p4d has 4): "

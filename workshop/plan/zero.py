@@ -137,18 +137,15 @@ CONFIG_KEYS = {
     "zero_optimization.stage": N_("0-3: what is sharded (the table above)"),
     "zero_optimization.contiguous_gradients": N_(
         "copy gradients into one flat buffer as they are produced: "
-        "fewer, "
-        "larger reduce-scatters and less fragmentation"
+        "fewer, larger reduce-scatters and less fragmentation"
     ),
     "zero_optimization.overlap_comm": N_(
         "overlap reduce-scatter with the backward pass; off here: on CPU the "
-        "same "
-        "cores compute and communicate, so overlap only adds buffers"
+        "same cores compute and communicate, so overlap only adds buffers"
     ),
     "zero_optimization.offload_optimizer": N_(
         "keep the optimizer state in host memory and step it with "
-        "DeepSpeed's "
-        "CPU Adam (for GPUs; on a CPU it only adds copies)"
+        "DeepSpeed's CPU Adam (for GPUs; on a CPU it only adds copies)"
     ),
     "zero_optimization.offload_optimizer.device": N_("'cpu' (or 'nvme')"),
     "zero_optimization.offload_param": N_(

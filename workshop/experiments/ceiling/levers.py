@@ -44,9 +44,8 @@ LEVERS: dict[str, Lever] = {
             "recipe",
             "workbook recipe",
             "packed blocks, DDP, precision auto (bf16: bf16 weights with fp32 masters), "
-            "torch.compile with eager attention, compiled AdamW step, shared-memory all-reduce, tcmalloc, 1 "
-            "thread "
-            "per rank (uncompiled where no C++ compiler is found)",
+            "torch.compile with eager attention, compiled AdamW step, shared-memory all-reduce, tcmalloc, "
+            "1 thread per rank (uncompiled where no C++ compiler is found)",
             base=None,
         ),
         Lever(
