@@ -4,7 +4,7 @@ An exercise is a papermill parameter set, so a learner runs it by editing the `p
 JupyterLab (then Run All) or with `python -m workshop run --only NN -p name value`; `show` says both. The
 expected outcome is stated before the run; `check` runs the same package calls the chapter's cells make,
 with those parameters, and says whether the outcome showed.
-tests/test_exercises.py runs the checked exercise of every chapter, so a stated outcome cannot go stale.
+tests/book/test_exercises.py runs the checked exercise of every chapter, so a stated outcome cannot go stale.
 """
 
 from __future__ import annotations

@@ -39,9 +39,9 @@ from workshop.k8s.api_errors import ClusterError, explain, guarded, plural, retr
 from workshop.k8s.base import read_yaml_docs, workbook_labels
 from workshop.k8s.validate import KIND_FAMILY, ensure_valid
 
-# The oldest `kubernetes` release tests/test_cluster.py was run against (it passes on 31.0.0, 35.0.0 and
-# 37.0.1). Nothing here calls ApiClient.param_serialize (37+); DynamicClient.server_side_apply, the newest API
-# used, exists from 21 on (absent in 18.20).
+# The oldest `kubernetes` release tests/k8s/test_cluster.py was run against (it passes on 31.0.0, 35.0.0
+# and 37.0.1). Nothing here calls ApiClient.param_serialize (37+); DynamicClient.server_side_apply, the newest
+# API used, exists from 21 on (absent in 18.20).
 MIN_KUBERNETES = 31
 
 # apiVersion of the kinds the workbook names by kind alone; paths, plurals and scope come from discovery.

@@ -42,7 +42,7 @@ RESERVED_ENV = ("PET_NNODES", "PET_NPROC_PER_NODE", "PET_NODE_RANK", "PET_MASTER
 _QUANTITY = re.compile(r"^\d+(\.\d+)?(m|k|Ki|Mi|Gi|Ti|Pi|M|G|T|P)?$")
 
 # Images: name + tag here, built from docker/<accelerator>/Dockerfile (its LABELs carry the same values;
-# tests/test_trainjob.py checks they agree). The registry is yours: push there, then render with it.
+# tests/k8s/test_trainjob.py checks they agree). The registry is yours: push there, then render with it.
 DEFAULT_REGISTRY = "registry.example.com/workshop"
 IMAGES = {"cpu": "workshop-cpu", "gpu": "workshop-gpu"}
 IMAGE_TAG = __version__

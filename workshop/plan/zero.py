@@ -1,10 +1,9 @@
 """ZeRO stages 1, 2 and 3 side by side: what each shards, what a rank keeps, and what it sends per step.
 
 The memory column is chapter 01's planner (workshop.plan.memory), the traffic column chapter 06's model
-(workshop.experiments.comms.zero_traffic): one table, so the trade is visible in one place. Each stage shards
-one more kind of state and pays for it in traffic: stage 1 the optimizer state (fp32 master + Adam moments),
-stage 2 also the gradients, stage 3 also the parameters, which it must then all-gather for every forward and
-backward.
+(workshop.plan.traffic): one table, so the trade is visible in one place. Each stage shards one more kind of
+state and pays for it in traffic: stage 1 the optimizer state (fp32 master + Adam moments), stage 2 also the
+gradients, stage 3 also the parameters, which it must then all-gather for every forward and backward.
 """
 
 from __future__ import annotations
