@@ -54,9 +54,11 @@ def kit_cache(tmp_path_factory) -> Path:
 def no_leftover_deepspeed_shm():
     """Safety net: DeepSpeed never unlinks its ~66 MB-per-rank /dev/shm buffers. The entry point and the
     launcher release them, but runs that fail on purpose (chapter 03's pitfalls) cannot; /dev/shm is RAM,
-    so the test session removes whatever it left behind."""
-    shm = Path("/dev/shm")
-    before = set(shm.glob("deepspeed_allreduce_buffer_*"))
+    so the test session removes what it left behind: the new buffers no live process holds. A buffer some
+    process still holds belongs to a run going on beside this session (another test session, a workbook
+    run): unlinking it would leave that run's peers waiting forever for its name."""
+    from workshop.train.shm import SHM_DIR, SHM_GLOB, release_orphaned_buffers
+
+    before = set(SHM_DIR.glob(SHM_GLOB))
     yield
-    for path in set(shm.glob("deepspeed_allreduce_buffer_*")) - before:
-        path.unlink(missing_ok=True)
+    release_orphaned_buffers(set(SHM_DIR.glob(SHM_GLOB)) - before)
