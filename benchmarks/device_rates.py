@@ -6,7 +6,8 @@
     measured: tokens/s at N threads / (N x tokens/s at 1 thread).
 (b) GPU: a training step (bf16 autocast, fp32 weights, fused AdamW, plain torch) of transformers'
     LlamaForCausalLM built from the workbook's presets (no hub): `llama-3.2-1b`, and `llama-3-8b` cut to
-    4 of its 32 layers; tokens/s and MFU = 6 x params x tokens/s / 989.4e12 (dense bf16 peak).
+    4 of its 32 layers; tokens/s and MFU = 6 x params x tokens/s / the H100's dense bf16 peak as
+    workshop.plan.rates.GPUS gives it (989 TFLOPS; the stored 2026-11-26 result used 989.4).
 
 One script, one call: `python benchmarks/device_rates.py --out DIR` writes DIR/device_rates.json after every
 phase (a timeout keeps what finished) and DIR/log.txt. `--dry-run` runs every phase at toy sizes on this
@@ -28,11 +29,9 @@ import time
 from pathlib import Path
 
 BASELINE = re.compile(r"^(mb\d+_x1|ddp\d+x1_.*_same_ranks_x1)$")  # a 1-thread run against itself: 1.0
-H100_DENSE_BF16 = 989.4e12  # NVIDIA H100 SXM5 data sheet, dense (no sparsity)
 HERE = Path(__file__).resolve()
 METHOD = {
-    "cpu_gemm": "workshop.plan.hardware.gemm_benchmark (chapter 01): square n x n torch.mm, median of "
-    "repeats",
+    "cpu_gemm": "workshop.plan.gemm.gemm_benchmark (chapter 01): square n x n torch.mm, median of repeats",
     "cpu_train": "plain torch, one process per setting: the workbook's preset (build_config) as "
     "transformers' LlamaForCausalLM, bf16 weights (no fp32 masters), sdpa attention, no torch.compile, "
     "torch.optim.AdamW(fused=True); random token ids; DDP over gloo for 2 ranks, each rank pinned to its own "
@@ -42,10 +41,20 @@ METHOD = {
     "checkpointing; random token ids",
     "thread_scaling": "tokens/s at N threads / (N x tokens/s at 1 thread), same micro-batch",
     "cpu_mfu": "plan.models.flops_per_token x tokens/s / (1,024 FLOP/cycle/core x cores x detected clock)",
-    "gpu_mfu": "mfu_6N = 6 x all params x tokens/s / 989.4e12; mfu_6N_plus_attention = the workbook's count "
+    "gpu_gemm": "n x n bf16 a @ b on random data after 3 warm-up products: mean seconds per product of "
+    "workshop.plan.timer.seconds_per_call (torch.cuda.synchronize after each, at least 10 products and 1 s)",
+    "gpu_mfu": "mfu_6N = 6 x all params x tokens/s / peak_tflops (workshop.plan.rates.GPUS['H100'], dense "
+    "bf16); mfu_6N_plus_attention = the workbook's count "
     "(plan.models.flops_per_token: input embedding excluded, attention added) over the same peak",
     "timing": "median of the timed steps after warm-up steps; GPU synchronized around each step",
 }
+
+
+def h100_peak_flops() -> float:
+    """The H100's dense bf16 peak in FLOP/s, from the planner's data sheets (workshop.plan.rates.GPUS)."""
+    from workshop.plan.rates import GPUS
+
+    return GPUS["H100"].bf16_tflops * 1e12
 
 
 def log(msg: str) -> None:
@@ -188,6 +197,7 @@ def gpu_train(spec: dict) -> dict:
     med = statistics.median(times)
     tps = spec["micro_batch"] * spec["seq_len"] / med
     emb = cfg.vocab_size * cfg.hidden_size
+    peak = h100_peak_flops()
     return {
         **spec,
         "device": dev,
@@ -196,8 +206,9 @@ def gpu_train(spec: dict) -> dict:
         "step_s": times,
         "median_step_s": med,
         "tokens_per_s": tps,
-        "mfu_6N": 6 * params * tps / H100_DENSE_BF16,
-        "mfu_6N_plus_attention": _flops_per_token(cfg, params, spec["seq_len"]) * tps / H100_DENSE_BF16,
+        "peak_tflops": peak / 1e12,
+        "mfu_6N": 6 * params * tps / peak,
+        "mfu_6N_plus_attention": _flops_per_token(cfg, params, spec["seq_len"]) * tps / peak,
         "peak_mem_gib": torch.cuda.max_memory_allocated() / 2**30 if dev == "cuda" else None,
     }
 
@@ -217,23 +228,20 @@ def _flops_per_token(cfg, params: int, seq_len: int) -> float:
 
 
 def gpu_gemm(n: int) -> dict:
-    """The GPU's bf16 matmul ceiling on random data (median of timed products after warm-up)."""
+    """The GPU's bf16 matmul ceiling on random data: TFLOPS of back-to-back products after warm-up, timed by
+    the package's one kernel timer (workshop.plan.timer)."""
     import torch
+
+    from workshop.plan.timer import seconds_per_call
 
     if not torch.cuda.is_available():
         return {"skipped": "no CUDA"}
     a, b = (torch.randn(n, n, device="cuda", dtype=torch.bfloat16) for _ in range(2))
     for _ in range(3):
         a @ b
-    times = []
-    for _ in range(10):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        a @ b
-        e.record()
-        torch.cuda.synchronize()
-        times.append(s.elapsed_time(e) / 1e3)
-    return {"n": n, "median_tflops": 2 * n**3 / statistics.median(times) / 1e12}
+    torch.cuda.synchronize()
+    s = seconds_per_call(lambda: a @ b, min_seconds=1.0, min_calls=10, sync=torch.cuda.synchronize)
+    return {"n": n, "tflops": 2 * n**3 / s / 1e12}
 
 
 def child(spec: dict) -> dict:
@@ -297,7 +305,7 @@ def thread_env(threads: int) -> dict:
 
 def cpu_phase(cfg: dict, out: dict, save) -> None:
     """GEMM bf16 vs fp32 per thread count, then training tokens/s at each thread count and 2 x 8 DDP."""
-    from workshop.plan.hardware import gemm_benchmark
+    from workshop.plan.gemm import gemm_benchmark
 
     out.update(gemm=[], train=[])
     log("cpu: GEMM (chapter 01's gemm_benchmark)")
@@ -429,7 +437,7 @@ def versus_planner(res: dict) -> dict:
     gpu = d.get("gpu", {})
     out["gpu_mfu"] = {
         "planner": {k: r.value for k, r in rates.GPU_STACKS.items()},
-        "peak_tflops": H100_DENSE_BF16 / 1e12,
+        "peak_tflops": h100_peak_flops() / 1e12,
         "measured_workbook_count": {k: r["mfu_6N_plus_attention"] for k, r in gpu.items()},
         "measured_6N": {k: r["mfu_6N"] for k, r in gpu.items()},
         "planner_hf_deepspeed_over_measured": {

@@ -1,6 +1,6 @@
 """Parsing the logs: the original workshop's own ZeRO-3 stage log, and the METRIC lines of the entry point."""
 
-from workshop.report.tables import table
+from workshop.tables import table
 from workshop.train.logs import parse_metrics, parse_zero_stages
 
 SEED_LOG = """\

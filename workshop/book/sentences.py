@@ -13,7 +13,8 @@ from workshop.plan.hardware import AMX_BF16_FLOP_PER_CYCLE
 
 
 def amx_peak(name: str, cores: int, clock_ghz: float, peak_tflops: float, h100_tflops: float) -> str:
-    """Chapter 01: an AMX socket's theoretical peak, and the original workshop's claim against it."""
+    """Chapter 01: an AMX socket's theoretical peak, and the original workshop's claim against it. Returns
+    two lines of text (peak in TFLOPS, the claim as % of it, the H100's dense bf16 as a multiple of it)."""
     return (
         _("{name}: {cores} cores x {clock} GHz x {flop} = {peak:.0f} TFLOPS AMX peak").format(
             name=name, cores=cores, clock=clock_ghz, flop=AMX_BF16_FLOP_PER_CYCLE, peak=peak_tflops
@@ -114,7 +115,8 @@ def training_title(model: str, nproc: int, zero_stage: int, precision: str, mach
 
 
 def peak_note(note: str | None) -> str:
-    """Chapter 01: the summary's warning, or that every measured value is below its peak."""
+    """Chapter 01: the summary's warning, or that every measured value is below its peak. Returns one line of
+    text (`note` as given when there is one)."""
     return note or _("all measured values are below their peak")
 
 
@@ -143,5 +145,6 @@ def gemm_summary(d: dict, s: dict) -> str:
 
 
 def confounders() -> list[str]:
-    """Chapter 06: what limits any model's claim on the original workshop's table."""
+    """Chapter 06: what limits any model's claim on the original workshop's table. Returns the sentences
+    (translated text), one per confounder."""
     return [_(c) for c in topology.CONFOUNDERS]

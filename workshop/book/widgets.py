@@ -136,7 +136,9 @@ def _live(controls: dict, answer: Callable[..., str]):
 
 
 def planner_picker(model: str = "llama-3-8b", nodes: int = 4, source: str | None = None):
-    """Model, node count, family group and offload -> the recommendation, live; text when headless."""
+    """Model, node count, family group and offload -> the recommendation, live; text when headless.
+    Returns a display object for the cell to show (it prints nothing itself): the live widget in
+    JupyterLab, the default choice's recommendation as text/plain elsewhere (nbval, papermill)."""
     import ipywidgets as w
 
     first = next(iter(GROUPS))
@@ -200,7 +202,9 @@ def cost_text(
 
 
 def cost_picker(model: str = "llama-3-8b", tokens: float = 1e8, source: str | None = None):
-    """Token budget, deadline and family group -> the ranked plans, live; text when headless."""
+    """Token budget, deadline and family group -> the ranked plans, live; text when headless.
+    Returns a display object for the cell to show (it prints nothing itself): the live widget in
+    JupyterLab, the default choice's ranked plans (cost_text) as text/plain elsewhere (nbval, papermill)."""
     import ipywidgets as w
 
     first = next(iter(COST_GROUPS))

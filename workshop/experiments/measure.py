@@ -9,7 +9,7 @@ import json
 import os
 import statistics
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypedDict
@@ -139,10 +139,3 @@ def save(
     }
     path.write_text(json.dumps(result, indent=2, default=str) + "\n")
     return path
-
-
-def markdown_table(columns: Sequence[str], rows: Iterable[Sequence[object]]) -> str:
-    """A markdown table as text: the header, its rule, one line per row (each cell as str())."""
-    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
-    lines += ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]
-    return "\n".join(lines)

@@ -78,7 +78,9 @@ def node_security_groups(cluster_name: str, *, ec2=None) -> list[str]:
 def fi_info_command(pod: str, namespace: str = "default", container: str = "node") -> list[str]:
     """Run inside a GPU node pod: `fi_info -p efa` lists one provider entry per EFA device the pod got. An
     empty answer ("fi_getinfo: -61") means the pod has no EFA device: check its `vpc.amazonaws.com/efa`
-    limit."""
+    limit.
+
+    Returns the argv (a list of strings, for subprocess) of that `kubectl exec`; runs nothing."""
     return [
         "kubectl",
         "exec",

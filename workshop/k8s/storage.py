@@ -226,6 +226,8 @@ def fsx_storage(
 
 
 def s3_storage(uri: str, *, service_account: str) -> OutputStorage:
+    """An OutputStorage of kind "s3": the TrainJob writes its outputs to the bucket prefix `uri` (s3://...)
+    with the credentials of `service_account` (IRSA), and mounts no claim."""
     return OutputStorage("s3", s3_uri=uri, service_account=service_account)
 
 

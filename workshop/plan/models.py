@@ -239,7 +239,8 @@ def preset_for(model: str) -> str | None:
 
 def resolve_source(model: str) -> ModelSource:
     """Preset name, existing local directory, or hub id (org/name); anything else is an error naming all
-    three."""
+    three. Returns a ModelSource: kind (preset | local | hub), the name as given (a local path expanded), and
+    the preset with the same architecture when one is known."""
     model = str(model)
     if model in PRESETS:
         return ModelSource("preset", model, model)

@@ -218,6 +218,8 @@ def original_comparison(
     modelled comms.
 
     A multi-pod run whose transport the original workshop did not record is predicted twice (EFA and ENI).
+    Returns one OriginalRow per prediction: measured and predicted seconds per optimizer step, split into
+    compute, collective and PCIe seconds; `error` is predicted / measured - 1.
     """
     traffic = original_traffic(workload)
     rows: list[OriginalRow] = []
@@ -274,7 +276,9 @@ class OriginalChecks(TypedDict):
 
 
 def original_checks(rows: list[OriginalRow]) -> OriginalChecks:
-    """The chapter's claims, computed: per-instance ordering and the p4d EFA/single-pod ratio."""
+    """The chapter's claims, computed: per-instance ordering and the p4d EFA/single-pod ratio. Returns an
+    OriginalChecks record; its ratios are step time over step time (unitless), its errors predicted /
+    measured - 1."""
     ordering: dict[str, InstanceOrdering] = {}
     for name in INSTANCES:
         mine = [r for r in rows if r.instance == name]
@@ -319,7 +323,9 @@ class OverlapPoint(TypedDict):
 
 
 def overlap_sweep(overlaps: Sequence[float] = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5)) -> list[OverlapPoint]:
-    """How the p4d ratio depends on the one stated parameter the data cannot pin down."""
+    """How the p4d ratio depends on the one stated parameter the data cannot pin down. Returns one point per
+    overlap (the share of comms hidden behind compute, 0-1): the predicted p4d 4-pod / 1-pod step-time ratio
+    and its error against the measured one (predicted / measured - 1)."""
     out: list[OverlapPoint] = []
     for ov in overlaps:
         c = original_checks(original_comparison(overlap=ov))
@@ -346,7 +352,9 @@ def bandwidth_sweep(
     pcie_gbytes_per_s: float | None = None,
     overlap: float = 0.0,
 ) -> list[BandwidthPoint]:
-    """Step time as the inter-rank bandwidth varies: where a run stops being compute-bound."""
+    """Step time as the inter-rank bandwidth varies: where a run stops being compute-bound. `gbytes_per_s`
+    and `pcie_gbytes_per_s` in GB/s, `compute_s` in seconds per step; returns one point per bandwidth, its
+    step time `step_s` in seconds."""
     traffic = traffic or original_traffic()
     return [
         {

@@ -129,7 +129,7 @@ def before_submit(plan: Any, steps: int) -> str:
 
 def original_model(rows) -> list[str]:
     """Per multi-pod row: over or under, and for unrecorded transports which prediction the measurement is
-    near."""
+    near. Returns the sentences (translated text, step times in s/step), one per line to print."""
     multi = [r for r in rows if r.pods > 1]
     under = [r.label for r in multi if r.error < -0.05]
     over = [r.label for r in multi if r.error > 0.05]

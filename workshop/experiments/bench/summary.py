@@ -11,10 +11,10 @@ from workshop.errors import (
 )
 from workshop.experiments.bench.config import BENCHMARKS, OWN_COMMAND
 from workshop.experiments.bench.training import paired_verdict
-from workshop.experiments.measure import markdown_table
 from workshop.paths import RESULTS_DIR
 from workshop.report.interpret import measured_on
 from workshop.report.plots import plot_bench_recipes
+from workshop.tables import markdown_table
 
 TARGETS = {
     "recipes": ("useful tokens/s, workbook / original workshop's recipe", 20.0),

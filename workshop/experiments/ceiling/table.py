@@ -10,9 +10,9 @@ from workshop.errors import (
     WorkshopError,
 )
 from workshop.experiments.ceiling.result import CeilingResult
-from workshop.experiments.measure import markdown_table
 from workshop.paths import IMAGES_DIR, RESULTS_DIR
 from workshop.report.plots import plot_ceiling
+from workshop.tables import markdown_table
 
 CEILING_JSON = RESULTS_DIR / "ceiling.json"
 

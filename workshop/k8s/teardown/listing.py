@@ -3,18 +3,12 @@ notebook that reached no cluster."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from workshop.k8s.base import PART_OF, TEARDOWN_COMMAND
 from workshop.k8s.teardown.model import FIELD_MANAGER, FSX_PRICE_SOURCE, ORDER, Inventory, nodes_text
 from workshop.plan.catalog import PRICE_SOURCE
+from workshop.tables import aligned
 
 COMMAND = TEARDOWN_COMMAND
-
-
-def _table(rows: Sequence[tuple[str, ...]], indent: str = "  ") -> list[str]:
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
-    return [indent + "  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[-1] for r in rows]
 
 
 def listing(inv: Inventory) -> list[str]:
@@ -64,7 +58,7 @@ def _found(inv: Inventory) -> list[str]:
     ]
     rows = [("KIND", "NAME", "FOUND BY", "WHILE IT EXISTS")]
     rows += [(f.kind, f.ref, f.found_by, f.cost) for f in inv.found]
-    table = _table(rows)
+    table = aligned(rows)
     lines.append(table[0])
     pad = " " * (len(table[0]) - len("WHILE IT EXISTS"))
     for f, row in zip(inv.found, table[1:]):
@@ -91,10 +85,10 @@ def _others(inv: Inventory) -> list[str]:
             f"Co-owned (applied by `{FIELD_MANAGER}` and by another field manager): listed, never deleted; "
             "remove by hand once nobody else needs it:"
         )
-        lines += _table(inv.co_owned)
+        lines += aligned(inv.co_owned)
     if inv.left_alone:
         lines.append(f"Left alone (same kinds, neither the label nor the field manager `{FIELD_MANAGER}`):")
-        lines += _table(inv.left_alone)
+        lines += aligned(inv.left_alone)
     lines += [f"Not removed: {note}" for note in inv.kept_on_purpose]
     lines += [f"Not looked at: {note}" for note in inv.skipped]
     lines += [f"Could not read: {problem}" for problem in inv.problems]
