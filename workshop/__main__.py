@@ -1,7 +1,6 @@
 """`python -m workshop ...` is the same as the `workshop` console script."""
 
-import sys
-
 from workshop.cli import main
+from workshop.errors import exit_process
 
-sys.exit(main())
+exit_process(main())

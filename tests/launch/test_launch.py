@@ -107,3 +107,22 @@ def test_allocator_env_preloads_the_named_allocator_or_says_how_to_install_it(mo
         env["LD_PRELOAD"].startswith("/usr/lib/libjemalloc.so")
         and "background_thread:true" in env["MALLOC_CONF"]
     )
+
+
+def test_a_run_is_hung_past_its_timeout_or_past_its_step_timeout():
+    """The total limit counts from the start; the step limit only from a step, so a slow start is never a
+    hang by it (the real stop of a hung 2-rank run: tests/train/test_train_run.py)."""
+    import time
+
+    from workshop.launch.torchrun import _Limits
+
+    now = time.time()
+    assert _Limits().exceeded(now - 1e6, now - 1e6, 3) is None
+    assert _Limits(timeout=60).exceeded(now - 30, None, 0) is None
+    assert _Limits(timeout=60).exceeded(now - 61, None, 0) == "run stopped after 60 s without finishing"
+    assert _Limits(step_timeout=15).exceeded(now - 500, None, 0) is None  # no step yet: still starting
+    assert _Limits(step_timeout=15).exceeded(now - 500, now - 5, 4) is None
+    assert (
+        _Limits(step_timeout=15).exceeded(now - 500, now - 16, 4)
+        == "run stopped: no step for 15 s after step 4"
+    )

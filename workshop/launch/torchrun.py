@@ -361,13 +361,32 @@ def _lines(proc: subprocess.Popen) -> queue.Queue:
     return inbox
 
 
+@dataclass(frozen=True)
+class _Limits:
+    """When a run counts as hung: `timeout` seconds in all, or `step_timeout` seconds after its last step
+    with no next one (a hung collective: every rank waits, none prints). The second needs no guess of how long
+    start-up takes on a busy machine, only of how long one step may."""
+
+    timeout: float | None = None
+    step_timeout: float | None = None
+
+    def exceeded(self, t0: float, last_step_at: float | None, last_step: int) -> str | None:
+        now = time.time()
+        if self.timeout and now - t0 > self.timeout:
+            return f"run stopped after {self.timeout:g} s without finishing"
+        if self.step_timeout and last_step_at and now - last_step_at > self.step_timeout:
+            return f"run stopped: no step for {self.step_timeout:g} s after step {last_step}"
+        return None
+
+
 def _follow(
-    proc: subprocess.Popen, job: _Job, *, bar, echo: bool, timeout: float | None, t0: float
+    proc: subprocess.Popen, job: _Job, *, bar, echo: bool, limits: _Limits, t0: float
 ) -> tuple[list[str], list[dict]]:
     """Copy the merged log to job.log_path, collect the METRIC records and move the bar, until the output
-    ends; raise RunHung, naming each rank's last line, when the run outlives `timeout`."""
+    ends; raise RunHung, naming each rank's last line, when the run outlives its limits."""
     lines: list[str] = []
     steps: list[dict] = []
+    last_step_at = None
     inbox = _lines(proc)
     with open(job.log_path, "w") as log:
         while (line := _next_line(inbox)) is not None:
@@ -378,16 +397,14 @@ def _follow(
                     print(line, end="")
                 for rec in parse_metrics(line):
                     steps.append(rec)
+                    last_step_at = time.time()
                     if bar is not None:
                         bar.update(rec["step"] - bar.n)
                         bar.set_postfix(loss=rec["loss"], tok_s=rec["tokens_per_s"])
-            if timeout and time.time() - t0 > timeout:
+            if why := limits.exceeded(t0, last_step_at, steps[-1]["step"] if steps else 0):
                 last = last_lines_per_rank(lines)
                 silent = "; ".join(f"{r}: {t[:160]}" for r, t in sorted(last.items())) or "no rank printed"
-                raise RunHung(
-                    f"run stopped after {timeout:g} s without finishing (hung?); "
-                    f"last line of each rank: {silent}; log: {job.log_path}"
-                )
+                raise RunHung(f"{why} (hung?); last line of each rank: {silent}; log: {job.log_path}")
     return lines, steps
 
 
@@ -400,7 +417,7 @@ def _next_line(inbox: queue.Queue) -> str | None:
 
 
 def _start_and_follow(
-    cmd: list[str], env: dict, job: _Job, *, bar, echo: bool, timeout: float | None
+    cmd: list[str], env: dict, job: _Job, *, bar, echo: bool, limits: _Limits
 ) -> tuple[int, list[str], list[dict], float]:
     """Run cmd to its end: (exit code, lines, METRIC records, seconds). Whatever way it ends, nothing is left
     behind: an exception or a hang stops torchrun and every rank, and the /dev/shm buffers of ranks that died
@@ -417,7 +434,7 @@ def _start_and_follow(
         start_new_session=True,
     )
     try:
-        lines, steps = _follow(proc, job, bar=bar, echo=echo, timeout=timeout, t0=t0)
+        lines, steps = _follow(proc, job, bar=bar, echo=echo, limits=limits, t0=t0)
         proc.wait()
     except BaseException:
         stop_tree(proc.pid)  # torchrun and every rank: nothing half-running is left behind
@@ -445,6 +462,7 @@ def run_torchrun(
     log_path: str | Path | None = None,
     progress: bool = True,
     timeout: float | None = None,
+    step_timeout: float | None = None,
     module: str = "workshop.train",
     prefix: list[str] | None = None,
     echo: bool = False,
@@ -456,7 +474,8 @@ def run_torchrun(
 
     `train_args` is a workshop.train.TrainArgs (argv is accepted too and parsed once, here): it is validated
     before any process starts and rendered to the command line only at the last moment. CPU recipes run with
-    no visible GPU; a GPU recipe says so with backend "nccl".
+    no visible GPU; a GPU recipe says so with backend "nccl". `timeout` (seconds in all) and `step_timeout`
+    (seconds from one step to the next) stop a hung run and every rank of it, raising RunHung.
     """
     check_fits(nproc_per_node, threads_per_rank, allow_oversubscribe=allow_oversubscribe)
     job = _job(train_args, module, log_path, node_rank)
@@ -477,7 +496,8 @@ def run_torchrun(
     steps_bar = bar(job.max_steps, "training", unit="step") if progress else None
     _sweep_orphaned_buffers(say)
     env = rank_env(threads_per_rank, env, nproc_per_node=nproc_per_node, cpu_only=job.cpu_only)
-    code, lines, steps, seconds = _start_and_follow(cmd, env, job, bar=steps_bar, echo=echo, timeout=timeout)
+    limits = _Limits(timeout, step_timeout)
+    code, lines, steps, seconds = _start_and_follow(cmd, env, job, bar=steps_bar, echo=echo, limits=limits)
     metrics_file = job.out_dir / "metrics.json"
     metrics = json.loads(metrics_file.read_text()) if code == 0 and metrics_file.exists() else None
     return RunResult(code, "".join(lines), steps, metrics, str(job.log_path), seconds)

@@ -4,6 +4,7 @@
 import json
 import sys
 
+from workshop.errors import exit_process
 from workshop.experiments.ceiling.probe import gemm_child
 
 if sys.argv[1:2] != ["--child"] or len(sys.argv) != 3:
@@ -11,3 +12,4 @@ if sys.argv[1:2] != ["--child"] or len(sys.argv) != 3:
         "usage: python -m workshop.experiments.ceiling --child JSON (the command: workshop bench ceiling)"
     )
 print(json.dumps(gemm_child(json.loads(sys.argv[2]))), flush=True)
+exit_process(0)

@@ -9,7 +9,7 @@
 import json
 import sys
 
-from workshop.errors import exit_code
+from workshop.errors import exit_code, exit_process
 
 USAGE = (
     "usage: python -m workshop.experiments.comms _worker JSON [--NAME VALUE ...] | _count OUT TRAIN_ARGV..."
@@ -19,9 +19,9 @@ argv = sys.argv[1:]
 if argv[:1] == ["_worker"] and len(argv) >= 2:
     from workshop.experiments.comms.collectives import collective_worker, launcher_flags
 
-    sys.exit(exit_code(lambda: collective_worker(json.loads(argv[1]), launcher_flags(argv[2:]))))
+    exit_process(exit_code(lambda: collective_worker(json.loads(argv[1]), launcher_flags(argv[2:]))))
 elif argv[:1] == ["_count"] and len(argv) >= 2:
     from workshop.experiments.comms.counting import _count_worker
 
-    sys.exit(_count_worker(argv[1:]))
+    exit_process(_count_worker(argv[1:]))
 sys.exit(f"{USAGE}\n(the command: workshop comms)")
