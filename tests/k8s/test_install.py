@@ -3,6 +3,7 @@ for."""
 
 from __future__ import annotations
 
+import functools
 import subprocess
 
 import pytest
@@ -44,10 +45,13 @@ def fake_kustomize(cmd, **kw):
     return subprocess.CompletedProcess(cmd, 0, text, "")
 
 
-def test_install_is_pinned_crds_first_then_waits():
-    fake = Fake(runtimes_after=2)
+def test_install_is_pinned_crds_first_then_waits(monkeypatch):
+    fake, slept = Fake(runtimes_after=2), []
+    wait = functools.partial(install.wait_for_runtimes, sleep=slept.append)  # the polls' sleeps, not taken
+    monkeypatch.setattr(install, "wait_for_runtimes", wait)
     install.install_trainer(fake, "v2.3", run=fake_kustomize, wait_s=60)
     assert fake.applied == [["CustomResourceDefinition"], ["Deployment"], ["ClusterTrainingRuntime"]]
+    assert fake.polls == 3 and slept == [5, 5]  # two polls found no runtime yet, the third found them
     assert install.install_commands("2.3.0")[0] == (
         'kubectl apply --server-side -k "https://github.com/kubeflow/'
         'trainer.git/manifests/overlays/manager?ref=v2.3.0"'

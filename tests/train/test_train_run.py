@@ -84,6 +84,15 @@ def test_plain_process_needs_no_launcher(tmp_path, kit_cache):
 
 
 def test_killed_rank_fails_loudly_and_resume_loses_no_step(tmp_path, kit_cache):
+    """A rank killed mid-run fails the run loudly; --resume continues from the last checkpoint. Neither run
+    leaves DeepSpeed's ~66 MB-per-rank /dev/shm buffers behind (DeepSpeed never unlinks them: the entry point
+    and the launcher must), and a launch sweeps what an earlier run killed with its launcher left."""
+    import os
+    from pathlib import Path
+
+    orphan = Path("/dev/shm") / f"deepspeed_allreduce_buffer_{os.getuid()}_localhost_1_0"
+    orphan.write_bytes(b"\0" * 4096)  # no process holds it: what a run killed with its launcher leaves
+    before = set(Path("/dev/shm").glob("deepspeed_allreduce_buffer_*"))
     argv = common(tmp_path, kit_cache, steps=12, save_steps=4)
     crashed = run_torchrun(
         argv, nproc_per_node=2, threads_per_rank=1, progress=False, env={"WORKSHOP_KILL_AT": "1:6"}
@@ -92,8 +101,15 @@ def test_killed_rank_fails_loudly_and_resume_loses_no_step(tmp_path, kit_cache):
     assert "kills itself at step 6" in crashed.log
     assert max(s["step"] for s in crashed.steps) <= 6
     assert (tmp_path / "run" / "checkpoint-4").is_dir() and not (tmp_path / "run" / "checkpoint-8").exists()
+    assert not orphan.exists()  # the launch swept it
+    assert (
+        set(Path("/dev/shm").glob("deepspeed_allreduce_buffer_*")) - before == set()
+    )  # nor the killed run's
 
     resumed = run_torchrun(argv + ["--resume"], nproc_per_node=2, threads_per_rank=1, progress=False).check()
+    assert (
+        set(Path("/dev/shm").glob("deepspeed_allreduce_buffer_*")) - before == set()
+    )  # nor a finished run's
     m = resumed.metrics
     assert m["resumed_from"].endswith("checkpoint-4") and m["global_step"] == 12
     assert [s["step"] for s in m["steps"]] == list(range(5, 13))  # steps 5..12: none lost, none repeated
@@ -143,31 +159,6 @@ def test_two_nodes_without_a_shared_filesystem(tmp_path, kit_cache):
     written = [r.metrics for r in (r0, r1) if r.metrics]
     assert len(written) == 1 and written[0]["world_size"] == 2 and len(written[0]["steps"]) == 4
     assert (tmp_path / "cache1" / "corpus.txt").exists()  # node 1 built its own kit
-
-
-def test_runs_leave_no_deepspeed_shm_buffers(tmp_path, kit_cache):
-    """DeepSpeed never unlinks its ~66 MB-per-rank /dev/shm buffers; the entry point and the launcher must,
-    and a launch sweeps what an earlier run killed with its launcher left."""
-    import os
-    from pathlib import Path
-
-    # a buffer that no process holds: what a run killed together with its launcher leaves
-    orphan = Path("/dev/shm") / f"deepspeed_allreduce_buffer_{os.getuid()}_localhost_1_0"
-    orphan.write_bytes(b"\0" * 4096)
-    before = set(Path("/dev/shm").glob("deepspeed_allreduce_buffer_*"))
-    run_torchrun(
-        common(tmp_path, kit_cache, steps=2), nproc_per_node=2, threads_per_rank=1, progress=False
-    ).check()
-    crashed = run_torchrun(
-        common(tmp_path / "crash", kit_cache, steps=6),
-        nproc_per_node=2,
-        threads_per_rank=1,
-        progress=False,
-        env={"WORKSHOP_KILL_AT": "1:2"},
-    )
-    assert crashed.returncode != 0
-    assert set(Path("/dev/shm").glob("deepspeed_allreduce_buffer_*")) - before == set()
-    assert not orphan.exists()  # the next launch swept it
 
 
 def test_a_rank_that_raises_shows_its_own_exception(tmp_path, kit_cache):
