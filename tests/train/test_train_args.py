@@ -207,37 +207,3 @@ def test_ddp_group_really_has_the_timeout():
     )
     assert r.returncode == 0, r.stderr[-2000:]
     assert json.loads(r.stdout.strip().splitlines()[-1]) == 150.0
-
-
-@pytest.mark.slow
-def test_a_real_run_reports_the_groups_timeout_and_transformers_agrees(tmp_path, kit_cache):
-    """torchrun, 2 ranks, DeepSpeed ZeRO-3: the start line shows the timeout read back from the group, and the
-    checkpoint's TrainingArguments carry the same value in seconds."""
-    from workshop.launch.torchrun import run_torchrun
-
-    out = tmp_path / "run"
-    argv = [
-        "--model",
-        "tiny",
-        "--max-steps",
-        "2",
-        "--save-steps",
-        "2",
-        "--output-dir",
-        str(out),
-        "--cache-dir",
-        str(kit_cache),
-        "--seq-len",
-        "64",
-        "--micro-batch",
-        "2",
-        "--dist-timeout-min",
-        "45",
-    ]
-    r = run_torchrun(argv, nproc_per_node=2, threads_per_rank=1, progress=False).check()
-    assert "engine=deepspeed" in r.log and " dist_timeout=45min " in r.log
-    import torch
-
-    targs = torch.load(out / "checkpoint-2" / "training_args.bin", weights_only=False)
-    assert targs.ddp_timeout == 45 * 60
-    assert r.metrics["args"]["dist_timeout_min"] == 45

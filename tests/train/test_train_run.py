@@ -35,9 +35,11 @@ def common(tmp_path, kit_cache, steps=20, **extra):
 
 
 def test_two_rank_zero3_trains_and_partitions(tmp_path, kit_cache):
-    r = run_torchrun(
-        common(tmp_path, kit_cache), nproc_per_node=2, threads_per_rank=1, progress=False
-    ).check()
+    """torchrun, 2 ranks, DeepSpeed ZeRO-3: the loss falls, every parameter is split in two, and the start
+    line shows the group's timeout as read back from the group, which the checkpoint's TrainingArguments
+    carry too (in seconds)."""
+    argv = common(tmp_path, kit_cache, dist_timeout_min=45, save_steps=20)
+    r = run_torchrun(argv, nproc_per_node=2, threads_per_rank=1, progress=False).check()
     m = json.loads((tmp_path / "run" / "metrics.json").read_text())
     # precision "auto" (the default) resolved for THIS machine, and the run says why
     from workshop.plan.hardware import resolve_precision
@@ -60,6 +62,11 @@ def test_two_rank_zero3_trains_and_partitions(tmp_path, kit_cache):
     assert cfg["zero_optimization"]["stage"] == 3 and cfg["bf16"]["enabled"] == "auto"
     stages = [s["stage"] for s in parse_zero_stages(r.log)]
     assert "After initializing ZeRO optimizer" in stages and "After creating fp32 partitions" in stages
+    import torch
+
+    assert "engine=deepspeed" in r.log and " dist_timeout=45min " in r.log
+    targs = torch.load(tmp_path / "run" / "checkpoint-20" / "training_args.bin", weights_only=False)
+    assert targs.ddp_timeout == 45 * 60 and m["args"]["dist_timeout_min"] == 45
 
 
 def test_plain_process_needs_no_launcher(tmp_path, kit_cache):

@@ -10,8 +10,8 @@ def stop_tree(pid: int, *, grace_s: float = 5.0) -> None:
 
     torchrun starts each rank in a session of its own, so killing torchrun's process group leaves the ranks
     behind (a hung rank then lives on, holding its memory). The tree is read first; the launcher gets SIGTERM
-    (torchrun then stops its ranks and cleans up), and whatever is still alive after `grace_s` gets
-    SIGKILL."""
+    (torchrun then stops its ranks and cleans up); whatever outlives the launcher gets SIGTERM of its own at
+    once (nobody else will send it one), and whatever is still alive `grace_s` later gets SIGKILL."""
     import psutil
 
     try:
@@ -19,17 +19,24 @@ def stop_tree(pid: int, *, grace_s: float = 5.0) -> None:
         tree = [root, *root.children(recursive=True)]
     except psutil.NoSuchProcess:
         return
-    try:
-        root.terminate()
-    except psutil.NoSuchProcess:
-        pass
-    _, alive = psutil.wait_procs(tree, timeout=grace_s)
-    for p in alive:
+    _signal(tree[:1], "terminate")
+    _, alive = psutil.wait_procs(tree[:1], timeout=grace_s)
+    orphans = [p for p in tree[1:] if p.is_running()]
+    _signal(orphans, "terminate")
+    _, alive = psutil.wait_procs(alive + orphans, timeout=grace_s)
+    _signal(alive, "kill")
+    psutil.wait_procs(alive, timeout=grace_s)
+
+
+def _signal(procs: list, how: str) -> None:
+    """p.terminate() or p.kill() for each process, skipping those already gone."""
+    import psutil
+
+    for p in procs:
         try:
-            p.kill()
+            getattr(p, how)()
         except psutil.NoSuchProcess:
             pass
-    psutil.wait_procs(alive, timeout=grace_s)
 
 
 def run_captured(
