@@ -459,7 +459,7 @@ def plan(dry_run: bool, ncpu: int) -> dict:
                 "gemm_repeats": 2,
                 "threads": [1, 2],
                 "ddp": [(2, 1)],
-                "train_runs": [(1, 2), (2, 2), (1, 4)],
+                "train_runs": [(1, 2), (2, 2)],  # the device's sizes differ; the paths do not
                 "child_timeout": 300,
                 "train": {"model": "tiny", "seq_len": 32, "micro_batch": 2, "steps": 2, "warmup": 1},
             },
@@ -477,7 +477,7 @@ def plan(dry_run: bool, ncpu: int) -> dict:
                         "steps": 2,
                         "warmup": 1,
                     }
-                    for a in ("sdpa", "eager")
+                    for a in ("sdpa",)  # eager is the same path with another attention name
                 ],
             },
         }

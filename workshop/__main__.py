@@ -1,6 +1,7 @@
 """`python -m workshop ...` is the same as the `workshop` console script."""
 
-from workshop.cli import main
-from workshop.errors import exit_process
+import sys
 
-exit_process(main())
+from workshop.cli import main
+
+sys.exit(main())

@@ -55,8 +55,9 @@ def exit_code(fn: Callable[..., int | None], *args: Any) -> int:
 
 def exit_process(code: int | str | None = 0) -> NoReturn:
     """End this process as sys.exit(code) does, without Python's last full garbage collection: with torch and
-    transformers loaded that walk takes about a second, paid by every rank, worker and child before its
-    launcher sees it end. Only for a process's last line: what a run opened it has closed by then."""
+    transformers loaded that walk takes about a second, paid by every rank and child before its launcher sees
+    it end. The last line of the rank and child entry points only (`python -m workshop.train`, the workers
+    of experiments/): their files are written whole and closed before it, and atexit handlers still run."""
     gc.freeze()
     sys.exit(code)
 

@@ -382,7 +382,7 @@ def test_real_ceiling_run_tiny(kit_cache, tmp_path):
             "--model",
             "tiny",
             "--seq-len",
-            "128",  # the shape of test_bench's workbook recipe: one Inductor compile serves both
+            "128",  # test_bench's workbook recipe shape: on a fresh machine the compile it cached is reused
             "--steps",
             "3",
             "--rounds",

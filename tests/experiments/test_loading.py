@@ -194,19 +194,20 @@ REDUCED_1B = {"num_hidden_layers": 1, "vocab_size": 8192, "bos_token_id": 1, "eo
 @pytest.mark.slow
 @pytest.mark.parametrize("method, nproc", [("naive", 1), ("meta", 1), ("zero3", 2), ("zero3-stream", 2)])
 def test_tied_embeddings_load_in_every_method(tmp_path_factory, method, nproc):
-    """Each method as chapter 03 runs it: ZeRO-3's ranks each hold about half and naive and meta the whole
-    model, and every weight, gathered where ZeRO-3 split it, equals the file. The checkpoint is llama-3.2-1b's
-    widths, GQA layout and rope scaling at one layer and an 8k vocab (77.6 M parameters), whose lm_head is
-    tied to the embeddings (safetensors keeps one copy)."""
+    """Each method as chapter 03 runs it, in bf16 (zero.Init with DeepSpeed's bf16 on): ZeRO-3's ranks each
+    hold about half and naive and meta the whole model, and every weight, gathered where ZeRO-3 split it,
+    equals the file. The checkpoint is llama-3.2-1b's widths, GQA layout and rope scaling at one layer and an
+    8k vocab (77.6 M parameters), whose lm_head is tied to the embeddings (safetensors keeps one copy)."""
     from workshop.experiments.loading import run_method, write_checkpoint
 
     root = tmp_path_factory.getbasetemp() / "llama-3.2-1b-1layer"
-    ckpt = write_checkpoint(root, "llama-3.2-1b", dtype="fp32", max_shard_size="100MB", overrides=REDUCED_1B)
+    ckpt = write_checkpoint(root, "llama-3.2-1b", dtype="bf16", max_shard_size="100MB", overrides=REDUCED_1B)
     assert len(list(ckpt.glob("*.safetensors"))) >= 2  # sharded, like the hub's
-    reports = run_method(ckpt, method, nproc, dtype="fp32", out_dir=tmp_path_factory.mktemp(method))
+    reports = run_method(ckpt, method, nproc, out_dir=tmp_path_factory.mktemp(method))  # the file's dtype
     assert [r["rank"] for r in reports] == list(range(nproc))
     assert all(r["weights_match"] for r in reports), reports
-    assert {r["full_numel"] for r in reports} == {77_600_768}  # lm_head is the embedding: counted once
+    full = loading.verify_checkpoint(ckpt).numel
+    assert full == 77_600_768 and {r["full_numel"] for r in reports} == {full}  # lm_head tied: counted once
     for r in reports:
         if method.startswith("zero3"):
             assert r["partitioned"] and r["local_numel"] * 2 >= r["full_numel"] > r["local_numel"], r

@@ -173,7 +173,7 @@ def _dead_pid() -> int:
 @pytest.mark.slow  # two 2-process gloo runs, one capped at 50 Mbit/s: ~50 MB per node at that rate
 def test_namespace_run_counts_bytes_and_slows_down_under_a_tight_cap(tmp_path, fake_module):
     cfg = netsim.NetSimConfig(
-        rates=["10gbit", "50mbit"],
+        rates=["10gbit", "100mbit"],
         out_dir=tmp_path,
         module=fake_module,
         mode="netns",
@@ -190,7 +190,7 @@ def test_namespace_run_counts_bytes_and_slows_down_under_a_tight_cap(tmp_path, f
         assert all(n.tx_bytes > 20e6 for n in r.nodes), [n.tx_bytes for n in r.nodes]
     assert slow.step_time_s_median > 2 * fast.step_time_s_median
     out = report.to_json(tmp_path / "netsim.json")
-    assert json.loads(out.read_text())["table"][1]["rate"] == "50mbit"
+    assert json.loads(out.read_text())["table"][1]["rate"] == "100mbit"
     assert f"wsf{os.getpid()}-" not in _netns_list()
 
 

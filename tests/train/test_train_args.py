@@ -1,7 +1,9 @@
 """--dist-timeout-min: the process group's collective timeout, from the command line to the group itself.
 
 DeepSpeed's default is 10 minutes; the EKS fine-tune can wait longer than that in one collective (a hub
-download on another node, the 16-bit gather at save, a checkpoint to FSx), so the jobs render 60."""
+download on another node, the 16-bit gather at save, a checkpoint to FSx), so the jobs render 60. The real
+2-rank run that reads it back from the group (and from the checkpoint's TrainingArguments) is
+tests/train/test_train_run.py::test_two_rank_zero3_trains_and_partitions."""
 
 from __future__ import annotations
 

@@ -10,7 +10,7 @@ import importlib
 import sys
 
 from workshop.cli.base import command
-from workshop.errors import WorkshopError, exit_process
+from workshop.errors import WorkshopError
 
 # command -> ("module:function" that runs it, one-line help); a module is imported when its command runs
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -87,4 +87,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    exit_process(main())
+    sys.exit(main())

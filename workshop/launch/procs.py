@@ -10,8 +10,9 @@ def stop_tree(pid: int, *, grace_s: float = 5.0) -> None:
 
     torchrun starts each rank in a session of its own, so killing torchrun's process group leaves the ranks
     behind (a hung rank then lives on, holding its memory). The tree is read first; the launcher gets SIGTERM
-    (torchrun then stops its ranks and cleans up); whatever outlives the launcher gets SIGTERM of its own at
-    once (nobody else will send it one), and whatever is still alive `grace_s` later gets SIGKILL."""
+    (torchrun then stops its ranks and cleans up). If the launcher is still alive `grace_s` later, the whole
+    tree gets SIGKILL; if it has gone, what outlived it gets SIGTERM of its own (nobody else will send one),
+    then SIGKILL after another `grace_s`."""
     import psutil
 
     try:
@@ -21,11 +22,12 @@ def stop_tree(pid: int, *, grace_s: float = 5.0) -> None:
         return
     _signal(tree[:1], "terminate")
     _, alive = psutil.wait_procs(tree[:1], timeout=grace_s)
-    orphans = [p for p in tree[1:] if p.is_running()]
-    _signal(orphans, "terminate")
-    _, alive = psutil.wait_procs(alive + orphans, timeout=grace_s)
-    _signal(alive, "kill")
-    psutil.wait_procs(alive, timeout=grace_s)
+    rest = [p for p in tree[1:] if p.is_running()]
+    if not alive:
+        _signal(rest, "terminate")
+        _, rest = psutil.wait_procs(rest, timeout=grace_s)
+    _signal(alive + rest, "kill")
+    psutil.wait_procs(alive + rest, timeout=grace_s)
 
 
 def _signal(procs: list, how: str) -> None:

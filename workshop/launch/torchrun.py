@@ -363,19 +363,26 @@ def _lines(proc: subprocess.Popen) -> queue.Queue:
 
 @dataclass(frozen=True)
 class _Limits:
-    """When a run counts as hung: `timeout` seconds in all, or `step_timeout` seconds after its last step
-    with no next one (a hung collective: every rank waits, none prints). The second needs no guess of how long
-    start-up takes on a busy machine, only of how long one step may."""
+    """When a run counts as hung: `timeout` seconds in all, or `step_timeout` seconds from one step to the
+    next (a hung collective: every rank waits, none prints). The step limit needs no guess of how long
+    start-up takes on a busy machine, only of how long one step may, a checkpoint save included. It is armed
+    by rank 0's first METRIC line and disarmed by its last (`max_steps`: saving the model and leaving are not
+    steps), so a hang before the first step is for `timeout` to catch. Times are time.monotonic() seconds."""
 
     timeout: float | None = None
     step_timeout: float | None = None
+    max_steps: int | None = None
 
     def exceeded(self, t0: float, last_step_at: float | None, last_step: int) -> str | None:
-        now = time.time()
+        now = time.monotonic()
         if self.timeout and now - t0 > self.timeout:
             return f"run stopped after {self.timeout:g} s without finishing"
-        if self.step_timeout and last_step_at and now - last_step_at > self.step_timeout:
-            return f"run stopped: no step for {self.step_timeout:g} s after step {last_step}"
+        if self.step_timeout and last_step_at is not None:
+            stepping = self.max_steps is None or last_step < self.max_steps
+            if stepping and now - last_step_at > self.step_timeout:
+                return (
+                    f"run stopped: no step for {self.step_timeout:g} s after step {last_step} (step_timeout)"
+                )
         return None
 
 
@@ -397,7 +404,7 @@ def _follow(
                     print(line, end="")
                 for rec in parse_metrics(line):
                     steps.append(rec)
-                    last_step_at = time.time()
+                    last_step_at = time.monotonic()
                     if bar is not None:
                         bar.update(rec["step"] - bar.n)
                         bar.set_postfix(loss=rec["loss"], tok_s=rec["tokens_per_s"])
@@ -423,7 +430,7 @@ def _start_and_follow(
     behind: an exception or a hang stops torchrun and every rank, and the /dev/shm buffers of ranks that died
     are released."""
     shm_before = set(SHM_DIR.glob(SHM_GLOB))
-    t0 = time.time()
+    t0 = time.monotonic()
     proc = subprocess.Popen(
         cmd,
         stdout=subprocess.PIPE,
@@ -447,7 +454,7 @@ def _start_and_follow(
             proc.returncode != 0
         ):  # ranks that died never released DeepSpeed's /dev/shm buffers: do it for them
             release_orphaned_buffers(set(SHM_DIR.glob(SHM_GLOB)) - shm_before)  # a concurrent run's stay
-    return proc.returncode, lines, steps, round(time.time() - t0, 2)
+    return proc.returncode, lines, steps, round(time.monotonic() - t0, 2)
 
 
 def run_torchrun(
@@ -475,9 +482,13 @@ def run_torchrun(
     `train_args` is a workshop.train.TrainArgs (argv is accepted too and parsed once, here): it is validated
     before any process starts and rendered to the command line only at the last moment. CPU recipes run with
     no visible GPU; a GPU recipe says so with backend "nccl". `timeout` (seconds in all) and `step_timeout`
-    (seconds from one step to the next) stop a hung run and every rank of it, raising RunHung.
+    (seconds from one step to the next, once the first step is logged) stop a hung run and every rank of it,
+    raising RunHung.
     """
     check_fits(nproc_per_node, threads_per_rank, allow_oversubscribe=allow_oversubscribe)
+    for name, limit in (("timeout", timeout), ("step_timeout", step_timeout)):
+        if limit is not None:
+            check_positive(name, limit)
     job = _job(train_args, module, log_path, node_rank)
     cmd = torchrun_command(
         job.argv,
@@ -496,7 +507,7 @@ def run_torchrun(
     steps_bar = bar(job.max_steps, "training", unit="step") if progress else None
     _sweep_orphaned_buffers(say)
     env = rank_env(threads_per_rank, env, nproc_per_node=nproc_per_node, cpu_only=job.cpu_only)
-    limits = _Limits(timeout, step_timeout)
+    limits = _Limits(timeout, step_timeout, job.max_steps)
     code, lines, steps, seconds = _start_and_follow(cmd, env, job, bar=steps_bar, echo=echo, limits=limits)
     metrics_file = job.out_dir / "metrics.json"
     metrics = json.loads(metrics_file.read_text()) if code == 0 and metrics_file.exists() else None
