@@ -94,12 +94,15 @@ def test_killed_rank_fails_loudly_and_resume_loses_no_step(tmp_path, kit_cache):
     """A rank killed mid-run fails the run loudly; --resume continues from the last checkpoint. Neither run
     leaves DeepSpeed's ~66 MB-per-rank /dev/shm buffers behind (DeepSpeed never unlinks them: the entry point
     and the launcher must), and a launch sweeps what an earlier run killed with its launcher left."""
-    import os
-    from pathlib import Path
+    from workshop.train.shm import SHM_DIR, SHM_GLOB, user_buffer_prefix
 
-    orphan = Path("/dev/shm") / f"deepspeed_allreduce_buffer_{os.getuid()}_localhost_1_0"
+    orphan = SHM_DIR / f"{user_buffer_prefix()}localhost_1_0"
     orphan.write_bytes(b"\0" * 4096)  # no process holds it: what a run killed with its launcher leaves
-    before = set(Path("/dev/shm").glob("deepspeed_allreduce_buffer_*"))
+    before = set(SHM_DIR.glob(SHM_GLOB))
+
+    def new_buffers() -> set:
+        return set(SHM_DIR.glob(SHM_GLOB)) - before
+
     argv = common(tmp_path, kit_cache, steps=12, save_steps=4)
     crashed = run_torchrun(
         argv, nproc_per_node=2, threads_per_rank=1, progress=False, env={"WORKSHOP_KILL_AT": "1:6"}
@@ -109,20 +112,16 @@ def test_killed_rank_fails_loudly_and_resume_loses_no_step(tmp_path, kit_cache):
     assert max(s["step"] for s in crashed.steps) <= 6
     assert (tmp_path / "run" / "checkpoint-4").is_dir() and not (tmp_path / "run" / "checkpoint-8").exists()
     assert not orphan.exists()  # the launch swept it
-    assert (
-        set(Path("/dev/shm").glob("deepspeed_allreduce_buffer_*")) - before == set()
-    )  # nor the killed run's
+    assert new_buffers() == set()  # nor the killed run's
 
     resumed = run_torchrun(argv + ["--resume"], nproc_per_node=2, threads_per_rank=1, progress=False).check()
-    assert (
-        set(Path("/dev/shm").glob("deepspeed_allreduce_buffer_*")) - before == set()
-    )  # nor a finished run's
+    assert new_buffers() == set()  # nor a finished run's
     m = resumed.metrics
     assert m["resumed_from"].endswith("checkpoint-4") and m["global_step"] == 12
     assert [s["step"] for s in m["steps"]] == list(range(5, 13))  # steps 5..12: none lost, none repeated
     # the resumed run continues the same trajectory: its step 5 loss is close to the crashed run's step 5
-    before = next(s["loss"] for s in crashed.steps if s["step"] == 5)
-    assert abs(m["steps"][0]["loss"] - before) < 0.05, (before, m["steps"][0])
+    loss_5 = next(s["loss"] for s in crashed.steps if s["step"] == 5)
+    assert abs(m["steps"][0]["loss"] - loss_5) < 0.05, (loss_5, m["steps"][0])
 
 
 def test_two_nodes_without_a_shared_filesystem(tmp_path, kit_cache):
