@@ -84,7 +84,3 @@ def main(argv: list[str] | None = None) -> int:
         raise WorkshopError(f"unknown command {name!r}; allowed: {', '.join(COMMANDS)}")
     module, function = COMMANDS[name][0].split(":")
     return int(getattr(importlib.import_module(module), function)(rest) or 0)
-
-
-if __name__ == "__main__":
-    sys.exit(main())
