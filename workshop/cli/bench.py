@@ -79,17 +79,20 @@ def bench(argv: list[str] | None = None) -> int | None:
     p = _bench_parser()
     if argv[:1] == ["ceiling"]:
         return ceiling(argv[1:])
+    if argv[:1] == ["suite"]:
+        return suite(argv[1:])
     from workshop.experiments.bench.config import BENCHMARKS, BenchConfig
     from workshop.experiments.bench.suite import run_benchmarks
     from workshop.experiments.bench.summary import format_rows, load_results, plot, summary_rows
     from workshop.experiments.measure import save
 
     a = p.parse_args(argv)
-    if "ceiling" in a.benchmark:
-        raise WorkshopError(
-            "run `python -m workshop bench ceiling` on its own: its options differ "
-            "(see `python -m workshop bench ceiling --help`)"
-        )
+    for alone in ("ceiling", "suite"):
+        if alone in a.benchmark:
+            raise WorkshopError(
+                f"run `python -m workshop bench {alone}` on its own: its options differ "
+                f"(see `python -m workshop bench {alone} --help`)"
+            )
     for b in a.benchmark:
         check_choice("benchmark", b, (*BENCHMARKS, "all", "summary"))
     cfg = BenchConfig(
@@ -209,3 +212,28 @@ def ceiling(argv: list[str] | None = None) -> int | None:
         f"{t['target']}: {t['verdict']}"
     )
     return 0
+
+
+@command
+def suite(argv: list[str] | None = None) -> int:
+    """`workshop bench suite [--results-dir D] [PYTEST_ARGS...]`: the test command, timed per file."""
+    from workshop.experiments.bench.testsuite import time_suite
+
+    p = argparse.ArgumentParser(
+        prog="workshop bench suite",
+        description="The README's test command (`python -m pytest -q`), timed per test file and notebook; a "
+        "passing run is appended, with this machine and date, to RESULTS_DIR/timings.json.",
+    )
+    p.add_argument("--results-dir", default=str(RESULTS_DIR))
+    a, pytest_args = p.parse_known_args(argv)
+    if not Path(a.results_dir).is_dir():
+        raise WorkshopError(f"--results-dir {a.results_dir!r}: no such folder")
+    code, timing = time_suite(pytest_args, Path(a.results_dir) / "timings.json")
+    slowest = list(timing.parts.items())[:10]
+    print(
+        f"{timing.total_s / 60:.1f} min in tests ({timing.extra.get('wall_s')} s wall) on "
+        f"{timing.machine.describe()}; slowest files:"
+    )
+    for where, sec in slowest:
+        print(f"  {sec:7.1f} s  {where}")
+    return code

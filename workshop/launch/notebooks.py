@@ -20,6 +20,7 @@ from pathlib import Path
 
 from workshop.errors import WorkshopError, check_choice, check_output
 from workshop.lang import LANGUAGES
+from workshop.launch import timings
 from workshop.paths import NOTEBOOKS_DIR, NOTEBOOKS_KO_DIR
 
 NOTEBOOKS = NOTEBOOKS_DIR
@@ -230,6 +231,9 @@ def run_workbook(
     check_output(out, "--out", folder=True)
     out = Path(out).resolve()
     (out / "images").mkdir(parents=True, exist_ok=True)
+    expected = timings.expectation([p.name[:2] for p in todo])
+    if expected:
+        echo(expected)
     runs: list[NotebookRun] = []
     for i, path in enumerate(todo):
         echo(f"[{i + 1}/{len(todo)}] {path.name} ...")

@@ -26,5 +26,7 @@ def run_benchmarks(
     if "ipex" in names:
         done["ipex"] = ipex(cfg, ipex_python)
     if "workbook" in names:
-        done["workbook"] = workbook_smoke(Path(cfg.out_dir) / "workbook")
+        done["workbook"] = workbook_smoke(
+            Path(cfg.out_dir) / "workbook", timings_path=Path(cfg.results_dir) / "timings.json"
+        )
     return done
