@@ -411,3 +411,14 @@ def test_calibrate_with_a_ceiling_measured_elsewhere(tmp_path):
     with pytest.raises(WorkshopError, match="without AMX"):
         cost.rank(_opts(ceiling=str(mine)))
     assert plan_cli.plan(["--ceiling", str(tmp_path / "none.json"), "--source", "moto"]) == 2
+
+
+def test_nvidia_llama31_8b_seq8192_mb1_on_8_h100_fits_the_tuned_stack_without_recompute():
+    """NVIDIA's published Llama 3.1 8B run (seq 8192, micro-batch 1, global batch 128 sequences, 8 x H100)
+    trains on a fused flash-attention stack: the planner accepts it there and costs it without full
+    recompute; the workbook's HF stack (fp32 norm upcasts, fp32 log-softmax) does not hold it."""
+    kw = {"seq_len": 8192, "micro_batches": (1,), "global_batch": 128 * 8192}
+    tuned = cost.evaluate("p5.48xlarge", 1, _opts(stack="tuned-bf16", **kw))
+    assert (tuned.micro_batch, tuned.grad_ckpt, tuned.procs_per_node) == (1, False, 8)
+    with pytest.raises(WorkshopError, match="nothing fits in memory"):
+        cost.evaluate("p5.48xlarge", 1, _opts(stack="hf-deepspeed-bf16", grad_ckpt=(False,), **kw))

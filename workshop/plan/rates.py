@@ -168,7 +168,7 @@ GPU_MFU = Rate(
     0.40,
     N_("of dense bf16 peak"),
     N_("assumption"),
-    "the workbook's stack (HF transformers eager attention + DeepSpeed ZeRO, bf16, full recompute off) "
+    "the workbook's stack (HF transformers with SDPA attention + DeepSpeed ZeRO, bf16, full recompute off) "
     "below the tuned stacks this table validates at 0.55 (MosaicML llm-foundry MPT-7B with FSDP and flash "
     "attention, torchtitan Llama 3 8B); no GPU run here has measured it yet",
 )
