@@ -465,6 +465,16 @@ def _family_error(pattern: str) -> WorkshopError:
     return WorkshopError(f"no EC2 instance family matches {pattern!r}{hint}")
 
 
+def check_families(families) -> None:
+    """Each family pattern names at least one real family (offline: moto's list), before any query: one line
+    naming the first that does not, with the closest real ones."""
+    for fam in families:
+        if not isinstance(fam, str) or not fam or "." in fam:
+            raise WorkshopError(f"family {fam!r} should be a family such as 'r7i' (no size); use --size")
+        if not any(fnmatch.fnmatchcase(f, fam) for f in known_families()):
+            raise _family_error(fam)
+
+
 def list_instances(
     families=DEFAULT_FAMILIES,
     *,
@@ -518,7 +528,7 @@ def instance_info(name: str, *, region: str = DEFAULT_REGION, source: str | None
     except UnknownInstanceType:
         family, _ = split_type(name)
         if family not in known_families():
-            raise _family_error(family) from None
+            raise WorkshopError(f"unknown instance type {name!r}: {_family_error(family)}") from None
         raise WorkshopError(
             f"unknown instance type {name!r} (family {family} exists; check the size)"
         ) from None

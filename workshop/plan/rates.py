@@ -368,8 +368,10 @@ def parse_prices(items: list[str] | None) -> dict[str, float]:
             usd = float(value)
         except ValueError:
             usd = -1.0
-        if not sep or "." not in name or not (0 < usd < 1e4):
-            raise WorkshopError(f"bad --price {item!r}; use TYPE=USD per hour, e.g. p5.48xlarge=55.04")
+        if not sep or "." not in name or not (1e-3 <= usd <= 1e4):  # options.LIMITS["price"]
+            raise WorkshopError(
+                f"bad --price {item!r}; use TYPE=USD per hour in [0.001, 10000], e.g. p5.48xlarge=55.04"
+            )
         if name not in known_types():
             close = difflib.get_close_matches(name, known_types(), n=1)
             hint = f"; did you mean {close[0]}?" if close else ""
