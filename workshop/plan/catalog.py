@@ -553,7 +553,8 @@ def format_table(rows: list[InstanceRow]) -> str:
         )
     why: dict[str, list[str]] = {}
     for r in rows:
-        if r.hourly_usd is None:
-            why.setdefault(_(unpriced_reason(r.instance_type, r.vcpus) or ""), []).append(r.instance_type)
+        reason = unpriced_reason(r.instance_type, r.vcpus) if r.hourly_usd is None else None
+        if reason:
+            why.setdefault(_(reason), []).append(r.instance_type)
     lines += [f"? {', '.join(types)}: {reason}" for reason, types in why.items()]
     return "\n".join(lines)

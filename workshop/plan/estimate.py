@@ -30,7 +30,7 @@ BOUNDS = ("compute", "network", "pcie/offload", "memory")
 # The memory filter models the activations of the stack it ranks (memory.ACTIVATIONS): a tuned stack's fused
 # kernels keep less than the workbook's HF transformers, so it fits configurations the workbook's does not.
 MEMORY_STACK = (
-    "memory plan: ZeRO states + the activations of the stack ranked (CPU and hf-deepspeed-bf16: HF "
+    "ZeRO states + the activations of the stack ranked (CPU and hf-deepspeed-bf16: HF "
     "transformers with SDPA attention; tuned-*: a fused flash-attention stack), full recompute when "
     "checkpointing"
 )
