@@ -414,9 +414,11 @@ def test_calibrate_with_a_ceiling_measured_elsewhere(tmp_path):
 
 
 def test_nvidia_llama31_8b_seq8192_mb1_on_8_h100_fits_the_tuned_stack_without_recompute():
-    """NVIDIA's published Llama 3.1 8B run (seq 8192, micro-batch 1, global batch 128 sequences, 8 x H100)
-    trains on a fused flash-attention stack: the planner accepts it there and costs it without full
-    recompute; the workbook's HF stack (fp32 norm upcasts, fp32 log-softmax) does not hold it."""
+    """NVIDIA's published Llama 3 8B pre-training shape (seq 8192, micro-batch 1, global batch 128 sequences,
+    8 x H100; Megatron-Bridge's perf recipe adds context parallel 2, which the planner does not model) trains
+    on a fused flash-attention stack; torchtitan runs the same shape with FSDP alone on 80 GB A100s. The
+    planner accepts it with tuned-bf16 and costs it without full recompute; the workbook's HF stack (fp32 norm
+    upcasts, fp32 log-softmax) does not hold it."""
     kw = {"seq_len": 8192, "micro_batches": (1,), "global_batch": 128 * 8192}
     tuned = cost.evaluate("p5.48xlarge", 1, _opts(stack="tuned-bf16", **kw))
     assert (tuned.micro_batch, tuned.grad_ckpt, tuned.procs_per_node) == (1, False, 8)
