@@ -53,7 +53,28 @@ def test_broad_families_gpu_and_amx_marks():
     assert all(r.amx for r in rows if r.family in ("c7i", "m8i"))
     assert not any(r.amx for r in rows if r.family in ("m7g", "m7a"))
     assert "Graviton" in by["m7g.large"].amx_reason and "AMD" in by["m7a.large"].amx_reason
-    assert by["m8i.large"].hourly_usd is None  # unknown prices stay unknown
+    assert by["m7g.large"].hourly_usd is None  # unknown prices stay unknown
+    assert by["m8i.large"].hourly_usd == pytest.approx(0.1058, abs=1e-4)  # the published figure
+
+
+def test_every_type_the_default_ranking_considers_is_priced_or_named_unpriced():
+    rows, _ = catalog.list_instances(catalog.DEFAULT_FAMILIES, source="moto")
+    ranked = [r for r in rows if not r.bare_metal]  # cost.rank's candidates
+    eighth = [r for r in ranked if r.family in ("c8i", "m8i", "r8i")]
+    assert len(eighth) >= 27 and all(r.hourly_usd for r in eighth)
+    assert all(r.hourly_usd for r in ranked), [r.instance_type for r in ranked if r.hourly_usd is None]
+    # c8i.48xlarge is the AWS Price List figure itself; 8th gen is 1.05x the 7th per vCPU, as published
+    by = {r.instance_type: r for r in rows}
+    assert by["c8i.48xlarge"].hourly_usd == pytest.approx(8.99616)
+    for gen7, gen8 in (("c7i", "c8i"), ("m7i", "m8i"), ("r7i", "r8i")):
+        ratio = by[f"{gen8}.24xlarge"].hourly_usd / by[f"{gen7}.24xlarge"].hourly_usd
+        assert ratio == pytest.approx(1.05, abs=0.002)
+    unpriced = [r for r in rows if r.hourly_usd is None]
+    assert unpriced and all(r.bare_metal for r in unpriced)  # no guess for a metal size
+    table = catalog.format_table(rows)
+    for r in unpriced:
+        assert catalog.unpriced_reason(r.instance_type, r.vcpus)
+        assert any(line.startswith("? ") and r.instance_type in line for line in table.splitlines())
 
 
 def test_sizes_and_efa_filters():

@@ -199,3 +199,17 @@ def test_one_place_says_why_zero3_bytes_differ_by_transport():
     assert "36.1 GB per step" in said and "48.2 GB over gloo" in said and "as an all-reduce" in said
     sent = {r["stage"]: r["sent_gb_per_step"] for r in zero.stages("llama-3-8b", 4)}
     assert f"{sent[3]:.1f} GB" in said  # the stage table chapter 04 prints says the same number
+
+
+def test_each_stack_has_its_own_activation_model():
+    arch = memory.architecture("llama-3-8b")
+    acts = {a: memory.activation_bytes(arch, 1, 8192, False, 2, a)["saved"] for a in memory.ACTIVATIONS}
+    # eager attention keeps every head's seq x seq fp32 softmax and bf16 probabilities on top of SDPA's
+    assert acts["hf-eager"] - acts["hf-sdpa"] == 6 * arch.heads * 8192 * 8192 * arch.layers
+    assert acts["tuned"] < 0.75 * acts["hf-sdpa"]  # fused norms, SwiGLU and cross-entropy
+    full = {a: memory.activation_bytes(arch, 1, 8192, True, 2, a)["saved"] for a in memory.ACTIVATIONS}
+    assert all(full[a] < acts[a] / 5 for a in acts)  # full recompute keeps only each layer's input
+    plan = memory.plan_memory("llama-3-8b", world_size=8, seq_len=8192, device="gpu", activations="tuned")
+    assert plan.activations == "tuned" and "[tuned]" in plan.explain()
+    with pytest.raises(WorkshopError, match="activation model"):
+        memory.plan_memory("llama-3-8b", world_size=8, activations="flash")

@@ -11,6 +11,7 @@ import sys
 
 from workshop.cli.args import comma_list
 from workshop.cli.base import command
+from workshop.cli.plan_args import count, number, parse
 from workshop.errors import check_positive
 from workshop.plan import catalog, rates
 from workshop.plan.catalog import InstanceRow
@@ -165,7 +166,7 @@ def plan(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if "--memory" in argv:
         return memory_plan([a for a in argv if a != "--memory"])
-    args = _plan_parser().parse_args(argv)
+    args = parse(_plan_parser(), argv)
     opts = options_from_args(args)
     plans = [evaluate(args.instance, args.nodes or 1, opts)] if args.instance else rank(opts)
     if args.json:
@@ -261,7 +262,9 @@ def _whole_number(text: str) -> int:
 def _plan_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="workshop plan", description=PLAN)
     p.add_argument("--model", default="llama-3-8b")
-    p.add_argument("--tokens", type=float, default=1e8, help="tokens to train (default 1e8)")
+    p.add_argument(
+        "--tokens", type=number("--tokens", "tokens"), default=1e8, help="tokens to train (default 1e8)"
+    )
     p.add_argument(
         "--family",
         action="append",
@@ -269,12 +272,27 @@ def _plan_parser() -> argparse.ArgumentParser:
         help=f"instance families (default {' '.join(DEFAULT_FAMILIES)})",
     )
     p.add_argument("--instance", help="evaluate one instance type (with --nodes)")
-    p.add_argument("--nodes", type=int, default=None, help="node count (default: 1, 2, 4, 8)")
     p.add_argument(
-        "--procs-per-node", type=int, default=None, help="ranks per node (default: 1 on CPU, every GPU)"
+        "--nodes", type=count("--nodes", 1, 1000), default=None, help="node count (default: 1, 2, 4, 8)"
     )
-    p.add_argument("--zero", type=int, default=None, help="ZeRO stage 0-3 (default: the cheapest that fits)")
-    p.add_argument("--micro-batch", type=int, default=None, help="default: the cheapest of 1, 2, 4, 8, 16")
+    p.add_argument(
+        "--procs-per-node",
+        type=count("--procs-per-node", 1, 1024),
+        default=None,
+        help="ranks per node (default: 1 on CPU, every GPU)",
+    )
+    p.add_argument(
+        "--zero",
+        type=count("--zero", 0, 3),
+        default=None,
+        help="ZeRO stage 0-3 (default: the cheapest that fits)",
+    )
+    p.add_argument(
+        "--micro-batch",
+        type=count("--micro-batch", 1, 1024),
+        default=None,
+        help="default: the cheapest of 1, 2, 4, 8, 16",
+    )
     p.add_argument(
         "--global-batch",
         type=_whole_number,
@@ -282,7 +300,7 @@ def _plan_parser() -> argparse.ArgumentParser:
         help=f"tokens per optimizer step, the same on every plan (default {DEFAULT_GLOBAL_BATCH:,}: the "
         "fine-tune's own, 4 ranks x 1 x 4 x 512)",
     )
-    p.add_argument("--seq-len", type=int, default=SEQ_LEN)
+    p.add_argument("--seq-len", type=count("--seq-len", 1, 1 << 20), default=SEQ_LEN)
     p.add_argument("--stack", choices=STACKS, default="hf-deepspeed-bf16", help="GPU software stack")
     p.add_argument("--cpu-engine", choices=CPU_ENGINES, default="deepspeed", help="the CPU job's engine")
     p.add_argument(
@@ -299,37 +317,64 @@ def _plan_parser() -> argparse.ArgumentParser:
 def _add_run_cost_args(p: argparse.ArgumentParser) -> None:
     """The flags after --ceiling: the run's fixed costs, constraints, prices and output (in --help order)."""
     p.add_argument(
-        "--startup-s", type=float, default=None, help="node start-up seconds (default: image.json)"
+        "--startup-s",
+        type=number("--startup-s", "startup_s"),
+        default=None,
+        help="node start-up seconds (default: image.json)",
     )
-    p.add_argument("--download-gbps", type=float, default=None, help="weight download GB/s per node (0.5)")
-    p.add_argument("--init-s", type=float, default=None, help="process group + engine init seconds (60)")
     p.add_argument(
-        "--checkpoint-minutes", type=float, default=rates.CHECKPOINT_MINUTES, help="0: only the final save"
+        "--download-gbps",
+        type=number("--download-gbps", "download_gbps"),
+        default=None,
+        help="weight download GB/s per node (0.5)",
+    )
+    p.add_argument(
+        "--init-s",
+        type=number("--init-s", "init_s"),
+        default=None,
+        help="process group + engine init seconds (60)",
+    )
+    p.add_argument(
+        "--checkpoint-minutes",
+        type=number("--checkpoint-minutes", "checkpoint_minutes", zero=True),
+        default=rates.CHECKPOINT_MINUTES,
+        help="0: only the final save",
     )
     p.add_argument("--storage", choices=STORAGES, default="fsx", help="where checkpoints go")
     p.add_argument(
-        "--storage-gbps", type=float, default=None, help="checkpoint write GB/s (default: storage's)"
+        "--storage-gbps",
+        type=number("--storage-gbps", "storage_gbps"),
+        default=None,
+        help="checkpoint write GB/s (default: storage's)",
     )
     p.add_argument("--grad-ckpt", action=argparse.BooleanOptionalAction, default=None, help="default: either")
-    p.add_argument("--headroom", type=float, default=HEADROOM)
-    p.add_argument("--max-hours", type=float, default=None)
-    p.add_argument("--budget", type=float, default=None, help="USD")
+    p.add_argument("--headroom", type=number("--headroom", "headroom"), default=HEADROOM)
+    p.add_argument("--max-hours", type=number("--max-hours", "max_hours"), default=None)
+    p.add_argument("--budget", type=number("--budget", "budget"), default=None, help="USD")
     p.add_argument(
         "--placement-group", action="store_true", help="cluster placement group: 10 Gbps per TCP flow"
     )
     p.add_argument("--ena-express", action="store_true", help="ENA Express: 25 Gbps per TCP flow")
     p.add_argument(
-        "--cpu-efficiency", type=float, default=None, help="fraction of AMX peak, 0-1 (default: measured)"
+        "--cpu-efficiency",
+        type=number("--cpu-efficiency", "efficiency"),
+        default=None,
+        help="fraction of AMX peak, 0.001-1 (default: measured)",
     )
     p.add_argument(
         "--gpu-efficiency",
-        type=float,
+        type=number("--gpu-efficiency", "efficiency"),
         default=None,
-        help="fraction of dense bf16 peak, 0-1 (default: --stack)",
+        help="fraction of dense bf16 peak, 0.001-1 (default: --stack)",
     )
     p.add_argument("--price", action="append", metavar="TYPE=USD", help="override an hourly price")
-    p.add_argument("--source", default=None, help="catalog source: auto, aws or moto")
-    p.add_argument("--top", type=int, default=10, help="rows in the table (the JSON has every plan)")
+    p.add_argument("--source", choices=catalog.SOURCES, default=None, help="catalog source (default: auto)")
+    p.add_argument(
+        "--top",
+        type=count("--top", 1, 10_000),
+        default=10,
+        help="rows in the table (the JSON has every plan)",
+    )
     p.add_argument(
         "--offload",
         action="store_true",
@@ -341,8 +386,7 @@ def _add_run_cost_args(p: argparse.ArgumentParser) -> None:
 
 def memory_plan(argv: list[str]) -> int:
     """`workshop plan --memory`: per-rank bytes and the smallest instance type that holds them."""
-    parser = _memory_parser()
-    args = parser.parse_args(argv)
+    args = parse(_memory_parser(), argv)
     rec = recommend(
         args.model,
         nodes=args.nodes,
@@ -392,29 +436,36 @@ def _print_recommendation(rec: Recommendation) -> None:
 def _memory_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="workshop plan", description=MEMORY)
     parser.add_argument("--model", default="llama-3-8b")
-    parser.add_argument("--nodes", type=int, default=None, help="node count (default: the fewest that fit)")
+    parser.add_argument(
+        "--nodes",
+        type=count("--nodes", 1, 1000),
+        default=None,
+        help="node count (default: the fewest that fit)",
+    )
     parser.add_argument(
         "--procs-per-node",
-        type=int,
+        type=count("--procs-per-node", 1, 1024),
         default=None,
         help="ranks per node (default: 1 on CPU, all GPUs on GPU types)",
     )
-    parser.add_argument("--zero", type=int, default=3, help="ZeRO stage 0-3")
+    parser.add_argument("--zero", type=count("--zero", 0, 3), default=3, help="ZeRO stage 0-3")
     parser.add_argument("--offload-optimizer", action="store_true")
     parser.add_argument("--offload-param", action="store_true")
-    parser.add_argument("--micro-batch", type=int, default=1)
-    parser.add_argument("--seq-len", type=int, default=SEQ_LEN)
+    parser.add_argument("--micro-batch", type=count("--micro-batch", 1, 1024), default=1)
+    parser.add_argument("--seq-len", type=count("--seq-len", 1, 1 << 20), default=SEQ_LEN)
     parser.add_argument("--grad-ckpt", action="store_true", help="gradient checkpointing")
     parser.add_argument(
         "--family", action="append", metavar="GLOB", help="instance families (default c7i m7i r7i)"
     )
-    parser.add_argument("--headroom", type=float, default=HEADROOM)
+    parser.add_argument("--headroom", type=number("--headroom", "headroom"), default=HEADROOM)
     parser.add_argument(
         "--efa",
         action=argparse.BooleanOptionalAction,
         default=None,
         help="require EFA (default: only when nodes > 1)",
     )
-    parser.add_argument("--source", default=None, help="catalog source: auto, aws or moto")
+    parser.add_argument(
+        "--source", choices=catalog.SOURCES, default=None, help="catalog source (default: auto)"
+    )
     parser.add_argument("--json", action="store_true")
     return parser

@@ -17,7 +17,7 @@ from functools import lru_cache
 from typing import TypedDict, cast
 
 from workshop.errors import WorkshopError, check_choice
-from workshop.lang import N_
+from workshop.lang import N_, _
 from workshop.plan.hardware import AMX_BF16_FLOP_PER_CYCLE
 
 # The original workshop's query: every "7i" type with EFA (the cluster's inter-node fabric).
@@ -53,11 +53,36 @@ class Price:
         return f"${self.usd:g}/h ({self.date}: {self.source})"
 
 
-_PER_VCPU = {  # the .large (2 vCPU) price / 2
+# The 8th-gen Intel (Xeon 6, Granite Rapids) rates were not read from AWS here (no network): each cites the
+# public page it was read from, with that page's date; they are 1.05x the 7th-gen rate per vCPU, as published.
+_KARPENTER_8I = (
+    "kubernetes-sigs/karpenter designs/consolidation-cost-threshold.md, 'On-demand price calibration "
+    "(December 2025, us-east-1)'"
+)
+_PER_VCPU = {  # one size's published price / its vCPUs: every non-metal size of the family is linear in vCPUs
     "c7i": Price(0.08925 / 2, "2025-01", _ONDEMAND + ": c7i.large $0.08925"),
     "m7i": Price(0.1008 / 2, "2025-01", _ONDEMAND + ": m7i.large $0.1008"),
     "r7i": Price(0.1323 / 2, "2025-01", _ONDEMAND + ": r7i.large $0.1323"),
+    "c8i": Price(
+        8.99616 / 192,
+        "2026-07",
+        "c8i.48xlarge $8.99616 in the AWS Price List bulk API (us-east-1, Linux, shared, version "
+        "20260728175247, as transcribed by a public EFA pricing analysis); c8i.xlarge $0.1874 in "
+        + _KARPENTER_8I,
+    ),
+    "m8i": Price(
+        0.4234 / 8,
+        "2025-12",
+        "m8i.2xlarge $0.4234 (m8i.large $0.1058, m8i.xlarge $0.2117) in " + _KARPENTER_8I + "; m8i.xlarge "
+        "$0.212 on cloudinvent.co (2026-06-26, read from the AWS on-demand page in April 2026)",
+    ),
+    "r8i": Price(0.2778 / 4, "2025-12", "r8i.xlarge $0.2778 in " + _KARPENTER_8I),
 }
+# Bare-metal sizes are priced on their own by AWS (not always the per-vCPU rate of the family) and no
+# published figure was read for them here: the table names them unpriced ("?") rather than guess.
+UNPRICED_METAL = N_(
+    "bare-metal size: AWS prices it separately and no published price was read here; --price TYPE=USD"
+)
 PRICES: dict[str, Price] = {
     "p5.48xlarge": Price(55.04, "2025-06", _CUT),
     "p5.4xlarge": Price(
@@ -85,8 +110,8 @@ PRICES: dict[str, Price] = {
 }
 PRICE_SOURCE = N_(
     "the dated table in workshop.plan.catalog.PRICES (aws.amazon.com/ec2/pricing/on-demand, us-east-1, "
-    "Linux; P4/P5 after AWS's June 2025 cut); with AWS credentials, the AWS Price List API; "
-    "check before budgeting"
+    "Linux; P4/P5 after AWS's June 2025 cut; c8i/m8i/r8i from published 2025-12/2026-07 figures; bare-metal "
+    "sizes unpriced); with AWS credentials, the AWS Price List API; check before budgeting"
 )
 
 _FAMILY_RE = re.compile(r"^(?P<cls>[a-z]+?)(?P<gen>\d+)(?P<attrs>[a-z]*)(?:-(?P<extra>[a-z0-9-]+))?$")
@@ -187,12 +212,22 @@ def amx_capability(family: str, manufacturer: str, arch: str) -> tuple[bool, str
     return False, "Intel Xeon older than 4th gen: AVX-512 without AMX"
 
 
+def unpriced_reason(instance_type: str, vcpus: int | None = None) -> str | None:
+    """Why the dated table has no price for a type (None when it has one): the table names every type it
+    cannot price, never drops it silently."""
+    if price_of(instance_type, vcpus) is not None:
+        return None
+    if split_type(instance_type)[1].startswith("metal"):
+        return UNPRICED_METAL
+    return N_("not in the dated table; --price TYPE=USD")
+
+
 def price_of(instance_type: str, vcpus: int | None = None) -> Price | None:
-    """The dated table's price, or None when we do not know it for sure."""
+    """The dated table's price, or None when we do not know it for sure (why: unpriced_reason)."""
     if instance_type in PRICES:
         return PRICES[instance_type]
-    family, _ = split_type(instance_type)
-    if family in _PER_VCPU and vcpus:
+    family, size = split_type(instance_type)
+    if family in _PER_VCPU and vcpus and not size.startswith("metal"):
         per = _PER_VCPU[family]
         return Price(round(per.usd * vcpus, 5), per.date, per.source + f" x {vcpus} vCPU / 2")
     return None
@@ -430,6 +465,16 @@ def _family_error(pattern: str) -> WorkshopError:
     return WorkshopError(f"no EC2 instance family matches {pattern!r}{hint}")
 
 
+def check_families(families) -> None:
+    """Each family pattern names at least one real family (offline: moto's list), before any query: one line
+    naming the first that does not, with the closest real ones."""
+    for fam in families:
+        if not isinstance(fam, str) or not fam or "." in fam:
+            raise WorkshopError(f"family {fam!r} should be a family such as 'r7i' (no size); use --size")
+        if not any(fnmatch.fnmatchcase(f, fam) for f in known_families()):
+            raise _family_error(fam)
+
+
 def list_instances(
     families=DEFAULT_FAMILIES,
     *,
@@ -483,7 +528,7 @@ def instance_info(name: str, *, region: str = DEFAULT_REGION, source: str | None
     except UnknownInstanceType:
         family, _ = split_type(name)
         if family not in known_families():
-            raise _family_error(family) from None
+            raise WorkshopError(f"unknown instance type {name!r}: {_family_error(family)}") from None
         raise WorkshopError(
             f"unknown instance type {name!r} (family {family} exists; check the size)"
         ) from None
@@ -506,4 +551,10 @@ def format_table(rows: list[InstanceRow]) -> str:
             f"{r.network_performance[:22]:<22} {'yes' if r.efa else 'no':<4} {gpu[:12]:<12} "
             f"{'yes' if r.amx else 'no':<4} {price:>8}"
         )
+    why: dict[str, list[str]] = {}
+    for r in rows:
+        reason = unpriced_reason(r.instance_type, r.vcpus) if r.hourly_usd is None else None
+        if reason:
+            why.setdefault(_(reason), []).append(r.instance_type)
+    lines += [f"? {', '.join(types)}: {reason}" for reason, types in why.items()]
     return "\n".join(lines)

@@ -28,7 +28,9 @@ def rank(opts: Options) -> list[Plan]:
     validate(opts)
     arch = architecture(opts.model)
     rows, _source = list_instances(list(opts.families), source=opts.source)
-    rows = [r for r in rows if not r.bare_metal]  # a metal size is its 48xlarge/24xlarge twin, same price
+    rows = [r for r in rows if not r.bare_metal]  # a metal size is its 48xlarge/24xlarge twin's hardware
+    if not any(r.gpus or (r.amx and r.clock_ghz) for r in rows):  # no type the estimator models: say why now
+        raise WorkshopError(_nothing_fits(rows, opts))
     plans = [p for r in rows for n in opts.nodes if (p := best_for(r, n, opts, arch)) is not None]
     if not plans:
         raise WorkshopError(_nothing_fits(rows, opts))

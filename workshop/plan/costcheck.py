@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from workshop.lang import _
+from workshop.lang import N_, _
 from workshop.plan import rates
 from workshop.plan.catalog import instance_info
 from workshop.plan.estimate import Job, Node, estimate, node_for, zero3_for
@@ -20,7 +20,6 @@ from workshop.plan.topology import LINKS, ORIGINAL_003, ORIGINAL_RUNS, ORIGINAL_
 from workshop.plan.traffic import original_comparison
 
 LOCAL_TARGET = 0.25
-PUBLISHED_TARGET = 0.25
 MOSAIC = (
     "MosaicML llm-foundry scripts/train/benchmarking/README.md (commit 061f2c7): MPT-7B, FSDP FULL_SHARD "
     "(= ZeRO-3), bf16, 8 GPUs per node"
@@ -38,6 +37,8 @@ class CheckRow:
     target: float | None  # |error| the row is held to; None: reported only (e.g. a fitted row)
     source: str
     cause: str  # the term that most likely explains the error, in numbers
+    assumes: str = ""  # what the prediction takes as given that the source does not state
+    in_sample: bool = False  # a rate the planner uses was taken from this run: shown, never validation
 
     @property
     def error(self) -> float:
@@ -45,7 +46,7 @@ class CheckRow:
 
     @property
     def within(self) -> bool | None:
-        return None if self.target is None else abs(self.error) <= self.target
+        return None if self.target is None or self.in_sample else abs(self.error) <= self.target
 
     def to_dict(self) -> dict:
         return {
@@ -58,6 +59,8 @@ class CheckRow:
             "within": self.within,
             "source": self.source,
             "cause": self.cause,
+            "assumes": self.assumes,
+            "in_sample": self.in_sample,
         }
 
 
@@ -288,6 +291,16 @@ def mpt7b(params: int) -> Architecture:
     return Architecture("mpt-7b", params, 50432 * 4096, 32, 4096, 16384, 32, 32, 128, 50432, True)
 
 
+# The published runs the tuned-bf16 efficiency (rates.GPU_STACKS) was read from: their rows are in-sample.
+IN_SAMPLE = N_(
+    "in-sample: the tuned-bf16 efficiency ({stated:.0%}) was taken from this run, so the row shows it, it "
+    "does not validate it"
+)
+MOSAIC_FABRIC_GBPS = 1600.0  # MosaicML's benchmark cluster: 1600 Gbps RoCE between nodes (their README)
+# torchtitan does not state its fabric: 64 A100 80GB on AWS are 8 p4de.24xlarge, 4 x 100 Gbps EFA each.
+TORCHTITAN_FABRIC_GBPS = 400.0
+
+
 def _gpu_node(gpu: str, intra: str, inter_gbps: float) -> Node:
     spec = rates.GPUS[gpu]
     return Node(
@@ -322,7 +335,7 @@ PUBLISHED = [
 def published_rows() -> list[CheckRow]:
     rows = []
     for label, gpu, intra, nodes, seq, mb, ga, ckpt, params, measured in PUBLISHED:
-        node = _gpu_node(gpu, intra, 1600.0)
+        node = _gpu_node(gpu, intra, MOSAIC_FABRIC_GBPS)
         p = estimate(node, Job(nodes, 8, 3, mb, ga, seq, ckpt), mpt7b(params), 1e9)
         per_gpu = p.tokens_per_s / (8 * nodes)
         mfu = measured / per_gpu * rates.GPU_STACKS["tuned-bf16"].value
@@ -332,9 +345,11 @@ def published_rows() -> list[CheckRow]:
                 per_gpu,
                 measured,
                 "tok/s/GPU",
-                PUBLISHED_TARGET,
+                None,
                 MOSAIC + ("; 1600 Gbps RoCE between nodes" if nodes > 1 else ""),
-                _(
+                _(IN_SAMPLE).format(stated=rates.GPU_STACKS["tuned-bf16"].value)
+                + "; "
+                + _(
                     "compute term: the run reached ~{mfu:.0%} of dense peak{recompute}, the stated MFU is "
                     "{stated:.0%}; comm {comm:.2f} s of a {step:.2f} s step"
                 ).format(
@@ -344,6 +359,8 @@ def published_rows() -> list[CheckRow]:
                     comm=p.comm_s,
                     step=p.step_time_s,
                 ),
+                assumes=f"{MOSAIC_FABRIC_GBPS:g} Gbps between nodes (MosaicML's)" if nodes > 1 else "",
+                in_sample=True,
             )
         )
     return rows
@@ -352,15 +369,17 @@ def published_rows() -> list[CheckRow]:
 TORCHTITAN = (
     "pytorch/torchtitan docs/performance.md (commit 0413364): Llama 3 8B, FSDP2 (= ZeRO-3), bf16, 64 x A100 "
     "80GB, local batch 1 x seq 8192, selective op checkpointing: 2,973 tok/s/GPU (MFU 58.2%); interconnect "
-    "not stated (1600 Gbps assumed, as MosaicML's)"
+    "not stated"
 )
 
 
 def torchtitan_rows() -> list[CheckRow]:
     """A second stack and model: torchtitan's Llama 3 8B on 64 A100 (selective checkpointing recomputes
-    little: modelled as none)."""
-    node = _gpu_node("A100 80GB", "nvlink3", 1600.0)
-    p = estimate(node, Job(8, 8, 3, 1, 1, 8192, False), architecture("llama-3-8b"), 1e9)
+    little: modelled as none), on the fabric AWS sells those GPUs with (p4de: 400 Gbps EFA), the assumption
+    named; its MFU is one of the figures tuned-bf16 cites, so the row is in-sample too."""
+    job, arch = Job(8, 8, 3, 1, 1, 8192, False), architecture("llama-3-8b")
+    p = estimate(_gpu_node("A100 80GB", "nvlink3", TORCHTITAN_FABRIC_GBPS), job, arch, 1e9)
+    alt = estimate(_gpu_node("A100 80GB", "nvlink3", MOSAIC_FABRIC_GBPS), job, arch, 1e9)
     per_gpu = p.tokens_per_s / 64
     return [
         CheckRow(
@@ -368,12 +387,24 @@ def torchtitan_rows() -> list[CheckRow]:
             per_gpu,
             2973.0,
             "tok/s/GPU",
-            PUBLISHED_TARGET,
+            None,
             TORCHTITAN,
-            _(
+            _(IN_SAMPLE).format(stated=rates.GPU_STACKS["tuned-bf16"].value)
+            + "; "
+            + _(
                 "compute term: the stack's stated MFU is {stated:.0%}; "
                 "comm {comm:.2f} s of a {step:.2f} s step"
-            ).format(stated=rates.GPU_STACKS["tuned-bf16"].value, comm=p.comm_s, step=p.step_time_s),
+            ).format(stated=rates.GPU_STACKS["tuned-bf16"].value, comm=p.comm_s, step=p.step_time_s)
+            + "; "
+            + _(
+                "assumed {gbps:g} Gbps between nodes (not stated; AWS's 8 x A100 80GB type, p4de.24xlarge, "
+                "has 4 x 100 Gbps EFA); at {alt:g} Gbps the error would be {error:+.1%}"
+            ).format(
+                gbps=TORCHTITAN_FABRIC_GBPS, alt=MOSAIC_FABRIC_GBPS, error=alt.tokens_per_s / 64 / 2973.0 - 1
+            ),
+            assumes=f"{TORCHTITAN_FABRIC_GBPS:g} Gbps between nodes (not stated: p4de.24xlarge's "
+            "4 x 100 Gbps EFA, AWS's 8 x A100 80GB type)",
+            in_sample=True,
         )
     ]
 
@@ -392,7 +423,7 @@ def format_checks(rows: list[CheckRow]) -> str:
     head = f"{'check':<{w}} {'predicted':>10} {'measured':>10} {'unit':<9} {'error':>7} {'target':>6}  ok"
     lines = [head, "-" * len(head)]
     for r in rows:
-        ok = {True: _("yes"), False: _("MISS"), None: "-"}[r.within]  # the last column: its width is free
+        ok = _("in-sample") if r.in_sample else {True: _("yes"), False: _("MISS"), None: "-"}[r.within]
         tgt = f"{r.target:.0%}" if r.target is not None else "-"
         lines.append(
             f"{r.check:<{w}} {r.predicted:>10.4g} {r.measured:>10.4g} {r.unit:<9} {r.error:>+7.1%} "

@@ -19,7 +19,7 @@ from workshop.errors import WorkshopError, check_positive
 from workshop.plan import rates
 from workshop.plan.catalog import InstanceRow
 from workshop.plan.hardware import AMX_BF16_FLOP_PER_CYCLE
-from workshop.plan.memory import PlanOptions
+from workshop.plan.memory import DEFAULT_ACTIVATIONS, PlanOptions
 from workshop.plan.models import SEQ_LEN, Architecture
 from workshop.plan.options import FixedCosts, Options
 from workshop.plan.topology import GB, LINKS
@@ -27,11 +27,12 @@ from workshop.plan.traffic import Traffic, gathers_per_micro_step, step_time, ze
 from workshop.plan.zero3 import Zero3Calls, Zero3Settings, zero3_calls
 
 BOUNDS = ("compute", "network", "pcie/offload", "memory")
-# The stack the memory filter models: a tuned stack (flash attention, selective recompute, tensor parallel)
-# fits configurations this one does not.
+# The memory filter models the activations of the stack it ranks (memory.ACTIVATIONS): a tuned stack's fused
+# kernels keep less than the workbook's HF transformers, so it fits configurations the workbook's does not.
 MEMORY_STACK = (
-    "memory plan of the workbook's stack: HF transformers eager attention activations + DeepSpeed ZeRO, "
-    "full recompute when checkpointing"
+    "ZeRO states + the activations of the stack ranked (CPU and hf-deepspeed-bf16: HF "
+    "transformers with SDPA attention; tuned-*: a fused flash-attention stack), full recompute when "
+    "checkpointing"
 )
 
 
@@ -144,9 +145,10 @@ def job_of(plan: Plan) -> Job:
     return Job(**{k: getattr(plan, k) for k in JOB_FIELDS})
 
 
-def memory_options(job: Job | Plan) -> PlanOptions:
-    """The memory planner's options for a job (or a plan's job)."""
+def memory_options(job: Job | Plan, activations: str = DEFAULT_ACTIVATIONS) -> PlanOptions:
+    """The memory planner's options for a job (or a plan's job), with its stack's activation model."""
     return {
+        "activations": activations,
         "zero_stage": job.zero_stage,
         "offload_optimizer": job.offload_optimizer,
         "offload_param": job.offload_param,

@@ -11,7 +11,15 @@ from typing import Any, TypedDict
 from workshop.errors import WorkshopError, check_positive
 from workshop.lang import _
 from workshop.plan.catalog import PRICE_SOURCE, InstanceRow, instance_info, list_instances
-from workshop.plan.memory import HEADROOM, GiB, MemoryPlan, PlanOptions, check_count, plan_memory
+from workshop.plan.memory import (
+    DEFAULT_ACTIVATIONS,
+    HEADROOM,
+    GiB,
+    MemoryPlan,
+    PlanOptions,
+    check_count,
+    plan_memory,
+)
 from workshop.plan.models import SEQ_LEN
 
 # Node capacity a pod can actually request, the way Karpenter and the EKS AMI compute it.
@@ -195,6 +203,7 @@ def recommend(
     headroom: float = HEADROOM,
     efa: bool | None = None,
     source: str | None = None,
+    activations: str = DEFAULT_ACTIVATIONS,
 ) -> Recommendation:
     """The smallest instance type (then node count, if `nodes` is None) of `families` that fits with headroom.
 
@@ -220,6 +229,7 @@ def recommend(
         seq_len=seq_len,
         grad_ckpt=grad_ckpt,
         dtype=dtype,
+        activations=activations,
     ).options()
     families = [families] if isinstance(families, str) else list(families)
     rows, _source = list_instances(families, source=source)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
-from typing import TypedDict
+from typing import NotRequired, TypedDict
 
 from workshop.errors import WorkshopError, check_choice
 from workshop.lang import _
@@ -40,6 +40,7 @@ class PlanOptions(TypedDict):
     seq_len: int
     grad_ckpt: bool
     dtype: str
+    activations: NotRequired[str]  # ACTIVATIONS key; default DEFAULT_ACTIVATIONS
 
 
 class RunSpec(PlanOptions):
@@ -51,26 +52,59 @@ class RunSpec(PlanOptions):
     device: str
 
 
-def activation_bytes(
-    arch: Architecture, micro_batch: int, seq_len: int, grad_ckpt: bool, dtype_bytes: int = 2
-) -> dict[str, int]:
-    """Bytes autograd keeps for backward in a Llama decoder (SDPA attention), per micro-batch.
+# What autograd keeps for backward depends on the training stack, not only on the model: each name below is
+# one stack's activation model (activation_bytes), and the planner uses the one of the stack it ranks.
+ACTIVATIONS = {
+    "hf-sdpa": "HF transformers with SDPA attention (the workbook's stack: a fused kernel, no seq x seq "
+    "scores kept), fp32 RMSNorm upcasts, fp32 log-softmax at the loss",
+    "hf-eager": "HF transformers with eager attention: also the seq x seq scores of every head (fp32 softmax "
+    "+ bf16 probabilities); selective recompute of the attention core brings it to hf-sdpa's bytes",
+    "tuned": "fused stack (Megatron/NeMo with Transformer Engine): flash attention, fused RMSNorm, SwiGLU, "
+    "cross-entropy (Korthikanti et al. 2022's accounting for a Llama layer; selective recompute adds "
+    "nothing under flash attention)",
+}
+DEFAULT_ACTIVATIONS = "hf-sdpa"
+# `workshop plan --stack` -> the activation model of that stack (CPU jobs always run the workbook's stack).
+STACK_ACTIVATIONS = {"hf-deepspeed-bf16": "hf-sdpa", "tuned-bf16": "tuned", "tuned-fp8": "tuned"}
 
-    Per token and layer: 2 RMSNorms (fp32 upcast 4h + normalized 2h + its scaled output 2h = 8h each), q and
-    attention output 2h each, k and v 2*kv each, the SDPA log-sum-exp 4*heads, and the SwiGLU MLP 8*f (gate,
-    silu(gate), up, product). With checkpointing only each layer's 2h input is kept, plus one layer rebuilt
-    during backward. The head keeps the fp32 log-softmax of the logits (4*vocab per token).
-    Checked against a real forward pass in tests (saved-tensor hooks).
+
+def activation_bytes(
+    arch: Architecture,
+    micro_batch: int,
+    seq_len: int,
+    grad_ckpt: bool,
+    dtype_bytes: int = 2,
+    activations: str = DEFAULT_ACTIVATIONS,
+) -> dict[str, int]:
+    """Bytes autograd keeps for backward in a Llama decoder, per micro-batch, for one stack (ACTIVATIONS).
+
+    hf-sdpa, per token and layer: 2 RMSNorms (fp32 upcast 4h + normalized 2h + its scaled output 2h = 8h
+    each), q and attention output 2h each, k and v 2*kv each, the SDPA log-sum-exp 4*heads, and the SwiGLU
+    MLP 8*f (gate, silu(gate), up, product); the head keeps the fp32 log-softmax of the logits (4*vocab per
+    token).
+    hf-eager adds the fp32 softmax and bf16 probabilities of every head over the sequence (6*heads*seq).
+    tuned keeps each norm's 2h input and output, q/k/v, the flash output, the SwiGLU input 4f and the down
+    projection's input 2f (12h + 4kv + 6f + 4*heads) and the fused cross-entropy's fp32 softmax. With
+    checkpointing (full recompute) only each layer's 2h input is kept, plus one layer rebuilt during backward.
+    hf-sdpa is checked against a real forward pass in tests (saved-tensor hooks).
     """
+    check_choice("activation model", activations, tuple(ACTIVATIONS))
     tokens = micro_batch * seq_len
     s = dtype_bytes / 2  # the coefficients above are for 16-bit activations
     kv = arch.kv_heads * arch.head_dim
-    per_layer = int(s * (20 * arch.hidden + 4 * kv + 8 * arch.intermediate)) + 4 * arch.heads
-    head = 4 * arch.vocab + int(s * 8 * arch.hidden)
+    if activations == "tuned":
+        per_layer = int(s * (12 * arch.hidden + 4 * kv + 6 * arch.intermediate)) + 4 * arch.heads
+        head = 4 * arch.vocab + int(s * 2 * arch.hidden)
+        transient = int(s * 2) * arch.vocab  # the logits beside their softmax, one chunk at a time
+    else:
+        per_layer = int(s * (20 * arch.hidden + 4 * kv + 8 * arch.intermediate)) + 4 * arch.heads
+        if activations == "hf-eager":
+            per_layer += 6 * arch.heads * seq_len
+        head = 4 * arch.vocab + int(s * 8 * arch.hidden)
+        # the bf16 logits and their fp32 upcast exist together for a moment at the loss
+        transient = (int(s * 2) + 4) * arch.vocab
     kept = arch.layers * (int(s * 2 * arch.hidden) if grad_ckpt else per_layer)
     working = per_layer if grad_ckpt else 0  # the layer being recomputed
-    # the bf16 logits and their fp32 upcast exist together for a moment at the loss
-    transient = (int(s * 2) + 4) * arch.vocab
     return {
         "saved": tokens * (kept + head),
         "recompute": tokens * working,
@@ -96,6 +130,7 @@ class MemoryPlan:
     device: str
     components: dict[str, int] = field(default_factory=dict)
     placement: dict[str, str] = field(default_factory=dict)
+    activations: str = DEFAULT_ACTIVATIONS  # the stack's activation model (ACTIVATIONS)
 
     def _sum(self, where: str | None = None) -> int:
         return sum(v for k, v in self.components.items() if where is None or self.placement[k] == where)
@@ -181,6 +216,7 @@ class MemoryPlan:
                     mb=self.micro_batch, seq=self.seq_len
                 )
                 + (_(", checkpointed") if self.grad_ckpt else "")
+                + f" [{self.activations}]"
             ),
             "cuda_context": _("CUDA context and NCCL buffers"),
             "load_staging": _("checkpoint shard read into host memory before the GPU copy"),
@@ -238,7 +274,14 @@ def _components(arch: Architecture, world_size: int, opts: PlanOptions, device: 
     def part(n_bytes_per_param: float, stage_from: int) -> int:
         return math.ceil(n_bytes_per_param * P / (W if stage >= stage_from else 1))
 
-    acts = activation_bytes(arch, opts["micro_batch"], opts["seq_len"], opts["grad_ckpt"], d)
+    acts = activation_bytes(
+        arch,
+        opts["micro_batch"],
+        opts["seq_len"],
+        opts["grad_ckpt"],
+        d,
+        opts.get("activations", DEFAULT_ACTIVATIONS),
+    )
     comp = {
         "runtime": RUNTIME_HOST_BYTES,
         "params": part(d, 3),
@@ -295,6 +338,7 @@ def plan_memory(
     dtype: str = "bf16",
     device: str = "cpu",
     procs_per_node: int | None = None,
+    activations: str = DEFAULT_ACTIVATIONS,
 ) -> MemoryPlan:
     """Per-rank bytes for params, grads, fp32 master, Adam moments, activations and runtime overhead.
 
@@ -311,6 +355,7 @@ def plan_memory(
         "seq_len": seq_len,
         "grad_ckpt": grad_ckpt,
         "dtype": dtype,
+        "activations": activations,
     }
     check_count("world_size", world_size)
     procs_per_node = procs_per_node or world_size
@@ -332,4 +377,5 @@ def plan_memory(
         device,
         comp,
         _placement(comp, opts, device),
+        activations,
     )

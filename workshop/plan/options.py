@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 from workshop.errors import WorkshopError, check_choice
 from workshop.plan import rates
+from workshop.plan.catalog import check_families
 from workshop.plan.memory import HEADROOM, plan_memory
 from workshop.plan.models import SEQ_LEN, Architecture, get_preset
 from workshop.plan.topology import GB
@@ -137,8 +138,35 @@ def check_range(what: str, value: float | None, low: float, high: float, *, low_
         raise WorkshopError(f"{what} {value!r} is out of range; allowed {bracket}{low:g}, {high:g}]")
 
 
+# The range of each number a plan takes (low, high, low end open): beyond it the estimate means nothing (an
+# efficiency of 1e-308 turns the step time into inf and nan). `workshop plan` checks its flags' text against
+# the same bounds (cli/plan_args.py).
+LIMITS: dict[str, tuple[float, float, bool]] = {
+    "tokens": (0, 1e13, True),
+    "startup_s": (0, 7200, False),
+    "init_s": (0, 7200, False),
+    "download_gbps": (1e-3, 100, False),
+    "storage_gbps": (1e-3, 1000, False),
+    "checkpoint_minutes": (1, 1e5, False),  # or 0: only the final save
+    "headroom": (0, 1, False),
+    "max_hours": (1e-2, 1e9, False),
+    "budget": (1e-2, 1e9, False),
+    "efficiency": (1e-3, 1, False),
+    "price": (1e-3, 1e4, False),
+}
+
+
+def check_limit(what: str, name: str, value: float | None, *, zero: bool = False) -> None:
+    """check_range with LIMITS[name] (`zero`: 0 also allowed)."""
+    if zero and value == 0:
+        return
+    low, high, low_open = LIMITS[name]
+    check_range(what, value, low, high, low_open=low_open)
+
+
 def validate(opts: Options) -> None:
-    check_range("tokens", opts.tokens, 0, 1e13, low_open=True)
+    check_families(opts.families)
+    check_limit("tokens", "tokens", opts.tokens)
     for n in opts.nodes:
         if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= 1000:
             raise WorkshopError(f"nodes must be an integer in [1, 1000], got {n!r}")
@@ -150,22 +178,23 @@ def validate(opts: Options) -> None:
     if opts.procs_per_node is not None and opts.procs_per_node < 1:
         raise WorkshopError(f"procs_per_node must be an integer >= 1, got {opts.procs_per_node!r}")
     for what, v in (("max_hours", opts.max_hours), ("budget", opts.budget)):
-        if v is not None:
-            check_range(what, v, 0, 1e9, low_open=True)
-    check_range("headroom", opts.headroom, 0, 1)
+        check_limit(what, what, v)
+    check_limit("headroom", "headroom", opts.headroom)
     for what, rate in (("cpu efficiency", opts.cpu_efficiency), ("gpu efficiency", opts.gpu_efficiency)):
         if rate is not None:
-            check_range(what, rate.value, 0, 1, low_open=True)
+            check_limit(what, "efficiency", rate.value)
+    for instance, usd in opts.prices.items():
+        check_limit(f"price of {instance}", "price", usd)
     check_choice("GPU stack", opts.stack, STACKS)
     check_choice("CPU engine", opts.cpu_engine, CPU_ENGINES)
     if opts.cpu_efficiency is None:
         rates.cpu_efficiency(opts.cpu_engine, opts.ceiling)  # a bad --ceiling is an error, not "no CPU plan"
     check_choice("storage", opts.fixed.storage, STORAGES)
-    check_range("start-up seconds", opts.fixed.startup_s.value, 0, 7200)
-    check_range("init seconds", opts.fixed.init_s.value, 0, 7200)
-    check_range("download GB/s", opts.fixed.download_gbytes_per_s.value, 0, 100, low_open=True)
-    check_range("checkpoint minutes", opts.fixed.checkpoint_minutes, 0, 1e5)
-    check_range("storage GB/s", opts.fixed.write_rate().value, 0, 1000, low_open=True)
+    check_limit("start-up seconds", "startup_s", opts.fixed.startup_s.value)
+    check_limit("init seconds", "init_s", opts.fixed.init_s.value)
+    check_limit("download GB/s", "download_gbps", opts.fixed.download_gbytes_per_s.value)
+    check_limit("checkpoint minutes", "checkpoint_minutes", opts.fixed.checkpoint_minutes, zero=True)
+    check_limit("storage GB/s", "storage_gbps", opts.fixed.write_rate().value)
     context = get_preset(opts.model).config.get("max_position_embeddings")
     if context:
         check_range(f"seq_len (the model's context is {context:,})", opts.seq_len, 1, context)

@@ -14,6 +14,7 @@ from workshop.lang import _
 from workshop.plan.catalog import InstanceRow
 from workshop.plan.estimate import Job, Plan, estimate, job_of, memory_options, node_for, zero3_for
 from workshop.plan.fit import fit_instance
+from workshop.plan.memory import DEFAULT_ACTIVATIONS, STACK_ACTIVATIONS
 from workshop.plan.models import Architecture
 from workshop.plan.options import PLANNER_ERROR, Options, split_batch
 from workshop.plan.zero3 import Zero3Calls
@@ -35,9 +36,14 @@ def _fits(row: InstanceRow, job: Job, opts: Options) -> bool:
         nodes=job.nodes,
         procs_per_node=job.procs_per_node,
         headroom=opts.headroom,
-        plan_kw=memory_options(job),
+        plan_kw=memory_options(job, activations_of(row, opts)),
     )
     return got is not None
+
+
+def activations_of(row: InstanceRow, opts: Options) -> str:
+    """The activation model of the stack a plan on `row` runs: the GPU stack ranked, else the workbook's."""
+    return STACK_ACTIVATIONS[opts.stack] if row.gpus else DEFAULT_ACTIVATIONS
 
 
 def job_groups(row: InstanceRow, nodes: int, opts: Options) -> Iterable[list[Job]]:

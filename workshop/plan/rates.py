@@ -168,9 +168,9 @@ GPU_MFU = Rate(
     0.40,
     N_("of dense bf16 peak"),
     N_("assumption"),
-    "the workbook's stack (HF transformers eager attention + DeepSpeed ZeRO, bf16, full recompute off) "
-    "below the tuned stacks this table validates at 0.55 (MosaicML llm-foundry MPT-7B with FSDP and flash "
-    "attention, torchtitan Llama 3 8B); no GPU run here has measured it yet",
+    "the workbook's stack (HF transformers with SDPA attention + DeepSpeed ZeRO, bf16, full recompute off) "
+    "below the tuned stacks' 0.55 (read from MosaicML llm-foundry MPT-7B with FSDP and flash attention and "
+    "torchtitan Llama 3 8B: costcheck's in-sample rows); no GPU run here has measured it yet",
 )
 # Model FLOP rate per stack and precision, as a fraction of the dense bf16 peak (the planner's --stack).
 GPU_STACKS: dict[str, Rate] = {
@@ -368,8 +368,10 @@ def parse_prices(items: list[str] | None) -> dict[str, float]:
             usd = float(value)
         except ValueError:
             usd = -1.0
-        if not sep or "." not in name or not (0 < usd < 1e4):
-            raise WorkshopError(f"bad --price {item!r}; use TYPE=USD per hour, e.g. p5.48xlarge=55.04")
+        if not sep or "." not in name or not (1e-3 <= usd <= 1e4):  # options.LIMITS["price"]
+            raise WorkshopError(
+                f"bad --price {item!r}; use TYPE=USD per hour in [0.001, 10000], e.g. p5.48xlarge=55.04"
+            )
         if name not in known_types():
             close = difflib.get_close_matches(name, known_types(), n=1)
             hint = f"; did you mean {close[0]}?" if close else ""
