@@ -73,7 +73,7 @@ def requirements_from_plan(
     """A Requirements from a plan (a `workshop plan --json` object, one plan of it, or a Plan object) and
     what the plan does not say; every value is judged here, so a bad one is one error naming it."""
     where = source or "plan"
-    shown = where
+    shown = source or _("the plan")
     if isinstance(plan, Mapping) and "plans" in plan:
         plans = plan["plans"]
         if not isinstance(plans, list) or not plans or not isinstance(plans[0], Mapping):
