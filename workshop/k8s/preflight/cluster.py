@@ -203,8 +203,7 @@ def karpenter_controller(cluster) -> tuple[Check, str | None]:
             _("{where} (Karpenter {release}): {ready} of {wanted} replicas ready").format(
                 where=where, release=release or "?", ready=ready, wanted=wanted
             ),
-            f"kubectl -n {where.split('/')[0]} describe deployment {where.split('/')[1]}; "
-            f"kubectl -n {where.split('/')[0]} logs deployment/{where.split('/')[1]}",
+            _inspect(where),
         ), release
     return Check(
         KARPENTER_CONTROLLER,
@@ -338,16 +337,20 @@ def trainer_release(cluster, req: Requirements) -> Check:
             f"{dotted(TRAINER_MIN_KUBERNETES)} ({TRAINER_INSTALL_PAGE})",
         )
     if ready < 1:
-        ns, name = where.split("/")
-        return Check(
-            TRAINER_CONTROLLER,
-            FAIL,
-            said,
-            f"kubectl -n {ns} describe deployment {name}; kubectl -n {ns} logs deployment/{name}",
-        )
+        return Check(TRAINER_CONTROLLER, FAIL, said, _inspect(where))
     if have is None:
         return Check(TRAINER_CONTROLLER, NOT_CHECKED, said + "; " + _("its image names no release"))
-    running = dotted(have)
+    return _trainer_version(said, dotted(have), req, install)
+
+
+def _inspect(where: str) -> str:
+    """What to run when a controller's Deployment has no ready replica."""
+    ns, name = where.split("/")
+    return f"kubectl -n {ns} describe deployment {name}; kubectl -n {ns} logs deployment/{name}"
+
+
+def _trainer_version(said: str, running: str, req: Requirements, install: str) -> Check:
+    """The running release against the releases the workbook renders for and the one this job is for."""
     if running not in TRAINER_VERSIONS:
         return Check(
             TRAINER_CONTROLLER,

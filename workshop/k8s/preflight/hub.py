@@ -47,6 +47,16 @@ def hub_check(model: str | None, *, token: str | None = None, endpoint: str | No
             ).format(page=page),
         )
     from huggingface_hub import HfApi
+
+    try:
+        HfApi(endpoint=endpoint).auth_check(model, token=token)
+    except Exception as exc:  # noqa: BLE001 - every answer but success is judged by _refused
+        return _refused(exc, model, page)
+    return Check(HUB, PASS, _("this token may download {model}").format(model=model))
+
+
+def _refused(exc: Exception, model: str, page: str) -> Check:
+    """The Hub's refusal (or silence) as a verdict: what the learner fixes, or why it could not be asked."""
     from huggingface_hub.errors import (
         GatedRepoError,
         HfHubHTTPError,
@@ -54,9 +64,7 @@ def hub_check(model: str | None, *, token: str | None = None, endpoint: str | No
         RepositoryNotFoundError,
     )
 
-    try:
-        HfApi(endpoint=endpoint).auth_check(model, token=token)
-    except GatedRepoError:
+    if isinstance(exc, GatedRepoError):
         return Check(
             HUB,
             FAIL,
@@ -66,7 +74,7 @@ def hub_check(model: str | None, *, token: str | None = None, endpoint: str | No
                 "e-mail"
             ).format(page=page),
         )
-    except RepositoryNotFoundError:
+    if isinstance(exc, RepositoryNotFoundError):
         return Check(
             HUB,
             FAIL,
@@ -77,9 +85,9 @@ def hub_check(model: str | None, *, token: str | None = None, endpoint: str | No
                 "check the spelling (e.g. meta-llama/Meta-Llama-3-8B), or use a token that can see it: {page}"
             ).format(page=TOKENS_PAGE),
         )
-    except OfflineModeIsEnabled:
+    if isinstance(exc, OfflineModeIsEnabled):
         return Check(HUB, NOT_CHECKED, _("hub unreachable: HF_HUB_OFFLINE is set"))
-    except HfHubHTTPError as exc:
+    if isinstance(exc, HfHubHTTPError):
         status = exc.response.status_code if exc.response is not None else None
         if status == 401:
             return Check(
@@ -89,6 +97,6 @@ def hub_check(model: str | None, *, token: str | None = None, endpoint: str | No
                 _("make a new token: {page}").format(page=TOKENS_PAGE),
             )
         return Check(HUB, NOT_CHECKED, _("hub unreachable: it answered {status}").format(status=status))
-    except _network_errors() as exc:
+    if isinstance(exc, _network_errors()):
         return Check(HUB, NOT_CHECKED, _("hub unreachable ({error})").format(error=type(exc).__name__))
-    return Check(HUB, PASS, _("this token may download {model}").format(model=model))
+    raise exc
