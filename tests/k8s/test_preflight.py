@@ -297,11 +297,17 @@ def test_cli_with_a_plan_file_from_workshop_plan_json_and_a_cluster(full, tmp_pa
 
 
 def test_a_cost_planner_plan_object_is_accepted():
-    from workshop.plan import cost, options
+    """Chapter 05 passes the cost planner's Plan itself: the attribute names are the plan file's keys."""
+    from dataclasses import fields
+    from types import SimpleNamespace
 
-    plan = cost.rank(options.Options(model="llama-3-8b", tokens=1e8, families=("c7i",), nodes=(2,)))[0]
+    from workshop.plan.estimate import Plan
+
+    assert {"instance_type", "nodes", "device"} <= {f.name for f in fields(Plan)}
+    plan = SimpleNamespace(instance_type="m7i.12xlarge", nodes=2, device="cpu")
     req = preflight.requirements_from_plan(plan, storage="fsx")
-    assert (req.instance_type, req.nodes, req.device) == (plan.instance_type, 2, "cpu")
+    assert (req.instance_type, req.nodes, req.device, req.storage) == ("m7i.12xlarge", 2, "cpu", "fsx")
+    assert "2 x m7i.12xlarge (cpu) from the plan" in req.describe()
 
 
 @pytest.mark.parametrize(
