@@ -419,3 +419,22 @@ def test_a_preset_needs_no_token_and_no_token_is_not_checked():
     assert hub.hub_check("llama-3-8b", token=TOKEN).verdict == NOT_NEEDED
     no_token = hub.hub_check(MODEL)
     assert no_token.verdict == NOT_CHECKED and "HF_TOKEN is not set" in no_token.detail
+
+
+def test_a_plan_file_with_job_and_placement_gives_storage_trainer_and_the_hub_model(tmp_path):
+    """The shape plan/job.py's plan files take (format, trainer, job, placement): read without its loader."""
+    data = {
+        "format": "workshop-plan/1",
+        "trainer": "2.1.0",
+        "job": {"model": "llama-3-8b", "weights": "hub", "dataset": "wikitext"},
+        "placement": {"instance_type": "r7i.16xlarge", "device": "cpu", "nodes": 4, "storage": "s3"},
+    }
+    req = preflight.requirements_from_plan(data)
+    assert (req.instance_type, req.nodes, req.device) == ("r7i.16xlarge", 4, "cpu")
+    assert (req.storage, req.trainer_version, req.model) == ("s3", "2.1.0", "meta-llama/Meta-Llama-3-8B")
+    flags_win = preflight.requirements_from_plan(
+        data, storage="fsx", trainer_version="2.3.0", model="llama-3-8b"
+    )
+    assert (flags_win.storage, flags_win.trainer_version, flags_win.model) == ("fsx", "2.3.0", "llama-3-8b")
+    random_weights = preflight.requirements_from_plan({**data, "job": {**data["job"], "weights": "random"}})
+    assert random_weights.model == "llama-3-8b"

@@ -18,7 +18,7 @@ from workshop.errors import WorkshopError, check_choice
 from workshop.k8s.storage import STORAGE_KINDS
 from workshop.k8s.trainjob import TRAINER_VERSIONS, normalize_trainer_version
 from workshop.lang import N_, _
-from workshop.plan.models import resolve_source
+from workshop.plan.models import PRESETS, resolve_source
 
 DEVICES = ("cpu", "gpu")
 PASS, FAIL, NOT_CHECKED, NOT_NEEDED = "pass", "fail", "not checked", "not needed"
@@ -61,6 +61,28 @@ def _plan_value(plan, key: str):
     return plan.get(key) if isinstance(plan, Mapping) else getattr(plan, key, None)
 
 
+def _what_it_says(plan) -> dict:
+    """Storage, Trainer release and model, where the plan carries them: a Plan of plan/job.py (or its file:
+    `trainer`, `placement.storage`, the job's model with its weights) or flat keys of the same names."""
+    placement, job = _plan_value(plan, "placement"), _plan_value(plan, "job")
+    if placement is None:
+        return (
+            {k: plan.get(k) for k in ("storage", "trainer_version", "model")}
+            if isinstance(plan, Mapping)
+            else {}
+        )
+    model = getattr(job, "train_model", None)
+    if model is None and isinstance(job, Mapping) and job.get("model"):
+        preset = PRESETS.get(job["model"])
+        hub = preset.hub_id if preset else None
+        model = hub if job.get("weights") == "hub" and hub else job["model"]
+    return {
+        "storage": _plan_value(placement, "storage"),
+        "trainer_version": _plan_value(plan, "trainer"),
+        "model": model,
+    }
+
+
 def requirements_from_plan(
     plan=None,
     *,
@@ -70,8 +92,9 @@ def requirements_from_plan(
     zones: tuple[str, ...] | list[str] = (),
     source: str | None = None,
 ) -> Requirements:
-    """A Requirements from a plan (a `workshop plan --json` object, one plan of it, or a Plan object) and
-    what the plan does not say; every value is judged here, so a bad one is one error naming it."""
+    """A Requirements from a plan (a `workshop plan --json` object, one plan of it, a Plan object of the cost
+    planner, or a plan/job.py Plan and its file with `job` and `placement`) and what the plan does not say;
+    every value is judged here, so a bad one is one error naming it."""
     where = source or "plan"
     shown = source or _("the plan")
     if isinstance(plan, Mapping) and "plans" in plan:
@@ -83,7 +106,12 @@ def requirements_from_plan(
         plan = plans[0]
     instance_type = nodes = device = None
     if plan is not None:
-        instance_type, nodes, device = (_plan_value(plan, k) for k in ("instance_type", "nodes", "device"))
+        where_it_runs = (
+            _plan_value(plan, "placement") or plan
+        )  # a plan file of `workshop plan` (job, placement)
+        instance_type, nodes, device = (
+            _plan_value(where_it_runs, k) for k in ("instance_type", "nodes", "device")
+        )
         if not isinstance(instance_type, str) or not _TYPE.match(instance_type):
             raise WorkshopError(
                 f"{where}: instance_type {instance_type!r} is not an EC2 instance type such as c7i.48xlarge"
@@ -91,15 +119,10 @@ def requirements_from_plan(
         if isinstance(nodes, bool) or not isinstance(nodes, int) or nodes < 1:
             raise WorkshopError(f"{where}: nodes {nodes!r} must be a whole number >= 1")
         check_choice(f"{where}: device", device, DEVICES)
-        for key, value in (("storage", storage), ("trainer_version", trainer_version), ("model", model)):
-            if value is None and isinstance(plan, Mapping):  # a plan file may carry them; a flag wins
-                value = plan.get(key)
-            if key == "storage":
-                storage = value
-            elif key == "trainer_version":
-                trainer_version = value
-            else:
-                model = value
+        said = _what_it_says(plan)  # a flag wins over what the plan says
+        storage = storage if storage is not None else said.get("storage")
+        trainer_version = trainer_version if trainer_version is not None else said.get("trainer_version")
+        model = model if model is not None else said.get("model")
     if storage is not None:
         check_choice("output storage", storage, STORAGE_KINDS)
     if model is not None:
