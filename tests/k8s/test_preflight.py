@@ -13,9 +13,10 @@ import pytest
 from tests.support.fake_apiserver import GROUPS, FakeAPIServer
 from workshop.cli.cluster import cluster as cluster_command
 from workshop.errors import WorkshopError
-from workshop.k8s import preflight
+from workshop.k8s import crds, preflight
+from workshop.k8s.base import read_yaml_docs
 from workshop.k8s.cluster import connect
-from workshop.k8s.preflight import aws, hub
+from workshop.k8s.preflight import aws, hub, releases
 from workshop.k8s.preflight import cluster as pc
 from workshop.k8s.preflight.model import FAIL, NOT_CHECKED, NOT_NEEDED, PASS
 
@@ -69,8 +70,21 @@ def _daemonset(name):
     }
 
 
+def _store_crds(server, family, version):
+    """The release's CRDs as the server stores them (the package's shipped files)."""
+    folder = crds.folder(family, version, fetch_if_missing=False)
+    for path in sorted(folder.glob("*.yaml")):
+        for doc in read_yaml_docs(path):
+            if doc.get("kind") == "CustomResourceDefinition":
+                server.put("apiextensions.k8s.io/v1", "customresourcedefinitions", doc)
+
+
 def _complete(server, *, karpenter="1.8.8", trainer="v2.3.0"):
     """Everything a GPU job with FSx outputs needs, as the components' installs leave it."""
+    if karpenter in crds.pinned_versions("karpenter"):
+        _store_crds(server, "karpenter", karpenter)
+    if trainer.lstrip("v") in crds.pinned_versions("trainer"):
+        _store_crds(server, "trainer", trainer.lstrip("v"))
     image = f"public.ecr.aws/karpenter/controller:{karpenter}@sha256:{'0' * 64}"
     server.put("apps/v1", "deployments", _deployment("karpenter", image, 2, 2), "kube-system")
     trainer_image = f"ghcr.io/kubeflow/trainer/trainer-controller-manager:{trainer}"
@@ -179,6 +193,7 @@ def test_a_bare_cluster_fails_each_component_with_the_command_that_installs_it(b
     assert "nvidia-device-plugin" in fixes[pc.NVIDIA] and "aws-efa-k8s-device-plugin" in fixes[pc.EFA]
     # what depends on a missing CRD is not judged twice: it is not checked, and says why
     assert verdicts[pc.KARPENTER_MATRIX] == verdicts[pc.NODECLASS] == verdicts[pc.RUNTIME] == NOT_CHECKED
+    assert verdicts[releases.KARPENTER_CRD_RELEASE] == verdicts[releases.TRAINER_CRD_RELEASE] == NOT_CHECKED
     assert report.exit_code == 1
     text = str(report)
     assert "[FAIL" in text and "-> helm upgrade --install karpenter-crd" in text
@@ -438,3 +453,27 @@ def test_a_plan_file_with_job_and_placement_gives_storage_trainer_and_the_hub_mo
     assert (flags_win.storage, flags_win.trainer_version, flags_win.model) == ("fsx", "2.3.0", "llama-3-8b")
     random_weights = preflight.requirements_from_plan({**data, "job": {**data["job"], "weights": "random"}})
     assert random_weights.model == "llama-3-8b"
+
+
+def test_crds_of_another_release_than_the_controllers_fail_with_the_crd_chart(full):
+    """helm upgrade leaves a chart's CRDs as they were: the controller runs 1.8.8 over 1.14.1's schema."""
+    _complete(full)
+    _store_crds(full, "karpenter", "1.14.1")
+    report = _run(full, CPU_PLAN)
+    check = report.verdict_of(releases.KARPENTER_CRD_RELEASE)
+    assert check.verdict == FAIL and "nodepools.karpenter.sh is not 1.8.8's" in check.detail
+    assert "karpenter-crd --version 1.8.8" in check.fix
+    assert report.verdict_of(releases.TRAINER_CRD_RELEASE).verdict == PASS
+    del full.objects[
+        ("apiextensions.k8s.io/v1", "customresourcedefinitions", None, "trainjobs.trainer.kubeflow.org")
+    ]
+    trainer = _run(full, CPU_PLAN).verdict_of(releases.TRAINER_CRD_RELEASE)
+    assert trainer.verdict == FAIL and "trainjobs.trainer.kubeflow.org is missing" in trainer.detail
+    assert "overlays/manager?ref=v2.3.0" in trainer.fix
+
+
+def test_a_controller_release_whose_crds_are_not_here_is_not_checked(full, monkeypatch, tmp_path):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))  # no release added to the cache either
+    _complete(full, karpenter="1.9.0")
+    check = _run(full, CPU_PLAN).verdict_of(releases.KARPENTER_CRD_RELEASE)
+    assert check.verdict == NOT_CHECKED and "workshop crds fetch --karpenter 1.9.0" in check.detail

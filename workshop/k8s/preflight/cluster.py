@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 from workshop.k8s.api_errors import ClusterError
 from workshop.k8s.crds import pinned_versions
-from workshop.k8s.install import install_commands
+from workshop.k8s.install import TRAINER_REPO, install_commands
 from workshop.k8s.preflight.matrix import (
     KARPENTER_MATRIX_PAGE,
     KARPENTER_MIN_FOR,
@@ -25,6 +25,7 @@ from workshop.k8s.preflight.matrix import (
     parse_version,
 )
 from workshop.k8s.preflight.model import FAIL, NOT_CHECKED, NOT_NEEDED, PASS, Check, Requirements
+from workshop.k8s.preflight.releases import KARPENTER_CRD_RELEASE, TRAINER_CRD_RELEASE, crd_release_check
 from workshop.k8s.storage import FSX_PROVISIONER
 from workshop.k8s.trainjob import DEFAULT_RUNTIME, TRAINER_VERSIONS
 from workshop.lang import N_, _
@@ -45,9 +46,11 @@ NAMES = (
     KARPENTER_CRDS,
     KARPENTER_CONTROLLER,
     KARPENTER_MATRIX,
+    KARPENTER_CRD_RELEASE,
     NODECLASS,
     TRAINER_CRDS,
     TRAINER_CONTROLLER,
+    TRAINER_CRD_RELEASE,
     RUNTIME,
     FSX,
     NVIDIA,
@@ -466,9 +469,12 @@ def cluster_checks(cluster, req: Requirements) -> list[Check]:
 
     checks.append(_guarded(KARPENTER_CONTROLLER, controller))
     checks.append(_guarded(KARPENTER_MATRIX, lambda: karpenter_matrix(cluster, release[0])))
+    checks.append(_crds_match(cluster, "karpenter", checks[1], release[0]))
     checks.append(_guarded(NODECLASS, lambda: nodeclasses(cluster)))
     checks.append(_guarded(TRAINER_CRDS, lambda: trainer_crds(cluster, req)))
     checks.append(_guarded(TRAINER_CONTROLLER, lambda: trainer_release(cluster, req)))
+    trainer = _guarded_release(cluster, TRAINER_NAMESPACES, _is_trainer)
+    checks.append(_crds_match(cluster, "trainer", checks[-2], trainer))
     checks.append(_guarded(RUNTIME, lambda: runtime(cluster, req)))
     checks.append(_guarded(FSX, lambda: fsx_driver(cluster, req)))
     try:
@@ -476,6 +482,32 @@ def cluster_checks(cluster, req: Requirements) -> list[Check]:
     except ClusterError as exc:
         checks += [Check(NVIDIA, NOT_CHECKED, str(exc)), Check(EFA, NOT_CHECKED, str(exc))]
     return checks
+
+
+def _guarded_release(cluster, namespaces, match) -> str | None:
+    """A controller's release as 'x.y.z' (None when it is not found or may not be read)."""
+    try:
+        found = _controller(cluster, namespaces, match)
+    except ClusterError:
+        return None
+    version = parse_version(found[2]) if found else None
+    return dotted(version) if version else None
+
+
+def _crds_match(cluster, family: str, served: Check, release: str | None) -> Check:
+    """The CRDs against the controller's release, once both are there (else 'not checked', pointing at the
+    check that failed)."""
+    name = KARPENTER_CRD_RELEASE if family == "karpenter" else TRAINER_CRD_RELEASE
+    if served.verdict != PASS:
+        return Check(name, NOT_CHECKED, _("see {check}").format(check=_(served.name)))
+    if family == "karpenter":
+        fix = (
+            "helm upgrade --install karpenter-crd oci://public.ecr.aws/karpenter/karpenter-crd "
+            f"--version {release} --namespace kube-system, before the controller ({KARPENTER_GUIDE})"
+        )
+    else:
+        fix = f'kubectl apply --server-side -k "{TRAINER_REPO}/manifests/overlays/manager?ref=v{release}"'
+    return _guarded(name, lambda: crd_release_check(cluster, family, release, fix))
 
 
 def unchecked(req: Requirements, why: str) -> list[Check]:
