@@ -1,5 +1,5 @@
-"""`python -m workshop cluster status|apply|delete|watch|logs|teardown`: parse, judge every input before any
-connection, call the cluster layer (or the teardown), print."""
+"""`python -m workshop cluster status|apply|delete|watch|logs|teardown|preflight`: parse, judge every input
+before any connection, call the cluster layer (or the teardown), print."""
 
 from __future__ import annotations
 
@@ -15,11 +15,19 @@ from workshop.k8s.teardown.delete import EXIT_TERMINATING, teardown
 from workshop.k8s.teardown.model import finalizer_text
 from workshop.k8s.validate import ensure_valid
 from workshop.k8s.waits import settle
+from workshop.lang import _
 
 TEARDOWN_DESCRIPTION = (
     "List every object the workbook created (label app.kubernetes.io/part-of=workshop or field manager "
     "workshop) with what it costs; --yes deletes them in dependency order and waits until Karpenter has "
     "drained the nodes."
+)
+PREFLIGHT_DESCRIPTION = (
+    "Check what a job needs before it is submitted, one verdict per check: pass, FAIL (with the command or "
+    "page that fixes it), not checked (and why) or not needed. With a kubeconfig: the server, Karpenter, "
+    "Kubeflow Trainer + JobSet and the torch-distributed runtime, the FSx CSI driver, the GPU device "
+    "plugins; with AWS credentials: the EC2 vCPU quota and the type's offering; with HF_TOKEN: access to "
+    "gated weights."
 )
 TEARDOWN_EPILOG = (
     "exit codes: 0 done, 1 something could not be listed or removed, 2 bad flags or no cluster, "
@@ -60,7 +68,28 @@ def _parser() -> argparse.ArgumentParser:
     )
     p_del.add_argument("files", nargs="+")
     _teardown_parser(sub)
+    _preflight_parser(sub)
     return parser
+
+
+def _preflight_parser(sub) -> None:
+    p = sub.add_parser(
+        "preflight",
+        help="before a job: check the cluster, the AWS account and the Hub token (reads only)",
+        description=PREFLIGHT_DESCRIPTION,
+        epilog="exit codes: 0 nothing failed (some checks may be 'not checked'), 1 a check failed, "
+        "2 bad input",
+    )
+    p.add_argument(
+        "--plan", metavar="FILE", help="a plan file (`workshop plan --json > FILE`; its first plan)"
+    )
+    p.add_argument("--kubeconfig", dest="preflight_kubeconfig", metavar="KUBECONFIG")
+    p.add_argument("--context", dest="preflight_context", metavar="CONTEXT")
+    p.add_argument("--region", help="AWS region of the quota and offering checks (default: boto3's)")
+    p.add_argument("--storage", help="where the outputs go: fsx or s3 (default: the plan file's, else none)")
+    p.add_argument("--trainer-version", help="the Kubeflow Trainer release the job is rendered for")
+    p.add_argument("--model", help="the model (a hub id is checked for gated access with HF_TOKEN)")
+    p.add_argument("--zone", action="append", default=[], help="an availability zone the nodes must use")
 
 
 def _teardown_parser(sub) -> None:
@@ -129,6 +158,8 @@ def cluster(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.kubeconfig is not None:
         check_kubeconfig(args.kubeconfig, "--kubeconfig")
+    if args.action == "preflight":
+        return _preflight(args)
     docs = _manifests(getattr(args, "files", None) or [])
     _check(args, docs)
     if args.action == "teardown":
@@ -194,3 +225,30 @@ def _logs(reached: Cluster, pod: str, namespace: str, *, follow: bool, wait_s: f
         print(f"no log yet: pod {namespace}/{pod} " + (f"is {why}" if why else "printed nothing"))
     for line in text.splitlines():
         print(line, flush=True)
+
+
+def _preflight(args: argparse.Namespace) -> int:
+    """Every input judged first (one `error:` line, exit 2); then the report, exit 1 when a check failed."""
+    from workshop.k8s import preflight
+    from workshop.k8s.preflight.model import read_plan_file
+    from workshop.plan.catalog import known_regions
+
+    kubeconfig = args.preflight_kubeconfig or args.kubeconfig
+    if kubeconfig is not None:
+        check_kubeconfig(kubeconfig, "--kubeconfig")
+    if args.region is not None:
+        check_choice("--region", args.region, known_regions("aws"))
+    plan = read_plan_file(args.plan) if args.plan else None
+    needs = preflight.requirements_from_plan(
+        plan,
+        storage=args.storage,
+        trainer_version=args.trainer_version,
+        model=args.model,
+        zones=args.zone,
+        source=_("plan file {path}").format(path=args.plan) if args.plan else None,
+    )
+    report = preflight.run(
+        needs, kubeconfig=kubeconfig, context=args.preflight_context or args.context, region=args.region
+    )
+    print(report)
+    return report.exit_code
