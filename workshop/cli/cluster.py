@@ -12,7 +12,7 @@ from workshop.k8s.base import check_dns_label, read_yaml_docs
 from workshop.k8s.cluster import Cluster, check_kubeconfig, connect
 from workshop.k8s.logs import follow_logs, pod_waiting
 from workshop.k8s.teardown.delete import EXIT_TERMINATING, teardown
-from workshop.k8s.teardown.model import finalizer_text
+from workshop.k8s.teardown.reading import why_held
 from workshop.k8s.validate import ensure_valid
 from workshop.k8s.waits import settle
 
@@ -177,7 +177,7 @@ def _delete(reached: Cluster, docs: list[dict]) -> int:
     for doc in asked:
         name = f"{doc['kind']}/{doc['metadata']['name']}"
         if id(doc) in left:  # a finalizer holds it: not deleted yet, and said so
-            print(f"{name}: deletion asked for, Terminating: {finalizer_text(left[id(doc)])}")
+            print(f"{name}: deletion asked for, Terminating: {why_held(reached, doc['kind'], left[id(doc)])}")
         else:
             print(f"{name} deleted")
     return EXIT_TERMINATING if left else 0
