@@ -13,6 +13,7 @@ from workshop.k8s.cluster import Cluster, check_kubeconfig, connect
 from workshop.k8s.logs import follow_logs, pod_waiting
 from workshop.k8s.teardown.delete import EXIT_TERMINATING, teardown
 from workshop.k8s.teardown.reading import why_held
+from workshop.k8s.trainer_admission import missing_on_cluster
 from workshop.k8s.validate import ensure_valid
 from workshop.k8s.waits import settle
 
@@ -146,6 +147,8 @@ def cluster(argv: list[str] | None = None) -> int:
     if reached is None:
         return 1
     if args.action == "apply":
+        for line in missing_on_cluster(reached, docs):  # what no admission checks, said before sending
+            print(f"warning: {line}")
         for result in reached.apply(
             docs, dry_run=args.dry_run, field_manager=args.field_manager, force=args.force_conflicts
         ):
