@@ -536,6 +536,7 @@ def test_what_a_job_needs_on_the_cluster_is_checked_there(server, cluster, train
     runtime = read_yaml_docs(
         crds.folder("trainer", "2.1.0", fetch_if_missing=False) / "runtimes" / "torch_distributed.yaml"
     )[0]
+    runtime["spec"]["mlPolicy"]["torch"] = {}  # 2.1's numProcPerNode is not a 2.3 runtime field
     made = [*spec.storage.documents(), spec.hf_secret.api_body(), runtime]
     try:
         cluster.apply(made, validate=False)
