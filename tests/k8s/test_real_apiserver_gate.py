@@ -27,12 +27,14 @@ def _collect(env_value: str | None) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.slow  # a pytest run of its own (CI runs slow tests too)
 def test_unset_skips_in_one_line():
     run = _collect(None)
     assert run.returncode == 5 and "1 skipped" in run.stdout, run.stdout  # 5: no test ran, none failed
     assert sum("KUBEBUILDER_ASSETS is not set" in line for line in run.stdout.splitlines()) == 1, run.stdout
 
 
+@pytest.mark.slow
 def test_set_but_wrong_fails_naming_what_is_missing(tmp_path):
     run = _collect(str(tmp_path / "nowhere"))
     assert run.returncode not in (0, 5) and "skipped" not in run.stdout, run.stdout
