@@ -288,6 +288,7 @@ def chapter05_job(name: str = "cpu-llama3", namespace: str = "default", token: s
 
 
 def test_connect_names_the_real_server_and_its_version(cluster, capsys):
+    """`connect()` reaches the real server, prints where, and reads its version (v1.36)."""
     again = connect()
     assert again is not None and again.version.startswith("v1.36"), again and again.version
     assert "connected: https://127.0.0.1:" in capsys.readouterr().out
@@ -665,6 +666,8 @@ def test_changed_nodeclassref_group_is_refused_in_one_line(server, cluster, tmp_
 
 
 def test_conflict_with_another_field_manager_names_it(server, cluster):
+    """Another field manager applying a different `spec.limits.cpu`: the server's 409 is explained with
+    the field and the manager (`workshop`) that owns it."""
     docs = chapter02_docs()[:1]
     try:
         cluster.apply(docs, karpenter=KARPENTER)
@@ -680,6 +683,8 @@ def test_conflict_with_another_field_manager_names_it(server, cluster):
 
 
 def test_forbidden_user_is_told_who_cannot_do_what(server):
+    """A user RBAC allows nothing but discovery: the 403 names the user, the resource and the
+    `kubectl auth can-i` line to check it."""
     learner = connect(kubeconfig=str(server.workdir / "learner.kubeconfig"), quiet=True)
     assert learner is not None  # /version and discovery are open to any authenticated user
     with pytest.raises(ClusterError) as exc:
@@ -689,6 +694,7 @@ def test_forbidden_user_is_told_who_cannot_do_what(server):
 
 
 def test_forbidden_teardown_does_not_say_nothing_is_there(server, capsys):
+    """Teardown as that user: it fails naming who cannot list, never "Nothing of the workbook"."""
     rc = cluster_command(["--kubeconfig", str(server.workdir / "learner.kubeconfig"), "teardown"])
     out = capsys.readouterr().out
     assert rc != 0, out
@@ -700,6 +706,9 @@ def test_forbidden_teardown_does_not_say_nothing_is_there(server, capsys):
 
 
 def test_chapter05_submit_replace_status_and_wait(server, cluster, trainer_2_3):
+    """Chapter 05's `jobs.submit`: the Secret created, the claim given pvc-protection by admission; a second
+    submit replaces the job (a new uid); `wait` times out with no status, then sees Complete once the test
+    plays Trainer."""
     spec = chapter05_job("rt-submit")
     docs = spec.documents(TRAINER)
     try:
@@ -723,6 +732,7 @@ def test_chapter05_submit_replace_status_and_wait(server, cluster, trainer_2_3):
 
 
 def test_submit_into_a_missing_namespace_says_the_namespace_is_missing(cluster, trainer_2_3):
+    """A submit into a namespace that does not exist says so (not that the Secret is missing)."""
     spec = chapter05_job("rt-nons", namespace="no-such-namespace", token=None)
     with pytest.raises(WorkshopError) as exc:
         jobs.submit(cluster, spec, trainer=TRAINER)
@@ -890,6 +900,8 @@ def nodeclaim(name: str, pool: str, instance_type: str = "m7i.16xlarge") -> dict
 
 
 def test_watch_nodeclaims_lists_then_follows(server, cluster):
+    """`watch_nodeclaims`: the claim already there is listed, the one created a second later follows;
+    the instance type is shown."""
     code, body = server.request(
         "POST", "/apis/karpenter.sh/v1/nodeclaims", nodeclaim("rt-watch-a", "rt-watch")
     )
@@ -915,6 +927,9 @@ def test_watch_nodeclaims_lists_then_follows(server, cluster):
 
 
 def test_teardown_reports_terminating_until_the_finalizers_go(server, cluster, trainer_2_3):
+    """Teardown with the finalizers controllers would hold (Karpenter's, pvc-protection): exit non-zero,
+    each named Terminating; the orphaned NodeClaim and its cost still listed; once the test plays the
+    controllers, every object is gone."""
     docs = chapter02_docs()[:2]  # the CPU pool + its EC2NodeClass
     pool, nodeclass = docs[0]["metadata"]["name"], docs[1]["metadata"]["name"]
     spec = chapter05_job("rt-down")
