@@ -638,13 +638,11 @@ def test_chapter02_apply_dry_run_real_and_ready_when_a_controller_says_so(server
     assert_absent(cluster, docs)
     try:
         cluster.apply(docs, karpenter=KARPENTER)
-        t0 = time.monotonic()
         said: list[str] = []
         ready = pools_ready(cluster, docs, timeout=1, echo=said.append, progress=False)
         assert ready and not any(ready.values()), ready  # no Karpenter: nothing turns Ready
         assert sum("no status at all" in line and "Karpenter" in line for line in said) == len(docs), said
         assert "left on the cluster" in said[-1] and "teardown" in said[-1], said
-        assert time.monotonic() - t0 < 30
         for d in docs:  # Karpenter's part: every pool and node class reports Ready
             res = cluster.resource(d["kind"])
             set_status(server, res.path(name=d["metadata"]["name"]), {"conditions": [condition("Ready")]})
