@@ -191,6 +191,23 @@ def test_a_typed_patch_500_is_the_manifests_fault_said_once_not_retried(api):
     assert len([r for r in api.requests if r["method"] == "PATCH"]) == 1
 
 
+def test_a_typed_patch_500_with_several_fields_names_every_field(api):
+    """Two mistyped args: the server lists both (`errors:` then one line per field path); the explanation
+    keeps both paths and values, not "errors: expected string, got ..." of the first."""
+    from workshop.k8s.base import load_yaml_docs
+
+    docs = [d for d in load_yaml_docs(_old_trainjob_text()) if d["kind"] == "TrainJob"]
+    args = docs[0]["spec"]["trainer"]["args"]
+    lr, other = _lr_index(), len(args)
+    args.append(8)  # a second number among the args
+    with pytest.raises(api_errors.ClusterError) as err:
+        api.cluster.apply(docs, validate=False)
+    text = str(err.value)
+    assert f".spec.trainer.args[{lr}]: expected string, got 2e-05" in text, text
+    assert f".spec.trainer.args[{other}]: expected string, got 8" in text, text
+    assert "2 fields:" in text and "errors:" not in text and "plain 2e-05, 8 are not strings" in text, text
+
+
 def test_cluster_apply_refuses_yesterdays_file_before_sending(api, tmp_path, capsys):
     path = tmp_path / "trainjob.yaml"
     path.write_text(_old_trainjob_text())

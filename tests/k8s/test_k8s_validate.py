@@ -489,3 +489,20 @@ def test_storage_manifests_are_checked_not_waved_through():
     assert 'reclaimPolicy: unsupported value "Keep"' in text
     assert 'spec.accessModes[0]: unsupported value "ReadWriteSometimes"' in text
     assert "spec.resources.requests.storage" in text
+
+
+@pytest.mark.parametrize(
+    ("plain", "go"), [(".inf", "+Inf"), ("-.Inf", "-Inf"), (".nan", "NaN")], ids=["inf", "-inf", "nan"]
+)
+def test_a_plain_inf_or_nan_is_refused_as_kubectl_refuses_it(plain, go):
+    """kubectl reads a plain .inf/.nan as a float and cannot write it as JSON: it refuses the file on the
+    client ("json: unsupported value: +Inf") and sends nothing, in a string field or a number field alike."""
+    text = (MANIFESTS_DIR / "trainjob-cpu-v2.2.yaml").read_text()
+    as_arg = text.replace("- '2e-05'", f"- {plain}", 1)
+    as_number = text.replace("numNodes: ", f"numNodes: {plain} #", 1)
+    for bad, path in ((as_arg, "spec.trainer.args["), (as_number, "spec.trainer.numNodes")):
+        problems = v.validate_yaml(bad, trainer="2.3.0")
+        said = [p for p in problems if p.path.startswith(path)]
+        assert len(said) == 1, problems
+        assert f'"json: unsupported value: {go}"' in said[0].message and "sends nothing" in said[0].message
+        assert "reads as a number" not in said[0].message

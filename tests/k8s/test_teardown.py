@@ -694,8 +694,8 @@ CLAIM = ("v1", "persistentvolumeclaims", NS, "workshop-outputs")
 
 
 def test_an_object_a_finalizer_holds_is_terminating_not_deleted(api, capsys):
-    """The claim's pvc-protection (a pod still mounts it) keeps it on the server: never "deleted", exit 4,
-    and the next teardown names it Terminating and does not delete it again."""
+    """The claim's pvc-protection (a pod, listed and named, still mounts it) keeps it on the server: never
+    "deleted", exit 4, and the next teardown names it Terminating and does not delete it again."""
     _seed(api, api.cluster)
     assert api.objects[CLAIM]["metadata"]["finalizers"] == ["kubernetes.io/pvc-protection"]  # admission
     _mounting_pod(api)  # not the job's: kube-controller-manager keeps the claim while it runs
@@ -705,13 +705,27 @@ def test_an_object_a_finalizer_holds_is_terminating_not_deleted(api, capsys):
     assert "deleted PersistentVolumeClaim default/workshop-outputs" not in out.out
     assert (
         "PersistentVolumeClaim default/workshop-outputs: deletion asked for, Terminating: finalizer "
-        "kubernetes.io/pvc-protection (a pod still mounts the claim" in out.out
+        "kubernetes.io/pvc-protection (pod debug-shell still mounts the claim; kube-controller-manager's PVC "
+        "protection controller removes it once no pod does)" in out.out
     )
     assert "Not done: 1 object(s) still Terminating" in out.out and "Done:" not in out.out
     api.requests.clear()
     code, out = _run(api, "--yes", "--delete-model", "--timeout", "0.3", capsys=capsys)
     assert code == 4 and _deletes(api) == []
     assert "Terminating since" in out.out and "is already Terminating" in out.out
+
+
+def test_a_claim_no_pod_mounts_is_not_blamed_on_a_pod(api, capsys):
+    """No pod mounts the claim and no controller removes pvc-protection (a cluster without a running
+    controller-manager): teardown lists the pods and says none mounts it, naming what removes the finalizer,
+    never "a pod still mounts the claim"."""
+    _seed(api, api.cluster)
+    api.pvc_protection_controller = False
+    code, out = _run(api, "--yes", "--delete-model", "--timeout", "0.5", capsys=capsys)
+    assert code == 4, out.out
+    held = [line for line in out.out.splitlines() if line.startswith("PersistentVolumeClaim default/")]
+    assert len(held) == 1 and "no pod mounts the claim, by the pods listed just now" in held[0], out.out
+    assert "PVC protection controller" in held[0] and "still mounts" not in out.out, out.out
 
 
 def _mounting_pod(api, name="debug-shell"):

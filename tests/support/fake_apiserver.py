@@ -11,7 +11,8 @@ container is created (`log_script`); `forbidden` answers 403 per resource and ve
 `kubernetes.io/pvc-protection` (an admission plugin adds it), and, playing kube-controller-manager
 (`pvc_protection_controller`), a deleted claim no pod mounts loses it at once. An apply into a namespace that
 does not exist is 404 `namespaces "x" not found`; a string field given a number is the real server's 500
-"failed to create typed patch object".
+"failed to create typed patch object", every such field listed as the real one lists them (one:
+`PATH: MESSAGE`; several: `errors:` then one indented `PATH: MESSAGE` line each).
 
 It records every request so a test can assert what the client sent. Only what the workbook's client calls is
 served; anything else is a 404 Status, as a real server would answer."""
@@ -398,19 +399,26 @@ class FakeAPIServer:
                         ),
                     )
                 trainer = (doc.get("spec") or {}).get("trainer") or {}
-                for field in ("command", "args"):
-                    for i, value in enumerate(trainer.get(field) or []):
-                        if not isinstance(value, str):
-                            return self.send_json(
-                                500,
-                                status(
-                                    500,
-                                    f"failed to create typed patch object ({key[2]}/{key[3]}; {key[0]}, "
-                                    f"Kind={doc.get('kind')}): .spec.trainer.{field}[{i}]: expected string, "
-                                    f"got &value.valueUnstructured{{Value:{value}}}",
-                                    "InternalError",
-                                ),
-                            )
+                wrong = [  # every mistyped field, as structured-merge-diff lists them
+                    f".spec.trainer.{field}[{i}]: expected string, "
+                    f"got &value.valueUnstructured{{Value:{value}}}"
+                    for field in ("command", "args")
+                    for i, value in enumerate(trainer.get(field) or [])
+                    if not isinstance(value, str)
+                ]
+                if wrong:  # one: 'PATH: MESSAGE'; several: 'errors:' then '  PATH: MESSAGE' per line
+                    detail = (
+                        wrong[0] if len(wrong) == 1 else "\n".join(["errors:", *(f"  {w}" for w in wrong)])
+                    )
+                    return self.send_json(
+                        500,
+                        status(
+                            500,
+                            f"failed to create typed patch object ({key[2]}/{key[3]}; {key[0]}, "
+                            f"Kind={doc.get('kind')}): {detail}",
+                            "InternalError",
+                        ),
+                    )
                 if key[1] == "persistentvolumeclaims" and key not in server.objects:
                     meta = doc.setdefault("metadata", {})
                     meta["finalizers"] = [*(meta.get("finalizers") or []), "kubernetes.io/pvc-protection"]

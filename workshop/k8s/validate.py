@@ -21,6 +21,10 @@ Which types? The file's plain scalars are typed as kubectl types them (Go's YAML
 among a TrainJob's args is a number there, and the server refuses it (`.spec.trainer.args[25]`); PyYAML
 would have read a string and passed it.
 
+What Trainer's admission webhook would refuse is judged too (`trainer_admission`): a TrainJob's runtimeRef
+must name a ClusterTrainingRuntime its release ships, and its env must not set the names the runtime's
+launcher reserves (`PET_*` for torch).
+
 Which release? A manifest is judged against the release its shape targets: a field that only some known
 releases declare (Trainer: `runtimePatches` means 2.2+, `podTemplateOverrides` means 2.1; Karpenter:
 EC2NodeClass `networkInterfaces` means newer than 1.8) picks those releases; with no such clue it is judged
@@ -42,6 +46,7 @@ from workshop.k8s.base import load_yaml_docs
 from workshop.k8s.cel_rules import cel_problems, rule_status
 from workshop.k8s.core_schemas import CORE_SCHEMAS, OBJECT_META
 from workshop.k8s.schema import Problem, join_path, short, structural, type_name
+from workshop.k8s.trainer_admission import webhook_problems
 from workshop.lang import _
 
 DEFAULT_KARPENTER = crds.pinned_versions("karpenter")[-1]  # the newest pinned release
@@ -300,7 +305,7 @@ def judge(
         return Verdict(label, family, problems=_against(doc, label, family, ""))
     forced = karpenter if family == "karpenter" else trainer
     releases = [forced] if forced else list(known_releases(family))
-    per_release = {v: _against(doc, label, family, v) for v in releases}
+    per_release = {v: _against(doc, label, family, v) + webhook_problems(doc, label, v) for v in releases}
     reason = "forced" if forced else ""
     if not forced:
         fits, why = _shape_clue(per_release)

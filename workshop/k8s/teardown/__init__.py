@@ -37,8 +37,9 @@ people's too), and chapter 05's self-referencing security-group rules (EC2, not 
 nothing).
 
 "Deleted" is said only of an object a re-read no longer finds. One a finalizer holds stays Terminating: it is
-named with the finalizer and what removes it (`kubernetes.io/pvc-protection`: a pod still mounts the claim;
-`karpenter.sh/termination`: Karpenter drains the node), and teardown waits for it within `--timeout`.
+named with the finalizer and what removes it (`kubernetes.io/pvc-protection`: kube-controller-manager's PVC
+protection controller, once no pod mounts the claim; teardown lists the pods and names those that do, or says
+none does; `karpenter.sh/termination`: Karpenter drains the node), and teardown waits within `--timeout`.
 NodeClaims and Nodes labelled `karpenter.sh/nodepool=<a workbook pool>` are found, and their cost counted,
 even after their NodePool is gone (a drain that timed out leaves them); --yes deletes those NodeClaims, so
 that Karpenter terminates their instances, and waits. An object the workbook applied that another field

@@ -11,8 +11,8 @@ from workshop.k8s.api_errors import ClusterError
 from workshop.k8s.storage import MODEL_ANNOTATION
 from workshop.k8s.teardown.inventory import inventory
 from workshop.k8s.teardown.listing import COMMAND, listing
-from workshop.k8s.teardown.model import Found, Inventory, finalizer_text
-from workshop.k8s.teardown.reading import meta_of
+from workshop.k8s.teardown.model import Found, Inventory
+from workshop.k8s.teardown.reading import meta_of, why_held
 from workshop.k8s.waits import current
 
 Echo = Callable[[str], None]
@@ -241,7 +241,7 @@ def _delete_all(cluster, plan: list[Found], failures: list[str], echo) -> tuple[
             gone.append(f)
             echo(f"deleted {f.kind} {f.ref}" if existed else f"{f.kind} {f.ref} was already gone")
         else:
-            f.terminating = finalizer_text(now)
+            f.terminating = why_held(cluster, f.kind, now)
             held.append(f)
             echo(f"{f.kind} {f.ref}: deletion asked for, Terminating: {f.terminating}")
     return gone, held
@@ -262,7 +262,7 @@ def _wait_terminated(cluster, held: list[Found], deadline: float, interval: floa
             if now is None:
                 echo(f"deleted {f.kind} {f.ref} (its finalizer was removed)")
             else:
-                f.terminating = finalizer_text(now)
+                f.terminating = why_held(cluster, f.kind, now)
                 left.append(f)
         held = left
         if not held or clock() + interval > deadline:

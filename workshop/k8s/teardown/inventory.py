@@ -15,7 +15,6 @@ from workshop.k8s.teardown.model import (
     Kind,
     Node,
     co_owners,
-    finalizer_text,
     found_by,
     managers,
 )
@@ -28,6 +27,7 @@ from workshop.k8s.teardown.reading import (
     ref_of,
     referenced_secrets,
     volume_of,
+    why_held,
 )
 
 TRAINER_NAMESPACE = "kubeflow-system"
@@ -126,7 +126,7 @@ def _collect(inv: Inventory, k: Kind, objs: list[dict], seen: Seen) -> None:
         item = Found(k.kind, meta.get("name", "?"), meta.get("namespace"), k.api_version, found_by(obj))
         DESCRIBERS[k.kind](item, obj, seen)
         if meta.get("deletionTimestamp"):
-            item.terminating = finalizer_text(obj)
+            item.terminating = why_held(seen.read.cluster, k.kind, obj)
             item.details.append(f"Terminating since {meta['deletionTimestamp']}: {item.terminating}")
         inv.found.append(item)
 

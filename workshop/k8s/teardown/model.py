@@ -20,16 +20,35 @@ FSX_PRICE_SOURCE = (
 # The pool names the workbook's builders give (karpenter.cpu_amx_pool, gpu_pool): their nodes are found by
 # the label karpenter.sh/nodepool even when the pool itself is gone.
 WORKBOOK_POOLS = ("cpu-amx", "gpu")
-# What removes a finalizer, in a learner's words.
+# What removes a finalizer (which controller, and when), in a learner's words: never a cause teardown did
+# not check. For pvc-protection teardown lists the pods that mount the claim (`claim_users`) and says which.
+PVC_PROTECTION = "kubernetes.io/pvc-protection"
+PVC_PROTECTION_CONTROLLER = "kube-controller-manager's PVC protection controller"
 FINALIZER_WHY = {
-    "kubernetes.io/pvc-protection": "a pod still mounts the claim; it goes when that pod is gone",
-    "kubernetes.io/pv-protection": "a claim is still bound to the volume",
+    PVC_PROTECTION: f"{PVC_PROTECTION_CONTROLLER} removes it once no pod uses the claim",
+    "kubernetes.io/pv-protection": "kube-controller-manager's PV protection controller removes it once no "
+    "claim is bound to the volume",
     "karpenter.sh/termination": "Karpenter drains and terminates the node first (its controller must run)",
     "karpenter.k8s.aws/termination": "Karpenter removes it once no NodeClaim uses this node class "
     "(needs its controller running)",
     "foregroundDeletion": "the garbage collector deletes its dependents (pods, jobs) first",
     "orphan": "the garbage collector orphans its dependents first",
 }
+
+
+def _pvc_why(users: list[str] | None) -> str:
+    """pvc-protection with what teardown saw: the pods that mount the claim, none, or not looked at."""
+    if users is None:
+        return FINALIZER_WHY[PVC_PROTECTION]
+    if users:
+        who = f"pod {users[0]} still mounts" if len(users) == 1 else f"pods {', '.join(users)} still mount"
+        return f"{who} the claim; {PVC_PROTECTION_CONTROLLER} removes it once no pod does"
+    return (
+        f"no pod mounts the claim, by the pods listed just now: only {PVC_PROTECTION_CONTROLLER} is left "
+        "to remove it; if it stays, is the controller-manager running?"
+    )
+
+
 # Field managers that are controllers writing what they own (status, bindings, finalizers), not co-owners.
 CONTROLLER_MANAGERS = frozenset(
     {
@@ -47,13 +66,21 @@ CONTROLLER_MANAGERS = frozenset(
 )
 
 
-def finalizer_text(obj: dict) -> str:
-    """'finalizer kubernetes.io/pvc-protection (a pod still mounts the claim; ...)' for each finalizer."""
+def finalizer_text(obj: dict, users: list[str] | None = None) -> str:
+    """'finalizer kubernetes.io/pvc-protection (...)' for each finalizer: what removes it; for a claim, the
+    pods `users` that mount it (None: not looked at)."""
     held = (obj.get("metadata") or {}).get("finalizers") or []
     if not held:
         return "no finalizer left (the server removes it any moment)"
     return "; ".join(
-        f"finalizer {f} ({FINALIZER_WHY.get(f, 'the controller that set it removes it')})" for f in held
+        f"finalizer {f} ("
+        + (
+            _pvc_why(users)
+            if f == PVC_PROTECTION
+            else FINALIZER_WHY.get(f, "the controller that set it removes it")
+        )
+        + ")"
+        for f in held
     )
 
 

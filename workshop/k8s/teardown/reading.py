@@ -8,7 +8,7 @@ import re
 from workshop.k8s.api_errors import ClusterError
 from workshop.k8s.cluster import conditions
 from workshop.k8s.storage import FSX_PROVISIONER, model_dir
-from workshop.k8s.teardown.model import Inventory, Node, Volume
+from workshop.k8s.teardown.model import PVC_PROTECTION, Inventory, Node, Volume, finalizer_text
 from workshop.plan.catalog import hourly_price
 
 
@@ -114,6 +114,34 @@ def job_models(job: dict) -> dict[str, str]:
         if path:
             out[claim] = path
     return out
+
+
+def claim_users(cluster, namespace: str, claim: str) -> list[str] | None:
+    """The pods in the namespace that mount the claim and have not finished (what the PVC protection
+    controller waits for); None when the pods cannot be listed."""
+    try:
+        pods = cluster.get("Pod", namespace=namespace, api_version="v1").get("items") or []
+    except ClusterError:
+        return None
+    return [
+        meta_of(p).get("name", "?")
+        for p in pods
+        if (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+        and any(
+            ((v or {}).get("persistentVolumeClaim") or {}).get("claimName") == claim
+            for v in (p.get("spec") or {}).get("volumes") or []
+        )
+    ]
+
+
+def why_held(cluster, kind: str, obj: dict) -> str:
+    """What holds a Terminating object: its finalizers and what removes them; for a claim held by
+    pvc-protection, the pods that mount it, listed (a cause is named only once it is checked)."""
+    meta = meta_of(obj)
+    users = None
+    if kind == "PersistentVolumeClaim" and PVC_PROTECTION in (meta.get("finalizers") or []):
+        users = claim_users(cluster, meta.get("namespace") or "default", meta.get("name", ""))
+    return finalizer_text(obj, users)
 
 
 def referenced_secrets(job: dict) -> set[str]:
