@@ -222,6 +222,9 @@ def threads(rows: Sequence[Mapping[str, Any]], cores: int, nproc: int) -> str:
         worst.get("samples") or [worst["tokens_per_s"]],
         a_label=best["label"],
         b_label=worst["label"],
+        rounds=min(len(best["rounds"]), len(worst["rounds"]))
+        if best.get("rounds") and worst.get("rounds")
+        else None,
     )
     over = [r for r in rows if nproc * r["threads"] > cores]
     if not v.clear:
@@ -297,7 +300,8 @@ def ceiling(res: Mapping[str, Any]) -> list[str]:
         precision=rec["precision"],
         share=sh.sentence[:1].upper() + sh.sentence[1:],
     )
-    out = [head] + [_lever_line(v, rec) for name, v in lv.items() if name != "recipe"]
+    where = measured_on(res) if is_stored(res) else None
+    out = [head] + [_lever_line(res, name, sh.clear, where) for name in lv if name != "recipe"]
     if sh.clear:
         out.append(
             _(
@@ -317,18 +321,41 @@ def ceiling(res: Mapping[str, Any]) -> list[str]:
     return out
 
 
-def _lever_line(v: Mapping[str, Any], rec: Mapping[str, Any]) -> str:
-    """One lever: its share of the ceiling and what it did against its base (or why it was not measured)."""
+def is_stored(res: Mapping[str, Any]) -> bool:
+    """A result read from a file (`save` adds when it was measured), not one this run just made."""
+    return bool(res.get("measured_at") or res.get("date"))
+
+
+def pct_text(pct: float, low: float, high: float, clear: bool) -> str:
+    """A share as one number only where it can be read as one; otherwise only its range."""
+    if clear:
+        return f"{pct:.0f}%"
+    return _("between {lo:.0f}% and {hi:.0f}%").format(lo=low, hi=high)
+
+
+def _lever_line(res: Mapping[str, Any], name: str, recipe_clear: bool, where: str | None) -> str:
+    """One lever: its share of the ceiling (a range where the recipe's share was refused or its own ceiling
+    drifted) and what it did against its base, judged now from its samples (or why it cannot be)."""
+    v, rec = res["levers"][name], res["levers"]["recipe"]
     if v["status"] != "measured":
         return f"  {v['label']}: {v['status']} ({v.get('reason', '')})"
     other = v.get("precision") != rec["precision"]
-    said = v.get("verdict_sentence") or _("{verdict}, x{effect:.2f} the tokens/s of {base}").format(
-        verdict=v.get("verdict", "-"),
-        effect=(v.get("effect_vs_base") or {}).get("median", 1.0),
-        base=v["base"],
-    )
+    sh, pc = v.get("share"), v["pct_of_ceiling"]
+    lo, hi, clear = (sh["low"], sh["high"], sh["clear"]) if sh else (pc["min"], pc["max"], True)
+    pct = pct_text(pc["median"], min(lo, pc["median"]), max(hi, pc["median"]), clear and recipe_clear)
+    if v.get("base"):
+        word, cmp = verdict.rejudge(res, name, where)
+        said = (
+            cmp.sentence
+            if cmp
+            else _("x{effect:.2f} the tokens/s of {base}; {why}").format(
+                effect=(v.get("effect_vs_base") or {}).get("median", 1.0), base=v["base"], why=word
+            )
+        )
+    else:
+        said = _("no base to compare with")
     return (
-        f"  {v['label']}: {v['pct_of_ceiling']['median']:.0f}%"
+        f"  {v['label']}: {pct}"
         + (_(" of the {precision} ceiling").format(precision=v["precision"]) if other else "")
         + f"; {said}"
     )
