@@ -75,15 +75,45 @@ def provenance(result: Mapping[str, Any], *, here: str | None = None) -> str:
 # ---------------------------------------------------------------- chapter 01: bf16 against fp32
 
 
-def gemm(summary: GemmSummary, d: hardware.Detection) -> str:
+def gemm_ratio_range(summary: GemmSummary, results: Sequence[Any] = ()) -> tuple[float, float, str] | None:
+    """bf16 over fp32 (medians) in every cell measured in both precisions: the lowest, the highest and the
+    conditions they span (thread counts, sizes); from the summary's per-thread ratios without `results`;
+    None with fewer than two conditions."""
+    cells: dict[tuple[int, int], dict[str, float]] = {(r.threads, r.size): {} for r in results}
+    for r in results:
+        cells[(r.threads, r.size)][r.dtype] = r.median
+    ratios = {k: v["bf16"] / v["fp32"] for k, v in cells.items() if v.get("bf16") and v.get("fp32")}
+    if len(ratios) >= 2:
+        threads = sorted({t for t, _n in ratios})
+        sizes = sorted({n for _t, n in ratios})
+        said = _("{threads} thread(s) x n = {sizes}").format(
+            threads="/".join(map(str, threads)), sizes="/".join(map(str, sizes))
+        )
+        return min(ratios.values()), max(ratios.values()), said
+    by_t = summary.get("bf16_over_fp32_by_threads") or {}
+    if len(by_t) >= 2:
+        said = _("{threads} thread(s), each at its best size").format(
+            threads="/".join(map(str, sorted(by_t)))
+        )
+        return min(by_t.values()), max(by_t.values()), said
+    return None
+
+
+def gemm(summary: GemmSummary, d: hardware.Detection, results: Sequence[Any] = ()) -> str:
     """One sentence: which precision won this machine's GEMMs, by how much (x, TFLOPS against TFLOPS),
-    and the hardware reason."""
+    with the range over every thread count and size measured (`results`: gemm_benchmark's cells), and the
+    hardware reason."""
     ratio = summary.get("bf16_over_fp32")
     if not ratio:
         return _("bf16 or fp32 was not measured; no comparison to make.")
     where = machine(d)
     if summary.get("threads"):
         where += _(", both at {threads} thread(s)").format(threads=summary["threads"])
+    span = gemm_ratio_range(summary, results)
+    if span:  # the headline's cell is one of several: the others' ratios beside it, lowest to highest
+        where += _("; x{lo:.2f}-x{hi:.2f} over the {conditions} measured").format(
+            lo=span[0], hi=span[1], conditions=span[2]
+        )
     kernel = d.get("onednn_bf16_impl") or _("no native bf16 kernel")
     if summary.get("bf16_samples") and summary.get("fp32_samples"):
         v = verdict.compare(
@@ -414,14 +444,22 @@ def _startup(first: Mapping[str, Any], model_mb: float | None) -> list[str]:
     steady0 = [b for b in first.get("mb_per_step_per_node") or [] if b is not None]
     if not (len(start) > 1 and len(steady0) == len(start)):
         return []
-    why = (
-        _(
+    extra = start[0] - max(start[1:])
+    why = ""
+    if model_mb and extra > 0:
+        # the broadcast explains at most the weights' size; the rest is said as not attributed, not guessed
+        other = extra - min(model_mb, extra)
+        why = _(
             "; the model's weights are {model_mb:.0f} MB, which rank 0 broadcasts to every rank once as "
-            "deepspeed.zero.Init partitions them, and node 0 also hosts the rendezvous store"
-        ).format(model_mb=model_mb)
-        if model_mb
-        else ""
-    )
+            "deepspeed.zero.Init partitions them: that explains {explained:.0f} MB of it"
+        ).format(model_mb=model_mb, explained=min(model_mb, extra)) + (
+            _(
+                "; the other {other:.0f} MB is not measured apart here (node 0 also hosts the rendezvous "
+                "store, and its first step's traffic is in this count)"
+            ).format(other=other)
+            if other > 0.1 * extra
+            else ""
+        )
     return [
         _(
             "start-up (rendezvous, initial weights, the first step): node 0 sent {first:.0f} MB, the "
@@ -430,7 +468,7 @@ def _startup(first: Mapping[str, Any], model_mb: float | None) -> list[str]:
         ).format(
             first=start[0],
             others=max(start[1:]),
-            extra=start[0] - max(start[1:]),
+            extra=extra,
             why=why,
             steady=" / ".join(f"{b:.0f}" for b in steady0),
         )
@@ -459,6 +497,11 @@ def _cap_effect(fast: Mapping[str, Any], slow: Mapping[str, Any]) -> str:
             return _(
                 "step time {fast} -> {slow}: {said}; something other than the cap set the step time."
             ).format(fast=fast["rate"], slow=slow["rate"], said=v.sentence)
+    elif abs(grow) >= 0.10:  # one median per cap: no spread to judge by, so not read as the network's
+        return _(
+            "step time {fast} -> {slow}: {grow:+.0%}, from one median per cap with no spread to judge "
+            "by: not a verdict on the network (the per-step times give one)."
+        ).format(fast=fast["rate"], slow=slow["rate"], grow=grow)
     if abs(grow) < 0.10:
         return _(
             "step time {fast} -> {slow}: {grow:+.0%}. The step is compute-bound here: the "

@@ -416,7 +416,7 @@ def plot_bench_recipes(bars: list[dict], path, *, machine: str = "") -> Path:
     ax.set_ylabel(_("useful tokens / s (median, log)"))
     ax.set_title(
         _("Same model, same corpus, same steps, 2 ranks (whiskers: min-max over runs)")
-        + (_("\nmeasured on {machine}").format(machine=machine) if machine else ""),
+        + (_("\nstored result, measured on {machine}").format(machine=machine) if machine else ""),
         fontsize=9,
     )
     return _save(fig, path)
