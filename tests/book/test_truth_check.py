@@ -5,6 +5,7 @@ round, a percentage after a refusal, a stored figure without its date."""
 from __future__ import annotations
 
 import nbformat
+import pytest
 
 from workshop.book import nbcheck
 from workshop.experiments import ceiling, debugging
@@ -127,3 +128,23 @@ def test_a_stored_ceiling_figure_says_stored_machine_and_date(tmp_path, monkeypa
     ceiling.figure(res, tmp_path / "stored.png")
     assert "stored" not in titles[0] and titles[1].startswith("stored result, measured on Test CPU")
     assert "2026-11-25" in titles[1]
+
+
+def test_a_nodes_loading_total_counts_the_mapped_file_once():
+    """Chapter 03 says the page cache holds the file once per node: its per-node total must too."""
+    from workshop.experiments import loading
+
+    meta = loading.planner_prediction("llama-3-8b", 4, "meta", shard_bytes=int(5e9))
+    file = meta["file_gb"]
+    assert file > 10 and meta["per_node_gb"] == pytest.approx(4 * meta["peak_other_gb"] - 3 * file)
+    z3 = loading.planner_prediction("llama-3-8b", 4, "zero3", shard_bytes=int(5e9))
+    assert z3["per_node_gb"] == pytest.approx(z3["peak_rank0_gb"] + 3 * z3["peak_other_gb"])
+
+
+def test_a_gpu_plans_network_cites_its_own_catalog_entry():
+    """A p5en plan's EFA line cited the p4d data sheet; it cites the p5en's own catalog entry."""
+    from workshop.plan import cost, options
+
+    plans = cost.rank(options.Options(model="llama-3-8b", tokens=1e8, source="moto"))
+    said = next(p.sources["network"] for p in plans if p.label.endswith("p5en.48xlarge"))
+    assert "p5en.48xlarge" in said and "p4d" not in said
