@@ -148,3 +148,21 @@ def test_a_gpu_plans_network_cites_its_own_catalog_entry():
     plans = cost.rank(options.Options(model="llama-3-8b", tokens=1e8, source="moto"))
     said = next(p.sources["network"] for p in plans if p.label.endswith("p5en.48xlarge"))
     assert "p5en.48xlarge" in said and "p4d" not in said
+
+
+def test_the_bf16_headline_carries_its_range_over_threads_and_sizes():
+    """Chapter 01 said "x9.11" from its 1-thread cell while 2 threads gave x4.78: the range goes beside it."""
+    from workshop.book import sentences
+    from workshop.plan import gemm, hardware
+
+    d = hardware.detect(probe_onednn=False)
+    cells = [
+        gemm.GemmResult(256, "bf16", 1, [1.0, 1.01, 0.99]),
+        gemm.GemmResult(256, "fp32", 1, [0.11, 0.111, 0.109]),
+        gemm.GemmResult(256, "bf16", 2, [1.9, 1.91, 1.89]),
+        gemm.GemmResult(256, "fp32", 2, [0.4, 0.41, 0.39]),
+    ]
+    s = gemm.summarize(d, cells)
+    assert "x4.75-x9.09 over the 1/2 thread(s) x n = 256 measured" in interpret.gemm(s, d, cells)
+    summary = sentences.gemm_summary(d, s)
+    assert "x4.75-x9.09 over the 1/2 thread(s), each at its best size measured" in summary
