@@ -41,6 +41,8 @@ def test_each_kind_is_found_and_a_true_sentence_passes():
         "no single share can be read from this run (+43%, more than the 10% this workbook trusts)\n"
         "  without torch.compile: between 18% and 31%; spread 7%\n",
         "stored result, measured on an AMX Xeon, 2 CPUs, 2026-11-25\n",
+        "| benchmark | stored value | stored: measured on |\n|---|---|---|\n"
+        "| gemm | 35.8 % | Xeon, 2026-11-25 |\n",
         "  without torch.compile: 24%\n",  # a new cell: the refusal was the previous cell's
     )
     assert nbcheck.truth_problems(good) == []

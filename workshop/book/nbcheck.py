@@ -174,6 +174,7 @@ def truth_problems(nb) -> list[str]:
                 problems.append(f"{where}: a single percentage after a refusal: {line.strip()[:200]}")
             if _REFUSAL.search(line):
                 refused = True
-            if _STORED.search(line) and not _DATE.search(line):
+            header = line.lstrip().startswith("|") and not re.search(r"\d", line)  # a table's column names
+            if _STORED.search(line) and not _DATE.search(line) and not header:
                 problems.append(f"{where}: a stored figure without its date: {line.strip()[:200]}")
     return problems

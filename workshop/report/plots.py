@@ -450,16 +450,6 @@ def plot_ceiling(
         bar = ax1.barh(y, p, 0.6, color="0.75" if o else "tab:blue", xerr=[[p - lo], [hi - p]], capsize=3)[0]
         if o:
             bar.set(hatch="//", edgecolor="0.4")
-    if any(span):
-        ax1.text(
-            0.99,
-            0.01,
-            _("dotted span: the ceiling drifted, the share is only a range"),
-            transform=ax1.transAxes,
-            ha="right",
-            va="bottom",
-            fontsize=7,
-        )
     ax1.set_yticks(
         ys,
         [
@@ -469,7 +459,10 @@ def plot_ceiling(
         ],
         fontsize=8,
     )
-    ax1.set_xlabel(_("step model FLOP/s, % of GEMM ceiling"))
+    ax1.set_xlabel(
+        _("step model FLOP/s, % of GEMM ceiling")
+        + ("\n" + _("dotted span: the ceiling drifted, the share is only a range") if any(span) else "")
+    )
     _effect_panel(ax2, ys, rows, effect_label)
     fig.suptitle(_(title), fontsize=10)
     return _save(fig, path)

@@ -158,7 +158,7 @@ def figure(result: CeilingResult | None = None, path: str | Path = IMAGES_DIR / 
         path,
         effect_label=f"tokens/s vs its base (x, {rounds} paired rounds)"
         if rounds > 1
-        else "tokens/s vs its base (x, 1 round: no verdict; span: the steps' range)",
+        else "tokens/s vs its base (x, 1 round: no verdict;\nspan: the steps' range)",
         title=stored
         + f"{res['machine'].get('gpu') or res['machine']['cpu_model']}, {res['isa_path']}: "
         + f"step vs GEMM ceiling ({res['config']['model']}, {res['config']['nproc']} ranks, "
