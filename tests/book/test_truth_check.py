@@ -168,3 +168,22 @@ def test_the_bf16_headline_carries_its_range_over_threads_and_sizes():
     assert "x4.75-x9.09 over the 1/2 thread(s) x n = 256 measured" in interpret.gemm(s, d, cells)
     summary = sentences.gemm_summary(d, s)
     assert "x4.75-x9.09 over the 1/2 thread(s), each at its best size measured" in summary
+
+
+def test_workshop_run_lists_what_the_truth_check_found_in_its_index(tmp_path, capsys):
+    from workshop.cli.notebooks import _truth_check
+    from workshop.launch.notebooks import NotebookRun
+
+    (tmp_path / "notebooks").mkdir()
+    nbformat.write(_nb("recipe beats lever by x1.40 (one round)\n"), tmp_path / "notebooks" / "04_x.ipynb")
+    (tmp_path / "index.md").write_text("# Workbook run\n")
+    _truth_check(
+        [NotebookRun("04_x.ipynb", "ok", 1.0, str(tmp_path / "notebooks" / "04_x.ipynb"), {})], tmp_path
+    )
+    index = (tmp_path / "index.md").read_text()
+    assert (
+        "## Truth check" in index
+        and "04_x.ipynb: code cell 0" in index
+        and "a verdict from one round" in index
+    )
+    assert "truth check: 1 sentence(s) to fix" in capsys.readouterr().out
