@@ -29,12 +29,15 @@ def test_each_kind_is_found_and_a_true_sentence_passes():
         "The step is between 20% and 41%: no single share can be read from this run\n"
         "  without torch.compile: 24%; spread 7%\n",
         "stored result, measured on an AMX Xeon\n",
+        "[round 1] recipe: 290 tokens/s\n[round 1] no_compile: 222 tokens/s\n"
+        "  without torch.compile: workbook recipe beats without torch.compile by x1.40 (1.35-1.48)\n",
     )
     got = nbcheck.truth_problems(bad)
     assert [p.split(": ", 2)[1] for p in got] == [
         "a verdict from one round",
         "a single percentage after a refusal",
         "a stored figure without its date",
+        "a verdict from one round",
     ], got
     good = _nb(
         "recipe vs without torch.compile: x1.40 (range 1.35-1.48 in tokens/s), one round: no verdict\n",

@@ -160,15 +160,20 @@ def _texts(cell) -> list[str]:
 
 def truth_problems(nb) -> list[str]:
     """The sentence kinds issue 49 found, read mechanically from an executed notebook's outputs: a verdict
-    word ("beats", "costs", "pays", "faster", "slower") on a line that says it comes from one round; a single
+    word ("beats", "costs", "pays", "faster", "slower") on a line that says it comes from one round, or in a
+    cell whose progress lines show one round; a single
     percentage after "no single share can be read" in the same cell (ranges, spreads and drifts are fine); a
     line that cites a stored result without a date. One line per problem: cell, kind, the line."""
     problems = []
     for i, cell in enumerate(c for c in nb["cells"] if c.get("cell_type") == "code"):
         refused = False
-        for line in "\n".join(_texts(cell)).splitlines():
+        text = "\n".join(_texts(cell))
+        # a cell whose own progress lines show one round ("[round 1] ..." and no "[round 2]") measured one
+        one_round = "[round 1]" in text and "[round 2]" not in text
+        for line in text.splitlines():
             where = f"code cell {i} ({cell.get('id') or '?'})"
-            if _VERDICT.search(line) and _ONE_ROUND.search(line):
+            said_once = _ONE_ROUND.search(line) or (one_round and not line.startswith("[round"))
+            if _VERDICT.search(line) and said_once:
                 problems.append(f"{where}: a verdict from one round: {line.strip()[:200]}")
             if refused and _PCT.search(_NOT_A_SHARE.sub("", line)):
                 problems.append(f"{where}: a single percentage after a refusal: {line.strip()[:200]}")
