@@ -478,15 +478,8 @@ def _effect_panel(ax, ys: list[int], rows: Sequence[Mapping[str, Any]], effect_l
         if not r.get("clear", True):  # no winner (one round, or within noise): the range it spans, in grey
             ax.barh(y, d_lo + d_hi or 0.002, 0.6, left=e - d_lo, color="0.8", edgecolor="0.4", hatch="..")
             continue
-        ax.barh(
-            y,
-            e - 1,
-            0.6,
-            left=1,
-            xerr=[[d_lo], [d_hi]],
-            capsize=3,
-            color="tab:green" if e >= 1 else "tab:red",
-        )
+        col = "tab:green" if e >= 1 else "tab:red"
+        ax.barh(y, e - 1, 0.6, left=1, xerr=[[d_lo], [d_hi]], capsize=3, color=col)
     ax.axvline(1, color="0.3", lw=1)
     left = min([1.0] + [e - d for e, d in zip(eff, lo)])
     right = max([1.0] + [e + d for e, d in zip(eff, hi)])

@@ -91,11 +91,8 @@ def compare(
     One sample each has no spread to judge by, so it never names a winner. With fewer than FEW_SAMPLES each
     (two runs of two, or two paired rounds) samples of the same thing fail to overlap one time in three, so
     there the effect must also be more than twice the spread (in log terms); paired rounds need
-    FEW_PAIRED_ROUNDS before agreement alone counts. `where`: the machine that
-    measured the samples, when it is not this one (a stored result). `rounds`: how many interleaved rounds
-    the samples come from (paired: one per sample); under MIN_ROUNDS no winner is named, whatever the
-    samples inside the one round say.
-    """
+    FEW_PAIRED_ROUNDS before agreement alone counts. `where`: the machine of a stored result. `rounds`: the
+    interleaved rounds the samples come from (paired: one per sample); under MIN_ROUNDS, never a winner."""
     where = where or _("this machine")
     xa, xb = _clean(a_label, a), _clean(b_label, b)
     ratio, low, high, ratios = _ratios(xa, xb, paired)

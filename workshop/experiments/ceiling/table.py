@@ -9,7 +9,7 @@ from typing import NotRequired, TypedDict
 from workshop.errors import (
     WorkshopError,
 )
-from workshop.experiments.ceiling.result import CeilingResult
+from workshop.experiments.ceiling.result import CeilingResult, LeverResult
 from workshop.lang import _
 from workshop.paths import IMAGES_DIR, RESULTS_DIR
 from workshop.report.interpret import ceiling_share, is_stored, measured_on
@@ -58,22 +58,7 @@ def rows(result: CeilingResult | None = None, path: str | Path = CEILING_JSON) -
     out: list[CeilingRow] = []
     for name, lv in res["levers"].items():
         if lv["status"] != "measured":
-            out.append(
-                {
-                    "lever": name,
-                    "label": lv["label"],
-                    "status": lv["status"],
-                    "tokens_per_s": None,
-                    "pct_of_ceiling": None,
-                    "pct_range": None,
-                    "mfu_pct": None,
-                    "effect": None,
-                    "effect_range": None,
-                    "base": lv.get("base"),
-                    "verdict": "skipped",
-                    "note": lv.get("reason"),
-                }
-            )
+            out.append(_unmeasured(name, lv))
             continue
         pct, eff, m = lv["pct_of_ceiling"], lv.get("effect_vs_base"), lv.get("mfu_pct_of_peak")
         # every step against every ceiling probe where the result has them (the whisker a drifting ceiling
@@ -110,6 +95,24 @@ def rows(result: CeilingResult | None = None, path: str | Path = CEILING_JSON) -
             }
         )
     return out
+
+
+def _unmeasured(name: str, lv: LeverResult) -> CeilingRow:
+    """A skipped or failed lever: its note only."""
+    return {
+        "lever": name,
+        "label": lv["label"],
+        "status": lv["status"],
+        "tokens_per_s": None,
+        "pct_of_ceiling": None,
+        "pct_range": None,
+        "mfu_pct": None,
+        "effect": None,
+        "effect_range": None,
+        "base": lv.get("base"),
+        "verdict": "skipped",
+        "note": lv.get("reason"),
+    }
 
 
 COLUMNS = (
