@@ -47,6 +47,7 @@ def test_each_kind_is_found_and_a_true_sentence_passes():
         "| benchmark | stored value | stored: measured on |\n|---|---|---|\n"
         "| gemm | 35.8 % | Xeon, 2026-11-25 |\n",
         "  without torch.compile: 24%\n",  # a new cell: the refusal was the previous cell's
+        "no stored result: run `python -m workshop bench ceiling`\n",
     )
     assert nbcheck.truth_problems(good) == []
 

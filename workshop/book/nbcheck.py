@@ -141,7 +141,7 @@ _NOT_A_SHARE = re.compile(
     re.I,
 )
 _PCT = re.compile(rf"{_NUM}%")
-_STORED = re.compile(r"\bstored\b", re.I)
+_STORED = re.compile(r"(?<!no )\bstored\b(?! (?:object|as)\b)", re.I)  # "no stored result" cites nothing
 _DATE = re.compile(r"\b20\d\d-\d\d-\d\d\b")
 
 
