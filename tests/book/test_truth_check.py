@@ -62,7 +62,7 @@ def _result(drift: float, rounds: int) -> dict:
 
     def runs(tps):
         return [
-            {"tokens_per_s": tps, "step_time_s": 1.0, "flops_per_token": 1e9, "model_tflops": tps * 1e-6,
+            {"tokens_per_s": tps, "step_time_s": 1.0, "flops_per_token": 1e6, "model_tflops": tps * 1e-6,
              "final_loss": 1.0, "steps": 4, "step_tokens_per_s": [tps - 10, tps, tps + 10]}
             for _ in range(rounds)
         ]  # fmt: skip
@@ -191,3 +191,18 @@ def test_workshop_run_lists_what_the_truth_check_found_in_its_index(tmp_path, ca
         and "a verdict from one round" in index
     )
     assert "truth check: 1 sentence(s) to fix" in capsys.readouterr().out
+
+
+def test_a_stored_share_this_run_contradicts_is_said_to_be_contradicted():
+    stored = _result(0.0, MIN_ROUNDS)
+    stored["measured_at"] = "2026-11-25 05:11:02"
+    same = interpret.stored_against_live(stored, _result(0.0, 1))
+    assert "overlaps the stored one (33-34%, Test CPU, 2026-11-25)" in same
+    assert nbcheck.truth_problems(_nb(same)) == []
+    low = _result(0.0, 1)
+    low["levers"]["recipe"]["runs"][0]["step_tokens_per_s"] = [400.0, 410.0]
+    assert "(13-14%) CONTRADICTS the stored one (33-34%, Test CPU" in interpret.stored_against_live(
+        stored, low
+    )
+    other = {**low, "machine": {"cpu_model": "Another CPU"}}
+    assert "neither confirms nor contradicts" in interpret.stored_against_live(stored, other)

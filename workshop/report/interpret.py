@@ -351,6 +351,31 @@ def ceiling(res: Mapping[str, Any]) -> list[str]:
     return out
 
 
+def stored_against_live(stored: Mapping[str, Any], live: Mapping[str, Any]) -> str:
+    """The stored result's step share beside this run's: from another machine neither confirms the other;
+    on the same CPU, ranges that do not overlap are said to contradict the stored one."""
+    if "recipe" not in stored["levers"] or live["levers"].get("recipe", {}).get("status") != "measured":
+        return _("this run measured no step share to set beside the stored one")
+    s, v = ceiling_share(stored), ceiling_share(live)
+    got = {
+        "stored": f"{s.low:.0f}-{s.high:.0f}%, {measured_on(stored)}",
+        "live": f"{v.low:.0f}-{v.high:.0f}%",
+    }
+    if stored["machine"].get("cpu_model") != live["machine"].get("cpu_model"):
+        return _(
+            "the stored step share ({stored} of its ceiling) is another CPU's: this run's ({live}) neither "
+            "confirms nor contradicts it"
+        ).format(**got)
+    if s.low <= v.high and v.low <= s.high:
+        return _("this run's step share ({live}) overlaps the stored one ({stored}) on the same CPU").format(
+            **got
+        )
+    return _(
+        "this run's step share ({live}) CONTRADICTS the stored one ({stored}) on the same CPU: read the "
+        "stored table as that run's, not this machine's today"
+    ).format(**got)
+
+
 def is_stored(res: Mapping[str, Any]) -> bool:
     """A result read from a file (`save` adds when it was measured), not one this run just made."""
     return bool(res.get("measured_at") or res.get("date"))
