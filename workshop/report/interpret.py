@@ -363,7 +363,7 @@ def stored_against_live(stored: Mapping[str, Any], live: Mapping[str, Any]) -> s
     }
     if stored["machine"].get("cpu_model") != live["machine"].get("cpu_model"):
         return _(
-            "the stored step share ({stored} of its ceiling) is another CPU's: this run's ({live}) neither "
+            "the stored step share of its ceiling ({stored}) is another CPU's: this run's ({live}) neither "
             "confirms nor contradicts it"
         ).format(**got)
     if s.low <= v.high and v.low <= s.high:
