@@ -72,7 +72,11 @@ def test_bandwidth_sentence_calls_a_compute_bound_step_compute_bound():
     assert "compute-bound" in out[-1] and "+1%" in out[-1]
     assert "0.40 s on the wire" in out[1]  # 50 MB per step at 1 Gbit
     steep = [flat[0], {**flat[1], "rate": "100mbit", "step_time_s_median": 10.9}]
-    assert "network shows" in interpret.bandwidth(steep, parse_rate=rate)[-1]
+    # issue 49: one median per cap is no verdict; the steps' own times are
+    said = interpret.bandwidth(steep, parse_rate=rate)[-1]
+    assert "+67%" in said and "not a verdict" in said and "network shows" not in said
+    steps = [{**flat[0], "step_times_s": [6.5, 6.52, 6.55]}, {**steep[1], "step_times_s": [10.8, 10.9, 11.0]}]
+    assert "network shows" in interpret.bandwidth(steps, parse_rate=rate)[-1]
 
 
 def test_bandwidth_separates_start_up_from_the_steady_steps():

@@ -80,8 +80,13 @@ def test_debug_summary_reads_fingerprints_and_spots_a_rank_behind():
 
 
 def test_the_checks_cost_is_said_from_like_for_like_steps():
-    """Issue 37: a faster checks-on run (x1.31 by its median) is noise, never "switch them off, x1.31"."""
+    """Issue 37: a faster checks-on run (x1.31 by its median) is noise, never "switch them off, x1.31".
+    Issue 49: one plain run then one debug run is one round: its steps never make a verdict."""
     s = debugging.summarize("")
+    s.samples, s.plain_samples = [900.0, 910.0, 905.0], [1400.0, 1420.0, 1410.0]
+    said = debugging.report(s)  # one round (the default): the numbers, no winner
+    assert "one round: no verdict" in said and "x0.64" in said and "beats" not in said
+    s.rounds = 2
     s.samples, s.plain_samples = [1854.0, 1300.0, 2000.0], [1418.0, 1900.0, 1200.0]
     said = debugging.report(s)
     assert "within noise on this machine" in said and "does not show above the noise" in said

@@ -1,4 +1,5 @@
-"""`workshop nbval refresh`: re-record the outputs that nbval checks, after a legitimate change.
+"""`workshop nbval refresh`: re-record the outputs that nbval checks, after a legitimate change; and
+`truth_problems`, the mechanical read of an executed notebook that `workshop run` applies to its outputs.
 
 The test suite executes every notebook with nbval (`--nbval-lax`): only cells marked `# NBVAL_CHECK_OUTPUT`
 are compared with the outputs committed in the notebook, and every other cell stays output-free in git.
@@ -11,10 +12,12 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from pathlib import Path
 
 from workshop.errors import WorkshopError
 from workshop.launch.notebooks import ipc_kernel_manager
+from workshop.report.verdict import VERDICT_WORDS
 
 MARKER = "NBVAL_CHECK_OUTPUT"
 
@@ -123,3 +126,60 @@ def refresh(path: Path, echo=print) -> list[str]:
         )
     )
     return changed
+
+
+# ---------------------------------------------------------------- truth: what an executed chapter printed
+
+_VERDICT = re.compile(r"\b(" + "|".join(VERDICT_WORDS) + r")\b", re.I)
+_ONE_ROUND = re.compile(r"\b(one|1|a single|single) (sequential )?round\b|\b1 round\(s\)", re.I)
+_REFUSAL = re.compile(r"no single share can be read", re.I)
+_NUM = r"\d+(?:\.\d+)?"
+# ranges, and percentages that are not a share: a spread, a signed drift, a bound
+_NOT_A_SHARE = re.compile(
+    rf"between {_NUM}% and {_NUM}%|{_NUM}%?\s*[-–]\s*{_NUM}%|\b(?:spread|noise|drift(?:ed)?|bound) {_NUM}%"
+    rf"|[+-]{_NUM}%|the {_NUM}% this workbook trusts|\b{_NUM}% this workbook trusts",
+    re.I,
+)
+_PCT = re.compile(rf"{_NUM}%")
+_STORED = re.compile(r"(?<!no )\bstored\b(?! (?:object|as)\b)", re.I)  # "no stored result" cites nothing
+_DATE = re.compile(r"\b20\d\d-\d\d-\d\d\b")
+
+
+def _texts(cell) -> list[str]:
+    """What a code cell printed, as text: streams, and the plain or markdown form of what it displayed."""
+    out = []
+    for o in cell.get("outputs", []):
+        if o.get("output_type") == "stream":
+            out.append("".join(o.get("text", "")))
+        elif "data" in o:
+            data = o["data"]
+            text = data.get("text/markdown") or data.get("text/plain") or ""
+            out.append("".join(text))
+    return out
+
+
+def truth_problems(nb) -> list[str]:
+    """The sentence kinds issue 49 found, read mechanically from an executed notebook's outputs: a verdict
+    word ("beats", "costs", "pays", "faster", "slower") on a line that says it comes from one round, or in a
+    cell whose progress lines show one round; a single
+    percentage after "no single share can be read" in the same cell (ranges, spreads and drifts are fine); a
+    line that cites a stored result without a date. One line per problem: cell, kind, the line."""
+    problems = []
+    for i, cell in enumerate(c for c in nb["cells"] if c.get("cell_type") == "code"):
+        refused = False
+        text = "\n".join(_texts(cell))
+        # a cell whose own progress lines show one round ("[round 1] ..." and no "[round 2]") measured one
+        one_round = "[round 1]" in text and "[round 2]" not in text
+        for line in text.splitlines():
+            where = f"code cell {i} ({cell.get('id') or '?'})"
+            said_once = _ONE_ROUND.search(line) or (one_round and not line.startswith("[round"))
+            if _VERDICT.search(line) and said_once:
+                problems.append(f"{where}: a verdict from one round: {line.strip()[:200]}")
+            if refused and _PCT.search(_NOT_A_SHARE.sub("", line)):
+                problems.append(f"{where}: a single percentage after a refusal: {line.strip()[:200]}")
+            if _REFUSAL.search(line):
+                refused = True
+            header = line.lstrip().startswith("|") and not re.search(r"\d", line)  # a table's column names
+            if _STORED.search(line) and not _DATE.search(line) and not header:
+                problems.append(f"{where}: a stored figure without its date: {line.strip()[:200]}")
+    return problems

@@ -126,9 +126,11 @@ def price_source() -> str:
 
 
 def gemm_summary(d: dict, s: dict) -> str:
-    """Chapter 01: bf16 against fp32 TFLOPS at one thread count, and bf16 as % of this CPU's bf16 peak and
-    of the AMX peak of the same cores."""
-    return _(
+    """Chapter 01: bf16 against fp32 TFLOPS at one thread count (with the ratio's range over every thread
+    count measured), and bf16 as % of this CPU's bf16 peak and of the AMX peak of the same cores."""
+    from workshop.report.interpret import gemm_ratio_range
+
+    said = _(
         "{cpu}, AMX={amx}, both at {threads} thread(s): bf16 {bf16:.3f} vs fp32 {fp32:.3f} TFLOPS "
         "(x{ratio}), {pct}% of this CPU's bf16 peak ({path}), {amx_pct}% of the AMX peak of the same cores"
     ).format(
@@ -142,6 +144,14 @@ def gemm_summary(d: dict, s: dict) -> str:
         path=s["peak_bf16_path"],
         amx_pct=s["bf16_pct_of_amx_peak"],
     )
+    span = gemm_ratio_range(s)  # type: ignore[arg-type]
+    if not span:
+        return said
+    rng = _("; x{lo:.2f}-x{hi:.2f} over the {conditions} measured").format(
+        lo=span[0], hi=span[1], conditions=span[2]
+    )
+    ratio = f"x{s['bf16_over_fp32']}"  # the range right after the ratio it belongs to, else at the end
+    return said.replace(ratio, ratio + rng, 1) if ratio in said else said + rng
 
 
 def confounders() -> list[str]:

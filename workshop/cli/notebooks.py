@@ -54,7 +54,27 @@ def run(argv: list[str] | None = None) -> int:
     )
     for r in failed:
         print(f"failed: {r.error}")
+    if a.lang == "en":  # the read is of English sentences
+        _truth_check(runs, Path(a.out))
     return 1 if failed else 0
+
+
+def _truth_check(runs, out: Path) -> None:
+    """Read every executed notebook for the sentence kinds a learner must never see (nbcheck.truth_problems);
+    list them on the console and in index.md."""
+    import nbformat
+
+    from workshop.book import nbcheck
+
+    found = []
+    for r in runs:
+        if r.output and Path(r.output).is_file():
+            found += [f"{r.notebook}: {p}" for p in nbcheck.truth_problems(nbformat.read(r.output, 4))]
+    with (out / "index.md").open("a") as f:
+        f.write("\n## Truth check\n\n" + ("\n".join(f"- {p}" for p in found) or "nothing found") + "\n")
+    print(f"truth check: {len(found)} sentence(s) to fix" if found else "truth check: nothing found")
+    for p in found:
+        print(f"  {p}")
 
 
 @command

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from workshop.lang import _
 from workshop.launch.torchrun import run_torchrun
-from workshop.report.verdict import compare, steady
+from workshop.report.verdict import MIN_ROUNDS, compare, steady
 
 SWITCHES = {
     "TORCH_DISTRIBUTED_DEBUG=DETAIL": "wraps every process group: before each collective the ranks compare a "
@@ -56,6 +56,7 @@ class DebugSummary:
     tokens_per_s: float | None
     samples: list[float] = field(default_factory=list)  # steady steps' tokens/s with the checks on
     plain_samples: list[float] = field(default_factory=list)  # the same job without them, same steps
+    rounds: int = 1  # interleaved rounds (plain, debug) the samples come from: under MIN_ROUNDS, no verdict
 
 
 def summarize(log: str, tokens_per_s: float | None = None) -> DebugSummary:
@@ -122,7 +123,7 @@ def debug_run(train_args, *, nproc: int = 2, threads: int = 1, rounds: int = 1) 
             if kind == "debug":
                 log, tps = run.log, m.get("tokens_per_s_median")
     s = summarize(log, tps)
-    s.samples, s.plain_samples = got["debug"], got["plain"]
+    s.samples, s.plain_samples, s.rounds = got["debug"], got["plain"], rounds
     return s
 
 
@@ -143,13 +144,15 @@ def report(s: DebugSummary) -> str:
         + (" (none: gloo on CPU)" if not s.nccl_lines else ""),
     ]
     if s.samples and s.plain_samples:
-        v = compare(s.samples, s.plain_samples, a_label="checks on", b_label="checks off")
+        v = compare(s.samples, s.plain_samples, a_label="checks on", b_label="checks off", rounds=s.rounds)
         out.append(
             _("throughput, the same steps with and without the checks: ")
             + v.sentence
             + (
                 _("; the checks' extra collective per call shows")
                 if v.clear and v.winner == "checks off"
+                else _("; what they cost grows with the collectives per step")
+                if s.rounds < MIN_ROUNDS
                 else _(
                     "; here their cost does not show above the noise; it grows with the collectives per step"
                 )

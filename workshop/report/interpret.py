@@ -75,15 +75,45 @@ def provenance(result: Mapping[str, Any], *, here: str | None = None) -> str:
 # ---------------------------------------------------------------- chapter 01: bf16 against fp32
 
 
-def gemm(summary: GemmSummary, d: hardware.Detection) -> str:
+def gemm_ratio_range(summary: GemmSummary, results: Sequence[Any] = ()) -> tuple[float, float, str] | None:
+    """bf16 over fp32 (medians) in every cell measured in both precisions: the lowest, the highest and the
+    conditions they span (thread counts, sizes); from the summary's per-thread ratios without `results`;
+    None with fewer than two conditions."""
+    cells: dict[tuple[int, int], dict[str, float]] = {(r.threads, r.size): {} for r in results}
+    for r in results:
+        cells[(r.threads, r.size)][r.dtype] = r.median
+    ratios = {k: v["bf16"] / v["fp32"] for k, v in cells.items() if v.get("bf16") and v.get("fp32")}
+    if len(ratios) >= 2:
+        threads = sorted({t for t, _n in ratios})
+        sizes = sorted({n for _t, n in ratios})
+        said = _("{threads} thread(s) x n = {sizes}").format(
+            threads="/".join(map(str, threads)), sizes="/".join(map(str, sizes))
+        )
+        return min(ratios.values()), max(ratios.values()), said
+    by_t = summary.get("bf16_over_fp32_by_threads") or {}
+    if len(by_t) >= 2:
+        said = _("{threads} thread(s), each at its best size").format(
+            threads="/".join(map(str, sorted(by_t)))
+        )
+        return min(by_t.values()), max(by_t.values()), said
+    return None
+
+
+def gemm(summary: GemmSummary, d: hardware.Detection, results: Sequence[Any] = ()) -> str:
     """One sentence: which precision won this machine's GEMMs, by how much (x, TFLOPS against TFLOPS),
-    and the hardware reason."""
+    with the range over every thread count and size measured (`results`: gemm_benchmark's cells), and the
+    hardware reason."""
     ratio = summary.get("bf16_over_fp32")
     if not ratio:
         return _("bf16 or fp32 was not measured; no comparison to make.")
     where = machine(d)
     if summary.get("threads"):
         where += _(", both at {threads} thread(s)").format(threads=summary["threads"])
+    span = gemm_ratio_range(summary, results)
+    if span:  # the headline's cell is one of several: the others' ratios beside it, lowest to highest
+        where += _("; x{lo:.2f}-x{hi:.2f} over the {conditions} measured").format(
+            lo=span[0], hi=span[1], conditions=span[2]
+        )
     kernel = d.get("onednn_bf16_impl") or _("no native bf16 kernel")
     if summary.get("bf16_samples") and summary.get("fp32_samples"):
         v = verdict.compare(
@@ -222,6 +252,9 @@ def threads(rows: Sequence[Mapping[str, Any]], cores: int, nproc: int) -> str:
         worst.get("samples") or [worst["tokens_per_s"]],
         a_label=best["label"],
         b_label=worst["label"],
+        rounds=min(len(best["rounds"]), len(worst["rounds"]))
+        if best.get("rounds") and worst.get("rounds")
+        else None,
     )
     over = [r for r in rows if nproc * r["threads"] > cores]
     if not v.clear:
@@ -297,7 +330,8 @@ def ceiling(res: Mapping[str, Any]) -> list[str]:
         precision=rec["precision"],
         share=sh.sentence[:1].upper() + sh.sentence[1:],
     )
-    out = [head] + [_lever_line(v, rec) for name, v in lv.items() if name != "recipe"]
+    where = measured_on(res) if is_stored(res) else None
+    out = [head] + [_lever_line(res, name, sh.clear, where) for name in lv if name != "recipe"]
     if sh.clear:
         out.append(
             _(
@@ -317,18 +351,66 @@ def ceiling(res: Mapping[str, Any]) -> list[str]:
     return out
 
 
-def _lever_line(v: Mapping[str, Any], rec: Mapping[str, Any]) -> str:
-    """One lever: its share of the ceiling and what it did against its base (or why it was not measured)."""
+def stored_against_live(stored: Mapping[str, Any], live: Mapping[str, Any]) -> str:
+    """The stored result's step share beside this run's: from another machine neither confirms the other;
+    on the same CPU, ranges that do not overlap are said to contradict the stored one."""
+    if "recipe" not in stored["levers"] or live["levers"].get("recipe", {}).get("status") != "measured":
+        return _("this run measured no step share to set beside the stored one")
+    s, v = ceiling_share(stored), ceiling_share(live)
+    got = {
+        "stored": f"{s.low:.0f}-{s.high:.0f}%, {measured_on(stored)}",
+        "live": f"{v.low:.0f}-{v.high:.0f}%",
+    }
+    if stored["machine"].get("cpu_model") != live["machine"].get("cpu_model"):
+        return _(
+            "the stored step share of its ceiling ({stored}) is another CPU's: this run's ({live}) neither "
+            "confirms nor contradicts it"
+        ).format(**got)
+    if s.low <= v.high and v.low <= s.high:
+        return _("this run's step share ({live}) overlaps the stored one ({stored}) on the same CPU").format(
+            **got
+        )
+    return _(
+        "this run's step share ({live}) CONTRADICTS the stored one ({stored}) on the same CPU: read the "
+        "stored table as that run's, not this machine's today"
+    ).format(**got)
+
+
+def is_stored(res: Mapping[str, Any]) -> bool:
+    """A result read from a file (`save` adds when it was measured), not one this run just made."""
+    return bool(res.get("measured_at") or res.get("date"))
+
+
+def pct_text(pct: float, low: float, high: float, clear: bool) -> str:
+    """A share as one number only where it can be read as one; otherwise only its range."""
+    if clear:
+        return f"{pct:.0f}%"
+    return _("between {lo:.0f}% and {hi:.0f}%").format(lo=low, hi=high)
+
+
+def _lever_line(res: Mapping[str, Any], name: str, recipe_clear: bool, where: str | None) -> str:
+    """One lever: its share of the ceiling (a range where the recipe's share was refused or its own ceiling
+    drifted) and what it did against its base, judged now from its samples (or why it cannot be)."""
+    v, rec = res["levers"][name], res["levers"]["recipe"]
     if v["status"] != "measured":
         return f"  {v['label']}: {v['status']} ({v.get('reason', '')})"
     other = v.get("precision") != rec["precision"]
-    said = v.get("verdict_sentence") or _("{verdict}, x{effect:.2f} the tokens/s of {base}").format(
-        verdict=v.get("verdict", "-"),
-        effect=(v.get("effect_vs_base") or {}).get("median", 1.0),
-        base=v["base"],
-    )
+    sh, pc = v.get("share"), v["pct_of_ceiling"]
+    lo, hi, clear = (sh["low"], sh["high"], sh["clear"]) if sh else (pc["min"], pc["max"], True)
+    pct = pct_text(pc["median"], min(lo, pc["median"]), max(hi, pc["median"]), clear and recipe_clear)
+    if v.get("base"):
+        word, cmp = verdict.rejudge(res, name, where)
+        said = (
+            cmp.sentence
+            if cmp
+            else _("x{effect:.2f} the tokens/s of {base}; {why}").format(
+                effect=(v.get("effect_vs_base") or {}).get("median", 1.0), base=v["base"], why=word
+            )
+        )
+    else:
+        said = _("no base to compare with")
     return (
-        f"  {v['label']}: {v['pct_of_ceiling']['median']:.0f}%"
+        f"  {v['label']}: {pct}"
         + (_(" of the {precision} ceiling").format(precision=v["precision"]) if other else "")
         + f"; {said}"
     )
@@ -387,14 +469,22 @@ def _startup(first: Mapping[str, Any], model_mb: float | None) -> list[str]:
     steady0 = [b for b in first.get("mb_per_step_per_node") or [] if b is not None]
     if not (len(start) > 1 and len(steady0) == len(start)):
         return []
-    why = (
-        _(
+    extra = start[0] - max(start[1:])
+    why = ""
+    if model_mb and extra > 0:
+        # the broadcast explains at most the weights' size; the rest is said as not attributed, not guessed
+        other = extra - min(model_mb, extra)
+        why = _(
             "; the model's weights are {model_mb:.0f} MB, which rank 0 broadcasts to every rank once as "
-            "deepspeed.zero.Init partitions them, and node 0 also hosts the rendezvous store"
-        ).format(model_mb=model_mb)
-        if model_mb
-        else ""
-    )
+            "deepspeed.zero.Init partitions them: that explains {explained:.0f} MB of it"
+        ).format(model_mb=model_mb, explained=min(model_mb, extra)) + (
+            _(
+                "; the other {other:.0f} MB is not measured apart here (node 0 also hosts the rendezvous "
+                "store, and its first step's traffic is in this count)"
+            ).format(other=other)
+            if other > 0.1 * extra
+            else ""
+        )
     return [
         _(
             "start-up (rendezvous, initial weights, the first step): node 0 sent {first:.0f} MB, the "
@@ -403,7 +493,7 @@ def _startup(first: Mapping[str, Any], model_mb: float | None) -> list[str]:
         ).format(
             first=start[0],
             others=max(start[1:]),
-            extra=start[0] - max(start[1:]),
+            extra=extra,
             why=why,
             steady=" / ".join(f"{b:.0f}" for b in steady0),
         )
@@ -432,6 +522,11 @@ def _cap_effect(fast: Mapping[str, Any], slow: Mapping[str, Any]) -> str:
             return _(
                 "step time {fast} -> {slow}: {said}; something other than the cap set the step time."
             ).format(fast=fast["rate"], slow=slow["rate"], said=v.sentence)
+    elif abs(grow) >= 0.10:  # one median per cap: no spread to judge by, so not read as the network's
+        return _(
+            "step time {fast} -> {slow}: {grow:+.0%}, from one median per cap with no spread to judge "
+            "by: not a verdict on the network (the per-step times give one)."
+        ).format(fast=fast["rate"], slow=slow["rate"], grow=grow)
     if abs(grow) < 0.10:
         return _(
             "step time {fast} -> {slow}: {grow:+.0%}. The step is compute-bound here: the "

@@ -416,7 +416,7 @@ def plot_bench_recipes(bars: list[dict], path, *, machine: str = "") -> Path:
     ax.set_ylabel(_("useful tokens / s (median, log)"))
     ax.set_title(
         _("Same model, same corpus, same steps, 2 ranks (whiskers: min-max over runs)")
-        + (_("\nmeasured on {machine}").format(machine=machine) if machine else ""),
+        + (_("\nstored result, measured on {machine}").format(machine=machine) if machine else ""),
         fontsize=9,
     )
     return _save(fig, path)
@@ -440,18 +440,14 @@ def plot_ceiling(
     pct = [r["pct_of_ceiling"] for r in rows]
     # a lever in another precision (fp32 where the recipe is bf16) is % of ITS ceiling: hatched, and said so
     other = [bool(r.get("ceiling_of")) for r in rows]
-    bars = ax1.barh(
-        ys,
-        pct,
-        0.6,
-        color=["0.75" if o else "tab:blue" for o in other],
-        xerr=[
-            [p - r["pct_range"][0] for p, r in zip(pct, rows)],
-            [r["pct_range"][1] - p for p, r in zip(pct, rows)],
-        ],
-        capsize=3,
-    )
-    for bar, o in zip(bars, other):
+    # where the text gives only a range (the ceiling drifted), the figure draws only that range: a span
+    span = [not r.get("share_clear", True) for r in rows]
+    for y, p, r, o, sp in zip(ys, pct, rows, other, span):
+        lo, hi = r["pct_range"]
+        if sp:
+            ax1.barh(y, hi - lo, 0.6, left=lo, color="0.85", edgecolor="tab:blue", hatch="..")
+            continue
+        bar = ax1.barh(y, p, 0.6, color="0.75" if o else "tab:blue", xerr=[[p - lo], [hi - p]], capsize=3)[0]
         if o:
             bar.set(hatch="//", edgecolor="0.4")
     ax1.set_yticks(
@@ -463,26 +459,27 @@ def plot_ceiling(
         ],
         fontsize=8,
     )
-    ax1.set_xlabel(_("step model FLOP/s, % of GEMM ceiling"))
+    ax1.set_xlabel(
+        _("step model FLOP/s, % of GEMM ceiling")
+        + ("\n" + _("dotted span: the ceiling drifted, the share is only a range") if any(span) else "")
+    )
     _effect_panel(ax2, ys, rows, effect_label)
     fig.suptitle(_(title), fontsize=10)
     return _save(fig, path)
 
 
 def _effect_panel(ax, ys: list[int], rows: Sequence[Mapping[str, Any]], effect_label: str) -> None:
-    """Each lever's effect on tokens/s against its base (x), min-max whiskers, the 1.0 line kept in view."""
+    """Each lever's effect on tokens/s against its base (x), min-max whiskers, the 1.0 line kept in view; a
+    lever with no verdict (one round, or within noise) is drawn as the grey span of its range, not a bar."""
     eff = [r["effect"] or 1.0 for r in rows]
     lo = [e - (r["effect_range"] or (e, e))[0] for e, r in zip(eff, rows)]
     hi = [(r["effect_range"] or (e, e))[1] - e for e, r in zip(eff, rows)]
-    ax.barh(
-        ys,
-        [e - 1 for e in eff],
-        0.6,
-        left=1,
-        xerr=[lo, hi],
-        capsize=3,
-        color=["tab:green" if e >= 1 else "tab:red" for e in eff],
-    )
+    for y, e, r, d_lo, d_hi in zip(ys, eff, rows, lo, hi):
+        if not r.get("clear", True):  # no winner (one round, or within noise): the range it spans, in grey
+            ax.barh(y, d_lo + d_hi or 0.002, 0.6, left=e - d_lo, color="0.8", edgecolor="0.4", hatch="..")
+            continue
+        col = "tab:green" if e >= 1 else "tab:red"
+        ax.barh(y, e - 1, 0.6, left=1, xerr=[[d_lo], [d_hi]], capsize=3, color=col)
     ax.axvline(1, color="0.3", lw=1)
     left = min([1.0] + [e - d for e, d in zip(eff, lo)])
     right = max([1.0] + [e + d for e, d in zip(eff, hi)])

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from workshop.errors import WorkshopError
 from workshop.lang import _
@@ -26,6 +27,12 @@ MIN_EFFECT = 0.03  # a difference under 3% is never called a win, however quiet 
 FEW_SAMPLES = 3
 FEW_PAIRED_ROUNDS = 5
 DRIFT_BOUND_PCT = 10.0  # a reference that moves more than this while measured gives a range, not a share
+# A comparison names a winner only from at least this many interleaved rounds (A B A B): two runs made once,
+# one after the other, differ by whatever the machine did in between, which the steps inside each run do not
+# show (a ceiling probed around them moved 43% in one such round). Below it the sentence is "one round: no
+# verdict", with the numbers.
+MIN_ROUNDS = 2
+VERDICT_WORDS = ("beats", "costs", "pays", "faster", "slower")  # what only a verdict may say
 
 
 def _clean(name: str, xs: Sequence[float | None]) -> list[float]:
@@ -75,6 +82,7 @@ def compare(
     paired: bool = False,
     min_effect: float = MIN_EFFECT,
     where: str | None = None,
+    rounds: int | None = None,
 ) -> Comparison:
     """A against B from their samples: "A beats B by xR (range)" only when every A sample is on the same side
     of every B sample (paired: every round's ratio on the same side of 1) and the median effect is at least
@@ -83,12 +91,14 @@ def compare(
     One sample each has no spread to judge by, so it never names a winner. With fewer than FEW_SAMPLES each
     (two runs of two, or two paired rounds) samples of the same thing fail to overlap one time in three, so
     there the effect must also be more than twice the spread (in log terms); paired rounds need
-    FEW_PAIRED_ROUNDS before agreement alone counts. `where`: the machine that
-    measured the samples, when it is not this one (a stored result).
-    """
+    FEW_PAIRED_ROUNDS before agreement alone counts. `where`: the machine of a stored result. `rounds`: the
+    interleaved rounds the samples come from (paired: one per sample); under MIN_ROUNDS, never a winner."""
     where = where or _("this machine")
     xa, xb = _clean(a_label, a), _clean(b_label, b)
     ratio, low, high, ratios = _ratios(xa, xb, paired)
+    rounds = min(len(xa), len(xb)) if paired and rounds is None else rounds
+    if rounds is not None and rounds < MIN_ROUNDS:
+        return one_round(xa, xb, a_label=a_label, b_label=b_label, unit=unit)
     spread = max(spread_pct(xa), spread_pct(xb))
     noise = spread_pct(ratios) if paired else spread
     few = FEW_PAIRED_ROUNDS if paired else FEW_SAMPLES
@@ -120,6 +130,37 @@ def compare(
         ).format(
             a=a_label, b=b_label, where=where, ratio=ratio, lo=low, hi=high, unit=unit, spread=spread, n=n
         )
+    return Comparison(sentence, False, None, ratio, low, high, spread, len(xa), len(xb))
+
+
+def one_round(
+    a: Sequence[float | None],
+    b: Sequence[float | None],
+    *,
+    a_label: str,
+    b_label: str,
+    unit: str = "tokens/s",
+) -> Comparison:
+    """A and B measured in one sequential round (A's run, then B's): the ratio of the medians with the
+    range of the samples, and no winner; fewer than MIN_ROUNDS interleaved rounds never make a verdict."""
+    xa, xb = _clean(a_label, a), _clean(b_label, b)
+    ratio, low, high, _r = _ratios(xa, xb, False)
+    spread = max(spread_pct(xa), spread_pct(xb))
+    sentence = _(
+        "{a} vs {b}: x{ratio:.2f} (range {lo:.2f}-{hi:.2f} in {unit}; {na} and {nb} samples), one round: no "
+        "verdict (the machine can change between two runs made one after the other by more than that; "
+        "{rounds} or more interleaved rounds give one)"
+    ).format(
+        a=a_label,
+        b=b_label,
+        ratio=ratio,
+        lo=low,
+        hi=high,
+        unit=unit,
+        na=len(xa),
+        nb=len(xb),
+        rounds=MIN_ROUNDS,
+    )
     return Comparison(sentence, False, None, ratio, low, high, spread, len(xa), len(xb))
 
 
@@ -186,3 +227,54 @@ def share(
         part=part_label, pct=pct, lo=low, hi=high, ref=reference_label, moved=moved_txt
     )
     return Share(sentence, True, pct, low, high, drift, moved)
+
+
+# ---------------------------------------------------------------- levers: a change against its base
+
+ONE_ROUND = "one round: no verdict"
+
+
+def verdict_word(v: Comparison, lever_label: str, rounds: int) -> str:
+    """The table's word for a lever's comparison: "pays"/"costs" only for a winner, else why there is none."""
+    if v.clear:
+        return "pays" if v.winner == lever_label else "costs"
+    return ONE_ROUND if rounds < MIN_ROUNDS else "within noise"
+
+
+def lever_verdict(
+    recs: Sequence[Mapping[str, Any]],
+    base: Sequence[Mapping[str, Any]],
+    labels: tuple[str, str] = ("lever", "base"),
+    where: str | None = None,
+) -> Comparison:
+    """A lever against its base (each a list of runs: tokens_per_s, step_tokens_per_s): per round, paired
+    (drift between rounds cancels); from one round, every step's ratio with no verdict (MIN_ROUNDS)."""
+    if len(recs) >= MIN_ROUNDS and len(recs) == len(base):
+        return compare(
+            [r["tokens_per_s"] for r in recs],
+            [r["tokens_per_s"] for r in base],
+            a_label=labels[0],
+            b_label=labels[1],
+            paired=True,
+            where=where,
+        )
+    return compare(
+        [t for r in recs for t in r.get("step_tokens_per_s", [r["tokens_per_s"]])],
+        [t for r in base for t in r.get("step_tokens_per_s", [r["tokens_per_s"]])],
+        a_label=labels[0],
+        b_label=labels[1],
+        where=where,
+        rounds=min(len(recs), len(base)),
+    )
+
+
+def rejudge(res: Mapping[str, Any], name: str, where: str | None = None) -> tuple[str, Comparison | None]:
+    """A stored lever's verdict word and comparison by today's rule, from the runs it kept (never its stored
+    word); (why not, None) where the result kept no runs of the lever or of its base."""
+    lv = res["levers"][name]
+    base = res["levers"].get(lv.get("base") or "")
+    if not base or not lv.get("runs") or not base.get("runs"):
+        return "cannot be re-judged (no samples stored)", None
+    labels = (lv["label"], base["label"])
+    v = lever_verdict(lv["runs"], base["runs"], labels, where)
+    return verdict_word(v, labels[0], min(len(lv["runs"]), len(base["runs"]))), v

@@ -97,7 +97,12 @@ def _training_row(res: Results, key: str) -> SummaryRow:
         "x",
         detail=f"{va['tokens_per_s']['median']:.0f} vs {vb['tokens_per_s']['median']:.0f}"
         f" tokens/s; paired ratios {ratio['min']:.2f}-{ratio['max']:.2f} over {ratio['n']} rounds; "
-        + (r.get("verdict") or paired_verdict(r)),
+        # judged now by today's rule from the runs it kept, never the sentence stored with them
+        + (
+            paired_verdict(r)
+            if all(r["variants"][n].get("runs") for n in (r["a"], r["b"]))
+            else "verdict cannot be re-judged (no samples stored)"
+        ),
     )
 
 
@@ -143,7 +148,8 @@ def _workbook_row(res: Results) -> SummaryRow:
         wb["total_s"] / 60 if wb else None,
         "min",
         at_most=True,
-        detail=f"{len(wb['notebooks'])} notebooks: {', '.join(n['notebook'] for n in wb['notebooks'])}"
+        detail=f"a stored run, not this one (each chapter states its own time at its end); "
+        f"{len(wb['notebooks'])} notebooks: {', '.join(n['notebook'] for n in wb['notebooks'])}"
         if wb
         else "",
     )
@@ -168,6 +174,7 @@ def _ipex_row(ip: Mapping[str, Any]) -> SummaryRow:
         "value": round(ip["ratio"]["median"], 2) if ip.get("status") == "ok" else None,
         "unit": "x",
         "target": None,
+        "measured_on": measured_on(ip),
         "verdict": ip.get("status"),
         "detail": ip.get("message", ""),
     }
@@ -191,7 +198,7 @@ def format_rows(rows: list[SummaryRow], *, targets: bool = False) -> str:
 
     Learners see measurements and where they were taken; `targets=True` adds the project's goals and
     verdicts (for benchmarks/README.md and the maintainers)."""
-    columns = ["benchmark", "metric", "measured", "detail", "measured on"]
+    columns = ["benchmark", "metric", "stored value", "detail", "stored: measured on"]
     lines: list[list[object]] = []
     for r in rows:
         value = "-" if r["value"] is None else f"{r['value']} {r['unit']}"

@@ -13,7 +13,7 @@ from workshop.experiments.measure import (
 )
 from workshop.lang import _
 from workshop.plan.models import Architecture, flops_per_token
-from workshop.report.verdict import Comparison, compare, share, steady
+from workshop.report.verdict import lever_verdict, share, steady, verdict_word
 from workshop.train import TrainArgs
 
 TARGET_PCT_OF_CEILING = 60.0
@@ -62,7 +62,7 @@ class LeverSummary(TypedDict):
     mfu_pct_of_peak: StatsRecord | None  # None: no nominal peak for this precision
     mfu_pct_of_amx_peak: StatsRecord | None
     effect_vs_base: NotRequired[StatsRecord]  # tokens/s over its base's, paired by round
-    verdict: NotRequired[str]  # "pays" | "costs" | "within noise"
+    verdict: NotRequired[str]  # "pays" | "costs" | "within noise" | ONE_ROUND
     verdict_sentence: NotRequired[str]  # report.verdict.compare's sentence: the numbers behind the verdict
     verdict_range: NotRequired[tuple[float, float]]  # the ratio's range the verdict judged (lever / base)
     share: NotRequired[ShareRecord]  # the step's share of the ceiling from every step and probe
@@ -221,31 +221,10 @@ def summarize_lever(
         eff = paired_ratios([r["tokens_per_s"] for r in recs], [r["tokens_per_s"] for r in base])
         out["effect_vs_base"] = eff.as_dict()
         v = lever_verdict(recs, base, labels)
-        out["verdict"] = "within noise" if not v.clear else "pays" if v.winner == labels[0] else "costs"
+        out["verdict"] = verdict_word(v, labels[0], len(recs))
         out["verdict_sentence"] = v.sentence
         out["verdict_range"] = (v.low, v.high)
     return out
-
-
-def lever_verdict(
-    recs: list[LeverRun], base: list[LeverRun], labels: tuple[str, str] = ("lever", "base")
-) -> Comparison:
-    """A lever against its base: per round, paired (drift between rounds cancels); from one round, every
-    step of each run against the other's (the steps' spread is the noise)."""
-    if len(recs) >= 2 and len(recs) == len(base):
-        return compare(
-            [r["tokens_per_s"] for r in recs],
-            [r["tokens_per_s"] for r in base],
-            a_label=labels[0],
-            b_label=labels[1],
-            paired=True,
-        )
-    return compare(
-        [t for r in recs for t in r.get("step_tokens_per_s", [r["tokens_per_s"]])],
-        [t for r in base for t in r.get("step_tokens_per_s", [r["tokens_per_s"]])],
-        a_label=labels[0],
-        b_label=labels[1],
-    )
 
 
 def targets(res: CeilingResult) -> Targets:

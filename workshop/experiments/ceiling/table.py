@@ -9,9 +9,12 @@ from typing import NotRequired, TypedDict
 from workshop.errors import (
     WorkshopError,
 )
-from workshop.experiments.ceiling.result import CeilingResult
+from workshop.experiments.ceiling.result import CeilingResult, LeverResult
+from workshop.lang import _
 from workshop.paths import IMAGES_DIR, RESULTS_DIR
+from workshop.report.interpret import ceiling_share, is_stored, measured_on
 from workshop.report.plots import plot_ceiling
+from workshop.report.verdict import rejudge
 from workshop.tables import markdown_table
 
 CEILING_JSON = RESULTS_DIR / "ceiling.json"
@@ -41,31 +44,21 @@ class CeilingRow(TypedDict):
     base: str | None
     verdict: str
     note: str | None
+    share_clear: NotRequired[bool]  # measured: one % can be read (else only pct_range: the ceiling drifted)
+    clear: NotRequired[bool]  # measured with a base: the verdict names a winner (else the effect is a range)
 
 
 def rows(result: CeilingResult | None = None, path: str | Path = CEILING_JSON) -> list[CeilingRow]:
     """One row per lever: tokens/s, % of this machine's GEMM ceiling, MFU of the nominal peak, effect vs its
     base."""
     res = load(path) if result is None else result
+    where = measured_on(res) if is_stored(res) else None
+    rec = res["levers"].get("recipe")
+    recipe_clear = bool(rec and rec["status"] == "measured" and ceiling_share(res).clear)
     out: list[CeilingRow] = []
     for name, lv in res["levers"].items():
         if lv["status"] != "measured":
-            out.append(
-                {
-                    "lever": name,
-                    "label": lv["label"],
-                    "status": lv["status"],
-                    "tokens_per_s": None,
-                    "pct_of_ceiling": None,
-                    "pct_range": None,
-                    "mfu_pct": None,
-                    "effect": None,
-                    "effect_range": None,
-                    "base": lv.get("base"),
-                    "verdict": "skipped",
-                    "note": lv.get("reason"),
-                }
-            )
+            out.append(_unmeasured(name, lv))
             continue
         pct, eff, m = lv["pct_of_ceiling"], lv.get("effect_vs_base"), lv.get("mfu_pct_of_peak")
         # every step against every ceiling probe where the result has them (the whisker a drifting ceiling
@@ -74,6 +67,8 @@ def rows(result: CeilingResult | None = None, path: str | Path = CEILING_JSON) -
         lo, hi = (sh["low"], sh["high"]) if sh else (pct["min"], pct["max"])
         # a lever in another precision is measured against that precision's ceiling, not the recipe's
         other = lv.get("precision") and lv["precision"] != res.get("precision")
+        # the verdict by today's rule from the runs it kept, never the word stored with them
+        word, cmp = rejudge(res, name, where) if lv.get("base") else ("baseline", None)
         out.append(
             {
                 "lever": name,
@@ -86,18 +81,38 @@ def rows(result: CeilingResult | None = None, path: str | Path = CEILING_JSON) -
                 "mfu_pct": round(m["median"], 1) if m else None,
                 "effect": round(eff["median"], 3) if eff else None,
                 "effect_range": (
-                    tuple(round(x, 3) for x in lv["verdict_range"])  # type: ignore[typeddict-item]
-                    if lv.get("verdict_range")
+                    (round(cmp.low, 3), round(cmp.high, 3))
+                    if cmp
                     else (round(eff["min"], 3), round(eff["max"], 3))
                 )
                 if eff
                 else None,
                 "base": lv.get("base"),
-                "verdict": lv.get("verdict", "baseline"),
+                "verdict": word,
                 "note": lv["about"],
+                "share_clear": bool(recipe_clear and (sh["clear"] if sh else True)),
+                "clear": cmp.clear if cmp else True,
             }
         )
     return out
+
+
+def _unmeasured(name: str, lv: LeverResult) -> CeilingRow:
+    """A skipped or failed lever: its note only."""
+    return {
+        "lever": name,
+        "label": lv["label"],
+        "status": lv["status"],
+        "tokens_per_s": None,
+        "pct_of_ceiling": None,
+        "pct_range": None,
+        "mfu_pct": None,
+        "effect": None,
+        "effect_range": None,
+        "base": lv.get("base"),
+        "verdict": "skipped",
+        "note": lv.get("reason"),
+    }
 
 
 COLUMNS = (
@@ -120,7 +135,11 @@ def format_table(table: list[CeilingRow]) -> str:
             continue
         pct_range = r["pct_range"]
         assert pct_range is not None  # rows() gives every measured lever its range
-        pct = f"{r['pct_of_ceiling']} ({pct_range[0]}-{pct_range[1]})"
+        pct = (
+            f"{r['pct_of_ceiling']} ({pct_range[0]}-{pct_range[1]})"
+            if r.get("share_clear", True)
+            else f"{pct_range[0]}-{pct_range[1]} (ceiling drifted: a range only)"
+        )
         if r.get("ceiling_of"):
             pct += f" of the {r['ceiling_of']}"
         eff_range = r["effect_range"]  # None exactly when effect is: a lever without a base
@@ -134,13 +153,17 @@ def figure(result: CeilingResult | None = None, path: str | Path = IMAGES_DIR / 
     path."""
     res = load() if result is None else result
     rounds = res["config"].get("rounds", 1)
+    # a stored result says so in its title, with the machine and date it was measured on
+    stored = _("stored result, measured on {where}").format(where=measured_on(res)) + "\n"
+    stored = stored if is_stored(res) else ""
     return plot_ceiling(
         [r for r in rows(res) if r["status"] == "measured"],
         path,
         effect_label=f"tokens/s vs its base (x, {rounds} paired rounds)"
         if rounds > 1
-        else "tokens/s vs its base (x, 1 round: steps vs steps)",
-        title=f"{res['machine'].get('gpu') or res['machine']['cpu_model']}, {res['isa_path']}: "
-        f"step vs GEMM ceiling ({res['config']['model']}, {res['config']['nproc']} ranks, {rounds} round(s); "
-        "whiskers: min-max)",
+        else "tokens/s vs its base (x, 1 round: no verdict;\nspan: the steps' range)",
+        title=stored
+        + f"{res['machine'].get('gpu') or res['machine']['cpu_model']}, {res['isa_path']}: "
+        + f"step vs GEMM ceiling ({res['config']['model']}, {res['config']['nproc']} ranks, "
+        + f"{rounds} round(s);\nwhiskers and spans: min-max)",
     )

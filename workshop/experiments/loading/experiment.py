@@ -125,6 +125,8 @@ class LoadPrediction(TypedDict):
     keep_gb: float  # the weights a rank keeps
     peak_rank0_gb: float
     peak_other_gb: float
+    per_node_gb: float  # every rank on one node at its peak, the mapped file pages counted once
+    file_gb: float  # of those, the file pages the page cache holds once for every rank that maps them
 
 
 def planner_prediction(
@@ -151,11 +153,24 @@ def planner_prediction(
         "zero3": (full + layer, layer),
         "zero3-stream": (shard_bytes + layer, layer),
     }[method]
+    # which part of each peak is mapped file pages: meta's weights are the file's pages; naive and streaming
+    # map one shard at a time, zero3 maps every shard on rank 0; the page cache holds a page once however many
+    # ranks map it, so a node's total counts them once (the ranks map the same shard at the same time)
+    file0, file_other = {
+        "naive": (shard_bytes, shard_bytes),
+        "meta": (c["params"], c["params"]),
+        "zero3": (full, 0),
+        "zero3-stream": (shard_bytes, 0),
+    }[method]
+    peak0, peak_other = c["runtime"] + c["params"] + extra0, c["runtime"] + c["params"] + extra
+    node = (peak0 - file0) + (world_size - 1) * (peak_other - file_other) + max(file0, file_other)
     return {
         "runtime_gb": c["runtime"] / GB,
         "keep_gb": c["params"] / GB,
-        "peak_rank0_gb": (c["runtime"] + c["params"] + extra0) / GB,
-        "peak_other_gb": (c["runtime"] + c["params"] + extra) / GB,
+        "peak_rank0_gb": peak0 / GB,
+        "peak_other_gb": peak_other / GB,
+        "per_node_gb": node / GB,
+        "file_gb": max(file0, file_other) / GB,
     }
 
 
