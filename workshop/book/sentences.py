@@ -80,7 +80,9 @@ def not_submitted(model_dir: str) -> str:
 
 def self_rules(added: Sequence[object]) -> str:
     """Chapter 05: the self-referencing rules added to a security group (`added`), or that none were."""
-    return _("added self-referencing rules: {rules}").format(rules=added or _("none needed"))
+    if not added:
+        return _("added self-referencing rules: none needed")
+    return _("added self-referencing rules: {rules}").format(rules=added)
 
 
 def no_netsim_result() -> str:
