@@ -320,15 +320,15 @@ def ceiling(res: Mapping[str, Any]) -> list[str]:
 def _lever_line(v: Mapping[str, Any], rec: Mapping[str, Any]) -> str:
     """One lever: its share of the ceiling and what it did against its base (or why it was not measured)."""
     if v["status"] != "measured":
-        return f"  {v['label']}: {v['status']} ({v.get('reason', '')})"
+        return f"  {_(v['label'])}: {_(v['status'])} ({_(v.get('reason', ''))})"
     other = v.get("precision") != rec["precision"]
     said = v.get("verdict_sentence") or _("{verdict}, x{effect:.2f} the tokens/s of {base}").format(
-        verdict=v.get("verdict", "-"),
+        verdict=_(v.get("verdict", "-")),
         effect=(v.get("effect_vs_base") or {}).get("median", 1.0),
         base=v["base"],
     )
     return (
-        f"  {v['label']}: {v['pct_of_ceiling']['median']:.0f}%"
+        f"  {_(v['label'])}: {v['pct_of_ceiling']['median']:.0f}%"
         + (_(" of the {precision} ceiling").format(precision=v["precision"]) if other else "")
         + f"; {said}"
     )

@@ -11,23 +11,24 @@ from workshop.errors import (
 )
 from workshop.experiments.bench.config import BENCHMARKS, OWN_COMMAND
 from workshop.experiments.bench.training import paired_verdict
+from workshop.lang import N_, _
 from workshop.paths import RESULTS_DIR
 from workshop.report.interpret import measured_on
 from workshop.report.plots import plot_bench_recipes
 from workshop.tables import markdown_table
 
 TARGETS = {
-    "recipes": ("useful tokens/s, workbook / original workshop's recipe", 20.0),
+    "recipes": (N_("useful tokens/s, workbook / original workshop's recipe"), 20.0),
     "engine": (
-        "useful tokens/s on the same packed blocks, workbook engine / original workshop's engine",
+        N_("useful tokens/s on the same packed blocks, workbook engine / original workshop's engine"),
         2.0,
     ),
-    "mfu": ("model FLOPs utilization of the workbook recipe, % of AMX bf16 peak", 10.0),
-    "precision": ("step throughput, bf16 / fp32 (workbook recipe)", 2.0),
-    "gemm": ("best bf16 GEMM, % of AMX bf16 peak", 40.0),
-    "workbook": ("whole-workbook smoke run, minutes (at most)", 10.0),
+    "mfu": (N_("model FLOPs utilization of the workbook recipe, % of AMX bf16 peak"), 10.0),
+    "precision": (N_("step throughput, bf16 / fp32 (workbook recipe)"), 2.0),
+    "gemm": (N_("best bf16 GEMM, % of AMX bf16 peak"), 40.0),
+    "workbook": (N_("whole-workbook smoke run, minutes (at most)"), 10.0),
     "ceiling": (
-        "training step model FLOP/s, % of the same cores' GEMM rate at the model's shapes (best lever)",
+        N_("training step model FLOP/s, % of the same cores' GEMM rate at the model's shapes (best lever)"),
         60.0,
     ),
 }
@@ -195,7 +196,8 @@ def format_rows(rows: list[SummaryRow], *, targets: bool = False) -> str:
     lines: list[list[object]] = []
     for r in rows:
         value = "-" if r["value"] is None else f"{r['value']} {r['unit']}"
-        line: list[object] = [r["benchmark"], r["metric"], value, r["detail"], r.get("measured_on", "-")]
+        metric = r["metric"]
+        line: list[object] = [r["benchmark"], _(metric), value, r["detail"], r.get("measured_on", "-")]
         if targets:
             at = "<=" if r["benchmark"] == "workbook" else ">="
             line += ["-" if r["target"] is None else f"{at} {r['target']} {r['unit']}", r["verdict"]]

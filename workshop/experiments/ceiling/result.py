@@ -11,7 +11,7 @@ from workshop.experiments.measure import (
     mfu,
     paired_ratios,
 )
-from workshop.lang import _
+from workshop.lang import N_, _
 from workshop.plan.models import Architecture, flops_per_token
 from workshop.report.verdict import Comparison, compare, share, steady
 from workshop.train import TrainArgs
@@ -221,7 +221,9 @@ def summarize_lever(
         eff = paired_ratios([r["tokens_per_s"] for r in recs], [r["tokens_per_s"] for r in base])
         out["effect_vs_base"] = eff.as_dict()
         v = lever_verdict(recs, base, labels)
-        out["verdict"] = "within noise" if not v.clear else "pays" if v.winner == labels[0] else "costs"
+        out["verdict"] = (
+            N_("within noise") if not v.clear else N_("pays") if v.winner == labels[0] else N_("costs")
+        )
         out["verdict_sentence"] = v.sentence
         out["verdict_range"] = (v.low, v.high)
     return out
