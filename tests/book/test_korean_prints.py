@@ -46,7 +46,9 @@ def _printed() -> dict[str, list[str]]:
     """What the chapters print, by where it comes from (each a list of lines)."""
     from workshop.errors import WorkshopError
     from workshop.experiments import debugging, precision
+    from workshop.experiments.bench import format_rows, summary_rows
     from workshop.experiments.ceiling import format_table, load, rows
+    from workshop.experiments.comms import offload_on_cpu
     from workshop.experiments.loading import checkpoint
     from workshop.k8s import teardown
     from workshop.launch import netsim
@@ -66,6 +68,8 @@ def _printed() -> dict[str, list[str]]:
     res = load()
     out["04 ceiling"] = interpret.ceiling(res)
     out["04 ceiling table"] = format_table(rows(res)).splitlines()[2:]
+    out["04 bench summary"] = format_rows(summary_rows()).splitlines()[2:]
+    out["04 offload on CPU"] = [offload_on_cpu()]
     out["05 models.describe"] = [models.resolve_source(m).describe() for m in ("tiny", "llama-3-8b")]
     out["05 netsim mode"] = [netsim.choose_mode(m)[1] for m in ("auto", "loopback")]
     out["05 teardown"] = teardown.offline_plan().splitlines()

@@ -118,7 +118,9 @@ def format_table(table: list[CeilingRow]) -> str:
     for r in table:
         if r["status"] != "measured":
             label, note = r["label"], r["note"]
-            lines.append([_(label), "-", "-", "-", "-", _("skipped: {note}").format(note=_(note or ""))])
+            lines.append(
+                [_(label), "-", "-", "-", "-", _("skipped: {note}").format(note=_(note) if note else "")]
+            )
             continue
         pct_range = r["pct_range"]
         assert pct_range is not None  # rows() gives every measured lever its range
