@@ -80,6 +80,20 @@ def _printed() -> dict[str, list[str]]:
         except WorkshopError as exc:
             errors.append(str(exc))
     out["03 error demonstrations"] = errors
+    from workshop.book import sentences
+    from workshop.plan import topology, traffic, zero3
+
+    rows_06 = traffic.original_comparison(overlap=0.0)
+    out["06 printed lines and titles"] = [
+        *(sentences.original_run(r) for r in topology.ORIGINAL_RUNS),
+        sentences.original_sources(),
+        sentences.bytes_by_stage_title(),
+        sentences.step_vs_bandwidth_title(rows_06[0].compute_s),
+        *(sentences.measured_vs_model(r.label, r.measured_s, r.predicted_s, r.error) for r in rows_06),
+        *sentences.p4d_checks(traffic.original_checks(rows_06)),
+        *(sentences.overlap_line(s) for s in traffic.overlap_sweep()),
+        *(sentences.zero3_calls(m, zero3.zero3_calls(m)) for m in ("tiny", "llama-3-8b")),
+    ]
     return out
 
 
