@@ -123,3 +123,42 @@ def test_the_check_finds_english_prose_and_passes_the_allowed_kinds():
         mp.setenv("WORKSHOP_LANG", "en")  # the same functions in English do print prose: the check can fail
         assert english_prose(_printed()["05 teardown"], allowed)
     assert lang.language() in ("en", "ko")
+
+
+def _code_cell_prose() -> dict[str, list[str]]:
+    """English prose in the string literals of the English notebooks' code cells (a code cell is the same
+    bytes in both languages), by notebook; assertion messages (shown only when a check fails) left out."""
+    import ast
+
+    import nbformat
+
+    from workshop.book import i18n
+
+    found: dict[str, list[str]] = {}
+    for path in i18n.english_notebooks():
+        for cell in nbformat.read(path, as_version=4).cells:
+            if cell.cell_type != "code" or "parameters" in cell.metadata.get("tags", []):
+                continue
+            tree = ast.parse(cell.source)
+            skip = {
+                id(n) for a in ast.walk(tree) if isinstance(a, ast.Assert) and a.msg for n in ast.walk(a.msg)
+            }
+            for node in ast.walk(tree):
+                if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in skip:
+                    for m in re.finditer(
+                        r"\b(?:[A-Za-z][a-z']+[ ,;:]{1,2}){3,}[A-Za-z][a-z']+\b", node.value
+                    ):
+                        found.setdefault(path.name, []).append(f"{cell.id}: {m.group()!r}")
+    return found
+
+
+def test_no_code_cell_prints_an_english_sentence_and_readme_ko_says_what_is_korean():
+    """What a code cell prints comes from the package (`book/sentences.py`, through `_()`), never from an
+    English literal in the cell; README.ko.md says what is Korean and what stays English, naming this test."""
+    assert _code_cell_prose() == {}
+    from workshop.paths import REPO
+
+    ko = (REPO / "README.ko.md").read_text(encoding="utf-8")
+    section = ko[ko.index("## 한국어로 보기") : ko.index("```")]
+    for said in ("모든 코드 셀의 주석", "DeepSpeed", "CRD", "데이터시트", "tests/book/test_korean_prints.py"):
+        assert said in section, said

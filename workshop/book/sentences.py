@@ -299,3 +299,10 @@ def placement_pool(pods: int, gpus: int, limits: object, problems: object) -> st
 
 def cpu_capability(capability: str) -> str:
     return _("CPU capability seen by PyTorch: {capability}").format(capability=capability)
+
+
+def tokens_per_step(global_batch: int, steps: int, tokens: float) -> str:
+    """Chapter 01: the tokens every plan's optimizer step takes, and the steps the budget (`tokens`) needs."""
+    return _(
+        "{batch:,} tokens per optimizer step on every plan: {steps:,} steps for {tokens:.3g} tokens"
+    ).format(batch=global_batch, steps=steps, tokens=tokens)
