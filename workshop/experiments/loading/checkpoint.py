@@ -140,20 +140,14 @@ def verify_checkpoint(path: str | Path) -> CheckpointInfo:
     elif (root / "model.safetensors").exists():
         weight_map, shards = None, ["model.safetensors"]
     else:
-        raise WorkshopError(
-            _("no model.safetensors or model.safetensors.index.json in {root}").format(root=root)
-        )
+        raise WorkshopError(f"no model.safetensors or model.safetensors.index.json in {root}")
     numel = nbytes = 0
     dtypes, seen = set(), set()
     for shard in shards:
         f = root / shard
         shard_bytes = 0
         if not f.exists():
-            raise WorkshopError(
-                _("checkpoint shard '{shard}' listed in the index is missing from {root}").format(
-                    shard=shard, root=root
-                )
-            )
+            raise WorkshopError(f"checkpoint shard {shard!r} listed in the index is missing from {root}")
         try:
             with safe_open(f, framework="pt") as st:
                 for key in st.keys():  # noqa: SIM118  (safe_open is not a dict)
@@ -174,9 +168,7 @@ def verify_checkpoint(path: str | Path) -> CheckpointInfo:
         nbytes += shard_bytes
         size = f.stat().st_size
         if size < shard_bytes:  # cheap extra guard; the header check above catches most truncations
-            raise WorkshopError(
-                _("checkpoint shard '{shard}' is truncated ({size} bytes)").format(shard=shard, size=size)
-            )
+            raise WorkshopError(f"checkpoint shard {shard!r} is truncated ({size} bytes)")
     if weight_map is not None and set(weight_map) != seen:
         missing = sorted(set(weight_map) - seen)[:3]
         raise WorkshopError(f"index lists tensors not found in the shards, e.g. {missing}")
