@@ -94,6 +94,29 @@ def _printed() -> dict[str, list[str]]:
         *(sentences.overlap_line(s) for s in traffic.overlap_sweep()),
         *(sentences.zero3_calls(m, zero3.zero3_calls(m)) for m in ("tiny", "llama-3-8b")),
     ]
+    from types import SimpleNamespace
+
+    loading = {"keep_gb": 1.0, "peak_rank0_gb": 20.1, "peak_other_gb": 5.2, "partitioned": True}
+    out["03 and 04 printed lines"] = [
+        sentences.host_line("AMD EPYC", 2, 25.0, False),
+        sentences.checkpoint_line(SimpleNamespace(numel=8e6, bytes=1.6e7, dtype="bf16", shards=["a", "b"])),
+        sentences.pitfall_partition("fix", {**loading, "local_numel": 4, "full_numel": 8}),
+        sentences.lcmu_peak(1.5),
+        sentences.planner_loading("zero3", 2, loading),
+        sentences.planner_loading_node("zero3-stream", loading),
+        sentences.training_line(
+            {
+                "first_loss": 9.0,
+                "final_loss": 7.0,
+                "steps": [1, 2],
+                "tokens_per_s_median": 3400.0,
+                "peak_rss_gb_per_rank": [0.9],
+            }
+        ),
+        sentences.partition_line(
+            {"params": [1], "total_numel": 8, "world_size": 2, "local_numel_per_rank": [4, 4]}
+        ),
+    ]
     return out
 
 

@@ -306,3 +306,75 @@ def tokens_per_step(global_batch: int, steps: int, tokens: float) -> str:
     return _(
         "{batch:,} tokens per optimizer step on every plan: {steps:,} steps for {tokens:.3g} tokens"
     ).format(batch=global_batch, steps=steps, tokens=tokens)
+
+
+# ---------------------------------------------------------------- chapters 03 and 04's printed lines
+
+
+def host_line(cpu: str, cpus: int | None, ram_gb: float, amx: bool) -> str:
+    """Chapter 03: this host: CPU model, CPU count, RAM (GB) and whether it has AMX."""
+    return _("{cpu}: {cpus} CPUs, {ram:.0f} GB RAM, AMX: {amx}").format(
+        cpu=cpu, cpus=cpus, ram=ram_gb, amx=amx
+    )
+
+
+def checkpoint_line(info) -> str:
+    """Chapter 03: the written checkpoint: parameters (millions), size (GB), dtype and shard count."""
+    return _("{params:.1f}M parameters, {gb:.3f} GB in {dtype}, {shards} shards").format(
+        params=info.numel / 1e6, gb=info.bytes / 1e9, dtype=info.dtype, shards=len(info.shards)
+    )
+
+
+def pitfall_partition(name: str, r: dict) -> str:
+    """Chapter 03: whether a pitfall's model came out partitioned, and how many elements rank 0 holds."""
+    return _("{name:>16}: partitioned={partitioned}, rank 0 holds {local:,} of {full:,}").format(
+        name=name, partitioned=r["partitioned"], local=r["local_numel"], full=r["full_numel"]
+    )
+
+
+def lcmu_peak(peak_gb: float) -> str:
+    """Chapter 03: the peak RSS (GB) of `from_pretrained(low_cpu_mem_usage=False)`."""
+    return _("from_pretrained(low_cpu_mem_usage=False): peak {peak:.3f} GB").format(peak=peak_gb)
+
+
+def planner_loading(method: str, n: int, p: dict) -> str:
+    """Chapter 03: the planner's loading prediction for `method` at N = `n` ranks (GB)."""
+    return _(
+        "{method:>12} N={n}: keep {keep:.3f} GB, peak rank 0 {rank0:.2f}, others {others:.2f} GB"
+    ).format(method=method, n=n, keep=p["keep_gb"], rank0=p["peak_rank0_gb"], others=p["peak_other_gb"])
+
+
+def planner_loading_node(method: str, p: dict) -> str:
+    """Chapter 03: the planner's loading peak for Llama-3-8B on 4 ranks: rank 0, the others, the node (GB)."""
+    return _(
+        "{method:>12}: rank 0 {rank0:5.1f} GB, other ranks {others:5.1f} GB, "
+        "x4 ranks ≈ {node:5.0f} GB per node"
+    ).format(
+        method=method,
+        rank0=p["peak_rank0_gb"],
+        others=p["peak_other_gb"],
+        node=p["peak_rank0_gb"] + 3 * p["peak_other_gb"],
+    )
+
+
+def training_line(m: dict) -> str:
+    """Chapter 04: the run's loss from first to last step, its useful tokens/s and peak RSS per rank (GB)."""
+    return _(
+        "loss {first} -> {last} in {steps} steps | {tps:.0f} useful tokens/s | peak RSS per rank (GB): {rss}"
+    ).format(
+        first=m["first_loss"],
+        last=m["final_loss"],
+        steps=len(m["steps"]),
+        tps=m["tokens_per_s_median"],
+        rss=m["peak_rss_gb_per_rank"],
+    )
+
+
+def partition_line(part: dict) -> str:
+    """Chapter 04: the ZeRO-3 partition: parameters, elements, and what each rank holds."""
+    return _("{params} parameters, {total:,} elements; each of {n} ranks holds {each}").format(
+        params=len(part["params"]),
+        total=part["total_numel"],
+        n=part["world_size"],
+        each=part["local_numel_per_rank"],
+    )
