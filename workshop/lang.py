@@ -108,6 +108,11 @@ _WORDS = {
     "spot": "ㅅ",
     "fp": "_",
     "bf": "_",
+    # exceptions to the spelling rules of `_word_final`, as Korean engineers say them
+    "bit": "_",  # 비트 (but 커밋, 스플릿)
+    "hub": "_",  # 허브 (but 잡, 웹)
+    "type": "ㅂ",  # 타입
+    "pod": "_",  # 파드
 }
 _UNITS = {  # after a number: the unit as read (기가바이트, 초, 시간, 퍼센트, 배)
     "%": "_",
@@ -135,6 +140,7 @@ _UNITS = {  # after a number: the unit as read (기가바이트, 초, 시간, �
     "GB/s": "_",
     "tokens/s": "_",
 }
+_DOLLARS = re.compile(r"(?:US)?\$\s*\d[\d,]*(?:\.\d+)?[kKMB]?")
 _NUMBER_END = re.compile(r"(\d[\d,]*(?:\.\d+)?(?:e[+-]?\d+)?)\s*([^\d\s]*)$")
 
 
@@ -155,7 +161,15 @@ def _number_final(number: str) -> str:
     return _TENS_FINAL.get(zeros, "ㄴ" if zeros < 8 else "ㄱ" if zeros < 12 else "_")
 
 
+_VOWELS = "aeiou"
+
+
 def _word_final(word: str) -> str:
+    """How a Latin word ends read aloud: an acronym letter by letter (EFA 이에프에이), a word by the Korean
+    loanword rules for its last letters: a short vowel before t, b, c/ck, p keeps the stop as 받침 (소켓,
+    시크릿, 트레인잡, 말록, 스택, 스텝, 그룹), after a consonant or a long vowel it takes ㅡ (스크립트, 부트,
+    덤프, 루프, 립씨); m, n, ng, l keep theirs (스트림, 라인, 링, 스케줄); the rest end in a vowel
+    (노드, 로그)."""
     low = word.lower()
     for known, final in sorted(_WORDS.items(), key=lambda kv: -len(kv[0])):
         if low.endswith(known):
@@ -170,11 +184,21 @@ def _word_final(word: str) -> str:
         return "ㅁ"
     if low.endswith(("ne", "n")):
         return "ㄴ"
-    if low.endswith("ck"):
-        return "ㄱ"
-    if low.endswith("p") and not low.endswith("oop"):
-        return "ㅂ"  # 스텝, 캡, 맵 (but 루프)
-    return "_"  # -t 트, -d 드, -s 스, -r 어, -y 이, -k 크 ...
+    last, before, third = low[-1], low[-2], low[-3] if len(low) > 2 else ""
+    short = before in _VOWELS and third not in _VOWELS  # one vowel letter before the last: 소켓, not 부트
+    if (
+        last == "t"
+    ):  # socket 소켓, Secret 시크릿, timeout 타임아웃; script 스크립트, boot 부트, default 디폴트
+        return "ㅅ" if short or low.endswith("out") else "_"
+    if last == "b":  # TrainJob 트레인잡, web 웹; bulb 벌브
+        return "ㅂ" if before in _VOWELS else "_"
+    if last == "c":  # malloc 말록, spec 스펙; glibc 립씨, sync 싱크
+        return "ㄱ" if before in _VOWELS else "_"
+    if last == "k":  # stack 스택, webhook 웹훅, notebook 노트북; task 태스크, link 링크, peak 피크
+        return "ㄱ" if before == "c" or low.endswith("ook") else "_"
+    if last == "p":  # step 스텝, group 그룹, setup 셋업, deep 딥; loop 루프, dump 덤프, help 헬프
+        return "ㅂ" if before in _VOWELS and not low.endswith("oop") else "_"
+    return "_"  # -d 드, -s 스, -r 어, -y 이, -g 그, -x 스, -ch 치 ...
 
 
 def final_sound(value: str) -> str | None:
@@ -183,6 +207,8 @@ def final_sound(value: str) -> str | None:
     text = value.rstrip().rstrip(")]}'\"`.,;:!")
     if not text:
         return None
+    if _DOLLARS.fullmatch(text):  # $3 reads 3달러
+        return "_"
     last = _hangul_final(text[-1])
     if last is not None:
         return last
@@ -236,7 +262,7 @@ class KoreanTemplate(str):
             obj = f.convert_field(obj, conversion)
             value = f.format_field(obj, f.vformat(spec or "", args, kwargs))
             out.append(value)
-            previous = value
+            previous = ("$" + value) if literal.endswith("$") else value  # ${usd} reads as 달러
         return "".join(out)
 
     def format_map(self, mapping):

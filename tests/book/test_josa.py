@@ -14,7 +14,7 @@ from workshop.book import i18n
 _DIGITS = "영일이삼사오육칠팔구"
 _CONSONANT_FORM = {"를": "을", "는": "은", "가": "이", "와": "과", "로": "으로"}
 _VOWEL_FORM = {v: k for k, v in _CONSONANT_FORM.items()} | {k: k for k in _CONSONANT_FORM}
-_PARTICLE_AFTER_FIELD = re.compile(r"\{([^{}:!]+)([^{}]*)\}(으로|을|를|은|는|이|가|과|와|로)(?![가-힣])")
+_PARTICLE_AFTER_FIELD = re.compile(r"(\$?)\{([^{}:!]+)([^{}]*)\}(으로|을|를|은|는|이|가|과|와|로)(?![가-힣])")
 
 
 def _read_integer(n: int) -> str:
@@ -73,6 +73,37 @@ NAMES = {
     "N": "엔",
     "R": "알",
     "x": "스",
+    # Latin words by their final sound as read aloud (issue #48)
+    "socket": "켓",
+    "Secret": "릿",
+    "TrainJob": "잡",
+    "PyTorchJob": "잡",
+    "malloc": "록",
+    "glibc malloc": "록",
+    "glibc": "씨",
+    "NoSchedule": "줄",
+    "timeout": "웃",
+    "dataset": "셋",
+    "notebook": "북",
+    "webhook": "훅",
+    "stack": "택",
+    "float": "트",
+    "script": "트",
+    "default": "트",
+    "bit": "트",
+    "hub": "브",
+    "step": "텝",
+    "group": "룹",
+    "setup": "업",
+    "loop": "프",
+    "dump": "프",
+    "task": "크",
+    "type": "입",
+    "pod": "드",
+    "node": "드",
+    "log": "그",
+    "stream": "림",
+    "spot": "팟",
 }
 NUMBERS = [
     0,
@@ -162,7 +193,7 @@ def test_every_particle_after_a_field_is_right_for_every_value(msg, monkeypatch)
     template = lang._(str(msg.id))
     assert isinstance(template, lang.KoreanTemplate) and template == msg.string
     fields = {n: s for _, n, s, _ in string.Formatter().parse(template) if n}
-    for name, spec, written in _PARTICLE_AFTER_FIELD.findall(template):
+    for dollar, name, spec, written in _PARTICLE_AFTER_FIELD.findall(template):
         spec = spec.lstrip(":")
         values = (
             [(t, _read(t)) for n in NUMBERS if "e" not in (t := format(n, spec))]
@@ -175,6 +206,7 @@ def test_every_particle_after_a_field_is_right_for_every_value(msg, monkeypatch)
             kwargs = {f: (1 if s else "x") for f, s in fields.items()}
             kwargs[name] = float(value.replace(",", "")) if spec else value
             out = template.format(**kwargs)
+            reading = "달러" if dollar else reading  # ${usd} is read 3달러
             assert value + _expected(reading, written) in out, (value, out)
 
 
@@ -188,3 +220,27 @@ def test_a_wrong_particle_is_caught_and_english_is_untouched(monkeypatch):
     assert lang.KoreanTemplate("{a}로 {b}{c}로").format(a="L", b="", c=10) == "L로 10으로"
     monkeypatch.setenv("WORKSHOP_LANG", "en")
     assert type(lang._("{n} nodes")) is str
+
+
+def test_dollar_amounts_read_as_dollars(monkeypatch):
+    """$3 is read 3달러: the particle follows 달러 (a vowel), the $ in the template or in the value."""
+    monkeypatch.setenv("WORKSHOP_LANG", "ko")
+    assert lang.KoreanTemplate("${usd:,.0f}는 {n}을").format(usd=3, n=3) == "$3는 3을"
+    assert lang.KoreanTemplate("${usd:.2f}으로").format(usd=1.5) == "$1.50로"
+    assert lang.KoreanTemplate("{cost}이 {n}이").format(cost="$3,200", n=3) == "$3,200가 3이"
+    assert lang.particle("US$ 10", "은") == "는" and lang.particle("10", "은") == "은"
+
+
+def test_no_message_builds_a_sentence_around_a_translated_word():
+    """A translated word put inside another sentence (`{sizes}` <- _("no")) reads 「없음뿐입니다」: each such
+    case has a sentence of its own. The package's sources pass no short `_()` word as a fallback value."""
+    from workshop.paths import REPO
+
+    reused = re.compile(r"""or _\(["'](no|none|yes|none needed|n/a)["']\)""")
+    found = [
+        f"{path.relative_to(REPO)}:{n}"
+        for path in sorted((REPO / "workshop").rglob("*.py"))
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if reused.search(line)
+    ]
+    assert found == []

@@ -2,11 +2,11 @@
 
 English is the source. Two gettext catalogs (Babel) hold the Korean:
   workshop/locale/ko/LC_MESSAGES/notebooks.po  one message per markdown cell; msgctxt "<notebook stem>:<cell
-  id>"; and one per comment of a parameters cell, msgctxt "<stem>:<cell id>#comment" (the code stays as is)
+  id>"; and one per comment of a code cell, msgctxt "<stem>:<cell id>#comment" (the code stays as is)
   workshop/locale/ko/LC_MESSAGES/workshop.po   every `_()`/`N_()` sentence of the package
   (workshop/lang.py)
 `update` extracts both from the English and merges (new: empty; changed: fuzzy, the previous English kept as
-`#| msgid`); `generate` writes notebooks-ko/NN_*.ipynb (same cells, ids and code, markdown and the parameters
+`#| msgid`); `generate` writes notebooks-ko/NN_*.ipynb (same cells, ids and code, markdown and the code
 cells' comments translated, outputs stripped); `check` fails naming every untranslated, fuzzy or stale
 message (notebook + cell id) and every Korean notebook out of date. `sync` is the three in order: after the
 English changes, run it, translate what it names in the .po files, run it again.
@@ -88,7 +88,7 @@ def extract_notebooks(folder: Path = NOTEBOOKS_DIR) -> Catalog:
                 cat.add(
                     cell.source, context=f"{path.stem}:{cell.id}", locations=[(f"notebooks/{path.name}", i)]
                 )
-            elif _is_parameters(cell):
+            elif cell.cell_type == "code":
                 for _start, _end, text in comments(cell.source):
                     cat.add(
                         text,
@@ -98,13 +98,15 @@ def extract_notebooks(folder: Path = NOTEBOOKS_DIR) -> Catalog:
     return cat
 
 
-# ---------------------------------------------------------------- parameters cells' comments
+# ---------------------------------------------------------------- code cells' comments
 #
-# A parameters cell is what the exercises ask a learner to edit; its comments say what each value means, so
-# the Korean notebook translates them. Only the comment text changes: the code, every character outside a
-# `#` comment, stays byte-identical (`code_only` compares exactly that).
+# A parameters cell is what the exercises ask a learner to edit; its comments say what each value means, and
+# the other code cells' comments say what a line does: the Korean notebook translates them all. Only the
+# comment text changes: the code, every character outside a `#` comment, stays byte-identical (`code_only`
+# compares exactly that). Directives (NBVAL_CHECK_OUTPUT, noqa, type: comments) are not text.
 
 COMMENT_CONTEXT = "#comment"
+_DIRECTIVE = re.compile(r"[A-Z][A-Z0-9_]+$|noqa\b|type:")
 
 
 def _is_parameters(cell) -> bool:
@@ -124,7 +126,7 @@ def comments(source: str) -> list[tuple[int, int, str]]:
         if tok.type == tokenize.COMMENT:
             start = starts[tok.start[0] - 1] + tok.start[1]
             lead = len(tok.string) - len(tok.string.lstrip("#").lstrip())
-            if tok.string[lead:].strip():
+            if tok.string[lead:].strip() and not _DIRECTIVE.match(tok.string[lead:]):
                 out.append((start + lead, start + len(tok.string), tok.string[lead:]))
     return out
 
@@ -304,14 +306,13 @@ def translate_notebook(path: Path, cat: Catalog):
                 cell.source = msg.string
         elif cell.cell_type == "code":
             cell.outputs, cell.execution_count = [], None
-            if _is_parameters(cell):
-                context = f"{path.stem}:{cell.id}{COMMENT_CONTEXT}"
+            context = f"{path.stem}:{cell.id}{COMMENT_CONTEXT}"
 
-                def korean(text: str, context: str = context) -> str:
-                    msg = cat.get(text, context=context)
-                    return str(msg.string) if msg is not None and msg.string and not msg.fuzzy else text
+            def korean(text: str, context: str = context) -> str:
+                msg = cat.get(text, context=context)
+                return str(msg.string) if msg is not None and msg.string and not msg.fuzzy else text
 
-                cell.source = _translate_comments(cell.source, korean)
+            cell.source = _translate_comments(cell.source, korean)
     return nb
 
 

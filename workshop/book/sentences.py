@@ -80,7 +80,9 @@ def not_submitted(model_dir: str) -> str:
 
 def self_rules(added: Sequence[object]) -> str:
     """Chapter 05: the self-referencing rules added to a security group (`added`), or that none were."""
-    return _("added self-referencing rules: {rules}").format(rules=added or _("none needed"))
+    if not added:
+        return _("added self-referencing rules: none needed")
+    return _("added self-referencing rules: {rules}").format(rules=added)
 
 
 def no_netsim_result() -> str:
@@ -158,3 +160,233 @@ def confounders() -> list[str]:
     """Chapter 06: what limits any model's claim on the original workshop's table. Returns the sentences
     (translated text), one per confounder."""
     return [_(c) for c in topology.CONFOUNDERS]
+
+
+# ---------------------------------------------------------------- chapter 06's printed lines and titles
+
+
+def original_run(r: topology.OriginalRun) -> str:
+    """Chapter 06: one run of the original workshop's table: label, wall time, s/step, transport, source."""
+    where = (
+        _("original workshop, chapter 003")
+        if r.source == topology.ORIGINAL_003
+        else _("not in the original workshop (brief)")
+    )
+    transport = _("not recorded") if r.transport == "not recorded" else r.transport
+    per_step = r.seconds / topology.ORIGINAL_STEPS
+    return f"{r.label:38s} {r.wall:>8s}  {per_step:6.1f} s/step  {transport:24s} {where}"
+
+
+def original_sources() -> str:
+    """Chapter 06: where the table's runs come from (two sources, one per line)."""
+    return "\n  ".join([_("sources:"), _(topology.ORIGINAL_003), _(topology.NOT_IN_ORIGINAL)])
+
+
+def bytes_by_stage_title() -> str:
+    """Chapter 06: the title of the bytes-by-ZeRO-stage figure (the original workshop's run)."""
+    return _("Llama-3-8B, 4 ranks, accumulation 4, checkpointing, optimizer offload (+param at 3)")
+
+
+def original_traffic(collective_gb: float, h2d_gb: float) -> str:
+    """Chapter 06: the original run's bytes per rank per step (GB), between GPUs and host to GPU."""
+    return _("ZeRO-3, per rank per step: {coll:.0f} GB between GPUs, {h2d:.0f} GB host->GPU").format(
+        coll=collective_gb, h2d=h2d_gb
+    )
+
+
+def measured_vs_model(label: str, measured: float, predicted: float, error: float) -> str:
+    """Chapter 06: one run, measured against the model (s/step) and the error."""
+    return _("{label:40s} measured {measured:6.1f}  model {predicted:6.1f} s/step  ({error:+.0%})").format(
+        label=label, measured=measured, predicted=predicted, error=error
+    )
+
+
+def p4d_checks(checks: dict) -> list[str]:
+    """Chapter 06: the EFA-over-single-pod ratio (measured, model, error), whether the per-instance order is
+    reproduced, and the pairs swapped across instances."""
+    return [
+        _(
+            "p4d EFA / single pod: measured {measured:.2f}, model {predicted:.2f} ({error:+.0%}); "
+            "per-instance ordering reproduced: {ok}"
+        ).format(
+            measured=checks["p4d_ratio_measured"],
+            predicted=checks["p4d_ratio_predicted"],
+            error=checks["p4d_ratio_error"],
+            ok=checks["ordering_ok"],
+        ),
+        _("pairs swapped across instances: {pairs}").format(pairs=checks["global_order_swaps"]),
+    ]
+
+
+def overlap_line(s: dict) -> str:
+    """Chapter 06: the p4d ratio the model predicts at one overlap (a fraction), and its error."""
+    return _("overlap {overlap:.1f}: p4d ratio {ratio:.2f} ({error:+.0%})").format(
+        overlap=s["overlap"], ratio=s["p4d_ratio_predicted"], error=s["p4d_ratio_error"]
+    )
+
+
+def step_vs_bandwidth_title(compute_s: float) -> str:
+    """Chapter 06: the step-time-against-bandwidth figure's title, at p4d's fitted compute (s)."""
+    return _("Llama-3-8B ZeRO-3, 4 ranks, p4d's fitted compute {compute:.1f} s, PCIe 25.2 GB/s").format(
+        compute=compute_s
+    )
+
+
+def collective_fit(op: str, fit: dict) -> str:
+    """Chapter 06: one collective's fitted bandwidth (GB/s) and latency per call (ms)."""
+    return _("{op:15s} {gbps:6.2f} GB/s  latency {ms:.2f} ms per call").format(
+        op=op, gbps=fit["gbytes_per_s"], ms=fit["alpha_s"] * 1e3
+    )
+
+
+def zero3_calls(model: str, c) -> str:
+    """Chapter 06: the ZeRO-3 collective calls of one model: all-gathers (count, MB), reduce-scatters, and the
+    gather passes per micro-step."""
+    return _(
+        "{model:11s} all-gather {gathers:4d} calls {mb:9.1f} MB, reduce-scatter {scatters} calls; gathers "
+        "per micro-step {passes}"
+    ).format(
+        model=model,
+        gathers=c.all_gather_calls,
+        mb=c.all_gather_bytes / 1e6,
+        scatters=c.reduce_scatter_calls,
+        passes=c.gather_passes,
+    )
+
+
+def local_step(r: dict) -> str:
+    """Chapter 06: one local ZeRO-3 run: the model's terms (s) against the measured step (s) and the error."""
+    return _(
+        "{model:5s} offload={offload:5s} compute {compute:.3f} + latency {latency:.3f} + bytes {bytes:.3f} = "
+        "{predicted:.3f} s; measured {measured:.3f} s ({error:+.0%})"
+    ).format(
+        model=r["model"],
+        offload=str(r["offload"]),
+        compute=r["compute_s"],
+        latency=r["latency_s"],
+        bytes=r["bandwidth_s"],
+        predicted=r["predicted_s"],
+        measured=r["measured_s"],
+        error=r["error"],
+    )
+
+
+def local_counts(r: dict) -> str:
+    """Chapter 06: one local run's all-gather calls and bytes, the model's against the counted."""
+    return _(
+        "{model:5s} all-gather calls model {calls_model} counted {calls_counted}; bytes model {mb_model:.1f} "
+        "MB counted {mb_counted:.1f} MB"
+    ).format(
+        model=r["model"],
+        calls_model=r["all_gather_calls_model"],
+        calls_counted=r["all_gather_calls_counted"],
+        mb_model=r["all_gather_bytes_model"] / 1e6,
+        mb_counted=r["all_gather_bytes_counted"] / 1e6,
+    )
+
+
+def netsim_row(r: dict) -> str:
+    """Chapter 06: one rate cap of the namespace run: measured, model and line-rate-only step times (s)."""
+    return _(
+        "{rate:7s} measured {measured:.3f} s  model {predicted:.3f} s ({error:+.0%})  line rate only "
+        "{line:.3f} s ({line_error:+.0%})"
+    ).format(
+        rate=r["rate"],
+        measured=r["measured_s"],
+        predicted=r["predicted_s"],
+        error=r["error"],
+        line=r["line_rate_predicted_s"],
+        line_error=r["line_rate_error"],
+    )
+
+
+def placement_pool(pods: int, gpus: int, limits: object, problems: object) -> str:
+    """Chapter 06: a GPU pool for `pods` pods of `gpus` GPUs: its limits and the validation problems."""
+    return _("{pods} pod x {gpus} GPU: limit {limits}, problems: {problems}").format(
+        pods=pods, gpus=gpus, limits=limits, problems=problems
+    )
+
+
+def cpu_capability(capability: str) -> str:
+    return _("CPU capability seen by PyTorch: {capability}").format(capability=capability)
+
+
+def tokens_per_step(global_batch: int, steps: int, tokens: float) -> str:
+    """Chapter 01: the tokens every plan's optimizer step takes, and the steps the budget (`tokens`) needs."""
+    return _(
+        "{batch:,} tokens per optimizer step on every plan: {steps:,} steps for {tokens:.3g} tokens"
+    ).format(batch=global_batch, steps=steps, tokens=tokens)
+
+
+# ---------------------------------------------------------------- chapters 03 and 04's printed lines
+
+
+def host_line(cpu: str, cpus: int | None, ram_gb: float, amx: bool) -> str:
+    """Chapter 03: this host: CPU model, CPU count, RAM (GB) and whether it has AMX."""
+    return _("{cpu}: {cpus} CPUs, {ram:.0f} GB RAM, AMX: {amx}").format(
+        cpu=cpu, cpus=cpus, ram=ram_gb, amx=amx
+    )
+
+
+def checkpoint_line(info) -> str:
+    """Chapter 03: the written checkpoint: parameters (millions), size (GB), dtype and shard count."""
+    return _("{params:.1f}M parameters, {gb:.3f} GB in {dtype}, {shards} shards").format(
+        params=info.numel / 1e6, gb=info.bytes / 1e9, dtype=info.dtype, shards=len(info.shards)
+    )
+
+
+def pitfall_partition(name: str, r: dict) -> str:
+    """Chapter 03: whether a pitfall's model came out partitioned, and how many elements rank 0 holds."""
+    return _("{name:>16}: partitioned={partitioned}, rank 0 holds {local:,} of {full:,}").format(
+        name=name, partitioned=r["partitioned"], local=r["local_numel"], full=r["full_numel"]
+    )
+
+
+def lcmu_peak(peak_gb: float) -> str:
+    """Chapter 03: the peak RSS (GB) of `from_pretrained(low_cpu_mem_usage=False)`."""
+    return _("from_pretrained(low_cpu_mem_usage=False): peak {peak:.3f} GB").format(peak=peak_gb)
+
+
+def planner_loading(method: str, n: int, p: dict) -> str:
+    """Chapter 03: the planner's loading prediction for `method` at N = `n` ranks (GB)."""
+    return _(
+        "{method:>12} N={n}: keep {keep:.3f} GB, peak rank 0 {rank0:.2f}, others {others:.2f} GB"
+    ).format(method=method, n=n, keep=p["keep_gb"], rank0=p["peak_rank0_gb"], others=p["peak_other_gb"])
+
+
+def planner_loading_node(method: str, p: dict) -> str:
+    """Chapter 03: the planner's loading peak for Llama-3-8B on 4 ranks: rank 0, the others, the node (GB;
+    mapped file pages counted once per node, as the page cache holds them)."""
+    return _(
+        "{method:>12}: rank 0 {rank0:5.1f} GB, other ranks {others:5.1f} GB, "
+        "4 ranks ≈ {node:5.0f} GB per node ({files:.0f} GB of it file pages, held once)"
+    ).format(
+        method=method,
+        rank0=p["peak_rank0_gb"],
+        others=p["peak_other_gb"],
+        node=p["per_node_gb"],
+        files=p["file_gb"],
+    )
+
+
+def training_line(m: dict) -> str:
+    """Chapter 04: the run's loss from first to last step, its useful tokens/s and peak RSS per rank (GB)."""
+    return _(
+        "loss {first} -> {last} in {steps} steps | {tps:.0f} useful tokens/s | peak RSS per rank (GB): {rss}"
+    ).format(
+        first=m["first_loss"],
+        last=m["final_loss"],
+        steps=len(m["steps"]),
+        tps=m["tokens_per_s_median"],
+        rss=m["peak_rss_gb_per_rank"],
+    )
+
+
+def partition_line(part: dict) -> str:
+    """Chapter 04: the ZeRO-3 partition: parameters, elements, and what each rank holds."""
+    return _("{params} parameters, {total:,} elements; each of {n} ranks holds {each}").format(
+        params=len(part["params"]),
+        total=part["total_numel"],
+        n=part["world_size"],
+        each=part["local_numel_per_rank"],
+    )

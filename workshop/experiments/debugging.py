@@ -14,26 +14,53 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 
-from workshop.lang import _
+from workshop.lang import N_, _
 from workshop.launch.torchrun import run_torchrun
 from workshop.report.verdict import MIN_ROUNDS, compare, steady
 
-SWITCHES = {
-    "TORCH_DISTRIBUTED_DEBUG=DETAIL": "wraps every process group: before each collective the ranks compare a "
-    "fingerprint (sequence number, op, shapes, dtypes), so a rank that calls a different collective fails "
-    "at once with both fingerprints instead of hanging. Costs an extra small collective per call.",
-    "TORCH_CPP_LOG_LEVEL=INFO": "lets the C++ side of torch.distributed log: the rendezvous (TCPStore keys "
-    "each rank waits for) and, with DETAIL, every fingerprint.",
-    "GLOO_LOG_LEVEL=TRACE": "gloo's own log level (the original workshop's switch); gloo itself says little, "
-    "most of what "
-    "you see comes from torch's wrapper.",
-    "NCCL_DEBUG=INFO": "NCCL only (GPUs): prints the transport each channel uses (P2P/CUMEM, NET/Libfabric, "
-    "NET/Socket); on a CPU run with gloo it prints nothing.",
-    "TORCHINDUCTOR_COMPILE_THREADS=N": "torch.compile's Inductor compiles kernels in N worker processes per "
-    "rank; with many ranks per node, N x ranks workers compete with training for cores: set it small (1-4).",
-    "TORCHINDUCTOR_CACHE_DIR=path": "where Inductor keeps compiled kernels between runs (the original "
-    "workshop keeps it out of /tmp so a restart does not recompile).",
-}
+
+class _Explained(dict):
+    """A dict of switch -> explanation whose values read in the learner's language (`_()` where shown)."""
+
+    def __getitem__(self, key: str) -> str:
+        return _(super().__getitem__(key))
+
+    def values(self):
+        return [self[k] for k in self]
+
+    def items(self):
+        return [(k, self[k]) for k in self]
+
+
+SWITCHES = _Explained(
+    {
+        "TORCH_DISTRIBUTED_DEBUG=DETAIL": N_(
+            "wraps every process group: before each collective the ranks compare a fingerprint (sequence "
+            "number, op, shapes, dtypes), so a rank that calls a different collective fails at once with "
+            "both fingerprints instead of hanging. Costs an extra small collective per call."
+        ),
+        "TORCH_CPP_LOG_LEVEL=INFO": N_(
+            "lets the C++ side of torch.distributed log: the rendezvous (TCPStore keys each rank waits for) "
+            "and, with DETAIL, every fingerprint."
+        ),
+        "GLOO_LOG_LEVEL=TRACE": N_(
+            "gloo's own log level (the original workshop's switch); gloo itself says little, most of what "
+            "you see comes from torch's wrapper."
+        ),
+        "NCCL_DEBUG=INFO": N_(
+            "NCCL only (GPUs): prints the transport each channel uses (P2P/CUMEM, NET/Libfabric, "
+            "NET/Socket); on a CPU run with gloo it prints nothing."
+        ),
+        "TORCHINDUCTOR_COMPILE_THREADS=N": N_(
+            "torch.compile's Inductor compiles kernels in N worker processes per rank; with many ranks per "
+            "node, N x ranks workers compete with training for cores: set it small (1-4)."
+        ),
+        "TORCHINDUCTOR_CACHE_DIR=path": N_(
+            "where Inductor keeps compiled kernels between runs (the original workshop keeps it out of /tmp "
+            "so a restart does not recompile)."
+        ),
+    }
+)
 DEBUG_ENV = {
     "TORCH_DISTRIBUTED_DEBUG": "DETAIL",
     "TORCH_CPP_LOG_LEVEL": "INFO",
@@ -131,26 +158,34 @@ def report(s: DebugSummary) -> str:
     """The facts worth reading, and the checks' cost from like-for-like samples (report.verdict), as the text
     chapter 04 prints (one string; step times in s, the cost in %)."""
     out = [
-        f"{s.lines} log lines; {sum(s.fingerprints.values())} collectives checked on rank 0: "
-        + ", ".join(f"{op} {n}" for op, n in s.fingerprints.most_common()),
-        f"last sequence number per rank: {s.last_sequence} ("
-        + (
-            "equal: the ranks issued the same collectives"
+        _("{lines} log lines; {n} collectives checked on rank 0: {ops}").format(
+            lines=s.lines,
+            n=sum(s.fingerprints.values()),
+            ops=", ".join(f"{op} {n}" for op, n in s.fingerprints.most_common()),
+        ),
+        (
+            _("last sequence number per rank: {seq} (equal: the ranks issued the same collectives)")
             if len(set(s.last_sequence.values())) == 1
-            else "DIFFERENT: a rank is behind or called another collective"
-        )
-        + ")",
-        f"rendezvous/store lines: {s.rendezvous_lines}; NCCL lines: {s.nccl_lines}"
-        + (" (none: gloo on CPU)" if not s.nccl_lines else ""),
+            else _(
+                "last sequence number per rank: {seq} (DIFFERENT: a rank is behind or called another "
+                "collective)"
+            )
+        ).format(seq=s.last_sequence),
+        (
+            _("rendezvous/store lines: {store}; NCCL lines: {nccl}")
+            if s.nccl_lines
+            else _("rendezvous/store lines: {store}; NCCL lines: {nccl} (none: gloo on CPU)")
+        ).format(store=s.rendezvous_lines, nccl=s.nccl_lines),
     ]
     if s.samples and s.plain_samples:
-        v = compare(s.samples, s.plain_samples, a_label="checks on", b_label="checks off", rounds=s.rounds)
+        off = _("checks off")
+        v = compare(s.samples, s.plain_samples, a_label=_("checks on"), b_label=off, rounds=s.rounds)
         out.append(
             _("throughput, the same steps with and without the checks: ")
             + v.sentence
             + (
                 _("; the checks' extra collective per call shows")
-                if v.clear and v.winner == "checks off"
+                if v.clear and v.winner == off
                 else _("; what they cost grows with the collectives per step")
                 if s.rounds < MIN_ROUNDS
                 else _(
@@ -159,5 +194,5 @@ def report(s: DebugSummary) -> str:
             )
             + _(". Switch them off for real runs: they log every collective and fingerprint each one.")
         )
-    out += ["examples:", *(f"  {e}" for e in s.examples)]
+    out += [_("examples:"), *(f"  {e}" for e in s.examples)]
     return "\n".join(out)

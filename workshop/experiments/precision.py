@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from workshop.lang import N_, _
+
 
 def formats() -> list[dict]:
     """Bits, largest value, smallest normal value and epsilon of fp32, bf16 and fp16 (torch.finfo)."""
@@ -44,7 +46,7 @@ def overflow_examples(seed: int = 0) -> list[dict]:
 
     g = torch.Generator().manual_seed(seed)
     rows = []
-    for label, value in (("an activation of 70,000", 70_000.0), ("a gradient of 1e-8", 1e-8)):
+    for label, value in ((N_("an activation of 70,000"), 70_000.0), (N_("a gradient of 1e-8"), 1e-8)):
         x = torch.tensor(value)
         rows.append({"case": label, "fp32": float(x), "bf16": float(x.bfloat16()), "fp16": float(x.half())})
     # Attention-like scores: q . k over a 4096-wide hidden size with activations of magnitude ~10; the
@@ -55,7 +57,7 @@ def overflow_examples(seed: int = 0) -> list[dict]:
         y = (q.to(dt) @ q.to(dt).T).float()
         rows.append(
             {
-                "case": f"64x64 scores q.k^T (hidden 4096, |x|~10) in {name}",
+                "case": _("64x64 scores q.k^T (hidden 4096, |x|~10) in {name}").format(name=name),
                 "inf_entries": int((~torch.isfinite(y)).sum()),
                 "entries": y.numel(),
                 # error of the finite entries, relative to the largest score (entries near 0 have no own
@@ -117,20 +119,28 @@ def report(steps: int = 10) -> str:
     ]
     for r in overflow_examples():
         if "fp16" in r:
-            lines.append(f"{r['case']}: fp32 {r['fp32']:.4g}, bf16 {r['bf16']:.4g}, fp16 {r['fp16']:.4g}")
+            lines.append(f"{_(r['case'])}: fp32 {r['fp32']:.4g}, bf16 {r['bf16']:.4g}, fp16 {r['fp16']:.4g}")
+        elif r["inf_entries"] < r["entries"]:
+            lines.append(
+                _(
+                    "{case}: {inf} of {entries} entries inf, finite ones off by at most {err:.2%} of the "
+                    "largest score"
+                ).format(
+                    case=r["case"], inf=r["inf_entries"], entries=r["entries"], err=r["max_rel_error_finite"]
+                )
+            )
         else:
             lines.append(
-                f"{r['case']}: {r['inf_entries']} of {r['entries']} entries inf"
-                + (
-                    f", finite ones off by at most {r['max_rel_error_finite']:.2%} of the largest score"
-                    if r["inf_entries"] < r["entries"]
-                    else ""
+                _("{case}: {inf} of {entries} entries inf").format(
+                    case=r["case"], inf=r["inf_entries"], entries=r["entries"]
                 )
             )
     run = loss_scaling_run(steps)
     skipped = [s.step for s in run if not s.applied]
     lines.append(
-        f"fp16 + dynamic loss scaling, {steps} steps: {len(skipped)} skipped on overflow (steps {skipped}), "
-        f"scale {run[0].scale:.0f} -> {run[-1].scale:.0f}; then every step applied"
+        _(
+            "fp16 + dynamic loss scaling, {steps} steps: {n} skipped on overflow (steps {skipped}), scale "
+            "{first:.0f} -> {last:.0f}; then every step applied"
+        ).format(steps=steps, n=len(skipped), skipped=skipped, first=run[0].scale, last=run[-1].scale)
     )
     return "\n".join(lines)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+from workshop.lang import N_
 from workshop.plan import hardware
 
 # The original workshop's DeepSpeed file (chapter 000's cpu-ds.json) beyond stage and offload, reproduced as
@@ -78,7 +79,7 @@ VARIANTS: dict[str, Variant] = {
     for v in [
         Variant(
             "original",
-            "original workshop's recipe",
+            N_("original workshop's recipe"),
             "HF Trainer + ZeRO-3, offload_param + offload_optimizer to CPU, bf16, one line "
             "per sample padded to 512, lines <= 10 chars dropped, micro-batch 1, GA 4",
             ORIGINAL_ENGINE + ("--no-packing", "--min-chars", str(ORIGINAL_MIN_CHARS)),
@@ -86,14 +87,14 @@ VARIANTS: dict[str, Variant] = {
         ),
         Variant(
             "original_engine_packed",
-            "original workshop's engine, packed",
+            N_("original workshop's engine, packed"),
             "the original workshop's ZeRO-3 + offload engine fed packed 512-token "
             "blocks (separates engine tuning from packing)",
             ORIGINAL_ENGINE + ("--packing",),
         ),
         Variant(
             "workbook",
-            "workbook recipe",
+            N_("workbook recipe"),
             "packed 512-token blocks, DDP (the model fits each rank), 1 thread per "
             "rank, bf16 weights with fp32 masters, torch.compile, the compiled AdamW step, shared-memory "
             "all-reduce, tcmalloc",
@@ -102,7 +103,7 @@ VARIANTS: dict[str, Variant] = {
         ),
         Variant(
             "workbook_fp32",
-            "workbook recipe, fp32",
+            N_("workbook recipe, fp32"),
             "the workbook recipe in fp32",
             WORKBOOK_ENGINE + ("--precision", "fp32", "--packing"),
             precision="fp32",

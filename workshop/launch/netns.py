@@ -15,6 +15,7 @@ import shutil
 import subprocess
 import sys
 
+from workshop.lang import _
 from workshop.plan.topology import parse_rate
 
 
@@ -30,16 +31,16 @@ def _tc(ns: str, *args: str, check: bool = True) -> subprocess.CompletedProcess:
 def netns_available() -> tuple[bool, str]:
     """Can we create namespaces here? (root + iproute2 + a kernel that allows it), with the reason if not."""
     if shutil.which("ip") is None or shutil.which("tc") is None:
-        return False, "iproute2 (ip, tc) is not installed"
+        return False, _("iproute2 (ip, tc) is not installed")
     if os.geteuid() != 0:
-        return False, f"network namespaces need root (running as uid {os.geteuid()})"
+        return False, _("network namespaces need root (running as uid {uid})").format(uid=os.geteuid())
     probe = f"wsnprobe{os.getpid()}"
     try:
         _ip("netns", "add", probe)
     except subprocess.CalledProcessError as exc:
-        return False, f"`ip netns add` failed: {exc.stderr.strip()}"
+        return False, _("`ip netns add` failed: {error}").format(error=exc.stderr.strip())
     _ip("netns", "del", probe, check=False)
-    return True, "root and iproute2 available"
+    return True, _("root and iproute2 available")
 
 
 def _alive(pid: int) -> bool:

@@ -27,6 +27,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from workshop.errors import WorkshopError, check_choice, check_output, check_positive
+from workshop.lang import _
 from workshop.launch.netns import Topology, netns_available
 from workshop.launch.procs import stop_tree
 from workshop.launch.torchrun import build_ops, rank_env, torchrun_command
@@ -374,7 +375,7 @@ def choose_mode(mode: str, nodes: int = 2) -> tuple[str, str]:
     is shown to the learner."""
     check_choice("netsim mode", mode, MODES)
     if mode == "loopback":
-        return "loopback", "loopback requested"
+        return "loopback", _("loopback requested")
     ok, why = netns_available()
     if ok:
         return "netns", why
@@ -382,7 +383,9 @@ def choose_mode(mode: str, nodes: int = 2) -> tuple[str, str]:
         raise WorkshopError(f"network namespaces are not available here: {why}")
     return (
         "loopback",
-        f"{why}: falling back to {nodes} node groups on loopback (no rate caps, no per-node bytes)",
+        _("{why}: falling back to {nodes} node groups on loopback (no rate caps, no per-node bytes)").format(
+            why=why, nodes=nodes
+        ),
     )
 
 

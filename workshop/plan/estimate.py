@@ -16,6 +16,7 @@ from functools import lru_cache
 from typing import Any
 
 from workshop.errors import WorkshopError, check_positive
+from workshop.lang import N_, _
 from workshop.plan import rates
 from workshop.plan.catalog import InstanceRow
 from workshop.plan.hardware import AMX_BF16_FLOP_PER_CYCLE
@@ -29,7 +30,7 @@ from workshop.plan.zero3 import Zero3Calls, Zero3Settings, zero3_calls
 BOUNDS = ("compute", "network", "pcie/offload", "memory")
 # The memory filter models the activations of the stack it ranks (memory.ACTIVATIONS): a tuned stack's fused
 # kernels keep less than the workbook's HF transformers, so it fits configurations the workbook's does not.
-MEMORY_STACK = (
+MEMORY_STACK = N_(
     "ZeRO states + the activations of the stack ranked (CPU and hf-deepspeed-bf16: HF "
     "transformers with SDPA attention; tuned-*: a fused flash-attention stack), full recompute when "
     "checkpointing"
@@ -186,19 +187,29 @@ def _cpu_node(row: InstanceRow, opts: Options) -> Node:
         intra_latency=local_lat,
         inter_gbytes_per_s=inter,
         inter_latency=rates.LATENCY_S["tcp"],
-        inter_transport=f"gloo over TCP: one flow per ring neighbour, "
-        f"min({nic:g} Gbps NIC, {flow.value:g} Gbps flow)",
+        inter_transport=_(
+            "gloo over TCP: one flow per ring neighbour, min({nic:g} Gbps NIC, {flow:g} Gbps flow)"
+        ).format(nic=nic, flow=flow.value),
         pcie_gbytes_per_s=None,
         overlap=rates.OVERLAP["cpu"],
         usd_per_hour=rates.price(row, opts.prices),
         sources={
-            "peak": f"{row.cores} cores x {clock.value:g} GHz x {AMX_BF16_FLOP_PER_CYCLE:,} bf16 FLOP/cycle "
-            f"(AMX) = {peak:.1f} TFLOPS, at {clock.cite()} (the catalog's {row.clock_ghz} GHz is not used: "
-            "the measured share is of this clock)",
+            "peak": _(
+                "{cores} cores x {clock:g} GHz x {flop:,} bf16 FLOP/cycle (AMX) = {peak:.1f} TFLOPS, "
+                "at {cite} (the catalog's {catalog} GHz is not used: the measured share is of this clock)"
+            ).format(
+                cores=row.cores,
+                clock=clock.value,
+                flop=AMX_BF16_FLOP_PER_CYCLE,
+                peak=peak,
+                cite=clock.cite(),
+                catalog=row.clock_ghz,
+            ),
             "efficiency": eff.cite(),
-            "network": f"{nic:g} Gbps (catalog NetworkPerformance); {flow.cite()}; x "
-            f"{rates.TCP_EFFICIENCY.cite()}; "
-            "never EFA: gloo has no EFA transport",
+            "network": _(
+                "{nic:g} Gbps (catalog NetworkPerformance); {flow}; x {tcp}; "
+                "never EFA: gloo has no EFA transport"
+            ).format(nic=nic, flow=flow.cite(), tcp=rates.TCP_EFFICIENCY.cite()),
             "intra_node": local_bw.cite(),
             "memory": rates.DDR_GBYTES_PER_S_PER_CORE.cite(),
             "overlap": rates.OVERLAP["cpu"].cite(),
@@ -215,15 +226,17 @@ def _gpu_node(row: InstanceRow, opts: Options) -> Node:
     host_link = LINKS[rates.GPU_HOST_LINK.get(row.family, "pcie4")]
     if row.efa and row.max_efa_interfaces:
         inter = rates.efa_gbytes_per_s(row)
-        transport = (
-            f"NCCL over EFA: {row.max_efa_interfaces} devices, {rates.instance_gbps(row):g} Gbps "
-            f"({row.network_performance}) x {LINKS['efa'].efficiency:g}"
+        transport = _("NCCL over EFA: {n} devices, {gbps:g} Gbps ({perf}) x {eff:g}").format(
+            n=row.max_efa_interfaces,
+            gbps=rates.instance_gbps(row),
+            perf=row.network_performance,
+            eff=LINKS["efa"].efficiency,
         )
         latency = rates.LATENCY_S["efa"]
     else:
         inter = rates.instance_gbps(row) / 8 * LINKS["eni"].efficiency
-        transport = (
-            f"NCCL sockets over ENA (no EFA): {rates.instance_gbps(row):g} Gbps x {LINKS['eni'].efficiency:g}"
+        transport = _("NCCL sockets over ENA (no EFA): {gbps:g} Gbps x {eff:g}").format(
+            gbps=rates.instance_gbps(row), eff=LINKS["eni"].efficiency
         )
         latency = rates.LATENCY_S["tcp"]
     return Node(
@@ -355,7 +368,7 @@ def _link(node: Node, job: Job) -> tuple[float, float, str]:
             else min(node.inter_gbytes_per_s, node.intra_gbytes_per_s)
         )
         return bw, node.inter_latency.value, node.inter_transport
-    transport = "none (one rank)" if job.world == 1 else f"inside one {node.name}"
+    transport = _("none (one rank)") if job.world == 1 else _("inside one {node}").format(node=node.name)
     return node.intra_gbytes_per_s, node.intra_latency.value, transport
 
 
@@ -419,13 +432,14 @@ def _sources(node: Node, job: Job, s: Step, fixed: FixedCosts | None) -> dict[st
     return {
         **node.sources,
         "flops": f"{s.flops_per_token / 1e9:.1f} GFLOP/token: 6 x params + 12 x layers x hidden x seq"
-        + (" x 4/3 (recompute)" if job.grad_ckpt else ""),
-        "traffic": f"chapter 06's ZeRO-{job.zero_stage} model: "
-        f"{s.traffic.collective / GB:.1f} GB per rank per step",
+        + (_(" x 4/3 (recompute)") if job.grad_ckpt else ""),
+        "traffic": _("chapter 06's ZeRO-{stage} model: {gb:.1f} GB per rank per step").format(
+            stage=job.zero_stage, gb=s.traffic.collective / GB
+        ),
         "optimizer": rates.ADAM_BYTES_PER_PARAM.cite(),
-        "price": node.usd_per_hour.cite() if node.usd_per_hour else "unknown: pass --price TYPE=USD",
+        "price": node.usd_per_hour.cite() if node.usd_per_hour else _("unknown: pass --price TYPE=USD"),
         **(fixed.cite() if fixed else {}),
-        "memory plan": MEMORY_STACK,
+        "memory plan": _(MEMORY_STACK),
     }
 
 

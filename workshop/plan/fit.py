@@ -276,7 +276,11 @@ def _constraints(rec, rows, need_efa, efa, families, **kw) -> list[str]:
         with_efa = sorted({r.instance_type.split(".")[1] for r in rows if r.efa})
         out.append(
             _("Multi-node needs EFA, which in {families} only the {sizes} size(s) offer.").format(
-                families="/".join(families), sizes=", ".join(with_efa) or _("no")
+                families="/".join(families), sizes=", ".join(with_efa)
+            )
+            if with_efa
+            else _("Multi-node needs EFA, which no size in {families} offers.").format(
+                families="/".join(families)
             )
         )
         if efa is None:

@@ -19,7 +19,7 @@ from functools import lru_cache
 from typing import NotRequired, TypedDict
 
 from workshop.errors import WorkshopError, check_positive
-from workshop.lang import _
+from workshop.lang import N_, _
 
 # FLOPs per cycle per core for the matmul paths that matter here, with where each number comes from.
 # A FLOP is a multiply or an add (an FMA is 2).
@@ -79,14 +79,14 @@ def _clock_ghz(proc: dict[str, str], brand: str) -> tuple[float | None, str]:
     try:
         with open("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq") as fh:
             khz = int(fh.read())
-        return khz / 1e6, "/sys/.../cpufreq/cpuinfo_max_freq (max boost the kernel reports)"
+        return khz / 1e6, N_("/sys/.../cpufreq/cpuinfo_max_freq (max boost the kernel reports)")
     except (OSError, ValueError):
         pass
     m = re.search(r"@\s*([\d.]+)\s*GHz", brand)
     if m:
-        return float(m.group(1)), "CPU brand string (nominal base clock)"
+        return float(m.group(1)), N_("CPU brand string (nominal base clock)")
     if proc.get("cpu MHz"):
-        return float(proc["cpu MHz"]) / 1000, "/proc/cpuinfo 'cpu MHz' (the clock the hypervisor reports)"
+        return float(proc["cpu MHz"]) / 1000, N_("/proc/cpuinfo 'cpu MHz' (the clock the hypervisor reports)")
     try:
         import cpuinfo
 
@@ -94,8 +94,8 @@ def _clock_ghz(proc: dict[str, str], brand: str) -> tuple[float | None, str]:
     except Exception:  # noqa: BLE001 - py-cpuinfo is a best-effort fallback
         hz = None
     if hz:
-        return hz[0] / 1e9, "py-cpuinfo advertised clock"
-    return None, "unknown (no cpufreq, brand string or /proc/cpuinfo clock)"
+        return hz[0] / 1e9, N_("py-cpuinfo advertised clock")
+    return None, N_("unknown (no cpufreq, brand string or /proc/cpuinfo clock)")
 
 
 def physical_cores() -> int:
@@ -241,17 +241,19 @@ def native_bf16() -> tuple[bool, str]:
     import torch
 
     if torch.cuda.is_available():
-        return True, f"a CUDA GPU ({torch.cuda.get_device_name(0)}) computes bf16 natively"
+        return True, _("a CUDA GPU ({name}) computes bf16 natively").format(
+            name=torch.cuda.get_device_name(0)
+        )
     proc = _read_proc_cpuinfo()
     flags = set(proc.get("flags", proc.get("Features", "")).split())
     for flag, what in (
         ("amx_bf16", "Intel AMX"),
         ("avx512_bf16", "AVX512_BF16"),
-        ("bf16", "Arm's bf16 extension"),
+        ("bf16", N_("Arm's bf16 extension")),
     ):
         if flag in flags:
-            return True, f"this CPU has {what} (native bf16 math)"
-    return False, (
+            return True, _("this CPU has {what} (native bf16 math)").format(what=_(what))
+    return False, _(
         "this CPU has no native bf16 math (no AMX, AVX512_BF16 or Arm bf16): bf16 would be emulated "
         "through fp32, many times slower"
     )
@@ -268,9 +270,9 @@ def has_cxx_compiler() -> bool:
 def resolve_precision(precision: str) -> tuple[str, str]:
     """("bf16" | "fp32", the reason): "auto" becomes bf16 where the hardware multiplies bf16 natively."""
     if precision != "auto":
-        return precision, f"{precision} as asked"
+        return precision, _("{precision} as asked").format(precision=precision)
     native, why = native_bf16()
-    return ("bf16" if native else "fp32"), f"auto: {why}"
+    return ("bf16" if native else "fp32"), _("auto: {why}").format(why=why)
 
 
 def isa_class(d: CpuFacts) -> str:

@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass, field
 from typing import NotRequired, TypedDict
 
 from workshop.errors import WorkshopError, check_choice
-from workshop.lang import _
+from workshop.lang import N_, _
 from workshop.plan.models import SEQ_LEN, Architecture, architecture
 
 GiB = 1024**3
@@ -172,9 +172,9 @@ class MemoryPlan:
                 c["optimizer_grads_fp32"] if self.offload_optimizer else 0,
             ),
             ("After initializing ZeRO optimizer", c["grads"]),
-            ("After the first step (Adam moments)", c["adam_moments"]),
+            (N_("After the first step (Adam moments)"), c["adam_moments"]),
             (
-                "Training peak (activations, gathered layer, step buffers)",
+                N_("Training peak (activations, gathered layer, step buffers)"),
                 c["activations"]
                 + c["gathered_params"]
                 + c.get("cuda_context", 0)

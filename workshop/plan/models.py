@@ -13,6 +13,7 @@ from functools import cache
 from pathlib import Path
 
 from workshop.errors import WorkshopError, check_choice, check_positive
+from workshop.lang import _
 
 
 @dataclass(frozen=True)
@@ -221,11 +222,21 @@ class ModelSource:
     def describe(self) -> str:
         if self.kind == "preset":
             hub = PRESETS[self.name].hub_id
-            return f"preset {self.name}: its architecture with RANDOM weights (training from scratch)" + (
-                f"; for the real weights use --model {hub}" if hub else ""
+            if hub:
+                return _(
+                    "preset {name}: its architecture with RANDOM weights (training from scratch); for the "
+                    "real weights use --model {hub}"
+                ).format(name=self.name, hub=hub)
+            return _("preset {name}: its architecture with RANDOM weights (training from scratch)").format(
+                name=self.name
             )
-        where = "the Hugging Face hub" if self.kind == "hub" else "a local directory"
-        return f"{self.name}: real weights and the model's own tokenizer from {where} (fine-tuning)"
+        if self.kind == "hub":
+            return _(
+                "{name}: real weights and the model's own tokenizer from the Hugging Face hub (fine-tuning)"
+            ).format(name=self.name)
+        return _(
+            "{name}: real weights and the model's own tokenizer from a local directory (fine-tuning)"
+        ).format(name=self.name)
 
 
 def preset_for(model: str) -> str | None:

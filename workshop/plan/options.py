@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from workshop.errors import WorkshopError, check_choice
+from workshop.lang import _
 from workshop.plan import rates
 from workshop.plan.catalog import check_families
 from workshop.plan.memory import HEADROOM, plan_memory
@@ -68,8 +69,14 @@ class FixedCosts:
             "startup": self.startup_s.cite(),
             "download": self.download_gbytes_per_s.cite(),
             "init": self.init_s.cite(),
-            "checkpoints": f"every {self.checkpoint_minutes:g} min of training, {STATE_BYTES_PER_PARAM} "
-            f"B/param of states to {self.storage} at {self.write_rate().cite()}",
+            "checkpoints": _(
+                "every {minutes:g} min of training, {state} B/param of states to {storage} at {rate}"
+            ).format(
+                minutes=self.checkpoint_minutes,
+                state=STATE_BYTES_PER_PARAM,
+                storage=self.storage,
+                rate=self.write_rate().cite(),
+            ),
             "storage": rates.STORAGE[self.storage].usd_per_gb_month.cite(),
         }
 

@@ -168,9 +168,11 @@ GPU_MFU = Rate(
     0.40,
     N_("of dense bf16 peak"),
     N_("assumption"),
-    "the workbook's stack (HF transformers with SDPA attention + DeepSpeed ZeRO, bf16, full recompute off) "
-    "below the tuned stacks' 0.55 (read from MosaicML llm-foundry MPT-7B with FSDP and flash attention and "
-    "torchtitan Llama 3 8B: costcheck's in-sample rows); no GPU run here has measured it yet",
+    N_(
+        "the workbook's stack (HF transformers with SDPA attention + DeepSpeed ZeRO, bf16, full recompute off) "
+        "below the tuned stacks' 0.55 (read from MosaicML llm-foundry MPT-7B with FSDP and flash attention and "
+        "torchtitan Llama 3 8B: costcheck's in-sample rows); no GPU run here has measured it yet"
+    ),
 )
 # Model FLOP rate per stack and precision, as a fraction of the dense bf16 peak (the planner's --stack).
 GPU_STACKS: dict[str, Rate] = {
@@ -243,8 +245,9 @@ def cpu_clock_basis(path: str | None = None) -> Rate:
         machine["clock_ghz"],
         N_("GHz"),
         N_("measured"),
-        f"the clock of the host chapter 04 measured on ({machine['cores']} cores, {machine['date']}; "
-        f"{machine['clock_source']})",
+        _("the clock of the host chapter 04 measured on ({cores} cores, {date}; {source})").format(
+            cores=machine["cores"], date=machine["date"], source=_(str(machine.get("clock_source")))
+        ),
     )
 
 
@@ -252,8 +255,10 @@ CPU_THREAD_SCALING = Rate(
     0.5,
     N_("of linear scaling"),
     N_("assumption"),
-    "measured at 1 thread per rank on 2 cores; a rank on N cores across two sockets keeps 0.25-1.0 of the "
-    "per-core rate (NUMA, shared DDR bandwidth); the estimate's range",
+    N_(
+        "measured at 1 thread per rank on 2 cores; a rank on N cores across two sockets keeps 0.25-1.0 of "
+        "the per-core rate (NUMA, shared DDR bandwidth); the estimate's range"
+    ),
 )
 CPU_THREAD_SCALING_RANGE = (0.25, 1.0)
 
@@ -282,11 +287,25 @@ def cpu_efficiency(engine: str = "deepspeed", path: str | None = None) -> Rate:
         share * CPU_THREAD_SCALING.value,
         N_("of AMX bf16 peak"),
         N_("measured"),
-        f"chapter 04's '{lever['label']}' step = {share:.1%} of the {machine['clock_ghz']} GHz AMX peak "
-        f"(ceiling.json: model {cfg['model']}, seq {cfg['seq_len']}, micro-batch {cfg['micro_batch']}, "
-        f"{cfg['nproc']} ranks x {cfg['threads']} thread, {machine['cpu_model']}, {machine['date']}) x "
-        f"{CPU_THREAD_SCALING.value:g} thread scaling (range {CPU_THREAD_SCALING_RANGE[0]:g}-"
-        f"{CPU_THREAD_SCALING_RANGE[1]:g})",
+        _(
+            "chapter 04's '{lever}' step = {share:.1%} of the {clock} GHz AMX peak (ceiling.json: model "
+            "{model}, seq {seq}, micro-batch {mb}, {nproc} ranks x {threads} thread, {cpu}, {date}) x "
+            "{scaling:g} thread scaling (range {low:g}-{high:g})"
+        ).format(
+            lever=_(str(lever.get("label"))),
+            share=share,
+            clock=machine["clock_ghz"],
+            model=cfg["model"],
+            seq=cfg["seq_len"],
+            mb=cfg["micro_batch"],
+            nproc=cfg["nproc"],
+            threads=cfg["threads"],
+            cpu=machine["cpu_model"],
+            date=machine["date"],
+            scaling=CPU_THREAD_SCALING.value,
+            low=CPU_THREAD_SCALING_RANGE[0],
+            high=CPU_THREAD_SCALING_RANGE[1],
+        ),
     )
 
 
@@ -394,33 +413,46 @@ def startup_s() -> Rate:
         image = json.loads(path.read_text())
         pull = image["compressed_bytes"] / 1e9 / IMAGE_PULL_GBYTES_PER_S
         value = KARPENTER_LAUNCH_S + pull + float(image["first_step_s"])
-        where = (
-            f"the CPU image's {image['compressed_bytes'] / 2**20:,.0f} MiB (measured) pulled at "
-            f"{IMAGE_PULL_GBYTES_PER_S:g} GB/s (assumed) + its first step {image['first_step_s']:g} s "
-            f"(measured: image.json, {image.get('measured_on', '?')}, {image.get('date', '?')}); GPU nodes "
-            "pull a larger image, never measured here, so theirs is a lower bound"
+        where = _(
+            "the CPU image's {mib:,.0f} MiB (measured) pulled at {pull:g} GB/s (assumed) + its first step "
+            "{first:g} s (measured: image.json, {machine}, {date}); GPU nodes pull a larger image, never "
+            "measured here, so theirs is a lower bound"
+        ).format(
+            mib=image["compressed_bytes"] / 2**20,
+            pull=IMAGE_PULL_GBYTES_PER_S,
+            first=image["first_step_s"],
+            machine=image.get("measured_on", "?"),
+            date=image.get("date", "?"),
         )
         kind = "assumption"
     except (OSError, ValueError, KeyError, TypeError):
         value = KARPENTER_LAUNCH_S + 675 * 2**20 / 1e9 / IMAGE_PULL_GBYTES_PER_S + 25.0
-        where = (
+        where = _(
             "default: the CPU image (~675 MiB compressed) pulled at 0.05 GB/s (~14 s) + DeepSpeed's shm op "
             "compiled at the first step (~25 s); no benchmarks/results/image.json yet"
         )
         kind = "assumption"
     return Rate(
-        value, "s per node", kind, f"Karpenter launch to Ready ~{KARPENTER_LAUNCH_S:g} s (assumed) + {where}"
+        value,
+        N_("s per node"),
+        kind,
+        _("Karpenter launch to Ready ~{launch:g} s (assumed) + {where}").format(
+            launch=KARPENTER_LAUNCH_S, where=where
+        ),
     )
 
 
 DOWNLOAD_GBYTES_PER_S = Rate(
-    0.5, "GB/s per node", "assumption", "weights from S3 or the Hub over one node's NIC (~4 Gbit/s)"
+    0.5,
+    N_("GB/s per node"),
+    N_("assumption"),
+    N_("weights from S3 or the Hub over one node's NIC (~4 Gbit/s)"),
 )
 INIT_S = Rate(
     60.0,
     "s",
-    "assumption",
-    "process groups, ZeRO partitioning and the DeepSpeed engine build before step 1",
+    N_("assumption"),
+    N_("process groups, ZeRO partitioning and the DeepSpeed engine build before step 1"),
 )
 
 
@@ -438,14 +470,19 @@ STORAGE = {
         Rate(
             0.24,
             "GB/s",
-            "data sheet",
+            N_("data sheet"),
             "FSx for Lustre SCRATCH_2, 1.2 TiB: 200 MB/s per TiB baseline (bursts higher)",
         ),
         Rate(0.14, "USD/GB-month", "price", "FSx for Lustre SCRATCH_2, us-east-1, 2025"),
         1200.0,
     ),
     "s3": StorageSpec(
-        Rate(1.0, "GB/s", "assumption", "S3 multipart writes from the nodes (per-prefix limits ignored)"),
+        Rate(
+            1.0,
+            "GB/s",
+            N_("assumption"),
+            N_("S3 multipart writes from the nodes (per-prefix limits ignored)"),
+        ),
         Rate(0.023, "USD/GB-month", "price", "S3 Standard, us-east-1, 2025"),
         0.0,
     ),

@@ -101,7 +101,7 @@ def original_comparison() -> list[StageRow]:
         gib = planned / GiB
         rows.append(
             {
-                "stage": label,
+                "stage": _(label),  # DeepSpeed's own log lines stay as it prints them
                 "plan_gib": round(gib, 2),
                 "original_gib": original,
                 "diff_pct": round(100 * (gib - original) / original, 1) if original else None,
@@ -215,18 +215,28 @@ def original_log_reading(plan: MemoryPlan | None = None) -> list[str]:
         term = first.get(line)
         delta = f"{gib - prev:+.2f}" if prev is not None else f"{gib:.2f}"
         what = (
-            f"{term[0]} ({term[1]} B x {plan.params / 1e9:.2f} B parameters / {plan.world_size} ranks = "
-            f"{plan.components.get(term[0], 0) / GiB:.2f} GiB)"
+            _("{term} ({bpp} B x {params:.2f} B parameters / {world} ranks = {gib:.2f} GiB)").format(
+                term=term[0],
+                bpp=term[1],
+                params=plan.params / 1e9,
+                world=plan.world_size,
+                gib=plan.components.get(term[0], 0) / GiB,
+            )
             if term
-            else "allocator copies (the flat buffers of the bf16 shards)"
+            else _("allocator copies (the flat buffers of the bf16 shards)")
         )
         out.append(f"{line}: {gib:.2f} GiB ({delta}) = {what}")
         prev = gib
     moments = next(line for term, _b, _ds, line in RECONCILE_TERMS if term == "adam_moments")
     out.append(
-        f"adam_moments ({plan.components['adam_moments'] / GiB:.2f} GiB per rank): {moments}, "
-        "after every line above (planner: "
-        f"{dict(plan.stages())['After the first step (Adam moments)'] / GiB:.2f} GiB after it)"
+        _(
+            "adam_moments ({gib:.2f} GiB per rank): {moments}, after every line above (planner: {after:.2f} "
+            "GiB after it)"
+        ).format(
+            gib=plan.components["adam_moments"] / GiB,
+            moments=_(moments),
+            after=dict(plan.stages())["After the first step (Adam moments)"] / GiB,
+        )
     )
     return out
 

@@ -165,8 +165,8 @@ def instance(name: str) -> GpuInstance:
     return INSTANCES[name]
 
 
-ORIGINAL_003 = "the original workshop's chapter 003 (p4d.24xlarge table, NCCL_DEBUG transports)"
-NOT_IN_ORIGINAL = (
+ORIGINAL_003 = N_("the original workshop's chapter 003 (p4d.24xlarge table, NCCL_DEBUG transports)")
+NOT_IN_ORIGINAL = N_(
     "not in the original workshop chapters (chapter 003 tables p4d only and leaves its ENI row '???'): a "
     "timing from the workbook's brief, not reproducible from the original workshop"
 )

@@ -24,9 +24,14 @@ def machine(d: hardware.Detection | None = None) -> str:
 
     d = d or hardware.detect(probe_onednn=False)
     native, _why = hardware.native_bf16()
-    return (
-        f"{d.get('cpu_model') or 'unknown CPU'}, {d.get('cores')} cores, {d.get('isa_class')}, "
-        f"{'native' if native else 'no native'} bf16, {'AMX' if d.get('amx') else 'no AMX'}"
+    bf16 = _("native bf16") if native else _("no native bf16")
+    amx = "AMX" if d.get("amx") else _("no AMX")
+    return _("{cpu}, {cores} cores, {isa}, {bf16}, {amx}").format(
+        cpu=d.get("cpu_model") or _("unknown CPU"),
+        cores=d.get("cores"),
+        isa=d.get("isa_class"),
+        bf16=bf16,
+        amx=amx,
     )
 
 
@@ -43,14 +48,18 @@ def measured_on(result: Mapping[str, Any] | None) -> str:
         or env.get("cpu")
         or result.get("cpu_model")
         or (env.get("bf16") or {}).get("path")
-        or "a machine not recorded"
+        or _("a machine not recorded")
     )
     isa = env.get("isa_class") or env.get("isa") or result.get("isa_class") or ""
     cores = env.get("cpus") or env.get("cores") or result.get("host_cores")
     when = (
-        result.get("date") or env.get("date") or (result.get("measured_at") or "")[:10] or "date not recorded"
+        result.get("date")
+        or env.get("date")
+        or (result.get("measured_at") or "")[:10]
+        or _("date not recorded")
     )
-    return f"{cpu}{f' {isa}' if isa and isa != cpu else ''}{f', {cores} CPUs' if cores else ''}, {when}"
+    counted = _(", {cores} CPUs").format(cores=cores) if cores else ""
+    return f"{cpu}{f' {isa}' if isa and isa != cpu else ''}{counted}, {when}"
 
 
 def provenance(result: Mapping[str, Any], *, here: str | None = None) -> str:
@@ -393,7 +402,7 @@ def _lever_line(res: Mapping[str, Any], name: str, recipe_clear: bool, where: st
     drifted) and what it did against its base, judged now from its samples (or why it cannot be)."""
     v, rec = res["levers"][name], res["levers"]["recipe"]
     if v["status"] != "measured":
-        return f"  {v['label']}: {v['status']} ({v.get('reason', '')})"
+        return f"  {_(v['label'])}: {_(v['status'])} ({_(v.get('reason', ''))})"
     other = v.get("precision") != rec["precision"]
     sh, pc = v.get("share"), v["pct_of_ceiling"]
     lo, hi, clear = (sh["low"], sh["high"], sh["clear"]) if sh else (pc["min"], pc["max"], True)
@@ -404,13 +413,13 @@ def _lever_line(res: Mapping[str, Any], name: str, recipe_clear: bool, where: st
             cmp.sentence
             if cmp
             else _("x{effect:.2f} the tokens/s of {base}; {why}").format(
-                effect=(v.get("effect_vs_base") or {}).get("median", 1.0), base=v["base"], why=word
+                effect=(v.get("effect_vs_base") or {}).get("median", 1.0), base=v["base"], why=_(word)
             )
         )
     else:
         said = _("no base to compare with")
     return (
-        f"  {v['label']}: {pct}"
+        f"  {_(v['label'])}: {pct}"
         + (_(" of the {precision} ceiling").format(precision=v["precision"]) if other else "")
         + f"; {said}"
     )

@@ -134,10 +134,12 @@ def original_model(rows) -> list[str]:
     under = [r.label for r in multi if r.error < -0.05]
     over = [r.label for r in multi if r.error > 0.05]
     out = [
-        _("multi-pod rows the model under-predicts (>5% short): {rows}").format(
-            rows=", ".join(under) or _("none")
-        ),
-        _("multi-pod rows it over-predicts (>5% long): {rows}").format(rows=", ".join(over) or _("none")),
+        _("multi-pod rows the model under-predicts (>5% short): {rows}").format(rows=", ".join(under))
+        if under
+        else _("multi-pod rows the model under-predicts (>5% short): none"),
+        _("multi-pod rows it over-predicts (>5% long): {rows}").format(rows=", ".join(over))
+        if over
+        else _("multi-pod rows it over-predicts (>5% long): none"),
     ]
     by_run: dict[tuple, dict] = {}
     for r in multi:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from workshop.errors import WorkshopError
-from workshop.lang import _
+from workshop.lang import N_, _
 
 MIN_EFFECT = 0.03  # a difference under 3% is never called a win, however quiet the machine
 # Below this many samples each, separation alone is too easy to get by chance: unpaired, all of 3 A above all
@@ -231,14 +231,14 @@ def share(
 
 # ---------------------------------------------------------------- levers: a change against its base
 
-ONE_ROUND = "one round: no verdict"
+ONE_ROUND = N_("one round: no verdict")
 
 
 def verdict_word(v: Comparison, lever_label: str, rounds: int) -> str:
     """The table's word for a lever's comparison: "pays"/"costs" only for a winner, else why there is none."""
     if v.clear:
-        return "pays" if v.winner == lever_label else "costs"
-    return ONE_ROUND if rounds < MIN_ROUNDS else "within noise"
+        return N_("pays") if v.winner == lever_label else N_("costs")
+    return ONE_ROUND if rounds < MIN_ROUNDS else N_("within noise")
 
 
 def lever_verdict(
@@ -274,7 +274,7 @@ def rejudge(res: Mapping[str, Any], name: str, where: str | None = None) -> tupl
     lv = res["levers"][name]
     base = res["levers"].get(lv.get("base") or "")
     if not base or not lv.get("runs") or not base.get("runs"):
-        return "cannot be re-judged (no samples stored)", None
+        return N_("cannot be re-judged (no samples stored)"), None
     labels = (lv["label"], base["label"])
     v = lever_verdict(lv["runs"], base["runs"], labels, where)
     return verdict_word(v, labels[0], min(len(lv["runs"]), len(base["runs"]))), v

@@ -11,23 +11,24 @@ from workshop.errors import (
 )
 from workshop.experiments.bench.config import BENCHMARKS, OWN_COMMAND
 from workshop.experiments.bench.training import paired_verdict
+from workshop.lang import N_, _
 from workshop.paths import RESULTS_DIR
 from workshop.report.interpret import measured_on
 from workshop.report.plots import plot_bench_recipes
 from workshop.tables import markdown_table
 
 TARGETS = {
-    "recipes": ("useful tokens/s, workbook / original workshop's recipe", 20.0),
+    "recipes": (N_("useful tokens/s, workbook / original workshop's recipe"), 20.0),
     "engine": (
-        "useful tokens/s on the same packed blocks, workbook engine / original workshop's engine",
+        N_("useful tokens/s on the same packed blocks, workbook engine / original workshop's engine"),
         2.0,
     ),
-    "mfu": ("model FLOPs utilization of the workbook recipe, % of AMX bf16 peak", 10.0),
-    "precision": ("step throughput, bf16 / fp32 (workbook recipe)", 2.0),
-    "gemm": ("best bf16 GEMM, % of AMX bf16 peak", 40.0),
-    "workbook": ("whole-workbook smoke run, minutes (at most)", 10.0),
+    "mfu": (N_("model FLOPs utilization of the workbook recipe, % of AMX bf16 peak"), 10.0),
+    "precision": (N_("step throughput, bf16 / fp32 (workbook recipe)"), 2.0),
+    "gemm": (N_("best bf16 GEMM, % of AMX bf16 peak"), 40.0),
+    "workbook": (N_("whole-workbook smoke run, minutes (at most)"), 10.0),
     "ceiling": (
-        "training step model FLOP/s, % of the same cores' GEMM rate at the model's shapes (best lever)",
+        N_("training step model FLOP/s, % of the same cores' GEMM rate at the model's shapes (best lever)"),
         60.0,
     ),
 }
@@ -95,13 +96,18 @@ def _training_row(res: Results, key: str) -> SummaryRow:
         key,
         ratio["median"],
         "x",
-        detail=f"{va['tokens_per_s']['median']:.0f} vs {vb['tokens_per_s']['median']:.0f}"
-        f" tokens/s; paired ratios {ratio['min']:.2f}-{ratio['max']:.2f} over {ratio['n']} rounds; "
+        detail=_("{a:.0f} vs {b:.0f} tokens/s; paired ratios {low:.2f}-{high:.2f} over {n} rounds; ").format(
+            a=va["tokens_per_s"]["median"],
+            b=vb["tokens_per_s"]["median"],
+            low=ratio["min"],
+            high=ratio["max"],
+            n=ratio["n"],
+        )
         # judged now by today's rule from the runs it kept, never the sentence stored with them
         + (
             paired_verdict(r)
             if all(r["variants"][n].get("runs") for n in (r["a"], r["b"]))
-            else "verdict cannot be re-judged (no samples stored)"
+            else _("verdict cannot be re-judged (no samples stored)")
         ),
     )
 
@@ -118,10 +124,18 @@ def _mfu_row(res: Results) -> SummaryRow:
         w["mfu_pct_of_amx_peak"],
         "%",
         judged=amx,
-        detail=f"{w['model_tflops']:.3f} model TFLOPS = {w['mfu_pct_of_present_peak']}% of that CPU's "
-        f"{pk['bf16_path']} peak ({pk['bf16_tflops']:.2f} TFLOPS), "
-        f"{w['mfu_pct_of_amx_peak']}% of {pk['cores']}-core AMX peak "
-        f"({pk['amx_bf16_tflops']:.2f} TFLOPS)",
+        detail=_(
+            "{tflops:.3f} model TFLOPS = {present}% of that CPU's {path} peak ({peak:.2f} TFLOPS), {amx}% of "
+            "{cores}-core AMX peak ({amx_peak:.2f} TFLOPS)"
+        ).format(
+            tflops=w["model_tflops"],
+            present=w["mfu_pct_of_present_peak"],
+            path=pk["bf16_path"],
+            peak=pk["bf16_tflops"],
+            amx=w["mfu_pct_of_amx_peak"],
+            cores=pk["cores"],
+            amx_peak=pk["amx_bf16_tflops"],
+        ),
     )
 
 
@@ -135,8 +149,15 @@ def _gemm_row(res: Results) -> SummaryRow:
         g["bf16_pct_of_amx_peak"],
         "%",
         judged=g["amx"],
-        detail=f"bf16 {g['bf16_tflops']:.3f} TFLOPS at n={g['bf16_size']} = {g['bf16_pct_of_peak']}% of "
-        f"that CPU's {g['peak_bf16_path']} peak; bf16/fp32 GEMM x{g['bf16_over_fp32']}",
+        detail=_(
+            "bf16 {tflops:.3f} TFLOPS at n={n} = {pct}% of that CPU's {path} peak; bf16/fp32 GEMM x{ratio}"
+        ).format(
+            tflops=g["bf16_tflops"],
+            n=g["bf16_size"],
+            pct=g["bf16_pct_of_peak"],
+            path=g["peak_bf16_path"],
+            ratio=g["bf16_over_fp32"],
+        ),
     )
 
 
@@ -148,8 +169,9 @@ def _workbook_row(res: Results) -> SummaryRow:
         wb["total_s"] / 60 if wb else None,
         "min",
         at_most=True,
-        detail=f"a stored run, not this one (each chapter states its own time at its end); "
-        f"{len(wb['notebooks'])} notebooks: {', '.join(n['notebook'] for n in wb['notebooks'])}"
+        detail=_(
+            "a stored run, not this one (each chapter states its own time at its end); {n} notebooks: {names}"
+        ).format(n=len(wb["notebooks"]), names=", ".join(n["notebook"] for n in wb["notebooks"]))
         if wb
         else "",
     )
@@ -162,15 +184,23 @@ def _ceiling_row(res: Results, c: Mapping[str, Any]) -> SummaryRow:
         "ceiling",
         t["best"],
         "%",
-        detail=f"{c['isa_path']}; recipe {t['recipe']:.1f}%, best lever "
-        f"{t['best_lever']}; {cfg['model']}, {cfg['nproc']} ranks x {cfg['threads']} threads",
+        detail=_(
+            "{isa}; recipe {recipe:.1f}%, best lever {lever}; {model}, {nproc} ranks x {threads} threads"
+        ).format(
+            isa=c["isa_path"],
+            recipe=t["recipe"],
+            lever=t["best_lever"],
+            model=cfg["model"],
+            nproc=cfg["nproc"],
+            threads=cfg["threads"],
+        ),
     )
 
 
 def _ipex_row(ip: Mapping[str, Any]) -> SummaryRow:
     return {
         "benchmark": "ipex",
-        "metric": "IPEX / stock PyTorch, training step throughput",
+        "metric": N_("IPEX / stock PyTorch, training step throughput"),
         "value": round(ip["ratio"]["median"], 2) if ip.get("status") == "ok" else None,
         "unit": "x",
         "target": None,
@@ -202,7 +232,8 @@ def format_rows(rows: list[SummaryRow], *, targets: bool = False) -> str:
     lines: list[list[object]] = []
     for r in rows:
         value = "-" if r["value"] is None else f"{r['value']} {r['unit']}"
-        line: list[object] = [r["benchmark"], r["metric"], value, r["detail"], r.get("measured_on", "-")]
+        metric = r["metric"]
+        line: list[object] = [r["benchmark"], _(metric), value, r["detail"], r.get("measured_on", "-")]
         if targets:
             at = "<=" if r["benchmark"] == "workbook" else ">="
             line += ["-" if r["target"] is None else f"{at} {r['target']} {r['unit']}", r["verdict"]]

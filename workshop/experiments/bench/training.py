@@ -27,6 +27,7 @@ from workshop.experiments.measure import (
     peaks_for,
 )
 from workshop.experiments.recipes import ORIGINAL_MIN_CHARS, VARIANTS, Variant, run_argv, runnable_here
+from workshop.lang import _
 from workshop.launch.torchrun import allocator_env, run_torchrun
 from workshop.plan.models import PRESETS, Architecture, architecture, flops_per_token
 from workshop.report.interpret import measured_on
@@ -281,8 +282,8 @@ def paired_verdict(res: Mapping[str, Any], runs: Mapping[str, list] | None = Non
     return compare_samples(
         [r["tokens_per_s"] for r in got[a]],
         [r["tokens_per_s"] for r in got[b]],
-        a_label=VARIANTS[a].label,
-        b_label=VARIANTS[b].label,
+        a_label=_(VARIANTS[a].label),
+        b_label=_(VARIANTS[b].label),
         paired=True,
         where=measured_on(res) if runs is None else None,
     ).sentence

@@ -10,6 +10,7 @@ from workshop.errors import (
     check_choice,
 )
 from workshop.experiments.recipes import WORKBOOK_ALLOCATOR
+from workshop.lang import N_
 from workshop.launch import torchrun
 from workshop.launch.torchrun import allocator_env
 from workshop.plan import hardware
@@ -42,7 +43,7 @@ LEVERS: dict[str, Lever] = {
     for lv in [
         Lever(
             "recipe",
-            "workbook recipe",
+            N_("workbook recipe"),
             "packed blocks, DDP, precision auto (bf16: bf16 weights with fp32 masters), "
             "torch.compile with eager attention, compiled AdamW step, shared-memory all-reduce, tcmalloc, "
             "1 thread per rank (uncompiled where no C++ compiler is found)",
@@ -50,7 +51,7 @@ LEVERS: dict[str, Lever] = {
         ),
         Lever(
             "no_compile",
-            "without torch.compile",
+            N_("without torch.compile"),
             "eager PyTorch (and SDPA attention, its best kernel there): every "
             "element-wise op a pass over memory, the optimizer in torch's fused AdamW plus separate casts",
             UNCOMPILED,
@@ -58,7 +59,7 @@ LEVERS: dict[str, Lever] = {
         ),
         Lever(
             "sdpa_attention",
-            "SDPA attention",
+            N_("SDPA attention"),
             "scaled_dot_product_attention's fused CPU kernel instead of the plain "
             "matmuls + softmax that Inductor fuses",
             {"attn_implementation": "sdpa"},
@@ -66,14 +67,14 @@ LEVERS: dict[str, Lever] = {
         ),
         Lever(
             "adamw_unfused",
-            "AdamW, not fused",
+            N_("AdamW, not fused"),
             "torch's per-tensor AdamW with separate clip and cast passes instead "
             "of one compiled pass per tensor",
             {"optimizer": "adamw_torch"},
         ),
         Lever(
             "gloo_allreduce",
-            "gloo all-reduce",
+            N_("gloo all-reduce"),
             "DDP's gradients all-reduced by gloo over loopback TCP instead of "
             "DeepSpeed's shared-memory kernel",
             {"allreduce": "backend"},
@@ -81,14 +82,14 @@ LEVERS: dict[str, Lever] = {
         ),
         Lever(
             "system_malloc",
-            "glibc malloc",
+            N_("glibc malloc"),
             "glibc's malloc instead of tcmalloc (LD_PRELOAD)",
             allocator="system",
             cpu_only=True,
             needs=("recipe_allocator",),
         ),
         Lever(
-            "jemalloc",
+            N_("jemalloc"),
             "jemalloc",
             "jemalloc with Intel's MALLOC_CONF instead of tcmalloc",
             allocator="jemalloc",
@@ -97,7 +98,7 @@ LEVERS: dict[str, Lever] = {
         ),
         Lever(
             "autocast",
-            "fp32 weights + bf16 autocast",
+            N_("fp32 weights + bf16 autocast"),
             "fp32 weights cast to bf16 on every forward (autocast) and "
             "fp32 gradients all-reduced, instead of bf16 weights with fp32 masters "
             "(workshop.train.master_weights)",
@@ -106,7 +107,7 @@ LEVERS: dict[str, Lever] = {
         ),
         Lever(
             "affinity",
-            "pinned cores",
+            N_("pinned cores"),
             "each rank pinned to its own cores (sched_setaffinity) with OMP_PROC_BIND=close, "
             "OMP_PLACES=cores set in the rank",
             {"pin_cores": True},
@@ -114,35 +115,35 @@ LEVERS: dict[str, Lever] = {
         ),
         Lever(
             "micro_batch_x2",
-            "micro-batch x2",
+            N_("micro-batch x2"),
             "twice the sequences per forward: GEMMs with twice the rows, the "
             "per-step costs (all-reduce, optimizer) spread over twice the tokens",
             {"micro_batch": "x2"},
         ),
         Lever(
             "grad_accum_x2",
-            "micro-batch /2, GA 2",
+            N_("micro-batch /2, GA 2"),
             "half the micro-batch, 2 accumulation steps: the same samples "
             "per optimizer step in GEMMs half as tall",
             {"micro_batch": "/2", "grad_accum": 2},
         ),
         Lever(
             "seq_len_x2",
-            "sequences x2, micro-batch /2",
+            N_("sequences x2, micro-batch /2"),
             "the same tokens per forward in sequences twice as long: "
             "the same GEMMs, attention over twice the context",
             {"seq_len": "x2", "micro_batch": "/2"},
         ),
         Lever(
             "ddp_bucket_x4",
-            "DDP buckets x4",
+            N_("DDP buckets x4"),
             "100 MB gradient buckets instead of DDP's 25 MB: fewer, larger "
             "all-reduces, the last one waiting for more of the backward",
             {"ddp_bucket_mb": 100},
         ),
         Lever(
             "zero3",
-            "ZeRO-3 engine",
+            N_("ZeRO-3 engine"),
             "DeepSpeed ZeRO-3 instead of DDP, both uncompiled (against the uncompiled "
             "recipe); in bf16 it keeps bf16 weights + fp32 masters as the recipe does",
             {**ZERO3, **UNCOMPILED},
@@ -150,7 +151,7 @@ LEVERS: dict[str, Lever] = {
         ),
         Lever(
             "ds_cpu_adam",
-            "ZeRO-3 + DeepSpeed CPU Adam",
+            N_("ZeRO-3 + DeepSpeed CPU Adam"),
             "offload_optimizer: DeepSpeed's C++ CPU Adam instead of "
             "torch's fused AdamW (against the ZeRO-3 engine)",
             {**ZERO3, **UNCOMPILED, "offload_optimizer": True},
@@ -158,7 +159,7 @@ LEVERS: dict[str, Lever] = {
         ),
         Lever(
             "zero3_persist",
-            "ZeRO-3, big persistence/prefetch",
+            N_("ZeRO-3, big persistence/prefetch"),
             "stage3_param_persistence_threshold 1e7 (tensors "
             "up to 10M elements stay whole: no all-gather), stage3_prefetch_bucket_size 5e7 (against ZeRO-3)",
             {
@@ -224,23 +225,25 @@ def requirement(
         return (
             None
             if torchrun.allocator_path("jemalloc")
-            else "jemalloc is not installed (apt-get install libjemalloc2)"
+            else N_("jemalloc is not installed (apt-get install libjemalloc2)")
         )
     if needs == "recipe_allocator":
         chosen = allocator_env(WORKBOOK_ALLOCATOR)[1]
         return (
             None
             if chosen != "system"
-            else (
+            else N_(
                 "the recipe already runs glibc malloc here: tcmalloc is not "
                 "installed (apt-get install libtcmalloc-minimal4)"
             )
         )
     if needs == "recipe_bf16":
-        return None if recipe_precision == "bf16" else "the recipe already runs fp32 here (precision auto)"
+        return (
+            None if recipe_precision == "bf16" else N_("the recipe already runs fp32 here (precision auto)")
+        )
     if needs == "native_bf16_recipe_fp32":
         if recipe_precision == "bf16":
-            return "the recipe already runs bf16 here (precision auto)"
+            return N_("the recipe already runs bf16 here (precision auto)")
         native, why = hardware.native_bf16() if device == "cpu" else (True, "")
         if not native:
             ratio = (

@@ -10,7 +10,7 @@ from workshop.errors import (
     WorkshopError,
 )
 from workshop.experiments.ceiling.result import CeilingResult, LeverResult
-from workshop.lang import _
+from workshop.lang import N_, _
 from workshop.paths import IMAGES_DIR, RESULTS_DIR
 from workshop.report.interpret import ceiling_share, is_stored, measured_on
 from workshop.report.plots import plot_ceiling
@@ -110,7 +110,7 @@ def _unmeasured(name: str, lv: LeverResult) -> CeilingRow:
         "effect": None,
         "effect_range": None,
         "base": lv.get("base"),
-        "verdict": "skipped",
+        "verdict": N_("skipped"),
         "note": lv.get("reason"),
     }
 
@@ -131,7 +131,10 @@ def format_table(table: list[CeilingRow]) -> str:
     lines: list[list[object]] = []
     for r in table:
         if r["status"] != "measured":
-            lines.append([r["label"], "-", "-", "-", "-", f"skipped: {r['note']}"])
+            label, note = r["label"], r["note"]
+            lines.append(
+                [_(label), "-", "-", "-", "-", _("skipped: {note}").format(note=_(note) if note else "")]
+            )
             continue
         pct_range = r["pct_range"]
         assert pct_range is not None  # rows() gives every measured lever its range
@@ -141,10 +144,17 @@ def format_table(table: list[CeilingRow]) -> str:
             else f"{pct_range[0]}-{pct_range[1]} (ceiling drifted: a range only)"
         )
         if r.get("ceiling_of"):
-            pct += f" of the {r['ceiling_of']}"
+            pct += _(" of the {ceiling}").format(ceiling=r["ceiling_of"])
         eff_range = r["effect_range"]  # None exactly when effect is: a lever without a base
-        eff = "-" if eff_range is None else f"x{r['effect']} ({eff_range[0]}-{eff_range[1]}) vs {r['base']}"
-        lines.append([r["label"], r["tokens_per_s"], pct, r["mfu_pct"], eff, r["verdict"]])
+        eff = (
+            "-"
+            if eff_range is None
+            else _("x{effect} ({low}-{high}) vs {base}").format(
+                effect=r["effect"], low=eff_range[0], high=eff_range[1], base=r["base"]
+            )
+        )
+        label, verdict = r["label"], r["verdict"]
+        lines.append([_(label), r["tokens_per_s"], pct, r["mfu_pct"], eff, _(verdict)])
     return markdown_table(COLUMNS, lines)
 
 
@@ -159,11 +169,18 @@ def figure(result: CeilingResult | None = None, path: str | Path = IMAGES_DIR / 
     return plot_ceiling(
         [r for r in rows(res) if r["status"] == "measured"],
         path,
-        effect_label=f"tokens/s vs its base (x, {rounds} paired rounds)"
+        effect_label=_("tokens/s vs its base (x, {rounds} paired rounds)").format(rounds=rounds)
         if rounds > 1
-        else "tokens/s vs its base (x, 1 round: no verdict;\nspan: the steps' range)",
+        else _("tokens/s vs its base (x, 1 round: no verdict;\nspan: the steps' range)"),
         title=stored
-        + f"{res['machine'].get('gpu') or res['machine']['cpu_model']}, {res['isa_path']}: "
-        + f"step vs GEMM ceiling ({res['config']['model']}, {res['config']['nproc']} ranks, "
-        + f"{rounds} round(s);\nwhiskers and spans: min-max)",
+        + _(
+            "{machine}, {isa}: step vs GEMM ceiling ({model}, {nproc} ranks, {rounds} round(s);\n"
+            "whiskers and spans: min-max)"
+        ).format(
+            machine=res["machine"].get("gpu") or res["machine"]["cpu_model"],
+            isa=res["isa_path"],
+            model=res["config"]["model"],
+            nproc=res["config"]["nproc"],
+            rounds=rounds,
+        ),
     )

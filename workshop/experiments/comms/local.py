@@ -306,7 +306,10 @@ def offload_on_cpu(stored: dict | None = None) -> str:
     rows = {(r["model"], bool(r["offload"])): r["measured_s"] for r in (stored or {}).get("local", [])}
     pairs = [m for m in dict.fromkeys(k[0] for k in rows) if (m, True) in rows and (m, False) in rows]
     facts = "; ".join(
-        f"{m}: {rows[(m, True)]:.2f} s per step with offload, {rows[(m, False)]:.2f} s without" for m in pairs
+        _("{model}: {on:.2f} s per step with offload, {off:.2f} s without").format(
+            model=m, on=rows[(m, True)], off=rows[(m, False)]
+        )
+        for m in pairs
     )
     out = _(
         "On a CPU the 'device' is host memory, so offload moves no bytes across a bus and saves no memory "

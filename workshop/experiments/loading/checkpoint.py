@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from workshop.errors import WorkshopError, check_choice, read_json
+from workshop.lang import _
 from workshop.launch.progress import no_library_bars
 from workshop.plan.models import build_config
 from workshop.plan.topology import GB
@@ -159,7 +160,11 @@ def verify_checkpoint(path: str | Path) -> CheckpointInfo:
                     dtypes.add(sl.get_dtype())
                     seen.add(key)
         except Exception as exc:  # noqa: BLE001  safetensors raises its own error types for truncated/garbled headers
-            raise WorkshopError(f"checkpoint shard {shard!r} is corrupt or truncated: {exc}") from None
+            raise WorkshopError(
+                _("checkpoint shard '{shard}' is corrupt or truncated: {error}").format(
+                    shard=shard, error=exc
+                )
+            ) from None
         nbytes += shard_bytes
         size = f.stat().st_size
         if size < shard_bytes:  # cheap extra guard; the header check above catches most truncations
@@ -212,18 +217,22 @@ def check_world_size(world_size: int, *, model_bytes: int | None = None, method:
     import psutil
 
     if not isinstance(world_size, int) or isinstance(world_size, bool) or world_size < 1:
-        raise WorkshopError(f"world size must be an integer >= 1, got {world_size!r}")
+        raise WorkshopError(_("world size must be an integer >= 1, got {n}").format(n=world_size))
     cores = os.cpu_count() or 1
     if world_size > cores:
         raise WorkshopError(
-            f"world size {world_size} is larger than this machine allows: {cores} CPU cores "
-            f"(one rank per core at most); allowed: 1..{cores}"
+            _(
+                "world size {n} is larger than this machine allows: {cores} CPU cores (one rank per core at "
+                "most); allowed: 1..{cores}"
+            ).format(n=world_size, cores=cores)
         )
     if model_bytes:
         per_rank = {"naive": 2.0}.get(method, 1.0) * model_bytes + 0.8 * GB
         need, have = world_size * per_rank, psutil.virtual_memory().available
         if need > have:
             raise WorkshopError(
-                f"{method} loading with {world_size} ranks needs about {need / GB:.1f} GB but "
-                f"only {have / GB:.1f} GB is available; use fewer ranks or a smaller model"
+                _(
+                    "{method} loading with {n} ranks needs about {need:.1f} GB but only {have:.1f} GB is "
+                    "available; use fewer ranks or a smaller model"
+                ).format(method=method, n=world_size, need=need / GB, have=have / GB)
             )

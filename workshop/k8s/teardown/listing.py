@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from workshop.k8s.base import PART_OF, TEARDOWN_COMMAND
 from workshop.k8s.teardown.model import FIELD_MANAGER, FSX_PRICE_SOURCE, ORDER, Inventory, nodes_text
+from workshop.lang import _
 from workshop.plan.catalog import PRICE_SOURCE
 from workshop.tables import aligned
 
@@ -99,25 +100,24 @@ def offline_plan() -> str:
     """What `workshop cluster teardown` does, as text (str), for a notebook that reached no cluster."""
     return "\n".join(
         [
-            (
-                f"No cluster was used here. On the cluster you used, `{COMMAND}` lists every object labelled "
-                f"{PART_OF[0]}={PART_OF[1]} or applied by field manager `{FIELD_MANAGER}`, "
-                "with the nodes and file system each keeps paying for, "
-                "and the similar objects it leaves alone; it deletes nothing."
-            ),
-            (
-                f"`{COMMAND} --yes` then deletes them in this order: {' -> '.join(ORDER)}, and waits until "
-                "Karpenter has drained the nodes (--timeout)."
-            ),
-            (
+            _(
+                "No cluster was used here. On the cluster you used, `{command}` lists every object labelled "
+                "{label} or applied by field manager `{manager}`, with the nodes and file system each keeps "
+                "paying for, and the similar objects it leaves alone; it deletes nothing."
+            ).format(command=COMMAND, label=f"{PART_OF[0]}={PART_OF[1]}", manager=FIELD_MANAGER),
+            _(
+                "`{command} --yes` then deletes them in this order: {order}, and waits until Karpenter has "
+                "drained the nodes (--timeout)."
+            ).format(command=COMMAND, order=" -> ".join(ORDER)),
+            _(
                 "A claim that holds a trained model stops it, unless --keep-model (keep the claim and the "
                 "FSx file system; the commands that remove them later are printed) or --delete-model."
             ),
-            (
+            _(
                 "Under reclaimPolicy Retain the FSx file system outlives its claim: its id and the "
                 "`aws fsx delete-file-system --file-system-id fs-...` call that ends its cost are printed."
             ),
-            "Run it with the kubeconfig of that cluster: first the listing, then the deletion:",
+            _("Run it with the kubeconfig of that cluster: first the listing, then the deletion:"),
             f"  {COMMAND}",
             f"  {COMMAND} --yes",
         ]
