@@ -11,7 +11,7 @@ from workshop.experiments.measure import (
     mfu,
     paired_ratios,
 )
-from workshop.lang import N_, _
+from workshop.lang import _
 from workshop.plan.models import Architecture, flops_per_token
 from workshop.report.verdict import lever_verdict, share, steady, verdict_word
 from workshop.train import TrainArgs
