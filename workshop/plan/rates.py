@@ -171,7 +171,8 @@ GPU_MFU = Rate(
     N_(
         "the workbook's stack (HF transformers with SDPA attention + DeepSpeed ZeRO, bf16, full recompute "
         "off) below the tuned stacks' 0.55 (read from MosaicML llm-foundry MPT-7B with FSDP and flash "
-        "attention and torchtitan Llama 3 8B: costcheck's in-sample rows); no GPU run here has measured it yet"
+        "attention and torchtitan Llama 3 8B: costcheck's in-sample rows); no GPU run here has measured it "
+        "yet"
     ),
 )
 # Model FLOP rate per stack and precision, as a fraction of the dense bf16 peak (the planner's --stack).
