@@ -52,8 +52,8 @@ class Requirements:
         return _("{job}; Kubeflow Trainer {trainer}; outputs: {storage}; model: {model}").format(
             job=job,
             trainer=self.trainer_version,
-            storage=self.storage or _("none"),
-            model=self.model or _("none"),
+            storage=self.storage or "-",
+            model=self.model or "-",
         )
 
 
