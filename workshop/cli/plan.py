@@ -11,13 +11,15 @@ import sys
 
 from workshop.cli.args import comma_list
 from workshop.cli.base import command
-from workshop.errors import check_positive
+from workshop.errors import check_output, check_positive
 from workshop.plan import catalog, rates
 from workshop.plan.catalog import InstanceRow
 from workshop.plan.cost import evaluate, format_table, rank
 from workshop.plan.fit import Recommendation, recommend
 from workshop.plan.gemm import gemm_benchmark, summarize
 from workshop.plan.hardware import detect
+from workshop.plan.job import Plan as JobPlan
+from workshop.plan.job import from_ranking, save_plan
 from workshop.plan.memory import HEADROOM, GiB
 from workshop.plan.models import SEQ_LEN
 from workshop.plan.options import (
@@ -168,8 +170,9 @@ def plan(argv: list[str] | None = None) -> int:
     args = _plan_parser().parse_args(argv)
     opts = options_from_args(args)
     plans = [evaluate(args.instance, args.nodes or 1, opts)] if args.instance else rank(opts)
+    picked = _picked(plans, opts, args)
     if args.json:
-        print(json.dumps({"plans": [p.to_dict() for p in plans]}, indent=2))
+        print(json.dumps({**picked.to_dict(), "plans": [p.to_dict() for p in plans]}, indent=2))
         return 0
     print(
         f"{opts.model}, {opts.tokens:.3g} tokens, {opts.global_batch:,} tokens per optimizer step "
@@ -184,6 +187,9 @@ def plan(argv: list[str] | None = None) -> int:
     for i, p in enumerate(plans[: args.top], 1):
         if p.hint:
             print(f"{i:>2} {p.label}: {p.hint}")
+    print(f"picked row {args.pick}: {picked.sentence()}")
+    if args.out:
+        print(f"wrote {save_plan(picked, args.out)} (workshop render --plan {args.out} --out DIR)")
     unpriced = sorted({p.instance_type for p in plans if p.usd is None})
     if unpriced:
         print(
@@ -191,6 +197,21 @@ def plan(argv: list[str] | None = None) -> int:
             "--price TYPE=USD ranks them"
         )
     return 0
+
+
+def _picked(plans: list, opts: Options, args: argparse.Namespace) -> JobPlan:
+    """The plan file's Plan: row --pick (1 = the planner's first) as a Job + Placement + prediction; with
+    --out, written only after every check passed."""
+    check_range("--pick", args.pick, 1, len(plans))
+    if args.out:
+        check_output(args.out, "--out")
+    return from_ranking(
+        plans,
+        opts,
+        args.pick - 1,
+        weights=args.weights,
+        capacity_type="spot" if args.spot else "on-demand",
+    )
 
 
 def options_from_args(args: argparse.Namespace) -> Options:
@@ -336,7 +357,13 @@ def _add_run_cost_args(p: argparse.ArgumentParser) -> None:
         help="also try GPU offload (its host work is not modelled: optimistic)",
     )
     p.add_argument("--memory", action="store_true", help="the memory-only planner (workshop.plan.memory)")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print the picked plan file (JSON) and every plan")
+    p.add_argument(
+        "--out", metavar="FILE", default=None, help="write the picked plan file (workshop render --plan)"
+    )
+    p.add_argument("--pick", type=int, default=1, help="which row of the ranking is the plan (default 1)")
+    p.add_argument("--weights", choices=("hub", "random"), default="hub", help="the hub's weights or random")
+    p.add_argument("--spot", action="store_true", help="a spot plan: its pool admits spot capacity only")
 
 
 def memory_plan(argv: list[str]) -> int:

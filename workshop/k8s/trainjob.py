@@ -29,6 +29,7 @@ from workshop.k8s.job_sizing import check_nodes, gpu_counts, gpu_resources, plan
 from workshop.k8s.karpenter import AMX_TAINT
 from workshop.k8s.storage import OutputStorage, default_fsx
 from workshop.k8s.validate import available_versions, validate_documents
+from workshop.plan.job import Plan
 from workshop.plan.models import recipe
 from workshop.train import TrainArgs
 
@@ -184,6 +185,7 @@ class TrainJobSpec:
     shm_size: str | None = None
     capabilities: list[str] = field(default_factory=list)  # e.g. IPC_LOCK for EFA (v2.2+ only: see render)
     labels: dict[str, str] = field(default_factory=dict)
+    annotations: dict[str, str] = field(default_factory=dict)  # what the job is: global batch, steps, cost
     one_pod_per_node: bool = False  # pod anti-affinity: each node pod on its own machine
     launcher: list[str] = field(default_factory=lambda: ["torchrun"])
     module: str = "workshop.train"
@@ -330,7 +332,12 @@ class TrainJobSpec:
         return {
             "apiVersion": API_VERSION,
             "kind": "TrainJob",
-            "metadata": {"name": self.name, "namespace": self.namespace, "labels": labels},
+            "metadata": {
+                "name": self.name,
+                "namespace": self.namespace,
+                "labels": labels,
+                **({"annotations": dict(self.annotations)} if self.annotations else {}),
+            },
             "spec": spec,
         }
 
@@ -510,6 +517,81 @@ def gpu_trainjob(
         one_pod_per_node=one_pod_per_node,
         labels={"workshop/accelerator": "gpu"},
         storage=storage,
+    )
+
+
+# ------------------------------------------------------------------------------------- from a plan file
+ANNOTATION_PREFIX = "workshop.example.com/"
+
+
+def plan_trainjob(
+    plan: Plan,
+    name: str | None = None,
+    *,
+    namespace: str = "default",
+    registry: str = DEFAULT_REGISTRY,
+    storage: OutputStorage | None = None,
+    hf_secret: HFTokenSecret | None = None,
+    node_pool: str | None = None,
+    trainer: str | None = None,
+) -> TrainJobSpec:
+    """The TrainJob of exactly this plan (workshop.plan.job.Plan): its placement's nodes, ranks, threads
+    and pod sizes (CPU pods Guaranteed: whole cores, requests == limits), its Job as the arguments, and the
+    job's global batch, tokens, steps and the plan's prediction as annotations and in the environment the
+    entry point's start line prints. Nothing is re-planned here."""
+    pl = plan.placement
+    cpu = pl.device == "cpu"
+    name = name or f"{pl.device}-{plan.job.model.replace('.', '-')}"
+    pool = node_pool or ("cpu-amx" if cpu else "gpu")
+    summary = plan.summary()
+    args = train_args(
+        plan.job.train_model,
+        name=name,
+        storage=storage,
+        **{k: v for k, v in plan.train_kwargs().items() if k != "model"},
+    )
+    env = {
+        "TOKENIZERS_PARALLELISM": "false",
+        "HF_HOME": hf_home(storage),
+        "WORKSHOP_PLAN": " ".join(f"{k}={v}" for k, v in summary.items()),
+    }
+    if cpu:
+        key, value, effect = AMX_TAINT
+        whole = {"cpu": str(pl.cpu_request), "memory": str(pl.memory_request)}
+        requests, limits = dict(whole), dict(whole)
+        env["OMP_NUM_THREADS"] = str(pl.threads_per_rank)
+        tolerations = [{"key": key, "operator": "Equal", "value": value, "effect": effect}]
+    else:
+        requests, limits = gpu_resources(pl.gpus_per_node, pl.efa_per_node, None, None)
+        env.update({"NCCL_DEBUG": "WARN"})
+        if pl.efa_per_node:
+            rdma = "1" if pl.instance_type.startswith("p") else "0"
+            env.update({"FI_PROVIDER": "efa", "FI_EFA_USE_DEVICE_RDMA": rdma})
+        tolerations = [
+            {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
+            {"key": "vpc.amazonaws.com/efa", "operator": "Exists", "effect": "NoSchedule"},
+        ]
+    return TrainJobSpec(
+        name=name,
+        namespace=namespace,
+        image=image_ref(pl.device, registry),
+        train_args=args,
+        nodes=pl.nodes,
+        procs_per_node=pl.procs_per_node,
+        requests=requests,
+        limits=limits,
+        env=env,
+        storage=storage,
+        hf_secret=hf_secret,
+        node_selector={"karpenter.sh/nodepool": pool},
+        tolerations=tolerations,
+        shm_size=pl.shm_size,
+        capabilities=["IPC_LOCK"]
+        if not cpu and pl.efa_per_node and trainer_form(trainer or plan.trainer) == "runtimePatches"
+        else [],
+        one_pod_per_node=True,
+        labels={"workshop/accelerator": pl.device},
+        annotations={ANNOTATION_PREFIX + k: v for k, v in summary.items()},
     )
 
 
