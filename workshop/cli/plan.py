@@ -180,7 +180,7 @@ def plan(argv: list[str] | None = None) -> int:
         f"GPU stack {opts.stack}; "
         "USD = fixed $ (start-up, weight download, init, final save: once per node) "
         "+ tokens $ (steps, checkpoints, storage); "
-        f"= ties within the planner's {PLANNER_ERROR:.0%} error, ordered by fewer nodes then less time; "
+        f"= ties within the planner's {PLANNER_ERROR:.0%} error, ordered by fewer nodes then lower cost; "
         "* = time-vs-cost Pareto front; o = overridden price"
     )
     print(format_table(plans, args.top))

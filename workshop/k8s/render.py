@@ -20,7 +20,7 @@ from workshop.k8s import karpenter, storage, trainjob
 from workshop.k8s.base import to_yaml
 from workshop.k8s.validate import DEFAULT_KARPENTER, DEFAULT_TRAINER, ensure_valid
 from workshop.paths import MANIFESTS_DIR
-from workshop.plan.job import Plan
+from workshop.plan.job import Plan, stored_plan
 
 
 @dataclass(frozen=True)
@@ -36,24 +36,26 @@ class ManifestEntry:
 
 DEFAULT_MANIFESTS: dict[str, ManifestEntry] = {
     "karpenter-cpu-amx.yaml": ManifestEntry(
-        lambda: karpenter.cpu_amx_pool().to_dicts(),
-        "cpu-amx NodePool + EC2NodeClass (AMX Xeon families, intel.com/amx taint)",
+        lambda: karpenter.plan_pool(stored_plan("cpu")).to_dicts(),
+        "cpu-amx NodePool + EC2NodeClass of manifests/plans/cpu-4-nodes.json (its type and the tie band's "
+        "that host its pod, on-demand, static CPU manager, intel.com/amx taint)",
         karpenter=("1.8.8", "1.14.1"),
     ),
     "karpenter-gpu.yaml": ManifestEntry(
-        lambda: karpenter.gpu_pool().to_dicts(),
-        "gpu NodePool + EC2NodeClass (EFA-capable p4d/p5/g6e in one zone, nvidia.com/gpu taint)",
+        lambda: karpenter.plan_pool(stored_plan("gpu")).to_dicts(),
+        "gpu NodePool + EC2NodeClass of manifests/plans/gpu.json (its type and the tie band's that host its "
+        "pod, on-demand, one zone, nvidia.com/gpu taint)",
         karpenter=("1.8.8", "1.14.1"),
     ),
     # chapter 05: the same jobs in both Trainer forms (v2.1 podTemplateOverrides, v2.2+ runtimePatches)
     "trainjob-cpu-v2.1.yaml": ManifestEntry(
-        lambda: _trainjob().default_cpu_job().documents("2.1.0"),
-        "CPU TrainJob for Trainer v2.1 (podTemplateOverrides): 4 x cpu-amx, planner-sized, "
+        lambda: _trainjob().default_cpu_job("2.1.0").documents("2.1.0"),
+        "CPU TrainJob for Trainer v2.1 (podTemplateOverrides) of manifests/plans/cpu-4-nodes.json, "
         "HF token from a Secret",
         trainer=("2.1.0",),
     ),
     "trainjob-cpu-v2.2.yaml": ManifestEntry(
-        lambda: _trainjob().default_cpu_job().documents("2.2.0"),
+        lambda: _trainjob().default_cpu_job("2.2.0").documents("2.2.0"),
         "CPU TrainJob for Trainer v2.2+ (runtimePatches)",
         trainer=("2.3.0",),
     ),
@@ -64,8 +66,9 @@ DEFAULT_MANIFESTS: dict[str, ManifestEntry] = {
         crd_checked=False,
     ),
     "trainjob-gpu-v2.2.yaml": ManifestEntry(
-        lambda: _trainjob().default_gpu_job().documents("2.2.0"),
-        "GPU TrainJob for Trainer v2.2+ (runtimePatches): 4 x p4d.24xlarge, 8 GPU + 4 EFA per node, IPC_LOCK",
+        lambda: _trainjob().default_gpu_job("2.2.0").documents("2.2.0"),
+        "GPU TrainJob for Trainer v2.2+ (runtimePatches) of manifests/plans/gpu.json: the same global batch "
+        "as the CPU job",
         trainer=("2.3.0",),
     ),
 }

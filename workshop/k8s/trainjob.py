@@ -29,7 +29,7 @@ from workshop.k8s.job_sizing import check_nodes, gpu_counts, gpu_resources, plan
 from workshop.k8s.karpenter import AMX_TAINT
 from workshop.k8s.storage import OutputStorage, default_fsx
 from workshop.k8s.validate import available_versions, validate_documents
-from workshop.plan.job import Plan
+from workshop.plan.job import Plan, stored_plan
 from workshop.plan.models import recipe
 from workshop.train import TrainArgs
 
@@ -617,14 +617,16 @@ def migration_diff(spec: TrainJobSpec, old: str = "2.1.0", new: str = "2.2.0") -
 
 # Default manifests (registered in workshop/k8s/render.py): the original workshop's 4-node Llama-3-8B jobs,
 # fixed.
-def default_cpu_job() -> TrainJobSpec:
-    """Sized by the planner from the offline (moto) catalog, so the checked-in YAML is the same everywhere."""
-
-    return cpu_trainjob(
-        model=DEFAULT_MODEL, nodes=4, catalog_source="moto", hf_secret=HFTokenSecret(), storage=default_fsx()
+def default_cpu_job(trainer: str | None = None) -> TrainJobSpec:
+    """The stored 4-node CPU plan (manifests/plans/cpu-4-nodes.json, from the offline catalog), so the
+    checked-in YAML is the same everywhere."""
+    return plan_trainjob(
+        stored_plan("cpu"), "cpu-llama3", hf_secret=HFTokenSecret(), storage=default_fsx(), trainer=trainer
     )
 
 
-def default_gpu_job() -> TrainJobSpec:
-
-    return gpu_trainjob(catalog_source="moto", hf_secret=HFTokenSecret(), storage=default_fsx())
+def default_gpu_job(trainer: str | None = None) -> TrainJobSpec:
+    """The stored GPU plan (manifests/plans/gpu.json): the planner's first GPU plan, same global batch."""
+    return plan_trainjob(
+        stored_plan("gpu"), "gpu-llama3", hf_secret=HFTokenSecret(), storage=default_fsx(), trainer=trainer
+    )

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from workshop.errors import WorkshopError, check_choice, check_count, read_json
+from workshop.paths import MANIFESTS_DIR
 from workshop.plan.catalog import InstanceRow, instance_info
 from workshop.plan.models import get_preset, recipe
 from workshop.plan.options import STATE_BYTES_PER_PARAM, STORAGES
@@ -405,7 +406,9 @@ def from_ranking(
         gpus, efa = 0, 0
     else:
         sizes = {"cpu_request": None, "memory_request": None, "shm_size": "64Gi"}
-        gpus, efa = row.gpus, row.max_efa_interfaces
+        # one node: no traffic leaves it, so the pod asks no EFA, and any tie-band type with as many GPUs
+        # hosts it
+        gpus, efa = row.gpus, (row.max_efa_interfaces if r.nodes > 1 else 0)
     placement = Placement(
         instance_type=r.instance_type,
         device=r.device,
@@ -420,7 +423,7 @@ def from_ranking(
         catalog=source,
         **sizes,
     )
-    placement = replace(placement, pool_types=tie_band_types(ranked, r, placement))
+    placement = replace(placement, pool_types=tie_band_types(ranked, r, placement, preset))
     plan = Plan(job=job, placement=placement, prediction=_prediction_of(r), trainer=trainer)
     check_hosts(plan)
     return plan
@@ -466,9 +469,13 @@ def _prediction_of(r: Any) -> Prediction:
     )
 
 
-def tie_band_types(ranked: Sequence[Any], r: Any, placement: Placement) -> tuple[str, ...]:
+def tie_band_types(ranked: Sequence[Any], r: Any, placement: Placement, model: str) -> tuple[str, ...]:
     """The plan's instance type and the types of the planner's tie band (same node count, same ranks per
-    node) whose instances host the same pod: what the NodePool may launch without changing the job."""
+    node) whose instances host the same pod (its requests, and the job's memory plan): what the NodePool may
+    launch without changing the job."""
+    from workshop.plan.estimate import memory_options
+    from workshop.plan.fit import recommend_instance
+
     types = [r.instance_type]
     for q in ranked:
         if q.tie and q.nodes == r.nodes and q.procs_per_node == r.procs_per_node and q.device == r.device:
@@ -476,6 +483,14 @@ def tie_band_types(ranked: Sequence[Any], r: Any, placement: Placement) -> tuple
                 continue
             try:
                 _check_pod(_row(q.instance_type, placement.catalog, "pool type"), placement, "pool type")
+                recommend_instance(
+                    model,
+                    q.instance_type,
+                    nodes=r.nodes,
+                    procs_per_node=r.procs_per_node,
+                    plan_kw=memory_options(r),
+                    source=placement.catalog,
+                )
             except WorkshopError:
                 continue
             types.append(q.instance_type)
@@ -483,6 +498,20 @@ def tie_band_types(ranked: Sequence[Any], r: Any, placement: Placement) -> tuple
 
 
 # ---------------------------------------------------------------- plan files
+# The plans manifests/ is rendered from (written by `workshop plan --source moto ... --out`, see
+# manifests/plans/README.md): the CPU lesson keeps the original workshop's 4 nodes; the GPU plan is the
+# planner's first GPU plan for the same global batch.
+STORED_PLANS = {
+    "cpu": "cpu-4-nodes.json",  # --family c7i --family m7i --family r7i --nodes 4
+    "cpu-first": "cpu.json",  # --family c7i --family m7i --family r7i: what the planner would run instead
+    "gpu": "gpu.json",  # --family p4d --family p4de --family p5 --family p5en --family g6e
+}
+
+
+def stored_plan(name: str) -> Plan:
+    """One of the workbook's stored plan files (manifests/plans/), loaded and checked."""
+    check_choice("stored plan", name, STORED_PLANS)
+    return load_plan(MANIFESTS_DIR / "plans" / STORED_PLANS[name])
 
 
 def save_plan(plan: Plan, path: str | Path) -> Path:

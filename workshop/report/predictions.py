@@ -24,7 +24,7 @@ def cost_plans(plans: Sequence[Any], original: Any | None = None) -> list[str]:
         out.append(
             _(
                 "{n} plans cost within the planner's error of the cheapest (${low:,.0f}-${high:,.0f}): a "
-                "tie, ordered by fewer nodes, then less time."
+                "tie, ordered by fewer nodes, then lower cost."
             ).format(n=len(ties), low=min(p.usd for p in ties), high=max(p.usd for p in ties))
         )
     if cpu is not None and cpu is not best:
