@@ -154,10 +154,11 @@ def test_rendered_eks_trainjobs_carry_the_longer_timeout(name):
 
 
 def test_job_builders_set_it_and_an_override_wins():
+    from workshop.k8s import planned_job
     from workshop.k8s import trainjob as tj
 
     assert tj.JOB_SETTINGS["dist_timeout_min"] == 60
-    for spec in (tj.default_cpu_job(), tj.default_gpu_job()):
+    for spec in (planned_job.default_cpu_job(), planned_job.default_gpu_job()):
         assert _value_after(spec.train_args, "--dist-timeout-min") == "60"
     assert _value_after(tj.train_args(dist_timeout_min=90), "--dist-timeout-min") == "90"
     with pytest.raises(WorkshopError, match="dist-timeout-min must be a number > 0, got 0"):

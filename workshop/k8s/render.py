@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from workshop.errors import WorkshopError
-from workshop.k8s import karpenter, storage, trainjob
+from workshop.k8s import karpenter, planned_job, storage, trainjob
 from workshop.k8s.base import to_yaml
 from workshop.k8s.validate import DEFAULT_KARPENTER, DEFAULT_TRAINER, ensure_valid
 from workshop.paths import MANIFESTS_DIR
@@ -49,13 +49,13 @@ DEFAULT_MANIFESTS: dict[str, ManifestEntry] = {
     ),
     # chapter 05: the same jobs in both Trainer forms (v2.1 podTemplateOverrides, v2.2+ runtimePatches)
     "trainjob-cpu-v2.1.yaml": ManifestEntry(
-        lambda: _trainjob().default_cpu_job("2.1.0").documents("2.1.0"),
+        lambda: planned_job.default_cpu_job("2.1.0").documents("2.1.0"),
         "CPU TrainJob for Trainer v2.1 (podTemplateOverrides) of manifests/plans/cpu-4-nodes.json, "
         "HF token from a Secret",
         trainer=("2.1.0",),
     ),
     "trainjob-cpu-v2.2.yaml": ManifestEntry(
-        lambda: _trainjob().default_cpu_job("2.2.0").documents("2.2.0"),
+        lambda: planned_job.default_cpu_job("2.2.0").documents("2.2.0"),
         "CPU TrainJob for Trainer v2.2+ (runtimePatches)",
         trainer=("2.3.0",),
     ),
@@ -66,17 +66,12 @@ DEFAULT_MANIFESTS: dict[str, ManifestEntry] = {
         crd_checked=False,
     ),
     "trainjob-gpu-v2.2.yaml": ManifestEntry(
-        lambda: _trainjob().default_gpu_job("2.2.0").documents("2.2.0"),
+        lambda: planned_job.default_gpu_job("2.2.0").documents("2.2.0"),
         "GPU TrainJob for Trainer v2.2+ (runtimePatches) of manifests/plans/gpu.json: the same global batch "
         "as the CPU job",
         trainer=("2.3.0",),
     ),
 }
-
-
-def _trainjob():
-
-    return trainjob
 
 
 def _storage():
@@ -139,7 +134,7 @@ def plan_documents(plan: Plan, *, trainer: str | None = None, name: str | None =
     device = plan.placement.device
     job_name = name or f"{device}-llama3"
     out = plan_storage(plan, job_name)
-    spec = trainjob.plan_trainjob(
+    spec = planned_job.plan_trainjob(
         plan,
         job_name,
         storage=out,
