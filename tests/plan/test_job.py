@@ -255,3 +255,46 @@ def test_job_knobs_are_declared_once():
         if names - found.get(where, set())
     }
     assert not stale, f"these copies are gone: remove them from KNOWN_COPIES {stale}"
+
+
+def test_no_pool_in_the_workbook_admits_spot_for_an_on_demand_plan():
+    from workshop.k8s import karpenter
+
+    pools = [d for f in sorted((REPO / "manifests").glob("*.yaml")) for d in load_yaml_docs(f.read_text())]
+    pools += karpenter.cpu_amx_pool().to_dicts() + karpenter.gpu_pool().to_dicts()
+    for pool in (d for d in pools if d and d["kind"] == "NodePool"):
+        reqs = pool["spec"]["template"]["spec"]["requirements"]
+        caps = next(r["values"] for r in reqs if r["key"] == "karpenter.sh/capacity-type")
+        assert caps == ["on-demand"], f"{pool['metadata']['name']} admits {caps}"
+
+
+def test_a_spot_plan_gets_a_spot_pool(plan_files, tmp_path):
+    from dataclasses import replace
+
+    from workshop.k8s.karpenter import plan_pool
+
+    plan = load_plan(plan_files["cpu"])
+    spot = replace(plan, placement=replace(plan.placement, capacity_type="spot"))
+    reqs = plan_pool(spot).to_dicts()[0]["spec"]["template"]["spec"]["requirements"]
+    assert next(r["values"] for r in reqs if r["key"] == "karpenter.sh/capacity-type") == ["spot"]
+
+
+def test_checkpoint_share_sizes_the_interval(tmp_path, capsys):
+    path = tmp_path / "p.json"
+    flags = [
+        "--source",
+        "moto",
+        "--family",
+        "c7i",
+        "--nodes",
+        "1",
+        "--checkpoint-share",
+        "0.05",
+        "--out",
+        str(path),
+    ]
+    assert plan_command(flags) == 0
+    p = json.loads(path.read_text())["prediction"]
+    assert p["checkpoint_hours"] / p["hours"] == pytest.approx(0.05, abs=0.01)
+    assert plan_command([*flags[:-4], "--checkpoint-share", "1.5"]) == 2
+    assert "checkpoint share 1.5 is out of range" in capsys.readouterr().err

@@ -44,7 +44,9 @@ def render(argv: list[str] | None = None) -> int:
         if args.check:
             raise WorkshopError("--check compares manifests/ with the code; it takes no --plan")
         plan = load_plan(args.plan)
-        print(plan.sentence())
+        from workshop.report.predictions import plan_line
+
+        print(plan_line(plan))
         for path in rendering.render_plan(plan, args.out, trainer=args.trainer_version):
             print(f"wrote {path}")
         return 0

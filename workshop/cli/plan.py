@@ -35,6 +35,7 @@ from workshop.plan.options import (
     Options,
     check_range,
 )
+from workshop.report.predictions import plan_line
 
 # Each command's --help names what it does (the sentence its module's docstring opened with before the move).
 HW = "What this CPU can do for bf16 training: AMX detection, the kernel oneDNN really picks, measured GEMM"
@@ -187,7 +188,7 @@ def plan(argv: list[str] | None = None) -> int:
     for i, p in enumerate(plans[: args.top], 1):
         if p.hint:
             print(f"{i:>2} {p.label}: {p.hint}")
-    print(f"picked row {args.pick}: {picked.sentence()}")
+    print(f"picked row {args.pick}: {plan_line(picked)}")
     if args.out:
         print(f"wrote {save_plan(picked, args.out)} (workshop render --plan {args.out} --out DIR)")
     unpriced = sorted({p.instance_type for p in plans if p.usd is None})
@@ -219,6 +220,7 @@ def options_from_args(args: argparse.Namespace) -> Options:
     check_range("--top", args.top, 1, 10_000)
     fixed = FixedCosts(
         checkpoint_minutes=args.checkpoint_minutes,
+        checkpoint_share=args.checkpoint_share,
         storage=args.storage,
         **{
             k: rates.Rate(v, unit, "override", flag)
@@ -326,6 +328,13 @@ def _add_run_cost_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--init-s", type=float, default=None, help="process group + engine init seconds (60)")
     p.add_argument(
         "--checkpoint-minutes", type=float, default=rates.CHECKPOINT_MINUTES, help="0: only the final save"
+    )
+    p.add_argument(
+        "--checkpoint-share",
+        type=float,
+        default=None,
+        help="instead of --checkpoint-minutes: the interval that keeps checkpoint writes at this share of "
+        "the wall time (0.05 = 5 %%) at the storage's write rate",
     )
     p.add_argument("--storage", choices=STORAGES, default="fsx", help="where checkpoints go")
     p.add_argument(

@@ -303,7 +303,7 @@ def cpu_amx_pool(
     families: Sequence[str] = ("c7i", "m7i", "r7i"),
     sizes: Sequence[str] = ("8xlarge", "16xlarge", "24xlarge", "48xlarge"),
     *,
-    capacity_types: Sequence[str] = ("spot", "on-demand"),
+    capacity_types: Sequence[str] = ("on-demand",),  # the planner prices on demand; a spot plan says so
     arch: str = "amd64",
     cpu_limit: int = 1000,
     name: str = "cpu-amx",

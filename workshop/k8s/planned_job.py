@@ -46,6 +46,7 @@ def plan_trainjob(
         plan.job.train_model,
         name=name,
         storage=storage,
+        with_recipe=False,
         **{k: v for k, v in plan.train_kwargs().items() if k != "model"},
     )
     env = {

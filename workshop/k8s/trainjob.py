@@ -23,7 +23,7 @@ import re
 from dataclasses import dataclass, field
 
 from workshop import __version__
-from workshop.errors import WorkshopError, check_choice
+from workshop.errors import WorkshopError, check_choice, check_count
 from workshop.k8s.base import PART_OF, check_dns_label, diff_yaml
 from workshop.k8s.job_sizing import check_nodes, gpu_counts, gpu_resources, planned
 from workshop.k8s.karpenter import AMX_TAINT
@@ -196,15 +196,13 @@ class TrainJobSpec:
         check_dns_label("runtime name", self.runtime)
         for what in ("nodes", "procs_per_node"):
             value = getattr(self, what)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            try:
+                check_count(what, value)
+            except WorkshopError as e:
+                auto = what == "procs_per_node" and isinstance(value, str)
                 raise WorkshopError(
-                    f"{what} must be an integer >= 1, got {value!r}"
-                    + (
-                        " (never 'auto' on CPU: it means one rank per vCPU)"
-                        if what == "procs_per_node" and isinstance(value, str)
-                        else ""
-                    )
-                )
+                    f"{e} (never 'auto' on CPU: it means one rank per vCPU)" if auto else str(e)
+                ) from None
         for k, v in {**self.requests, **self.limits}.items():
             _check_quantity(f"resource {k}", v)
         if self.shm_size is not None:
@@ -359,14 +357,19 @@ JOB_SETTINGS = {"max_steps": 300, "save_steps": 50, "grad_ckpt": True, "dist_tim
 
 
 def train_args(
-    model: str = DEFAULT_MODEL, *, name: str = "train", storage: OutputStorage | None = None, **overrides
+    model: str = DEFAULT_MODEL,
+    *,
+    name: str = "train",
+    storage: OutputStorage | None = None,
+    with_recipe: bool = True,
+    **overrides,
 ) -> list[str]:
     """The node container's arguments to `workshop.train`: the model's recipe (fine-tuning settings for real
     weights, the lessons' for random ones), the job settings, the storage's output/resume/save flags, then
     `overrides`. Rendered by TrainArgs itself, validated first, so the TrainJob runs what torchrun would."""
 
     kw = {
-        **recipe(model),
+        **(recipe(model) if with_recipe else {}),  # a plan's Job carries its own (planned_job)
         **JOB_SETTINGS,
         "model": model,
         **(

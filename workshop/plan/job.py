@@ -25,8 +25,7 @@ from workshop.errors import WorkshopError, check_choice, check_count, read_json
 from workshop.paths import MANIFESTS_DIR
 from workshop.plan.catalog import InstanceRow, instance_info
 from workshop.plan.models import get_preset, recipe
-from workshop.plan.options import STATE_BYTES_PER_PARAM, STORAGES
-from workshop.plan.topology import GB
+from workshop.plan.options import STORAGES, checkpoint_every_s
 
 FORMAT = "workshop-plan/1"
 WEIGHTS = ("hub", "random")  # the hub's pretrained weights (fine-tune), or the preset's random ones (lessons)
@@ -37,21 +36,16 @@ DEVICES = ("cpu", "gpu")
 # Tokens a dataset holds, where known: wikitext-2-raw-v1's train split is ~2.4 M tokens with Llama-3's
 # tokenizer (an estimate: 2.09 M words x ~1.15 tokens per word), so 1e8 tokens of it is ~42 epochs.
 DATASET_TOKENS = {"wikitext": 2.4e6}
-# The share of wall time the planner lets checkpoint writes take when it sizes the interval (item 5 of
-# issue 46): 5 % of the run, at the storage's write rate.
-CHECKPOINT_SHARE = 0.05
-
-
-def checkpoint_every_s(params: int, write_gbytes_per_s: float, share: float = CHECKPOINT_SHARE) -> float:
-    """Seconds of training between checkpoints so that writing them takes `share` of the wall time: a save
-    of `params` x 14 B (bf16 weights, fp32 master, Adam m and v) at `write_gbytes_per_s` takes c seconds;
-    every T seconds of training it costs c / (T + c) of the run, so T = c (1 - share) / share."""
-    if not 0 < share < 1:
-        raise WorkshopError(f"checkpoint share {share!r} is out of range; allowed (0, 1)")
-    if not write_gbytes_per_s > 0:
-        raise WorkshopError(f"checkpoint write rate {write_gbytes_per_s!r} GB/s must be > 0")
-    save_s = params * STATE_BYTES_PER_PARAM / GB / write_gbytes_per_s
-    return save_s * (1 - share) / share
+__all__ = [
+    "Job",
+    "Placement",
+    "Plan",
+    "Prediction",
+    "checkpoint_every_s",
+    "from_ranking",
+    "load_plan",
+    "save_plan",
+]
 
 
 @dataclass(frozen=True)
@@ -155,16 +149,6 @@ class Job:
         for what in ("offload_optimizer", "offload_param", "grad_ckpt"):
             if not isinstance(getattr(self, what), bool):
                 raise WorkshopError(f"{what} must be true or false, got {getattr(self, what)!r}")
-
-    def describe(self) -> str:
-        """One line: the global batch, the steps, the tokens (and epochs when the dataset's size is known)."""
-        epochs = f" (~{self.epochs:.3g} epochs of {self.dataset})" if self.epochs else ""
-        return (
-            f"{self.model} ({self.weights} weights), {self.dataset}, seq {self.seq_len}: global batch "
-            f"{self.global_batch:,} tokens x {self.steps:,} steps = {self.trained_tokens:,} tokens{epochs}; "
-            f"ZeRO-{self.zero_stage}{' + activation checkpointing' if self.grad_ckpt else ''}, "
-            f"{self.precision}, lr {self.lr:g}, checkpoint every {self.save_steps or 'no'} step(s)"
-        )
 
 
 @dataclass(frozen=True)
@@ -272,16 +256,6 @@ class Plan:
             "capacity-type": self.placement.capacity_type,
             "predicted-on": p.made,
         }
-
-    def sentence(self) -> str:
-        p = self.prediction
-        usd = f"${p.usd:,.0f}" if p.usd is not None else "an unknown price"
-        return (
-            f"{self.placement.label} ({self.placement.procs_per_node} rank(s)/node, "
-            f"{self.placement.capacity_type}): "
-            f"{self.job.describe()}; split {self.summary()['split']}; predicted {p.hours:.3g} h "
-            f"(of which {p.checkpoint_hours:.3g} h checkpoint writes) for {usd}, {p.bound}-bound"
-        )
 
     def to_dict(self) -> dict[str, Any]:
         return {
