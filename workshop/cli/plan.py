@@ -372,7 +372,12 @@ def _add_run_cost_args(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--pick", type=int, default=1, help="which row of the ranking is the plan (default 1)")
     p.add_argument("--weights", choices=("hub", "random"), default="hub", help="the hub's weights or random")
-    p.add_argument("--spot", action="store_true", help="a spot plan: its pool admits spot capacity only")
+    p.add_argument(
+        "--spot",
+        action="store_true",
+        help="a spot plan: its pool admits spot capacity only (still priced on demand: the planner has no spot "
+        "prices; the TrainJob resumes from its checkpoints with --resume)",
+    )
 
 
 def memory_plan(argv: list[str]) -> int:
