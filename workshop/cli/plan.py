@@ -375,8 +375,8 @@ def _add_run_cost_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--spot",
         action="store_true",
-        help="a spot plan: its pool admits spot capacity only (still priced on demand: the planner has no spot "
-        "prices; the TrainJob resumes from its checkpoints with --resume)",
+        help="a spot plan: its pool admits spot capacity only (still priced on demand: the planner has no "
+        "spot prices; the TrainJob resumes from its checkpoints with --resume)",
     )
 
 
