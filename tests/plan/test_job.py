@@ -119,6 +119,7 @@ BAD = {
     "trainer": (lambda d: d.update(trainer="9.9.0"), "trainer"),
     "unknown type": (lambda d: d["placement"].update(instance_type="p9.48xlarge"), "placement.instance_type"),
     "model": (lambda d: d["job"].update(model="llama-9"), "job"),
+    "derived steps": (lambda d: d["derived"].update(steps=5), "derived.steps"),
 }
 
 

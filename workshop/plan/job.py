@@ -531,6 +531,13 @@ def plan_from_dict(data: dict[str, Any]) -> Plan:
     except WorkshopError as e:
         text = str(e)
         raise WorkshopError(text if text.startswith(("placement.", "job.")) else f"job: {text}") from None
+    derived = data.get("derived") or {}
+    for key, value in plan.to_dict()["derived"].items():  # derived, never read: a hand edit there is refused
+        if key in derived and derived[key] != value:
+            raise WorkshopError(
+                f"plan file field 'derived.{key}' is {derived[key]!r}, but the job gives {value!r}: "
+                "edit the job instead"
+            )
     return plan
 
 
