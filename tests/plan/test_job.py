@@ -299,3 +299,13 @@ def test_checkpoint_share_sizes_the_interval(tmp_path, capsys):
     assert p["checkpoint_hours"] / p["hours"] == pytest.approx(0.05, abs=0.01)
     assert plan_command([*flags[:-4], "--checkpoint-share", "1.5"]) == 2
     assert "checkpoint share 1.5 is out of range" in capsys.readouterr().err
+
+
+def test_plan_json_on_stdout_is_a_plan_file(tmp_path, capsys):
+    """`workshop plan --json > p.json && workshop render --plan p.json`: the JSON is the picked plan file (the
+    ranking rides along under "plans")."""
+    assert plan_command(["--source", "moto", "--family", "p5", "--nodes", "4", "--json"]) == 0
+    path = tmp_path / "p.json"
+    path.write_text(capsys.readouterr().out)
+    job, pool, data = _rendered(path, tmp_path / "d")
+    assert job["spec"]["trainer"]["numNodes"] == 4 and data["plans"]

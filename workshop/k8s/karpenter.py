@@ -364,6 +364,8 @@ def gpu_pool(
     capacity_types: Sequence[str] = ("on-demand",),
     gpu_limit: int = 32,
     name: str = "gpu",
+    efa: bool = True,  # the nodes' workshop/efa label; False: a plan whose pods ask no EFA
+    known_types: bool = True,  # False: types a plan file's catalog already vouched for (plan_pool)
     cluster: str = CLUSTER_NAME,
     role: str | None = NODE_ROLE,
     instance_profile: str | None = None,
@@ -375,7 +377,7 @@ def gpu_pool(
     traffic does not cross zones). `gpu_limit` is in GPUs, `volume_size` a quantity of root disk,
     `consolidate_after`/`expire_after` Go durations."""
     instance_types = _strs("instance_types", instance_types)
-    for itype in instance_types:
+    for itype in instance_types if known_types else ():
         check_choice("EFA-capable GPU instance type", itype, EFA_GPU_TYPES)
     if not _ZONE.match(zone):
         raise WorkshopError(f"zone {zone!r} is not an availability-zone name such as us-west-2b")
@@ -386,7 +388,7 @@ def gpu_pool(
     pool = NodePoolSpec(
         name=name,
         node_class=name,
-        labels={"nodeType": name, "workshop/efa": "true"},
+        labels={"nodeType": name, "workshop/efa": "true" if efa else "false"},
         requirements=[
             Requirement("kubernetes.io/arch", "In", ["amd64"]),
             Requirement("kubernetes.io/os", "In", ["linux"]),
@@ -454,7 +456,13 @@ def plan_pool(plan, *, name: str | None = None, **kwargs) -> Pool:
     caps = (pl.capacity_type,)
     if pl.device == "gpu":
         return gpu_pool(
-            types, capacity_types=caps, gpu_limit=pl.nodes * pl.gpus_per_node, name=name or "gpu", **kwargs
+            types,
+            capacity_types=caps,
+            gpu_limit=pl.nodes * pl.gpus_per_node,
+            name=name or "gpu",
+            efa=pl.efa_per_node > 0 or all(t in EFA_GPU_TYPES for t in types),
+            known_types=False,  # the plan's catalog checked every type (workshop.plan.job.check_hosts)
+            **kwargs,
         )
     families = sorted({t.partition(".")[0] for t in types})
     sizes = sorted({t.partition(".")[2] for t in types})
