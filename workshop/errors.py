@@ -37,6 +37,16 @@ def check_positive(what: str, value, *, allow_zero: bool = False) -> None:
         raise WorkshopError(f"{what} must be a number {bound}, got {value!r}")
 
 
+def check_count(what: str, value, *, low: int = 1, high: int | None = None) -> None:
+    """The one count check (nodes, ranks, micro-batch, steps...): an integer >= low (and <= high)."""
+    ok = isinstance(value, int) and not isinstance(value, bool) and value >= low
+    if ok and high is not None and value > high:
+        ok = False
+    if not ok:
+        span = f"in [{low}, {high}]" if high is not None else f">= {low}"
+        raise WorkshopError(f"{what} must be an integer {span}, got {value!r}")
+
+
 def report(error: WorkshopError) -> int:
     """How every command ends on bad input: one `error: ...` line on stderr and exit code 2, no traceback."""
     print(f"error: {error}", file=sys.stderr)

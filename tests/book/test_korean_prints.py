@@ -96,7 +96,14 @@ def _printed() -> dict[str, list[str]]:
     ]
     from types import SimpleNamespace
 
-    loading = {"keep_gb": 1.0, "peak_rank0_gb": 20.1, "peak_other_gb": 5.2, "partitioned": True, "per_node_gb": 35.7, "file_gb": 5.0}
+    loading = {
+        "keep_gb": 1.0,
+        "peak_rank0_gb": 20.1,
+        "peak_other_gb": 5.2,
+        "partitioned": True,
+        "per_node_gb": 35.7,
+        "file_gb": 5.0,
+    }
     out["03 and 04 printed lines"] = [
         sentences.host_line("AMD EPYC", 2, 25.0, False),
         sentences.checkpoint_line(SimpleNamespace(numel=8e6, bytes=1.6e7, dtype="bf16", shards=["a", "b"])),

@@ -19,11 +19,39 @@ def render(argv: list[str] | None = None) -> int:
 
     parser = argparse.ArgumentParser(prog="workshop render", description=summary(rendering.__doc__))
     parser.add_argument(
-        "--out", default=str(MANIFESTS_DIR), help="output folder (default: the repo's manifests/)"
+        "--out", default=None, help="output folder (default: the repo's manifests/; with --plan: required)"
     )
     parser.add_argument("--check", action="store_true", help="write nothing; exit 1 if any file differs")
+    parser.add_argument(
+        "--plan",
+        metavar="FILE",
+        help="render exactly this plan file (workshop plan --out FILE): NodePool, EC2NodeClass, storage "
+        "and TrainJob",
+    )
+    parser.add_argument(
+        "--trainer-version",
+        default=None,
+        help="with --plan: your Kubeflow Trainer release (default: the plan's)",
+    )
     args = parser.parse_args(argv)
+    if args.plan is not None and args.out is None:
+        raise WorkshopError("--plan FILE needs --out DIR (manifests/ holds the workbook's own plans)")
+    args.out = args.out or str(MANIFESTS_DIR)
     check_output(args.out, "--out", folder=True)
+    if args.plan is not None:
+        from workshop.plan.job import load_plan
+
+        if args.check:
+            raise WorkshopError("--check compares manifests/ with the code; it takes no --plan")
+        plan = load_plan(args.plan)
+        from workshop.report.predictions import plan_line
+
+        print(plan_line(plan))
+        for path in rendering.render_plan(plan, args.out, trainer=args.trainer_version):
+            print(f"wrote {path}")
+        return 0
+    if args.trainer_version is not None:
+        raise WorkshopError("--trainer-version goes with --plan FILE")
     if not args.check:
         for path in rendering.render_all(args.out):
             print(f"wrote {path}")

@@ -12,13 +12,15 @@ import sys
 from workshop.cli.args import comma_list
 from workshop.cli.base import command
 from workshop.cli.plan_args import count, number, parse
-from workshop.errors import check_positive
+from workshop.errors import check_output, check_positive
 from workshop.plan import catalog, rates
 from workshop.plan.catalog import InstanceRow
 from workshop.plan.cost import evaluate, format_table, rank
 from workshop.plan.fit import Recommendation, recommend
 from workshop.plan.gemm import gemm_benchmark, summarize
 from workshop.plan.hardware import detect
+from workshop.plan.job import Plan as JobPlan
+from workshop.plan.job import from_ranking, save_plan
 from workshop.plan.memory import HEADROOM, GiB
 from workshop.plan.models import SEQ_LEN
 from workshop.plan.options import (
@@ -34,6 +36,7 @@ from workshop.plan.options import (
     Options,
     check_range,
 )
+from workshop.report.predictions import plan_line
 
 # Each command's --help names what it does (the sentence its module's docstring opened with before the move).
 HW = "What this CPU can do for bf16 training: AMX detection, the kernel oneDNN really picks, measured GEMM"
@@ -169,8 +172,9 @@ def plan(argv: list[str] | None = None) -> int:
     args = parse(_plan_parser(), argv)
     opts = options_from_args(args)
     plans = [evaluate(args.instance, args.nodes or 1, opts)] if args.instance else rank(opts)
+    picked = _picked(plans, opts, args)
     if args.json:
-        print(json.dumps({"plans": [p.to_dict() for p in plans]}, indent=2))
+        print(json.dumps({**picked.to_dict(), "plans": [p.to_dict() for p in plans]}, indent=2))
         return 0
     print(
         f"{opts.model}, {opts.tokens:.3g} tokens, {opts.global_batch:,} tokens per optimizer step "
@@ -178,13 +182,16 @@ def plan(argv: list[str] | None = None) -> int:
         f"GPU stack {opts.stack}; "
         "USD = fixed $ (start-up, weight download, init, final save: once per node) "
         "+ tokens $ (steps, checkpoints, storage); "
-        f"= ties within the planner's {PLANNER_ERROR:.0%} error, ordered by fewer nodes then less time; "
+        f"= ties within the planner's {PLANNER_ERROR:.0%} error, ordered by fewer nodes then lower cost; "
         "* = time-vs-cost Pareto front; o = overridden price"
     )
     print(format_table(plans, args.top))
     for i, p in enumerate(plans[: args.top], 1):
         if p.hint:
             print(f"{i:>2} {p.label}: {p.hint}")
+    print(f"picked row {args.pick}: {plan_line(picked)}")
+    if args.out:
+        print(f"wrote {save_plan(picked, args.out)} (workshop render --plan {args.out} --out DIR)")
     unpriced = sorted({p.instance_type for p in plans if p.usd is None})
     if unpriced:
         print(
@@ -194,11 +201,27 @@ def plan(argv: list[str] | None = None) -> int:
     return 0
 
 
+def _picked(plans: list, opts: Options, args: argparse.Namespace) -> JobPlan:
+    """The plan file's Plan: row --pick (1 = the planner's first) as a Job + Placement + prediction; with
+    --out, written only after every check passed."""
+    check_range("--pick", args.pick, 1, len(plans))
+    if args.out:
+        check_output(args.out, "--out")
+    return from_ranking(
+        plans,
+        opts,
+        args.pick - 1,
+        weights=args.weights,
+        capacity_type="spot" if args.spot else "on-demand",
+    )
+
+
 def options_from_args(args: argparse.Namespace) -> Options:
     """`workshop plan`'s flags as the ranking's Options (a bad value: one line naming it)."""
     check_range("--top", args.top, 1, 10_000)
     fixed = FixedCosts(
         checkpoint_minutes=args.checkpoint_minutes,
+        checkpoint_share=args.checkpoint_share,
         storage=args.storage,
         **{
             k: rates.Rate(v, unit, "override", flag)
@@ -340,6 +363,13 @@ def _add_run_cost_args(p: argparse.ArgumentParser) -> None:
         default=rates.CHECKPOINT_MINUTES,
         help="0: only the final save",
     )
+    p.add_argument(
+        "--checkpoint-share",
+        type=float,
+        default=None,
+        help="instead of --checkpoint-minutes: the interval that keeps checkpoint writes at this share of "
+        "the wall time (0.05 = 5 %%) at the storage's write rate",
+    )
     p.add_argument("--storage", choices=STORAGES, default="fsx", help="where checkpoints go")
     p.add_argument(
         "--storage-gbps",
@@ -381,7 +411,18 @@ def _add_run_cost_args(p: argparse.ArgumentParser) -> None:
         help="also try GPU offload (its host work is not modelled: optimistic)",
     )
     p.add_argument("--memory", action="store_true", help="the memory-only planner (workshop.plan.memory)")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print the picked plan file (JSON) and every plan")
+    p.add_argument(
+        "--out", metavar="FILE", default=None, help="write the picked plan file (workshop render --plan)"
+    )
+    p.add_argument("--pick", type=int, default=1, help="which row of the ranking is the plan (default 1)")
+    p.add_argument("--weights", choices=("hub", "random"), default="hub", help="the hub's weights or random")
+    p.add_argument(
+        "--spot",
+        action="store_true",
+        help="a spot plan: its pool admits spot capacity only (still priced on demand: the planner has no "
+        "spot prices; the TrainJob resumes from its checkpoints with --resume)",
+    )
 
 
 def memory_plan(argv: list[str]) -> int:

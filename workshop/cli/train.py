@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import sys
 import typing
 from dataclasses import fields
 
 from workshop.cli.base import command
 from workshop.errors import WorkshopError
+from workshop.train import args as train_args
 from workshop.train.args import (
     DESCRIPTION,
     PROG,
@@ -59,10 +61,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def parse_args(argv: list[str] | None = None) -> TrainArgs:
-    """The validated TrainArgs of a command line; argparse's usage error (exit 2) for a malformed one."""
-    args = TrainArgs(**vars(build_parser().parse_args(argv)))
-    args.validate()
-    return args
+    """The validated TrainArgs of a command line: one grammar, train.args.from_argv (what launchers and
+    TrainJobs use too); the parser above only prints --help. A malformed line is one `error:` line, exit 2."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if any(a in ("-h", "--help") for a in argv):
+        build_parser().print_help()
+        raise SystemExit(0)
+    return train_args.parse_args(argv)
 
 
 @record_rank_errors  # outermost: only a crash (not bad input, exit 2) reaches torchrun's error file

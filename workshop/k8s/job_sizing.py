@@ -5,14 +5,13 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from workshop.errors import WorkshopError, check_positive
+from workshop.errors import WorkshopError, check_count, check_positive
 from workshop.plan.catalog import instance_info
 
 
 def check_nodes(nodes) -> None:
-    """A node count: an integer >= 1."""
-    if isinstance(nodes, bool) or not isinstance(nodes, int) or nodes < 1:
-        raise WorkshopError(f"nodes must be an integer >= 1, got {nodes!r}")
+    """A node count: an integer >= 1 (errors.check_count, the one count check)."""
+    check_count("nodes", nodes)
 
 
 def planned(

@@ -71,6 +71,27 @@ CPU_USER_DATA = """#!/bin/bash
 grep -o -w -E 'amx_(bf16|int8|tile)|avx512_bf16' /proc/cpuinfo | sort -u | sed 's/^/workshop: cpu flag /'
 """
 
+# The kubelet settings a Guaranteed pod needs to own whole cores: the static CPU manager policy (pods whose
+# integer CPU requests equal their limits get exclusive cores, so OpenMP threads are never moved or shared).
+# Karpenter's EC2NodeClass has no field for it; on AL2023 nodeadm reads it from a NodeConfig part of a MIME
+# userData, which Karpenter merges with its own (kube-reserved CPU, which the static policy requires, is
+# Karpenter's default).
+STATIC_CPU_MANAGER = "static"
+MIME_BOUNDARY = "//"
+
+
+def static_cpu_user_data(script: str = CPU_USER_DATA) -> str:
+    """MIME userData: a NodeConfig setting the kubelet's static CPU manager, then the host script."""
+    return (
+        f'MIME-Version: 1.0\nContent-Type: multipart/mixed; boundary="{MIME_BOUNDARY}"\n\n'
+        f"--{MIME_BOUNDARY}\nContent-Type: application/node.eks.aws\n\n"
+        "apiVersion: node.eks.aws/v1alpha1\nkind: NodeConfig\nspec:\n  kubelet:\n    config:\n"
+        f"      cpuManagerPolicy: {STATIC_CPU_MANAGER}\n      cpuManagerReconcilePeriod: 10s\n\n"
+        f'--{MIME_BOUNDARY}\nContent-Type: text/x-shellscript; charset="us-ascii"\n\n{script}\n'
+        f"--{MIME_BOUNDARY}--\n"
+    )
+
+
 _HOST_PYTHON = re.compile(
     r"\b(pip3?|conda|mamba)\s+install\b|intel[-_]extension[-_]for[-_]pytorch", re.IGNORECASE
 )
@@ -282,7 +303,7 @@ def cpu_amx_pool(
     families: Sequence[str] = ("c7i", "m7i", "r7i"),
     sizes: Sequence[str] = ("8xlarge", "16xlarge", "24xlarge", "48xlarge"),
     *,
-    capacity_types: Sequence[str] = ("spot", "on-demand"),
+    capacity_types: Sequence[str] = ("on-demand",),  # the planner prices on demand; a spot plan says so
     arch: str = "amd64",
     cpu_limit: int = 1000,
     name: str = "cpu-amx",
@@ -343,6 +364,8 @@ def gpu_pool(
     capacity_types: Sequence[str] = ("on-demand",),
     gpu_limit: int = 32,
     name: str = "gpu",
+    efa: bool = True,  # the nodes' workshop/efa label; False: a plan whose pods ask no EFA
+    known_types: bool = True,  # False: types a plan file's catalog already vouched for (plan_pool)
     cluster: str = CLUSTER_NAME,
     role: str | None = NODE_ROLE,
     instance_profile: str | None = None,
@@ -354,7 +377,7 @@ def gpu_pool(
     traffic does not cross zones). `gpu_limit` is in GPUs, `volume_size` a quantity of root disk,
     `consolidate_after`/`expire_after` Go durations."""
     instance_types = _strs("instance_types", instance_types)
-    for itype in instance_types:
+    for itype in instance_types if known_types else ():
         check_choice("EFA-capable GPU instance type", itype, EFA_GPU_TYPES)
     if not _ZONE.match(zone):
         raise WorkshopError(f"zone {zone!r} is not an availability-zone name such as us-west-2b")
@@ -365,7 +388,7 @@ def gpu_pool(
     pool = NodePoolSpec(
         name=name,
         node_class=name,
-        labels={"nodeType": name, "workshop/efa": "true"},
+        labels={"nodeType": name, "workshop/efa": "true" if efa else "false"},
         requirements=[
             Requirement("kubernetes.io/arch", "In", ["amd64"]),
             Requirement("kubernetes.io/os", "In", ["linux"]),
@@ -422,6 +445,38 @@ def pool_from_recommendation(rec, **kwargs) -> Pool:
     if isinstance(rec, dict) and rec.get("exact"):
         kwargs.setdefault("instance_types", types)
     return cpu_amx_pool(families, sizes, **kwargs)
+
+
+def plan_pool(plan, *, name: str | None = None, **kwargs) -> Pool:
+    """The pool of exactly this plan (workshop.plan.job.Plan): its instance type and the tie-band types that
+    host the same pod, the plan's capacity type only (on-demand unless it is a spot plan), a limit of exactly
+    the plan's nodes, and on CPU the static CPU manager its Guaranteed pods need."""
+    pl = plan.placement
+    types = list(pl.pool_types)
+    caps = (pl.capacity_type,)
+    if pl.device == "gpu":
+        return gpu_pool(
+            types,
+            capacity_types=caps,
+            gpu_limit=pl.nodes * pl.gpus_per_node,
+            name=name or "gpu",
+            efa=pl.efa_per_node > 0 or all(t in EFA_GPU_TYPES for t in types),
+            known_types=False,  # the plan's catalog checked every type (workshop.plan.job.check_hosts)
+            **kwargs,
+        )
+    families = sorted({t.partition(".")[0] for t in types})
+    sizes = sorted({t.partition(".")[2] for t in types})
+    per_node = max(vcpus_of(s) or 0 for s in sizes)
+    return cpu_amx_pool(
+        families,
+        sizes,
+        instance_types=types,
+        capacity_types=caps,
+        cpu_limit=pl.nodes * per_node,
+        name=name or "cpu-amx",
+        user_data=static_cpu_user_data(),
+        **kwargs,
+    )
 
 
 def original_static_pool() -> list[dict]:

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 from workshop.errors import WorkshopError, check_choice, check_positive
 from workshop.k8s.karpenter import gpu_pool
+from workshop.k8s.planned_job import ANNOTATION_PREFIX
 from workshop.k8s.trainjob import gpu_trainjob, trainer_form
+from workshop.plan.models import SEQ_LEN, get_preset
 from workshop.plan.topology import ORIGINAL_STEPS, GpuInstance, OriginalWorkload, instance
 
 
@@ -61,9 +63,11 @@ def placement_trainjob(
         efa = efa_per_pod if efa_per_pod is not None else (inst.efa_devices if pods == 1 else 1)
         check_positive("efa_per_pod", efa)
     w = workload or OriginalWorkload()
-    return gpu_trainjob(
+    # the original workload as it ran: the hub's weights, so the fine-tune's recipe (wikitext-2, seq 512,
+    # lr 2e-5, warm-up 10) comes with them (workshop.plan.models.FINETUNE)
+    spec = gpu_trainjob(
         f"{instance_type.split('.')[0]}-{pods}x{gpus_per_pod}-{network}",
-        model=w.model,
+        model=get_preset(w.model).hub_id or w.model,
         nodes=pods,
         instance_type=instance_type,
         gpus_per_node=gpus_per_pod,
@@ -78,3 +82,11 @@ def placement_trainjob(
         env={"NCCL_DEBUG": nccl_debug, **w.env},
         one_pod_per_node=True,
     )
+    batch = pods * gpus_per_pod * w.micro_batch * w.grad_accum * SEQ_LEN  # what the original trained per step
+    spec.annotations = {
+        ANNOTATION_PREFIX + "global-batch-tokens": str(batch),
+        ANNOTATION_PREFIX + "steps": str(ORIGINAL_STEPS),
+        ANNOTATION_PREFIX + "tokens": str(batch * ORIGINAL_STEPS),
+        ANNOTATION_PREFIX + "workload": "the original workshop's (chapter 06 compares its placements)",
+    }
+    return spec

@@ -8,15 +8,19 @@ their manifests by appending to DEFAULT_MANIFESTS (file name -> builder + the CR
 from __future__ import annotations
 
 import itertools
+import os
+import shutil
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from workshop.errors import WorkshopError
-from workshop.k8s import karpenter, storage, trainjob
+from workshop.k8s import karpenter, planned_job, storage, trainjob
 from workshop.k8s.base import to_yaml
 from workshop.k8s.validate import DEFAULT_KARPENTER, DEFAULT_TRAINER, ensure_valid
 from workshop.paths import MANIFESTS_DIR
+from workshop.plan.job import Plan, stored_plan
 
 
 @dataclass(frozen=True)
@@ -32,24 +36,26 @@ class ManifestEntry:
 
 DEFAULT_MANIFESTS: dict[str, ManifestEntry] = {
     "karpenter-cpu-amx.yaml": ManifestEntry(
-        lambda: karpenter.cpu_amx_pool().to_dicts(),
-        "cpu-amx NodePool + EC2NodeClass (AMX Xeon families, intel.com/amx taint)",
+        lambda: karpenter.plan_pool(stored_plan("cpu")).to_dicts(),
+        "cpu-amx NodePool + EC2NodeClass of manifests/plans/cpu-4-nodes.json (its type and the tie band's "
+        "that host its pod, on-demand, static CPU manager, intel.com/amx taint)",
         karpenter=("1.8.8", "1.14.1"),
     ),
     "karpenter-gpu.yaml": ManifestEntry(
-        lambda: karpenter.gpu_pool().to_dicts(),
-        "gpu NodePool + EC2NodeClass (EFA-capable p4d/p5/g6e in one zone, nvidia.com/gpu taint)",
+        lambda: karpenter.plan_pool(stored_plan("gpu")).to_dicts(),
+        "gpu NodePool + EC2NodeClass of manifests/plans/gpu.json (its type and the tie band's that host its "
+        "pod, on-demand, one zone, nvidia.com/gpu taint)",
         karpenter=("1.8.8", "1.14.1"),
     ),
     # chapter 05: the same jobs in both Trainer forms (v2.1 podTemplateOverrides, v2.2+ runtimePatches)
     "trainjob-cpu-v2.1.yaml": ManifestEntry(
-        lambda: _trainjob().default_cpu_job().documents("2.1.0"),
-        "CPU TrainJob for Trainer v2.1 (podTemplateOverrides): 4 x cpu-amx, planner-sized, "
+        lambda: planned_job.default_cpu_job("2.1.0").documents("2.1.0"),
+        "CPU TrainJob for Trainer v2.1 (podTemplateOverrides) of manifests/plans/cpu-4-nodes.json, "
         "HF token from a Secret",
         trainer=("2.1.0",),
     ),
     "trainjob-cpu-v2.2.yaml": ManifestEntry(
-        lambda: _trainjob().default_cpu_job().documents("2.2.0"),
+        lambda: planned_job.default_cpu_job("2.2.0").documents("2.2.0"),
         "CPU TrainJob for Trainer v2.2+ (runtimePatches)",
         trainer=("2.3.0",),
     ),
@@ -60,16 +66,12 @@ DEFAULT_MANIFESTS: dict[str, ManifestEntry] = {
         crd_checked=False,
     ),
     "trainjob-gpu-v2.2.yaml": ManifestEntry(
-        lambda: _trainjob().default_gpu_job().documents("2.2.0"),
-        "GPU TrainJob for Trainer v2.2+ (runtimePatches): 4 x p4d.24xlarge, 8 GPU + 4 EFA per node, IPC_LOCK",
+        lambda: planned_job.default_gpu_job("2.2.0").documents("2.2.0"),
+        "GPU TrainJob for Trainer v2.2+ (runtimePatches) of manifests/plans/gpu.json: the same global batch "
+        "as the CPU job",
         trainer=("2.3.0",),
     ),
 }
-
-
-def _trainjob():
-
-    return trainjob
 
 
 def _storage():
@@ -107,3 +109,65 @@ def drift(out_dir: str | Path = MANIFESTS_DIR) -> list[str]:
         for name in DEFAULT_MANIFESTS
         if not (out_dir / name).is_file() or (out_dir / name).read_text() != render(name)
     ]
+
+
+# ------------------------------------------------------------------------------------- one plan
+
+
+def plan_storage(plan: Plan, name: str):
+    """The OutputStorage the plan's placement names: the FSx claim (placeholder subnet and security group:
+    render yours with chapter 05), or an S3 prefix written with the `workshop-train` service account
+    (IRSA)."""
+    if plan.placement.storage == "s3":
+        return storage.s3_storage(f"s3://workshop-checkpoints/{name}", service_account="workshop-train")
+    return storage.default_fsx()
+
+
+def plan_documents(plan: Plan, *, trainer: str | None = None, name: str | None = None) -> dict[str, str]:
+    """File name -> YAML for exactly this plan (workshop.plan.job.Plan): the NodePool + EC2NodeClass, the
+    storage and the TrainJob in Trainer release `trainer` (default: the plan's), each validated against its
+    CRDs first. Nothing is written here."""
+    try:
+        release = trainjob.normalize_trainer_version(trainer or plan.trainer)
+    except WorkshopError as e:
+        raise WorkshopError(f"trainer (--trainer-version, or the plan file's 'trainer'): {e}") from None
+    device = plan.placement.device
+    job_name = name or f"{device}-llama3"
+    out = plan_storage(plan, job_name)
+    spec = planned_job.plan_trainjob(
+        plan,
+        job_name,
+        storage=out,
+        hf_secret=trainjob.HFTokenSecret() if plan.job.weights == "hub" else None,
+        trainer=release,
+    )
+    pool = karpenter.plan_pool(plan)
+    pool_docs = pool.to_dicts()
+    job_docs = spec.documents(release)
+    ensure_valid(pool_docs, karpenter=DEFAULT_KARPENTER)
+    ensure_valid(job_docs, trainer=trainjob.crd_release(release))
+    files = {f"karpenter-{pool.node_pool.name}.yaml": to_yaml(pool_docs)}
+    store_docs = out.documents()
+    if store_docs:
+        files[f"storage-{plan.placement.storage}.yaml"] = to_yaml(store_docs)
+    files[f"trainjob-{device}-v{release.rsplit('.', 1)[0]}.yaml"] = to_yaml(job_docs)
+    return files
+
+
+def render_plan(plan: Plan, out_dir: str | Path, *, trainer: str | None = None) -> list[Path]:
+    """Write plan_documents into `out_dir` whole: every file is rendered and validated, then written to a
+    temporary folder beside it and moved in, so a bad plan leaves nothing behind."""
+    files = plan_documents(plan, trainer=trainer)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=out, prefix=".render-"))
+    try:
+        for fname, text in files.items():
+            (tmp / fname).write_text(text)
+        written = []
+        for fname in files:
+            os.replace(tmp / fname, out / fname)
+            written.append(out / fname)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return written

@@ -23,11 +23,11 @@ import re
 from dataclasses import dataclass, field
 
 from workshop import __version__
-from workshop.errors import WorkshopError, check_choice
+from workshop.errors import WorkshopError, check_choice, check_count
 from workshop.k8s.base import PART_OF, check_dns_label, diff_yaml
 from workshop.k8s.job_sizing import check_nodes, gpu_counts, gpu_resources, planned
 from workshop.k8s.karpenter import AMX_TAINT
-from workshop.k8s.storage import OutputStorage, default_fsx
+from workshop.k8s.storage import OutputStorage
 from workshop.k8s.validate import available_versions, validate_documents
 from workshop.plan.models import recipe
 from workshop.train import TrainArgs
@@ -184,6 +184,7 @@ class TrainJobSpec:
     shm_size: str | None = None
     capabilities: list[str] = field(default_factory=list)  # e.g. IPC_LOCK for EFA (v2.2+ only: see render)
     labels: dict[str, str] = field(default_factory=dict)
+    annotations: dict[str, str] = field(default_factory=dict)  # what the job is: global batch, steps, cost
     one_pod_per_node: bool = False  # pod anti-affinity: each node pod on its own machine
     launcher: list[str] = field(default_factory=lambda: ["torchrun"])
     module: str = "workshop.train"
@@ -195,15 +196,13 @@ class TrainJobSpec:
         check_dns_label("runtime name", self.runtime)
         for what in ("nodes", "procs_per_node"):
             value = getattr(self, what)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            try:
+                check_count(what, value)
+            except WorkshopError as e:
+                auto = what == "procs_per_node" and isinstance(value, str)
                 raise WorkshopError(
-                    f"{what} must be an integer >= 1, got {value!r}"
-                    + (
-                        " (never 'auto' on CPU: it means one rank per vCPU)"
-                        if what == "procs_per_node" and isinstance(value, str)
-                        else ""
-                    )
-                )
+                    f"{e} (never 'auto' on CPU: it means one rank per vCPU)" if auto else str(e)
+                ) from None
         for k, v in {**self.requests, **self.limits}.items():
             _check_quantity(f"resource {k}", v)
         if self.shm_size is not None:
@@ -330,7 +329,12 @@ class TrainJobSpec:
         return {
             "apiVersion": API_VERSION,
             "kind": "TrainJob",
-            "metadata": {"name": self.name, "namespace": self.namespace, "labels": labels},
+            "metadata": {
+                "name": self.name,
+                "namespace": self.namespace,
+                "labels": labels,
+                **({"annotations": dict(self.annotations)} if self.annotations else {}),
+            },
             "spec": spec,
         }
 
@@ -353,14 +357,19 @@ JOB_SETTINGS = {"max_steps": 300, "save_steps": 50, "grad_ckpt": True, "dist_tim
 
 
 def train_args(
-    model: str = DEFAULT_MODEL, *, name: str = "train", storage: OutputStorage | None = None, **overrides
+    model: str = DEFAULT_MODEL,
+    *,
+    name: str = "train",
+    storage: OutputStorage | None = None,
+    with_recipe: bool = True,
+    **overrides,
 ) -> list[str]:
     """The node container's arguments to `workshop.train`: the model's recipe (fine-tuning settings for real
     weights, the lessons' for random ones), the job settings, the storage's output/resume/save flags, then
     `overrides`. Rendered by TrainArgs itself, validated first, so the TrainJob runs what torchrun would."""
 
     kw = {
-        **recipe(model),
+        **(recipe(model) if with_recipe else {}),  # a plan's Job carries its own (planned_job)
         **JOB_SETTINGS,
         "model": model,
         **(
@@ -531,18 +540,3 @@ def migration_diff(spec: TrainJobSpec, old: str = "2.1.0", new: str = "2.2.0") -
         old_name=f"trainer-v{normalize_trainer_version(old)}",
         new_name=f"trainer-v{normalize_trainer_version(new)}",
     )
-
-
-# Default manifests (registered in workshop/k8s/render.py): the original workshop's 4-node Llama-3-8B jobs,
-# fixed.
-def default_cpu_job() -> TrainJobSpec:
-    """Sized by the planner from the offline (moto) catalog, so the checked-in YAML is the same everywhere."""
-
-    return cpu_trainjob(
-        model=DEFAULT_MODEL, nodes=4, catalog_source="moto", hf_secret=HFTokenSecret(), storage=default_fsx()
-    )
-
-
-def default_gpu_job() -> TrainJobSpec:
-
-    return gpu_trainjob(catalog_source="moto", hf_secret=HFTokenSecret(), storage=default_fsx())

@@ -23,7 +23,7 @@ from workshop.plan.ranking import best_for, filter_plans, hint, mark_pareto, mar
 
 def rank(opts: Options) -> list[Plan]:
     """Best plan per (instance type, node count) that fits, cheapest first with ties ordered by fewer nodes
-    then less time, Pareto front marked, hinted: a list of Plans (step seconds by term, tokens/s, hours,
+    then lower cost, Pareto front marked, hinted: a list of Plans (step seconds by term, tokens/s, hours,
     USD, USD per million tokens)."""
     validate(opts)
     arch = architecture(opts.model)

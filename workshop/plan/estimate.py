@@ -463,7 +463,7 @@ def estimate(
     step = s.total
     steps = math.ceil(tokens / job.tokens_per_step)
     usd_h = node.usd_per_hour.value * job.nodes if node.usd_per_hour else None
-    every = fixed.checkpoint_minutes * 60 if fixed else 0.0
+    every = fixed.every_s(arch) if fixed else 0.0
     return Plan(
         instance_type=node.name,
         device=node.device,

@@ -11,6 +11,7 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import NotRequired, TypedDict
 
+from workshop import errors
 from workshop.errors import WorkshopError, check_choice
 from workshop.lang import N_, _
 from workshop.plan.models import SEQ_LEN, Architecture, architecture
@@ -245,9 +246,8 @@ class MemoryPlan:
 
 
 def check_count(what: str, value: object, minimum: int = 1) -> None:
-    """A count (ranks, nodes, tokens) must be an int >= `minimum`: else one line naming the bad value."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise WorkshopError(f"{what} must be an integer >= {minimum}, got {value!r}")
+    """A count (ranks, nodes, tokens) must be an int >= `minimum`: errors.check_count, the one count check."""
+    errors.check_count(what, value, low=minimum)
 
 
 def _check_options(world_size: int, procs_per_node: int, opts: PlanOptions, device: str) -> None:

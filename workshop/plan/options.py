@@ -8,7 +8,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from workshop.errors import WorkshopError, check_choice
+from workshop.errors import WorkshopError, check_choice, check_count
 from workshop.lang import _
 from workshop.plan import rates
 from workshop.plan.catalog import check_families
@@ -29,6 +29,18 @@ CPU_ENGINES = tuple(rates.CPU_ENGINES)
 STORAGES = ("fsx", "s3")
 
 
+def checkpoint_every_s(params: int, write_gbytes_per_s: float, share: float) -> float:
+    """Seconds of training between checkpoints so that writing them takes `share` of the wall time: a save
+    of `params` x 14 B (bf16 weights, fp32 master, Adam m and v) at `write_gbytes_per_s` takes c seconds;
+    every T seconds of training it costs c / (T + c) of the run, so T = c (1 - share) / share."""
+    if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 < share < 1:  # nan too
+        raise WorkshopError(f"checkpoint share {share!r} is out of range; allowed (0, 1)")
+    if not write_gbytes_per_s > 0:
+        raise WorkshopError(f"checkpoint write rate {write_gbytes_per_s!r} GB/s must be > 0")
+    save_s = params * STATE_BYTES_PER_PARAM / GB / write_gbytes_per_s
+    return save_s * (1 - share) / share
+
+
 @dataclass(frozen=True)
 class FixedCosts:
     """What a run pays besides its training steps, each a stated assumption with a flag; billed per node."""
@@ -37,18 +49,28 @@ class FixedCosts:
     download_gbytes_per_s: rates.Rate = rates.DOWNLOAD_GBYTES_PER_S
     init_s: rates.Rate = rates.INIT_S
     checkpoint_minutes: float = rates.CHECKPOINT_MINUTES
+    # a stated target share of wall time for checkpoint writes (0.05 = 5 %): the interval then derives from it
+    # and the storage's write rate, and checkpoint_minutes is not used (checkpoint_every_s)
+    checkpoint_share: float | None = None
     storage: str = "fsx"
     storage_gbytes_per_s: rates.Rate | None = None  # default: the storage's own (rates.STORAGE)
 
     def write_rate(self) -> rates.Rate:
         return self.storage_gbytes_per_s or rates.STORAGE[self.storage].gbytes_per_s
 
+    def every_s(self, arch: Architecture) -> float:
+        """Seconds of training between checkpoints: the stated interval, or the one that keeps checkpoint
+        writes at checkpoint_share of the wall time."""
+        if self.checkpoint_share is None:
+            return self.checkpoint_minutes * 60
+        return checkpoint_every_s(arch.params, self.write_rate().value, self.checkpoint_share)
+
     def terms(self, arch: Architecture, train_s: float) -> dict[str, float]:
         """Seconds of the run besides its steps: start-up, download, init, checkpoints, final save."""
         write = self.write_rate().value
         weights_gb = arch.params * 2 / GB
         states_gb = arch.params * STATE_BYTES_PER_PARAM / GB
-        every = self.checkpoint_minutes * 60
+        every = self.every_s(arch)
         n_ckpt = int(train_s // every) if every > 0 else 0
         return {
             "startup": self.startup_s.value,
@@ -69,13 +91,15 @@ class FixedCosts:
             "startup": self.startup_s.cite(),
             "download": self.download_gbytes_per_s.cite(),
             "init": self.init_s.cite(),
-            "checkpoints": _(
-                "every {minutes:g} min of training, {state} B/param of states to {storage} at {rate}"
-            ).format(
-                minutes=self.checkpoint_minutes,
-                state=STATE_BYTES_PER_PARAM,
-                storage=self.storage,
-                rate=self.write_rate().cite(),
+            "checkpoints": (
+                _("every {minutes:g} min of training").format(minutes=self.checkpoint_minutes)
+                if self.checkpoint_share is None
+                else _("an interval that keeps checkpoint writes at {share:.0%} of wall time").format(
+                    share=self.checkpoint_share
+                )
+            )
+            + _(", {state} B/param of states to {storage} at {rate}").format(
+                state=STATE_BYTES_PER_PARAM, storage=self.storage, rate=self.write_rate().cite()
             ),
             "storage": rates.STORAGE[self.storage].usd_per_gb_month.cite(),
         }
@@ -175,15 +199,13 @@ def validate(opts: Options) -> None:
     check_families(opts.families)
     check_limit("tokens", "tokens", opts.tokens)
     for n in opts.nodes:
-        if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= 1000:
-            raise WorkshopError(f"nodes must be an integer in [1, 1000], got {n!r}")
+        check_count("nodes", n, high=1000)
     for s in opts.zero_stages:
         check_choice("ZeRO stage", s, (0, 1, 2, 3))
     for mb in opts.micro_batches:
-        if isinstance(mb, bool) or not isinstance(mb, int) or mb < 1:
-            raise WorkshopError(f"micro_batch must be an integer >= 1, got {mb!r}")
-    if opts.procs_per_node is not None and opts.procs_per_node < 1:
-        raise WorkshopError(f"procs_per_node must be an integer >= 1, got {opts.procs_per_node!r}")
+        check_count("micro_batch", mb)
+    if opts.procs_per_node is not None:
+        check_count("procs_per_node", opts.procs_per_node)
     for what, v in (("max_hours", opts.max_hours), ("budget", opts.budget)):
         check_limit(what, what, v)
     check_limit("headroom", "headroom", opts.headroom)
@@ -201,6 +223,9 @@ def validate(opts: Options) -> None:
     check_limit("init seconds", "init_s", opts.fixed.init_s.value)
     check_limit("download GB/s", "download_gbps", opts.fixed.download_gbytes_per_s.value)
     check_limit("checkpoint minutes", "checkpoint_minutes", opts.fixed.checkpoint_minutes, zero=True)
+    share = opts.fixed.checkpoint_share
+    if share is not None:
+        checkpoint_every_s(1, 1.0, share)  # (0, 1), named
     check_limit("storage GB/s", "storage_gbps", opts.fixed.write_rate().value)
     context = get_preset(opts.model).config.get("max_position_embeddings")
     if context:

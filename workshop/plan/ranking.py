@@ -99,15 +99,16 @@ def mark_pareto(plans: list[Plan]) -> None:
 
 
 def mark_ties(plans: list[Plan], error: float = PLANNER_ERROR) -> list[Plan]:
-    """Plans within the planner's error of the cheapest are ties, ordered by the stated rule: fewer nodes,
-    then less time; the rest follow, cheapest first. `plans` must be sorted by cost."""
+    """Plans within the planner's error of the cheapest are ties, ordered the way a learner chooses: fewer
+    nodes, then lower cost (then less time); the rest follow, cheapest first. `plans` must be sorted by
+    cost."""
     priced = [p for p in plans if p.usd is not None]
     if not priced:
         return plans
     best = priced[0].usd or 0.0
     for p in priced:
         p.tie = (p.usd or math.inf) <= best * (1 + error)
-    ties = sorted((p for p in plans if p.tie), key=lambda p: (p.nodes, p.hours))
+    ties = sorted((p for p in plans if p.tie), key=lambda p: (p.nodes, p.usd or 0.0, p.hours))
     return ties + [p for p in plans if not p.tie]
 
 

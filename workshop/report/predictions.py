@@ -24,7 +24,7 @@ def cost_plans(plans: Sequence[Any], original: Any | None = None) -> list[str]:
         out.append(
             _(
                 "{n} plans cost within the planner's error of the cheapest (${low:,.0f}-${high:,.0f}): a "
-                "tie, ordered by fewer nodes, then less time."
+                "tie, ordered by fewer nodes, then lower cost."
             ).format(n=len(ties), low=min(p.usd for p in ties), high=max(p.usd for p in ties))
         )
     if cpu is not None and cpu is not best:
@@ -124,6 +124,82 @@ def before_submit(plan: Any, steps: int) -> str:
         budget_hours=plan.hours,
         budget_usd=plan.usd,
         hint=plan.hint[:1].upper() + plan.hint[1:],
+    )
+
+
+def plan_line(plan: Any) -> str:
+    """One sentence for a plan file's Plan (workshop.plan.job.Plan): where it runs, what it trains (the global
+    batch, steps and tokens, epochs where the dataset's size is known), its split, and the prediction with
+    its checkpoint hours named."""
+    job, pl, p = plan.job, plan.placement, plan.prediction
+    epochs = (
+        _(" (~{epochs:.3g} epochs of {dataset})").format(epochs=job.epochs, dataset=job.dataset)
+        if job.epochs
+        else ""
+    )
+    return _(
+        "{label} ({ppn} rank(s) per node, {capacity}): {model} ({weights} weights), {dataset}, seq {seq}: "
+        "global batch {batch:,} tokens x {steps:,} steps = {tokens:,} tokens{epochs}; ZeRO-{zero}, "
+        "{precision}, lr {lr:g}, a checkpoint every {save} step(s); split {split} (nodes x ranks x "
+        "micro-batch x accumulation x seq); predicted {hours:.3g} h, of which {ckpt:.3g} h checkpoint "
+        "writes, for {usd}, {bound}-bound."
+    ).format(
+        label=pl.label,
+        ppn=pl.procs_per_node,
+        capacity=pl.capacity_type,
+        model=job.model,
+        weights=job.weights,
+        dataset=job.dataset,
+        seq=job.seq_len,
+        batch=job.global_batch,
+        steps=job.steps,
+        tokens=job.trained_tokens,
+        epochs=epochs,
+        zero=job.zero_stage,
+        precision=job.precision,
+        lr=job.lr,
+        save=job.save_steps,
+        split=plan.summary()["split"],
+        hours=p.hours,
+        ckpt=p.checkpoint_hours,
+        usd=f"${p.usd:,.0f}" if p.usd is not None else _("an unknown price"),
+        bound=p.bound,
+    )
+
+
+def planner_instead(kept: Any, first: Any) -> str:
+    """Chapter 05's sentence after the prediction: the job it renders (a workshop.plan.job.Plan) against the
+    planner's first plan on any node count, each with its hours (checkpoint writes named) and dollars."""
+
+    def usd(p: Any) -> str:
+        return f"${p.prediction.usd:,.0f}" if p.prediction.usd is not None else _("an unknown price")
+
+    said = _(
+        "This TrainJob is the plan {label}: {hours:.3g} h (of which {ckpt:.3g} h checkpoint writes) and "
+        "{usd} for {steps:,} steps of {batch:,} tokens."
+    ).format(
+        label=kept.placement.label,
+        hours=kept.prediction.hours,
+        ckpt=kept.prediction.checkpoint_hours,
+        usd=usd(kept),
+        steps=kept.job.steps,
+        batch=kept.job.global_batch,
+    )
+    if first.placement.label == kept.placement.label:
+        return said + " " + _("It is also the planner's first CPU plan on any node count.")
+    return (
+        said
+        + " "
+        + _(
+            "The lesson keeps the original workshop's {nodes} nodes; on any node count the planner would run "
+            "{label} instead: {hours:.3g} h (of which {ckpt:.3g} h checkpoint writes) and {usd}."
+        ).format(
+            nodes=kept.placement.nodes,
+            label=first.placement.label,
+            hours=first.prediction.hours,
+            ckpt=first.prediction.checkpoint_hours,
+            usd=usd(first),
+        )
     )
 
 

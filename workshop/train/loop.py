@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gc
 import json
+import os
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -185,7 +186,10 @@ def announce(args: TrainArgs, chosen: Chosen, samples: int, resume_from: str | N
         f"dist_timeout={(pg_timeout() or dist_timeout(args)).total_seconds() / 60:g}min "
         + (f"allreduce={args.allreduce} ({chosen.allreduce_why}) " if args.engine == "ddp" else "")
         + f"threads/rank={torch.get_num_threads()} samples={samples} "
-        f"cpu_capability={torch.backends.cpu.get_cpu_capability()}"
+        f"cpu_capability={torch.backends.cpu.get_cpu_capability()} "
+        f"global_batch={dist.get_world_size() * args.micro_batch * args.grad_accum * args.seq_len} "
+        f"tokens/step steps={args.max_steps}"
+        + (f" plan: {os.environ['WORKSHOP_PLAN']}" if os.environ.get("WORKSHOP_PLAN") else "")
         + (f" resuming from {resume_from}" if resume_from else ""),
         flush=True,
     )

@@ -1,0 +1,119 @@
+"""The TrainJob of a plan file: exactly the plan's placement (nodes, ranks, threads, pod sizes) and its Job
+as the arguments, with the job's global batch, tokens, steps and predicted hours and dollars as annotations
+(and in the entry point's start line). Nothing is planned here; the plan comes from workshop.plan.job.
+"""
+
+from __future__ import annotations
+
+from workshop.k8s.job_sizing import gpu_resources
+from workshop.k8s.karpenter import AMX_TAINT
+from workshop.k8s.storage import OutputStorage, default_fsx
+from workshop.k8s.trainjob import (
+    DEFAULT_REGISTRY,
+    HFTokenSecret,
+    TrainJobSpec,
+    hf_home,
+    image_ref,
+    train_args,
+    trainer_form,
+)
+from workshop.plan.job import Plan, stored_plan
+
+ANNOTATION_PREFIX = "workshop.example.com/"
+
+
+def plan_trainjob(
+    plan: Plan,
+    name: str | None = None,
+    *,
+    namespace: str = "default",
+    registry: str = DEFAULT_REGISTRY,
+    storage: OutputStorage | None = None,
+    hf_secret: HFTokenSecret | None = None,
+    node_pool: str | None = None,
+    trainer: str | None = None,
+) -> TrainJobSpec:
+    """The TrainJob of exactly this plan (workshop.plan.job.Plan): its placement's nodes, ranks, threads
+    and pod sizes (CPU pods Guaranteed: whole cores, requests == limits), its Job as the arguments, and the
+    job's global batch, tokens, steps and the plan's prediction as annotations and in the environment the
+    entry point's start line prints. Nothing is re-planned here."""
+    pl = plan.placement
+    cpu = pl.device == "cpu"
+    name = name or f"{pl.device}-{plan.job.model.replace('.', '-')}"
+    pool = node_pool or ("cpu-amx" if cpu else "gpu")
+    summary = plan.summary()
+    args = train_args(
+        plan.job.train_model,
+        name=name,
+        storage=storage,
+        with_recipe=False,
+        **{k: v for k, v in plan.train_kwargs().items() if k != "model"},
+    )
+    env = {
+        "TOKENIZERS_PARALLELISM": "false",
+        "HF_HOME": hf_home(storage),
+        "WORKSHOP_PLAN": " ".join(f"{k}={v}" for k, v in summary.items()),
+    }
+    requests, limits, tolerations = _pod(plan, env)
+    return TrainJobSpec(
+        name=name,
+        namespace=namespace,
+        image=image_ref(pl.device, registry),
+        train_args=args,
+        nodes=pl.nodes,
+        procs_per_node=pl.procs_per_node,
+        requests=requests,
+        limits=limits,
+        env=env,
+        storage=storage,
+        hf_secret=hf_secret,
+        node_selector={"karpenter.sh/nodepool": pool},
+        tolerations=tolerations,
+        shm_size=pl.shm_size,
+        capabilities=["IPC_LOCK"]
+        if not cpu and pl.efa_per_node and trainer_form(trainer or plan.trainer) == "runtimePatches"
+        else [],
+        one_pod_per_node=True,
+        labels={"workshop/accelerator": pl.device},
+        annotations={ANNOTATION_PREFIX + k: v for k, v in summary.items()},
+    )
+
+
+def _pod(plan: Plan, env: dict[str, str]) -> tuple[dict, dict, list[dict]]:
+    """(requests, limits, tolerations) of the plan's node pod, its device's variables added to `env`: a CPU
+    pod Guaranteed (whole cores, requests == limits), a GPU pod its GPUs and EFA interfaces."""
+    pl = plan.placement
+    if pl.device == "cpu":
+        key, value, effect = AMX_TAINT
+        whole = {"cpu": str(pl.cpu_request), "memory": str(pl.memory_request)}
+        requests, limits = dict(whole), dict(whole)
+        env["OMP_NUM_THREADS"] = str(pl.threads_per_rank)
+        tolerations = [{"key": key, "operator": "Equal", "value": value, "effect": effect}]
+    else:
+        requests, limits = gpu_resources(pl.gpus_per_node, pl.efa_per_node, None, None)
+        env.update({"NCCL_DEBUG": "WARN"})
+        if pl.efa_per_node:
+            rdma = "1" if pl.instance_type.startswith("p") else "0"
+            env.update({"FI_PROVIDER": "efa", "FI_EFA_USE_DEVICE_RDMA": rdma})
+        tolerations = [
+            {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
+            {"key": "vpc.amazonaws.com/efa", "operator": "Exists", "effect": "NoSchedule"},
+        ]
+    return requests, limits, tolerations
+
+
+# Default manifests (registered in workshop/k8s/render.py): the original workshop's 4-node Llama-3-8B jobs,
+# fixed.
+def default_cpu_job(trainer: str | None = None) -> TrainJobSpec:
+    """The stored 4-node CPU plan (manifests/plans/cpu-4-nodes.json, from the offline catalog), so the
+    checked-in YAML is the same everywhere."""
+    return plan_trainjob(
+        stored_plan("cpu"), "cpu-llama3", hf_secret=HFTokenSecret(), storage=default_fsx(), trainer=trainer
+    )
+
+
+def default_gpu_job(trainer: str | None = None) -> TrainJobSpec:
+    """The stored GPU plan (manifests/plans/gpu.json): the planner's first GPU plan, same global batch."""
+    return plan_trainjob(
+        stored_plan("gpu"), "gpu-llama3", hf_secret=HFTokenSecret(), storage=default_fsx(), trainer=trainer
+    )
