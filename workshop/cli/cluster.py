@@ -242,6 +242,10 @@ def _preflight(args: argparse.Namespace) -> int:
     if args.region is not None:
         check_choice("--region", args.region, known_regions("aws"))
     plan = read_plan_file(args.plan) if args.plan else None
+    if isinstance(plan, dict) and str(plan.get("format", "")).startswith("workshop-plan/"):
+        from workshop.plan.job import load_plan
+
+        plan = load_plan(args.plan)  # a plan file is checked whole (each bad field named) before it is used
     needs = preflight.requirements_from_plan(
         plan,
         storage=args.storage,
