@@ -104,6 +104,36 @@ def physical_cores() -> int:
     return psutil.cpu_count(logical=False) or os.cpu_count() or 1
 
 
+def threads_per_core() -> int | None:
+    """Hardware threads per physical core as `lscpu` states it (2: each vCPU is a hyperthread, as on EC2);
+    None where lscpu is missing or says nothing."""
+    try:
+        out = subprocess.run(
+            ["lscpu"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=False,
+            env={**os.environ, "LC_ALL": "C"},
+        ).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    m = re.search(r"^Thread\(s\) per core:\s*(\d+)", out, re.M)
+    return int(m.group(1)) if m else None
+
+
+def cores_sentence(physical: int, vcpus: int | None, per_core: int | None) -> str:
+    """Physical cores against vCPUs in one sentence: the catalog counts cores, a VM shows vCPUs."""
+    if per_core and per_core > 1:
+        return _(
+            "{vcpus} vCPUs on {cores} physical cores ({per} threads per core, lscpu): two vCPUs of one core "
+            "share its matmul units, so count cores, not vCPUs"
+        ).format(vcpus=vcpus, cores=physical, per=per_core)
+    return _(
+        "{vcpus} vCPUs on {cores} physical cores (1 thread per core, lscpu): each vCPU is a core"
+    ).format(vcpus=vcpus, cores=physical)
+
+
 _PROBE = """
 import torch
 a = torch.randn(128, 128, dtype=torch.bfloat16)
