@@ -52,6 +52,8 @@ class XeonReference(TypedDict):
 
 
 # The Xeon the chapter targets: r7i/m7i/c7i are Sapphire Rapids; EC2's catalog lists 3.2 GHz all-core turbo.
+# Used for "the AMX peak of the same cores" only where this machine's clock is unknown (one machine, one
+# clock).
 XEON_REFERENCE: XeonReference = {
     "name": "r7i (Sapphire Rapids) all-core turbo",
     "clock_ghz": 3.2,
@@ -378,7 +380,7 @@ class MachinePeaks(TypedDict):
 
     bf16: Peak | None
     fp32: Peak | None
-    amx_reference: Peak  # the same cores on a Xeon with AMX, at XEON_REFERENCE's clock
+    amx_reference: Peak  # the same cores with AMX at this machine's clock (XEON_REFERENCE's if unknown)
 
 
 def machine_peaks(d: Detection, cores: int | None = None) -> MachinePeaks:
@@ -406,6 +408,8 @@ def machine_peaks(d: Detection, cores: int | None = None) -> MachinePeaks:
     if clock:
         fp32 = peak_tflops(fp32_path, cores, clock) if fp32_path else None
         bf16 = peak_tflops(bf16_path, cores, clock) if bf16_path else fp32
-    # What the same cores would peak at with AMX, at the Xeon's clock (the chapter's target).
-    amx_reference = peak_tflops("amx_bf16", cores, XEON_REFERENCE["clock_ghz"])
+    # What the same cores would peak at with AMX, at THIS machine's clock: one clock per machine, so "% of
+    # this CPU's bf16 peak" and "% of the AMX peak" differ only by FLOP/cycle (on an AMX Xeon they are one
+    # number). The Xeon reference clock stands in only where no clock is known.
+    amx_reference = peak_tflops("amx_bf16", cores, clock or XEON_REFERENCE["clock_ghz"])
     return {"bf16": bf16, "fp32": fp32, "amx_reference": amx_reference}

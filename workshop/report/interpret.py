@@ -551,3 +551,22 @@ def slice_lines(res: Mapping[str, Any]) -> list[str]:
             )
         )  # fmt: skip
     return out
+
+
+def slice_headline(res: Mapping[str, Any]) -> str:
+    """Chapter 04's one sentence on the slice: tokens/s per core on the real 8B shape with its spread, the
+    planner's figure beside it, and the precision (fp32 where this CPU has no native bf16, and why)."""
+    t, sh = res["tokens_per_s"], res["shape"]
+    cores = sh["ranks"] * sh["threads"]
+    line = _(
+        "on the real 8B shape ({layers} layer(s), vocab {vocab:,}) this CPU trains {per:.1f} tokens/s per "
+        "core ({lo:.1f}-{hi:.1f} over {n} steps, spread {spread:.0f}%); the planner said {pred:.1f} "
+        "(measured / predicted = {ratio:.2f})"
+    ).format(
+        layers=sh["layers"], vocab=sh["vocab"], per=t["per_core"], lo=t["min"] / cores, hi=t["max"] / cores,
+        n=t["n"], spread=t["spread_pct"], pred=res["prediction"]["tokens_per_s"] / cores,
+        ratio=res["ratio_measured_over_predicted"],
+    )  # fmt: skip
+    if res["precision"] != "bf16":
+        line += _("; in fp32: {why}").format(why=res["precision_why"])
+    return line
