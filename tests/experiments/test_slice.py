@@ -116,3 +116,27 @@ def test_bad_calibration_files_are_refused_with_one_line(tmp_path, capsys, doc, 
     assert main(["plan", "--calibration", str(path), "--source", "moto"]) == 2
     err = capsys.readouterr().err
     assert [line for line in err.splitlines() if line.startswith("error:")] == err.strip().splitlines()
+
+
+def test_the_prediction_is_the_planners_step_on_this_cpus_peak():
+    """The side-by-side prediction is estimate.step_terms with this CPU's own peak (cores x clock x its
+    FLOP/cycle) and the stored CPU rate: compute = tokens x FLOPs/token / (peak x rate), every term named."""
+    d = {
+        "cpu_model": "AMD EPYC",
+        "cores": 2,
+        "clock_ghz": 2.5,
+        "clock_source": "test",
+        "isa_class": "zen5",
+        "amx": False,
+        "avx512_bf16": True,
+    }
+    cfg = sl.SliceConfig(layers=1, ranks=2, threads=1, micro_batch=1, seq_len=256)
+    p = sl.predict(d, cfg, 8192, "bf16", None)
+    peak = 2 * 2.5 * 128 / 1000  # Zen 5: 128 bf16 FLOP/cycle/core
+    share = rates.cpu_step_share().value
+    assert p["peak_tflops"] == pytest.approx(peak)
+    assert p["flops_per_token"] == architecture("llama-3-8b", 1, 8192).train_flops(256)
+    assert p["compute_s"] == pytest.approx(2 * 256 * p["flops_per_token"] / (peak * share * 1e12))
+    assert p["step_s"] == pytest.approx(p["compute_s"] + p["comm_s"] + p["optimizer_s"])
+    assert p["tokens_per_s"] == pytest.approx(2 * 256 / p["step_s"])
+    assert "avx512_bf16_zen5" in p["sources"]["peak"] and "ceiling" in p["sources"]["efficiency"]

@@ -462,8 +462,9 @@ def cpu_efficiency(
         c.share * scale.value,
         N_("of AMX bf16 peak"),
         N_("measured"),
-        f"{c.kind} step = {c.share:.1%} of the {c.clock_ghz:g} GHz AMX peak ({c.shape}; {c.cpu_model}, "
-        f"{c.date}) x {scale.value:.2f} thread scaling (range {lo:.2f}-{hi:.2f}: {scale.source})",
+        f"{'stored' if path is None else 'given'} {c.kind} step ({c.path}) = {c.share:.1%} of the "
+        f"{c.clock_ghz:g} GHz AMX peak ({c.shape}; {c.cpu_model}, {c.date}) x {scale.value:.2f} thread "
+        f"scaling (range {lo:.2f}-{hi:.2f}: {scale.source})",
     )
 
 
