@@ -66,8 +66,6 @@ class TrainArgs:
     micro_batch in sequences per rank, lr per step, dist_timeout_min in minutes."""
 
     model: str = arg("tiny", f"preset ({', '.join(PRESETS)}), local dir or hub id", always=True)
-    layers: int | None = arg(None, "a preset's decoder layers instead of its own count (a slice of it)")
-    vocab: int | None = arg(None, "a preset's embedding and head rows instead of its own (a slice of it)")
     dataset: str = arg("local", "local | wikitext | path to a text file, one sample a line")
     seq_len: int = arg(128)
     micro_batch: int = arg(4, "sequences per rank per forward")
@@ -94,6 +92,8 @@ class TrainArgs:
     offload_param: bool = arg(False)
     backend: str = arg("auto", "auto (gloo on CPU, nccl on GPU) | gloo | nccl")
     threads: int | None = arg(None, "torch/OpenMP threads per rank")
+    layers: int | None = arg(None, "a preset's decoder layers instead of its own count (a slice of it)")
+    vocab: int | None = arg(None, "a preset's embedding and head rows instead of its own (a slice of it)")
     grad_ckpt: bool = arg(False, "gradient checkpointing")
     packing: bool = arg(True, "pack tokens into full blocks (else: one line per sample, padded)")
     min_chars: int = arg(1, "drop lines shorter than this")
