@@ -418,11 +418,12 @@ def versus_planner(res: dict) -> dict:
     from workshop.plan import rates
 
     d, out = res["derived"], {}
-    assumed = rates.CPU_THREAD_SCALING.value
+    scaling, scaling_range = rates.cpu_thread_scaling()
+    assumed = scaling.value
     ts = d.get("thread_scaling", {})
     out["cpu_thread_scaling"] = {
         "assumed": assumed,
-        "assumed_range": list(rates.CPU_THREAD_SCALING_RANGE),
+        "assumed_range": list(scaling_range),
         "measured": ts,
         "assumed_over_measured": {k: assumed / v for k, v in ts.items() if not BASELINE.match(k)},
     }

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from workshop.lang import _
-from workshop.plan import topology
+from workshop.plan import hardware, topology
 from workshop.plan.catalog import PRICE_SOURCE
 from workshop.plan.hardware import AMX_BF16_FLOP_PER_CYCLE
 
@@ -134,8 +134,11 @@ def gemm_summary(d: dict, s: dict) -> str:
 
     said = _(
         "{cpu}, AMX={amx}, both at {threads} thread(s): bf16 {bf16:.3f} vs fp32 {fp32:.3f} TFLOPS "
-        "(x{ratio}), {pct}% of this CPU's bf16 peak ({path}), {amx_pct}% of the AMX peak of the same cores"
+        "(x{ratio}), {pct}% of this CPU's bf16 peak ({path}), {amx_pct}% of the AMX peak of the same cores; "
+        "both peaks at {clock:g} GHz ({source})"
     ).format(
+        clock=s["clock_ghz"] or hardware.XEON_REFERENCE["clock_ghz"],
+        source=s["clock_source"] if s["clock_ghz"] else hardware.XEON_REFERENCE["clock_source"],
         cpu=d["cpu_model"],
         amx=d["amx"],
         threads=s["threads"],

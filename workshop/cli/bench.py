@@ -28,7 +28,7 @@ def _bench_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "benchmark",
         nargs="+",
-        help=f"{' | '.join(BENCHMARKS)} | all | summary (several: their "
+        help=f"{' | '.join(BENCHMARKS)} | all | summary | ceiling | slice (several: their "
         "training variants are interleaved in ONE series of rounds)",
     )
     p.add_argument(
@@ -81,6 +81,8 @@ def bench(argv: list[str] | None = None) -> int | None:
         return ceiling(argv[1:])
     if argv[:1] == ["suite"]:
         return suite(argv[1:])
+    if argv[:1] == ["slice"]:
+        return slice_(argv[1:])
     from workshop.experiments.bench.config import BENCHMARKS, BenchConfig
     from workshop.experiments.bench.suite import run_benchmarks
     from workshop.experiments.bench.summary import format_rows, load_results, plot, summary_rows
@@ -237,3 +239,85 @@ def suite(argv: list[str] | None = None) -> int:
     for where, sec in slowest:
         print(f"  {sec:7.1f} s  {where}")
     return code
+
+
+SLICE_ABOUT = (
+    "`workshop bench slice`: N decoder layers of Llama-3-8B's own shapes trained with ZeRO-3 over gloo on "
+    "this "
+    "CPU, beside the planner's prediction for the same slice here."
+)
+_SLICE_INTS = ("layers", "vocab", "threads", "ranks", "micro_batch", "seq_len", "steps")
+
+
+def _slice_parser() -> argparse.ArgumentParser:
+    from workshop.experiments.slice import SliceConfig
+
+    d = SliceConfig()
+    p = argparse.ArgumentParser(prog="workshop bench slice", description=SLICE_ABOUT)
+    p.add_argument("--layers", default=str(d.layers), help="decoder layers of the 8B (1..32)")
+    p.add_argument(
+        "--vocab",
+        default=None,
+        help="embedding and head rows (default: Llama-3-8B's 128,256 where it fits the RAM found, "
+        "else 8,192)",
+    )
+    p.add_argument("--threads", default=str(d.threads), help="threads per rank")
+    p.add_argument("--ranks", default=str(d.ranks), help="ranks (processes) on this machine")
+    p.add_argument("--micro-batch", default=str(d.micro_batch), help="sequences per rank per step")
+    p.add_argument("--seq-len", default=str(d.seq_len), help="tokens per sequence")
+    p.add_argument("--steps", default=str(d.steps), help="optimizer steps (the first is warm-up, left out)")
+    p.add_argument("--gemm-seconds", type=float, default=d.gemm_seconds, help="time per GEMM probe")
+    p.add_argument("--cache-dir", default=d.cache_dir)
+    p.add_argument("--out-dir", default=d.out_dir)
+    p.add_argument(
+        "--json-out",
+        default=None,
+        help="also write the result JSON here (e.g. benchmarks/results/slice.json)",
+    )
+    p.add_argument("--images-dir", default=str(IMAGES_DIR), help="where bench_slice.png goes")
+    return p
+
+
+def _whole(flag: str, text: str | None) -> int | None:
+    """A whole number from the command line, or one error naming the flag and what it accepts."""
+    if text is None:
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        raise WorkshopError(f"{flag} {text!r}: expected a whole number >= 1") from None
+
+
+@command
+def slice_(argv: list[str] | None = None) -> int | None:
+    """`workshop bench slice [options]`: check memory, measure, predict, print side by side, write JSON."""
+    from workshop.experiments.measure import save
+    from workshop.experiments.slice import SliceConfig, run
+    from workshop.report.interpret import slice_lines
+    from workshop.report.plots import plot_slice
+
+    a = _slice_parser().parse_args(argv)
+    values = {k: _whole("--" + k.replace("_", "-"), getattr(a, k)) for k in _SLICE_INTS}
+    d = SliceConfig()
+    cfg = SliceConfig(
+        **{k: (getattr(d, k) if v is None and k != "vocab" else v) for k, v in values.items()},  # type: ignore[arg-type]
+        gemm_seconds=a.gemm_seconds,
+        cache_dir=a.cache_dir,
+        out_dir=a.out_dir,
+    )
+    cfg.validate()
+    if a.json_out:
+        check_output(a.json_out, "--json-out")
+    for flag, path in (
+        ("--out-dir", a.out_dir),
+        ("--images-dir", a.images_dir),
+        ("--cache-dir", a.cache_dir),
+    ):
+        check_output(path, flag, folder=True)
+    res = run(cfg)
+    for line in slice_lines(res):
+        print(line)
+    out = save("slice", res, a.out_dir, a.json_out)
+    print(f"wrote {out}")
+    print(f"figure {plot_slice(res, Path(a.images_dir) / 'bench_slice.png')}")
+    return 0

@@ -241,7 +241,7 @@ def _preflight(args: argparse.Namespace) -> int:
         check_kubeconfig(kubeconfig, "--kubeconfig")
     if args.region is not None:
         check_choice("--region", args.region, known_regions("aws"))
-    plan = read_plan_file(args.plan) if args.plan else None
+    plan: object = read_plan_file(args.plan) if args.plan else None
     if isinstance(plan, dict) and str(plan.get("format", "")).startswith("workshop-plan/"):
         from workshop.plan.job import load_plan
 

@@ -328,10 +328,13 @@ def _plan_parser() -> argparse.ArgumentParser:
     p.add_argument("--cpu-engine", choices=CPU_ENGINES, default="deepspeed", help="the CPU job's engine")
     p.add_argument(
         "--ceiling",
+        "--calibration",
+        dest="ceiling",
         default=None,
         metavar="PATH",
-        help="calibrate: a ceiling.json measured on this machine (python -m workshop bench ceiling "
-        "--levers no_compile,zero3 --json-out PATH); default: benchmarks/results/ceiling.json",
+        help="calibrate the CPU rate: a ceiling.json (python -m workshop bench ceiling --levers "
+        "no_compile,zero3 --json-out PATH) or a slice.json (python -m workshop bench slice --json-out PATH) "
+        "measured on an AMX Xeon, checked before use; default: benchmarks/results/ceiling.json",
     )
     _add_run_cost_args(p)
     return p

@@ -98,7 +98,7 @@ class PeaksSummary(TypedDict):
     bf16_path: str | None
     fp32_tflops: float | None
     fp32_path: str | None
-    amx_bf16_tflops: float  # the same cores with AMX, at the Xeon reference clock
+    amx_bf16_tflops: float  # the same cores with AMX, at this machine's clock (hardware.machine_peaks)
 
 
 def peaks_for(cores: int) -> PeaksSummary:

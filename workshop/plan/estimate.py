@@ -169,7 +169,7 @@ def _cpu_node(row: InstanceRow, opts: Options) -> Node:
     clock = rates.cpu_clock_basis(opts.ceiling)
     # on the measuring host's clock: the rate's own basis
     peak = row.cores * clock.value * AMX_BF16_FLOP_PER_CYCLE / 1000
-    eff = opts.cpu_efficiency or rates.cpu_efficiency(opts.cpu_engine, opts.ceiling)
+    eff = opts.cpu_efficiency or rates.cpu_efficiency(opts.cpu_engine, opts.ceiling, row.cores)
     flow = rates.tcp_flow_gbps(opts.placement_group, opts.ena_express)
     nic = rates.instance_gbps(row)
     inter = min(nic, flow.value) * rates.TCP_EFFICIENCY.value / 8

@@ -52,6 +52,8 @@ class XeonReference(TypedDict):
 
 
 # The Xeon the chapter targets: r7i/m7i/c7i are Sapphire Rapids; EC2's catalog lists 3.2 GHz all-core turbo.
+# Used for "the AMX peak of the same cores" only where this machine's clock is unknown (one machine, one
+# clock).
 XEON_REFERENCE: XeonReference = {
     "name": "r7i (Sapphire Rapids) all-core turbo",
     "clock_ghz": 3.2,
@@ -102,6 +104,36 @@ def physical_cores() -> int:
     import psutil
 
     return psutil.cpu_count(logical=False) or os.cpu_count() or 1
+
+
+def threads_per_core() -> int | None:
+    """Hardware threads per physical core as `lscpu` states it (2: each vCPU is a hyperthread, as on EC2);
+    None where lscpu is missing or says nothing."""
+    try:
+        out = subprocess.run(
+            ["lscpu"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=False,
+            env={**os.environ, "LC_ALL": "C"},
+        ).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    m = re.search(r"^Thread\(s\) per core:\s*(\d+)", out, re.M)
+    return int(m.group(1)) if m else None
+
+
+def cores_sentence(physical: int, vcpus: int | None, per_core: int | None) -> str:
+    """Physical cores against vCPUs in one sentence: the catalog counts cores, a VM shows vCPUs."""
+    if per_core and per_core > 1:
+        return _(
+            "{vcpus} vCPUs on {cores} physical cores ({per} threads per core, lscpu): two vCPUs of one core "
+            "share its matmul units, so count cores, not vCPUs"
+        ).format(vcpus=vcpus, cores=physical, per=per_core)
+    return _(
+        "{vcpus} vCPUs on {cores} physical cores (1 thread per core, lscpu): each vCPU is a core"
+    ).format(vcpus=vcpus, cores=physical)
 
 
 _PROBE = """
@@ -350,7 +382,7 @@ class MachinePeaks(TypedDict):
 
     bf16: Peak | None
     fp32: Peak | None
-    amx_reference: Peak  # the same cores on a Xeon with AMX, at XEON_REFERENCE's clock
+    amx_reference: Peak  # the same cores with AMX at this machine's clock (XEON_REFERENCE's if unknown)
 
 
 def machine_peaks(d: Detection, cores: int | None = None) -> MachinePeaks:
@@ -378,6 +410,8 @@ def machine_peaks(d: Detection, cores: int | None = None) -> MachinePeaks:
     if clock:
         fp32 = peak_tflops(fp32_path, cores, clock) if fp32_path else None
         bf16 = peak_tflops(bf16_path, cores, clock) if bf16_path else fp32
-    # What the same cores would peak at with AMX, at the Xeon's clock (the chapter's target).
-    amx_reference = peak_tflops("amx_bf16", cores, XEON_REFERENCE["clock_ghz"])
+    # What the same cores would peak at with AMX, at THIS machine's clock: one clock per machine, so "% of
+    # this CPU's bf16 peak" and "% of the AMX peak" differ only by FLOP/cycle (on an AMX Xeon they are one
+    # number). The Xeon reference clock stands in only where no clock is known.
+    amx_reference = peak_tflops("amx_bf16", cores, clock or XEON_REFERENCE["clock_ghz"])
     return {"bf16": bf16, "fp32": fp32, "amx_reference": amx_reference}

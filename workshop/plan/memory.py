@@ -305,6 +305,13 @@ def _components(arch: Architecture, world_size: int, opts: PlanOptions, device: 
     return comp
 
 
+def rank_components(
+    arch: Architecture, world_size: int, opts: PlanOptions, device: str = "cpu"
+) -> dict[str, int]:
+    """Bytes per rank of each component for an Architecture built here (a slice of a preset, say)."""
+    return _components(arch, world_size, opts, device)
+
+
 def _placement(comp: dict[str, int], opts: PlanOptions, device: str) -> dict[str, str]:
     """Where each component lives: "host" or "device" (a CPU rank has only the host)."""
     host = "host"

@@ -167,14 +167,29 @@ class Architecture:
         )
 
 
+def slice_overrides(layers: int | None = None, vocab: int | None = None) -> dict[str, int | None]:
+    """The LlamaConfig fields a slice of a preset changes (`--layers`, `--vocab`): its decoder layers, its
+    embedding and head rows (special token ids beyond a cut vocab dropped); every other shape stays the
+    preset's own."""
+    out: dict[str, int | None] = {}
+    if layers is not None:
+        check_positive("layers", layers)
+        out["num_hidden_layers"] = layers
+    if vocab is not None:
+        check_positive("vocab", vocab)
+        out["vocab_size"] = vocab
+        out.update({k: None for k in ("bos_token_id", "eos_token_id") if vocab <= 128001})
+    return out
+
+
 @cache
-def architecture(name: str) -> Architecture:
+def architecture(name: str, layers: int | None = None, vocab: int | None = None) -> Architecture:
     """Exact counts from the model built on PyTorch's meta device (no memory, no download); a hub id counts as
-    its architecture's preset."""
+    its architecture's preset; `layers`/`vocab`: a slice of it (slice_overrides)."""
     import torch  # lazy: torch and transformers take seconds to import, and the CLI's --help needs neither
     from transformers import AutoModelForCausalLM
 
-    cfg = build_config(name)
+    cfg = build_config(name, **slice_overrides(layers, vocab))
     with torch.device("meta"):
         net = AutoModelForCausalLM.from_config(cfg)
     seen, params, largest = set(), 0, 0

@@ -594,3 +594,42 @@ def plot_cost_time(plans: Sequence[Mapping[str, Any]], path, *, title: str = "")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8)
     return _save(fig, path)
+
+
+# ---------------------------------------------------------------- the slice (bench slice)
+
+
+def plot_slice(res: Mapping[str, Any], path) -> Path:
+    """Left: the slice's tokens/s per steady step against the planner's prediction. Right: this CPU's GEMM
+    TFLOPS per thread count over linear scaling -> the PNG's path."""
+    fig, (a, b) = plt.subplots(1, 2, figsize=(10, 3.8))
+    vals = res["tokens_per_s"]["values"]
+    a.plot(range(2, len(vals) + 2), vals, marker="o", label=_("measured (steady steps)"))
+    a.axhline(res["prediction"]["tokens_per_s"], color="tab:red", ls="--", label=_("planner's prediction"))
+    a.set_xlabel(_("optimizer step"))
+    a.set_ylabel(_("tokens / s (all ranks)"))
+    a.set_ylim(bottom=0)
+    a.legend(fontsize=8)
+    sh = res["shape"]
+    a.set_title(
+        _("Llama-3-8B slice: {layers} layer(s), vocab {vocab:,}").format(
+            layers=sh["layers"], vocab=sh["vocab"]
+        )
+    )
+    curve = res["thread_curve"]
+    ts = [int(t) for t in curve["tflops"]]
+    meds = [sorted(v)[len(v) // 2] for v in curve["tflops"].values()]
+    for t, v in curve["tflops"].items():
+        b.scatter([int(t)] * len(v), v, s=10, color="tab:gray")
+    b.plot(ts, meds, marker="o", label=_("measured median"))
+    b.plot(ts, [meds[0] * t for t in ts], ls=":", color="black", label=_("linear from 1 thread"))
+    b.set_xlabel(_("threads"))
+    b.set_ylabel(f"{curve['dtype']} GEMM TFLOPS")
+    b.set_title("x".join(map(str, curve["shape"])))
+    b.legend(fontsize=8)
+    m = res.get("machine") or {}
+    fig.suptitle(
+        f"{m.get('cpu_model', '?')}, {res.get('date', '?')}"
+        + (" " + _("(under load)") if res.get("under_load") else "")
+    )
+    return _save(fig, path)

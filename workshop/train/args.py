@@ -92,6 +92,8 @@ class TrainArgs:
     offload_param: bool = arg(False)
     backend: str = arg("auto", "auto (gloo on CPU, nccl on GPU) | gloo | nccl")
     threads: int | None = arg(None, "torch/OpenMP threads per rank")
+    layers: int | None = arg(None, "a preset's decoder layers instead of its own count (a slice of it)")
+    vocab: int | None = arg(None, "a preset's embedding and head rows instead of its own (a slice of it)")
     grad_ckpt: bool = arg(False, "gradient checkpointing")
     packing: bool = arg(True, "pack tokens into full blocks (else: one line per sample, padded)")
     min_chars: int = arg(1, "drop lines shorter than this")
@@ -120,6 +122,9 @@ class TrainArgs:
     save_total_limit: int | None = arg(None, "keep only the newest N checkpoints")
     sync_to: str | None = arg(  # s3://bucket/prefix: upload every checkpoint and the final model there
         None, "s3://bucket/prefix: upload checkpoints and the final model (credentials: IRSA / AWS chain)"
+    )
+    timers: bool = arg(
+        False, "DeepSpeed's wall-clock breakdown per step (forward, backward, step) in the log"
     )
     dist_timeout_min: float = arg(  # the process group's collective timeout, minutes (see DIST_TIMEOUT_MIN)
         DIST_TIMEOUT_MIN,
@@ -207,6 +212,14 @@ class TrainArgs:
             check_positive("threads", self.threads)
         if self.ddp_bucket_mb is not None:
             check_positive("ddp-bucket-mb", self.ddp_bucket_mb)
+        for name in ("layers", "vocab"):
+            if getattr(self, name) is not None:
+                check_positive(name, getattr(self, name))
+                if self.model not in PRESETS:
+                    raise WorkshopError(
+                        f"--{name} slices a preset's architecture; {self.model!r} is not a preset "
+                        f"(allowed: {', '.join(PRESETS)})"
+                    )
 
     def _check_places(self) -> None:
         """Folders, the resume point, the S3 target and the dataset: what lies outside the arguments."""

@@ -29,7 +29,7 @@ def ds_config(args: TrainArgs) -> dict:
         "train_batch_size": "auto",
         "train_micro_batch_size_per_gpu": "auto",
         "steps_per_print": 10**9,
-        "wall_clock_breakdown": False,
+        "wall_clock_breakdown": args.timers,
     }
     if args.offload_optimizer:
         # ZeRO-Offload needs DeepSpeed's own CPU Adam (a C++ op, built once and cached).

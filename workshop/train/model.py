@@ -7,7 +7,14 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from workshop.plan.models import PRESETS, build_config, check_hub_access, hub_token, resolve_source
+from workshop.plan.models import (
+    PRESETS,
+    build_config,
+    check_hub_access,
+    hub_token,
+    resolve_source,
+    slice_overrides,
+)
 from workshop.train.args import TrainArgs
 from workshop.train.data import load_tokenizer, local_kit
 
@@ -48,10 +55,11 @@ def load_model_and_tokenizer(args: TrainArgs, cache_dir: Path):
     dtype = weights_dtype(args)
     source = resolve_source(args.model)
     if source.kind == "preset":
-        vocab = PRESETS[args.model].config["vocab_size"]
+        vocab = args.vocab or PRESETS[args.model].config["vocab_size"]
         _, tok = local_kit(cache_dir, vocab_size=min(vocab, 8192))
         config = build_config(
             args.model,
+            **slice_overrides(args.layers),
             vocab_size=max(vocab, len(tok)),
             bos_token_id=tok.bos_token_id,
             eos_token_id=tok.eos_token_id,

@@ -1,0 +1,142 @@
+"""`workshop bench slice`: the slice's FLOP count is the planner's, the memory check refuses what cannot fit
+(and says how many layers would), the DeepSpeed timer lines are read, and a slice.json is a calibration the
+planner validates like a ceiling.json."""
+
+import json
+
+import pytest
+
+from workshop.errors import WorkshopError
+from workshop.experiments import slice as sl
+from workshop.plan import rates
+from workshop.plan.memory import GiB
+from workshop.plan.models import architecture
+
+GB23 = 23 * GiB
+
+
+@pytest.mark.parametrize(("layers", "vocab", "seq"), [(1, 8192, 256), (2, 8192, 512), (1, 128256, 128)])
+def test_slice_flops_are_the_planners_formula(layers, vocab, seq):
+    """Counted from the slice's own matmul shapes (and attention), the FLOPs per token are the planner's
+    6 x params + 12 x layers x hidden x seq; the only difference is the RMSNorm weights, which the planner
+    counts as parameters and the matmuls do not have."""
+    arch = architecture("llama-3-8b", layers, vocab)
+    norms = (2 * layers + 1) * arch.hidden
+    assert sl.slice_flops_per_token(layers, vocab, seq) + 6 * norms == arch.train_flops(seq)
+    assert arch.layers == layers and arch.vocab == vocab and arch.intermediate == 14336 and arch.kv_heads == 8
+
+
+def test_memory_check_cuts_the_head_where_the_real_one_does_not_fit():
+    """1 layer with the 128,256-token head does not fit 23 GB at 2 ranks (measured on an AMX VM): the default
+    cuts the head to 8,192 rows and says why."""
+    fit = sl.check_memory(sl.SliceConfig(layers=1, ranks=2), "bf16", GB23)
+    assert fit.vocab == sl.CUT_VOCAB and "128,256" in fit.note and fit.need_bytes <= GB23
+    assert fit.max_layers >= 2  # 2 layers at 8,192 (503 M params) trained at 5.7 GB per rank on 2 ranks
+
+
+@pytest.mark.parametrize("ranks", [1, 2])
+def test_memory_check_refuses_the_real_head_asked_for(ranks):
+    cfg = sl.SliceConfig(layers=1, vocab=sl.REAL_VOCAB, ranks=ranks)
+    cfg.ranks = ranks
+    with pytest.raises(WorkshopError, match="not even 1 layer fits"):
+        sl.check_memory(cfg, "bf16", GB23)
+
+
+def test_memory_check_names_how_many_layers_fit():
+    with pytest.raises(WorkshopError, match=r"--layers 20 .* at most (\d+) layer\(s\) fit") as e:
+        sl.check_memory(sl.SliceConfig(layers=20), "bf16", GB23)
+    most = int(str(e.value).split("at most ")[1].split(" ")[0])
+    sl.check_memory(sl.SliceConfig(layers=most), "bf16", GB23)  # the number it names does fit
+    with pytest.raises(WorkshopError):
+        sl.check_memory(sl.SliceConfig(layers=most + 1), "bf16", GB23)
+
+
+def test_deepspeed_timer_lines_are_read():
+    log = (
+        "[default0]:[Rank 0] time (ms) | optimizer_step: 9153.83\n"
+        "[default0]:[Rank 0] time (ms) | fwd_microstep: 2121.46 | bwd_microstep: 5304.73 | "
+        "bwd_inner_microstep: 2311.27 | bwd_allreduce_microstep: 2993.42 | step_microstep: 9634.83\n"
+        "[default0]:[Rank 0] time (ms) | fwd: 2121.46 | bwd: 5304.73 | step: 9634.83\n"
+    )
+    (got,) = sl.ds_timer_split(log)
+    assert got["fwd_microstep"] == pytest.approx(2.12146) and got["step_microstep"] == pytest.approx(9.63483)
+    split = sl._split([got])
+    assert split["forward_backward_s"] == pytest.approx(2.12146 + 5.30473)
+    assert split["collectives_s"] is None and "hooks" in split["collectives_why"]
+    assert sl._split([])["measured"] is False
+
+
+def _slice_doc(amx: bool, tflops: float = 0.05, peak: float = 0.664576) -> dict:
+    return {
+        "benchmark": "slice",
+        "machine": {
+            "cpu_model": "AMD EPYC",
+            "clock_ghz": 2.596,
+            "cores": 2,
+            "date": "2026-11-28",
+            "isa_flags": {"amx": amx},
+        },
+        "model_tflops": {"median": tflops},
+        "peak": {"tflops": peak, "path": "avx512_bf16_zen5"},
+        "shape": {"layers": 1, "vocab": 8192, "seq_len": 256, "micro_batch": 1, "ranks": 2, "threads": 1},
+    }
+
+
+def test_a_slice_is_a_calibration_but_only_an_amx_one_prices_amx_plans(tmp_path):
+    path = tmp_path / "slice.json"
+    path.write_text(json.dumps(_slice_doc(amx=False)))
+    share = rates.cpu_step_share(path=str(path))
+    assert share.value == pytest.approx(0.05 / 0.664576)
+    assert "Llama-3-8B slice: 1 layer(s), vocab 8,192" in share.source
+    with pytest.raises(WorkshopError, match="without AMX"):
+        rates.cpu_efficiency(path=str(path))
+    path.write_text(json.dumps(_slice_doc(amx=True)))
+    assert rates.cpu_efficiency(path=str(path)).value < share.value  # thread scaling only lowers it
+
+
+@pytest.mark.parametrize(
+    ("doc", "named"),
+    [
+        ([1, 2], "expected a JSON object"),
+        ({}, "missing key 'machine'"),
+        (_slice_doc(True, tflops=0), "must be a number > 0, got 0"),
+        (_slice_doc(True, tflops="0.05"), "got '0.05'"),
+        (_slice_doc(True, tflops=1e-308), "not a measurement"),
+        (_slice_doc(True, tflops=2.0), "cannot beat its CPU's peak"),
+        (_slice_doc(True, tflops=2.0, peak=5.0), "above 2 cores x 2.596 GHz"),
+    ],
+)
+def test_bad_calibration_files_are_refused_with_one_line(tmp_path, capsys, doc, named):
+    from workshop.cli import main
+
+    path = tmp_path / "cal.json"
+    path.write_text(json.dumps(doc))
+    with pytest.raises(WorkshopError, match=named.replace("(", r"\(").replace(")", r"\)")):
+        rates.calibration(str(path))
+    assert main(["plan", "--calibration", str(path), "--source", "moto"]) == 2
+    err = capsys.readouterr().err
+    assert [line for line in err.splitlines() if line.startswith("error:")] == err.strip().splitlines()
+
+
+def test_the_prediction_is_the_planners_step_on_this_cpus_peak():
+    """The side-by-side prediction is estimate.step_terms with this CPU's own peak (cores x clock x its
+    FLOP/cycle) and the stored CPU rate: compute = tokens x FLOPs/token / (peak x rate), every term named."""
+    d = {
+        "cpu_model": "AMD EPYC",
+        "cores": 2,
+        "clock_ghz": 2.5,
+        "clock_source": "test",
+        "isa_class": "zen5",
+        "amx": False,
+        "avx512_bf16": True,
+    }
+    cfg = sl.SliceConfig(layers=1, ranks=2, threads=1, micro_batch=1, seq_len=256)
+    p = sl.predict(d, cfg, 8192, "bf16", None)
+    peak = 2 * 2.5 * 128 / 1000  # Zen 5: 128 bf16 FLOP/cycle/core
+    share = rates.cpu_step_share().value
+    assert p["peak_tflops"] == pytest.approx(peak)
+    assert p["flops_per_token"] == architecture("llama-3-8b", 1, 8192).train_flops(256)
+    assert p["compute_s"] == pytest.approx(2 * 256 * p["flops_per_token"] / (peak * share * 1e12))
+    assert p["step_s"] == pytest.approx(p["compute_s"] + p["comm_s"] + p["optimizer_s"])
+    assert p["tokens_per_s"] == pytest.approx(2 * 256 / p["step_s"])
+    assert "avx512_bf16_zen5" in p["sources"]["peak"] and "ceiling" in p["sources"]["efficiency"]
