@@ -21,6 +21,7 @@ FLOATS = {  # flag: (values refused as numbers, values refused by range)
     "--budget": ("0", "-10", "1e-308"),
     "--cpu-efficiency": ("0", "1.5", "1e-308", "-0.2"),
     "--gpu-efficiency": ("0", "2", "1e-308"),
+    "--checkpoint-share": ("0", "1", "1.5", "-0.1"),
 }
 NOT_NUMBERS = ("abc", "nan", "inf", "-inf", "1e400", "", "1,5", "0x10")
 INTS = {
@@ -31,6 +32,7 @@ INTS = {
     "--seq-len": ("0", "-512", "1000000", "5e2"),
     "--global-batch": ("0", "-8192", "1.5", "nan", "inf"),
     "--top": ("0", "-1", "ten"),
+    "--pick": ("0", "-1", "9999", "x"),
 }
 CHOICES = {
     "--model": ("gpt5", "", "llama-9b"),
@@ -55,6 +57,9 @@ CHOICES = {
         "=3",
     ),
     "--ceiling": ("/nonexistent/ceiling.json",),
+    "--calibration": ("/nonexistent/slice.json",),
+    "--weights": ("pretrained", ""),
+    "--out": ("/dev/null/plan.json",),
 }
 MEMORY = {  # `workshop plan --memory` has its own flags
     "--nodes": ("0", "-2", "nan"),

@@ -368,7 +368,7 @@ def _add_run_cost_args(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--checkpoint-share",
-        type=float,
+        type=number("--checkpoint-share", "checkpoint_share"),
         default=None,
         help="instead of --checkpoint-minutes: the interval that keeps checkpoint writes at this share of "
         "the wall time (0.05 = 5 %%) at the storage's write rate",
@@ -418,7 +418,12 @@ def _add_run_cost_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--out", metavar="FILE", default=None, help="write the picked plan file (workshop render --plan)"
     )
-    p.add_argument("--pick", type=int, default=1, help="which row of the ranking is the plan (default 1)")
+    p.add_argument(
+        "--pick",
+        type=count("--pick", 1, 10_000),
+        default=1,
+        help="which row of the ranking is the plan (default 1)",
+    )
     p.add_argument("--weights", choices=("hub", "random"), default="hub", help="the hub's weights or random")
     p.add_argument(
         "--spot",

@@ -184,6 +184,7 @@ LIMITS: dict[str, tuple[float, float, bool]] = {
     "budget": (1e-2, 1e9, False),
     "efficiency": (1e-3, 1, False),
     "price": (1e-3, 1e4, False),
+    "checkpoint_share": (0, 0.5, True),  # of the wall time: more than half spent writing is no training run
 }
 
 
