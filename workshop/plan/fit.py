@@ -195,6 +195,7 @@ def recommend(
     headroom: float = HEADROOM,
     efa: bool | None = None,
     source: str | None = None,
+    method: str = "full",
 ) -> Recommendation:
     """The smallest instance type (then node count, if `nodes` is None) of `families` that fits with headroom.
 
@@ -220,6 +221,7 @@ def recommend(
         seq_len=seq_len,
         grad_ckpt=grad_ckpt,
         dtype=dtype,
+        method=method,
     ).options()
     families = [families] if isinstance(families, str) else list(families)
     rows, _source = list_instances(families, source=source)

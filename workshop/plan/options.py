@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from workshop.errors import WorkshopError, check_choice
 from workshop.plan import rates
-from workshop.plan.memory import HEADROOM, plan_memory
+from workshop.plan.memory import HEADROOM, METHODS, plan_memory
 from workshop.plan.models import SEQ_LEN, Architecture, get_preset
 from workshop.plan.topology import GB
 
@@ -103,6 +103,8 @@ class Options:
     budget: float | None = None
     source: str | None = None
     offload: bool = False  # also try GPU optimizer/parameter offload (estimates optimistic: see _offloads)
+    method: str = "full"  # full fine-tuning, or "lora" (adapters on frozen weights)
+    eval_share: float = 0.0  # held-out tokens evaluated per trained token (forward only)
 
 
 def split_batch(
@@ -144,6 +146,8 @@ def validate(opts: Options) -> None:
             raise WorkshopError(f"nodes must be an integer in [1, 1000], got {n!r}")
     for s in opts.zero_stages:
         check_choice("ZeRO stage", s, (0, 1, 2, 3))
+    check_choice("method", opts.method, METHODS)
+    check_range("eval-share", opts.eval_share, 0, 10)
     for mb in opts.micro_batches:
         if isinstance(mb, bool) or not isinstance(mb, int) or mb < 1:
             raise WorkshopError(f"micro_batch must be an integer >= 1, got {mb!r}")
