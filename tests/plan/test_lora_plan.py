@@ -40,3 +40,13 @@ def test_plan_method_lora_ranks_plans_cheaper_than_full():
     assert lora[0].usd < full[0].usd
     assert min(p.nodes * p.procs_per_node for p in lora) < min(p.nodes * p.procs_per_node for p in full)
     assert "LoRA" in lora[0].sources["flops"]
+
+
+def test_chapter_01s_side_by_side_has_each_methods_cheapest_plan_and_memory():
+    from workshop.plan.methods import cheapest_by_method
+
+    opts = Options(families=("g6e", "p5"), tokens=1e8)
+    rows = {r["method"]: r for r in cheapest_by_method(opts)}
+    assert set(rows) == {"full", "lora"}
+    assert rows["lora"]["gib_per_rank"] < rows["full"]["gib_per_rank"]
+    assert rows["lora"]["usd"] < rows["full"]["usd"]

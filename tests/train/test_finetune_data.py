@@ -81,3 +81,16 @@ def test_new_flags_round_trip_the_command_line():
     argv = args.to_argv()
     assert "--no-tensorboard" in argv and "--chat" in argv
     assert from_argv(argv) == args
+
+
+def test_a_trainjob_carries_the_new_flags(tmp_path):
+    from workshop.k8s.trainjob import train_args
+    from workshop.train.args import from_argv
+
+    argv = train_args(
+        "tiny", dataset="org/chat-set", chat=True, eval_fraction=0.01, eval_steps=50, method="lora",
+        lora_rank=16, output_dir=str(tmp_path / "o"), cache_dir=str(tmp_path / "c"),
+    )  # fmt: skip
+    args = from_argv(argv)
+    assert (args.method, args.lora_rank, args.eval_steps, args.chat) == ("lora", 16, 50, True)
+    assert args.tensorboard  # on by default: the events go beside the checkpoints
