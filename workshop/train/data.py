@@ -233,7 +233,7 @@ def load_text(dataset: str, cache_dir: str | Path, split: str = "train"):
         kind = "json" if path.suffix in (".jsonl", ".json") else "text"
         return load_dataset(kind, data_files=str(path), split="train", cache_dir=cache)
     if dataset != "local" and "/" in dataset:  # a hub id: the network, or the hub cache offline
-        return load_dataset(dataset, split=split, cache_dir=cache)
+        return load_dataset(dataset, split=split)
     raise WorkshopError(
         f"dataset {dataset!r} is not 'local', 'wikitext', an existing text or .jsonl file or a hub id "
         "(org/name)"
