@@ -432,7 +432,7 @@ def _sources(node: Node, job: Job, s: Step, fixed: FixedCosts | None) -> dict[st
         **node.sources,
         "flops": f"{s.flops_per_token / 1e9:.1f} GFLOP/token: 6 x params + 12 x layers x hidden x seq"
         + (" x 2/3 (LoRA: no weight gradients of frozen layers)" if job.method == "lora" else "")
-        + (" + 1/3 (recompute)" if job.grad_ckpt else "")
+        + ((" + 1/3" if job.method == "lora" else " x 4/3") + " (recompute)" if job.grad_ckpt else "")
         + (
             f" + {job.eval_share:g} x 1/3 (evaluation: held-out tokens per trained token, forward only)"
             if job.eval_share
