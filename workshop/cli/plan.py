@@ -371,6 +371,7 @@ def memory_plan(argv: list[str]) -> int:
         headroom=args.headroom,
         efa=args.efa,
         source=args.source,
+        method=args.method,
     )
     if args.json:
         mp = rec.plan
@@ -419,6 +420,7 @@ def _memory_parser() -> argparse.ArgumentParser:
     parser.add_argument("--micro-batch", type=int, default=1)
     parser.add_argument("--seq-len", type=int, default=SEQ_LEN)
     parser.add_argument("--grad-ckpt", action="store_true", help="gradient checkpointing")
+    parser.add_argument("--method", choices=METHODS, default="full", help="full fine-tuning or lora")
     parser.add_argument(
         "--family", action="append", metavar="GLOB", help="instance families (default c7i m7i r7i)"
     )
