@@ -21,7 +21,7 @@ from workshop.plan.gemm import gemm_benchmark, summarize
 from workshop.plan.hardware import detect
 from workshop.plan.job import Plan as JobPlan
 from workshop.plan.job import from_ranking, save_plan
-from workshop.plan.memory import HEADROOM, GiB
+from workshop.plan.memory import HEADROOM, METHODS, GiB
 from workshop.plan.models import SEQ_LEN
 from workshop.plan.options import (
     CPU_ENGINES,
@@ -179,7 +179,7 @@ def plan(argv: list[str] | None = None) -> int:
     print(
         f"{opts.model}, {opts.tokens:.3g} tokens, {opts.global_batch:,} tokens per optimizer step "
         f"({math.ceil(opts.tokens / opts.global_batch):,} steps), seq {opts.seq_len}, "
-        f"GPU stack {opts.stack}; "
+        f"GPU stack {opts.stack}, {opts.method} fine-tuning; "
         "USD = fixed $ (start-up, weight download, init, final save: once per node) "
         "+ tokens $ (steps, checkpoints, storage); "
         f"= ties within the planner's {PLANNER_ERROR:.0%} error, ordered by fewer nodes then lower cost; "
@@ -257,6 +257,8 @@ def options_from_args(args: argparse.Namespace) -> Options:
         budget=args.budget,
         source=args.source,
         fixed=fixed,
+        method=args.method,
+        eval_share=args.eval_share,
     )
     if args.cpu_efficiency is not None:
         check_range("--cpu-efficiency", args.cpu_efficiency, 0, 1, low_open=True)
@@ -324,6 +326,18 @@ def _plan_parser() -> argparse.ArgumentParser:
         "fine-tune's own, 4 ranks x 1 x 4 x 512)",
     )
     p.add_argument("--seq-len", type=count("--seq-len", 1, 1 << 20), default=SEQ_LEN)
+    p.add_argument(
+        "--method",
+        choices=METHODS,
+        default="full",
+        help="full fine-tuning, or lora: rank-8 adapters on every linear layer, the weights frozen in bf16",
+    )
+    p.add_argument(
+        "--eval-share",
+        type=number("--eval-share", "eval_share", zero=True),
+        default=0.0,
+        help="held-out tokens evaluated per trained token (0.02: a 2%% split once an epoch); forward only",
+    )
     p.add_argument("--stack", choices=STACKS, default="hf-deepspeed-bf16", help="GPU software stack")
     p.add_argument("--cpu-engine", choices=CPU_ENGINES, default="deepspeed", help="the CPU job's engine")
     p.add_argument(
@@ -450,6 +464,7 @@ def memory_plan(argv: list[str]) -> int:
         headroom=args.headroom,
         efa=args.efa,
         source=args.source,
+        method=args.method,
     )
     if args.json:
         mp = rec.plan
@@ -503,6 +518,7 @@ def _memory_parser() -> argparse.ArgumentParser:
     parser.add_argument("--micro-batch", type=count("--micro-batch", 1, 1024), default=1)
     parser.add_argument("--seq-len", type=count("--seq-len", 1, 1 << 20), default=SEQ_LEN)
     parser.add_argument("--grad-ckpt", action="store_true", help="gradient checkpointing")
+    parser.add_argument("--method", choices=METHODS, default="full", help="full fine-tuning or lora")
     parser.add_argument(
         "--family", action="append", metavar="GLOB", help="instance families (default c7i m7i r7i)"
     )

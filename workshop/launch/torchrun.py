@@ -394,6 +394,7 @@ def _follow(
     lines: list[str] = []
     steps: list[dict] = []
     last_step_at = None
+    held_out = None  # the last held-out loss, shown on the bar until the next evaluation
     inbox = _lines(proc)
     with open(job.log_path, "w") as log:
         while (line := _next_line(inbox)) is not None:
@@ -407,7 +408,12 @@ def _follow(
                     last_step_at = time.monotonic()
                     if bar is not None:
                         bar.update(rec["step"] - bar.n)
-                        bar.set_postfix(loss=rec["loss"], tok_s=rec["tokens_per_s"])
+                        held_out = rec.get("eval_loss", held_out)  # the last evaluation's, until the next
+                        bar.set_postfix(
+                            loss=rec["loss"],
+                            tok_s=rec["tokens_per_s"],
+                            **({"eval_loss": held_out} if held_out is not None else {}),
+                        )
             if why := limits.exceeded(t0, last_step_at, steps[-1]["step"] if steps else 0):
                 last = last_lines_per_rank(lines)
                 silent = "; ".join(f"{r}: {t[:160]}" for r, t in sorted(last.items())) or "no rank printed"

@@ -159,6 +159,8 @@ def train_settings(plan: Plan) -> dict[str, Any]:
     }
     if plan.save_steps:
         out["save_steps"] = plan.save_steps
+    if plan.method != "full":
+        out["method"] = plan.method
     return out
 
 

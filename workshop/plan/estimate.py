@@ -20,7 +20,7 @@ from workshop.lang import N_, _
 from workshop.plan import rates
 from workshop.plan.catalog import InstanceRow
 from workshop.plan.hardware import AMX_BF16_FLOP_PER_CYCLE
-from workshop.plan.memory import DEFAULT_ACTIVATIONS, PlanOptions
+from workshop.plan.memory import DEFAULT_ACTIVATIONS, PlanOptions, lora_params
 from workshop.plan.models import SEQ_LEN, Architecture
 from workshop.plan.options import FixedCosts, Options
 from workshop.plan.topology import GB, LINKS
@@ -28,6 +28,10 @@ from workshop.plan.traffic import Traffic, gathers_per_micro_step, step_time, ze
 from workshop.plan.zero3 import Zero3Calls, Zero3Settings, zero3_calls
 
 BOUNDS = ("compute", "network", "pcie/offload", "memory")
+# LoRA's step: forward (1/3) + backward without the frozen weights' gradients (1/3) of the full step's FLOPs
+LORA_STEP_FLOPS = 2 / 3
+# Evaluation: held-out tokens evaluated per trained token, e.g. 0.02 for a 2 % held-out split evaluated once
+# an epoch (`workshop plan --eval-share`); forward FLOPs only
 # The memory filter models the activations of the stack it ranks (memory.ACTIVATIONS): a tuned stack's fused
 # kernels keep less than the workbook's HF transformers, so it fits configurations the workbook's does not.
 MEMORY_STACK = N_(
@@ -73,6 +77,8 @@ class Job:
     offload_optimizer: bool = False
     offload_param: bool = False
     precision: str = "bf16"
+    method: str = "full"  # or "lora": adapters on frozen weights (memory.lora_params)
+    eval_share: float = 0.0  # held-out tokens evaluated per trained token (forward only)
 
     @property
     def world(self) -> int:
@@ -130,6 +136,8 @@ class Plan:
     price_kind: str = ""  # "price", "override"
     save_steps: int = 0  # the TrainJob's checkpoint interval in steps
     hint: str = ""
+    method: str = "full"
+    eval_share: float = 0.0
     pareto: bool = False
     tie: bool = False  # within PLANNER_ERROR of the best plan's cost
 
@@ -157,6 +165,7 @@ def memory_options(job: Job | Plan, activations: str = DEFAULT_ACTIVATIONS) -> P
         "seq_len": job.seq_len,
         "grad_ckpt": job.grad_ckpt,
         "dtype": job.precision,
+        "method": job.method,
     }
 
 
@@ -351,8 +360,13 @@ class Step:
 def _compute_s(node: Node, job: Job, arch: Architecture) -> tuple[float, float]:
     """(seconds of compute per rank per step, model FLOPs per token)."""
     tokens_rank = job.micro_batch * job.seq_len * job.grad_accum
-    # checkpointing recomputes the forward pass: 4/3 of the FLOPs
-    fpt = arch.train_flops(job.seq_len) * (4 / 3 if job.grad_ckpt else 1)
+    full = arch.train_flops(job.seq_len)  # forward 1/3, backward 2/3 (input and weight gradients)
+    # LoRA: backward computes no weight gradient for frozen layers (a third of the step saved)
+    fpt = full * (LORA_STEP_FLOPS if job.method == "lora" else 1)
+    # checkpointing recomputes the forward pass: 1/3 of the full step again
+    fpt += full / 3 if job.grad_ckpt else 0
+    # evaluation: eval_share held-out tokens per trained token, forward only
+    fpt += job.eval_share * full / 3
     per_rank_tflops = node.peak_tflops * node.efficiency.value
     if node.device == "cpu":
         per_rank_tflops /= job.procs_per_node  # ranks share the node's cores
@@ -391,7 +405,8 @@ def step_terms(node: Node, job: Job, arch: Architecture, calls: Zero3Calls | Non
         pcie_gbytes_per_s=pcie_bw,
     )
     hidden = 1 - node.overlap.value
-    shard = arch.params / (job.world if job.zero_stage >= 1 else 1)
+    trained = lora_params(arch) if job.method == "lora" else arch.params  # what Adam updates
+    shard = trained / (job.world if job.zero_stage >= 1 else 1)
     opt_bw = node.host_mem_gbytes_per_s if job.offload_optimizer else node.mem_gbytes_per_s
     if node.device == "cpu" or job.offload_optimizer:
         opt_bw /= job.procs_per_node  # ranks of one node share its DDR
@@ -432,7 +447,19 @@ def _sources(node: Node, job: Job, s: Step, fixed: FixedCosts | None) -> dict[st
     return {
         **node.sources,
         "flops": f"{s.flops_per_token / 1e9:.1f} GFLOP/token: 6 x params + 12 x layers x hidden x seq"
-        + (_(" x 4/3 (recompute)") if job.grad_ckpt else ""),
+        + (_(" x 2/3 (LoRA: no weight gradients of frozen layers)") if job.method == "lora" else "")
+        + (
+            (_(" + 1/3 (recompute)") if job.method == "lora" else _(" x 4/3 (recompute)"))
+            if job.grad_ckpt
+            else ""
+        )
+        + (
+            _(" + {share:g} x 1/3 (evaluation: held-out tokens per trained token, forward only)").format(
+                share=job.eval_share
+            )
+            if job.eval_share
+            else ""
+        ),
         "traffic": _("chapter 06's ZeRO-{stage} model: {gb:.1f} GB per rank per step").format(
             stage=job.zero_stage, gb=s.traffic.collective / GB
         ),

@@ -204,6 +204,7 @@ def recommend(
     efa: bool | None = None,
     source: str | None = None,
     activations: str = DEFAULT_ACTIVATIONS,
+    method: str = "full",
 ) -> Recommendation:
     """The smallest instance type (then node count, if `nodes` is None) of `families` that fits with headroom.
 
@@ -230,6 +231,7 @@ def recommend(
         grad_ckpt=grad_ckpt,
         dtype=dtype,
         activations=activations,
+        method=method,
     ).options()
     families = [families] if isinstance(families, str) else list(families)
     rows, _source = list_instances(families, source=source)

@@ -21,6 +21,8 @@ HEADROOM = 0.2  # spare memory asked for above the modelled total when fitting a
 ZERO_STAGES = (0, 1, 2, 3)
 DTYPES = {"bf16": 2, "fp16": 2, "fp32": 4}
 DEVICES = ("cpu", "gpu")
+METHODS = ("full", "lora")  # full fine-tuning, or LoRA adapters on frozen weights (workshop.train.lora)
+LORA_RANK = 8  # the training default, --lora-rank
 
 # Per-rank process overhead (torch, DeepSpeed, Python, tokenized data): the original workshop's first ZeRO-3
 # log line (MA 4.81 GiB, RSS of one rank) minus that rank's bf16 shard of Llama-3-8B (3.74 GiB) = 1.07 GiB.
@@ -42,6 +44,7 @@ class PlanOptions(TypedDict):
     grad_ckpt: bool
     dtype: str
     activations: NotRequired[str]  # ACTIVATIONS key; default DEFAULT_ACTIVATIONS
+    method: NotRequired[str]  # "full" when absent
 
 
 class RunSpec(PlanOptions):
@@ -113,6 +116,15 @@ def activation_bytes(
     }
 
 
+def lora_params(arch: Architecture, rank: int = LORA_RANK) -> int:
+    """LoRA's adapter parameters on every linear layer of the decoder (PEFT's all-linear, the training
+    default): r x (inputs + outputs) for each of q, k, v, o, gate, up and down, in every layer."""
+    h, f = arch.hidden, arch.intermediate
+    q, kv = arch.heads * arch.head_dim, arch.kv_heads * arch.head_dim
+    per_layer = (h + q) + 2 * (h + kv) + (q + h) + 2 * (h + f) + (f + h)
+    return arch.layers * rank * per_layer
+
+
 @dataclass
 class MemoryPlan:
     """Per-rank bytes by component, where each lives, and the totals a pod and a node must hold."""
@@ -132,6 +144,7 @@ class MemoryPlan:
     components: dict[str, int] = field(default_factory=dict)
     placement: dict[str, str] = field(default_factory=dict)
     activations: str = DEFAULT_ACTIVATIONS  # the stack's activation model (ACTIVATIONS)
+    method: str = "full"
 
     def _sum(self, where: str | None = None) -> int:
         return sum(v for k, v in self.components.items() if where is None or self.placement[k] == where)
@@ -191,17 +204,21 @@ class MemoryPlan:
     def explain(self) -> str:
         """Every component of the per-rank total, in GiB, with why it is there (the chapter prints this)."""
         w, offl = self.world_size, self.offload_optimizer
+        lora = _(" (LoRA adapters only)") if self.method == "lora" else ""
         why = {
             "runtime": _(
                 "torch, DeepSpeed, Python, tokenized data (calibrated on the original workshop's log)"
             ),
             "params": _("{dtype} parameters").format(dtype=self.dtype)
+            + (_(", frozen but the LoRA adapters") if self.method == "lora" else "")
             + (_(", 1/{w} each (ZeRO-3)").format(w=w) if self.zero_stage >= 3 else ""),
-            "grads": _("{dtype} gradients").format(dtype=self.dtype)
+            "grads": (_("{dtype} gradients").format(dtype=self.dtype) + lora)
             + (_(", 1/{w} each (ZeRO-2+)").format(w=w) if self.zero_stage >= 2 else ""),
             "master_fp32": _("fp32 master copy of the weights")
+            + lora
             + (f", 1/{w}" if self.zero_stage >= 1 else ""),
             "adam_moments": _("Adam's two fp32 moments, created at the first step")
+            + lora
             + (f", 1/{w}" if self.zero_stage else ""),
             "optimizer_grads_fp32": (
                 _("fp32 copy of the gradient partition that CPU Adam reads (offload), 1/{w}").format(w=w)
@@ -257,6 +274,7 @@ def _check_options(world_size: int, procs_per_node: int, opts: PlanOptions, devi
     check_choice("ZeRO stage", opts["zero_stage"], ZERO_STAGES)
     check_choice("dtype", opts["dtype"], DTYPES)
     check_choice("device", device, DEVICES)
+    check_choice("method", opts.get("method", "full"), METHODS)
     check_count("procs_per_node", procs_per_node)
     if procs_per_node > world_size:
         raise WorkshopError(f"procs_per_node {procs_per_node} exceeds world_size {world_size}")
@@ -270,9 +288,12 @@ def _components(arch: Architecture, world_size: int, opts: PlanOptions, device: 
     """Bytes per rank of each component; a term that ZeRO stage s shards is divided by the world size."""
     P, W, d = arch.params, world_size, DTYPES[opts["dtype"]]  # noqa: N806 (the formulas' P and W)
     stage = opts["zero_stage"]
+    # LoRA: only the adapters (A parameters) have gradients, fp32 masters and Adam moments; the frozen
+    # weights stay in the model's dtype
+    A = lora_params(arch) if opts.get("method", "full") == "lora" else P  # noqa: N806 (trained params)
 
-    def part(n_bytes_per_param: float, stage_from: int) -> int:
-        return math.ceil(n_bytes_per_param * P / (W if stage >= stage_from else 1))
+    def part(n_bytes_per_param: float, stage_from: int, n: int = A) -> int:
+        return math.ceil(n_bytes_per_param * n / (W if stage >= stage_from else 1))
 
     acts = activation_bytes(
         arch,
@@ -284,7 +305,7 @@ def _components(arch: Architecture, world_size: int, opts: PlanOptions, device: 
     )
     comp = {
         "runtime": RUNTIME_HOST_BYTES,
-        "params": part(d, 3),
+        "params": part(d, 3, P + (A if A != P else 0)),
         "grads": part(d, 2),
         "master_fp32": part(4, 1) if d < 4 else 0,
         "adam_moments": part(8, 1),
@@ -293,7 +314,7 @@ def _components(arch: Architecture, world_size: int, opts: PlanOptions, device: 
         "optimizer_grads_fp32": (
             part(4, 1)
             if opts["offload_optimizer"]
-            else (4 * min(P // W, SUB_GROUP_SIZE) if stage == 3 else 0)
+            else (4 * min(A // W, SUB_GROUP_SIZE) if stage == 3 else 0)
         ),
         "gathered_params": 4 * arch.largest_layer_params if stage == 3 else 0,
         "activations": sum(acts.values()),
@@ -301,7 +322,7 @@ def _components(arch: Architecture, world_size: int, opts: PlanOptions, device: 
     if device == "gpu":
         comp["cuda_context"] = RUNTIME_DEVICE_BYTES
         if not opts["offload_param"]:  # each rank reads its checkpoint shard into host memory first
-            comp["load_staging"] = part(d, 3)
+            comp["load_staging"] = part(d, 3, P)
     return comp
 
 
@@ -346,6 +367,7 @@ def plan_memory(
     device: str = "cpu",
     procs_per_node: int | None = None,
     activations: str = DEFAULT_ACTIVATIONS,
+    method: str = "full",
 ) -> MemoryPlan:
     """Per-rank bytes for params, grads, fp32 master, Adam moments, activations and runtime overhead.
 
@@ -363,6 +385,7 @@ def plan_memory(
         "grad_ckpt": grad_ckpt,
         "dtype": dtype,
         "activations": activations,
+        "method": method,
     }
     check_count("world_size", world_size)
     procs_per_node = procs_per_node or world_size
@@ -385,4 +408,5 @@ def plan_memory(
         comp,
         _placement(comp, opts, device),
         activations,
+        method,
     )

@@ -12,7 +12,7 @@ from workshop.errors import WorkshopError, check_choice, check_count
 from workshop.lang import _
 from workshop.plan import rates
 from workshop.plan.catalog import check_families
-from workshop.plan.memory import HEADROOM, plan_memory
+from workshop.plan.memory import HEADROOM, METHODS, plan_memory
 from workshop.plan.models import SEQ_LEN, Architecture, get_preset
 from workshop.plan.topology import GB
 
@@ -135,6 +135,8 @@ class Options:
     budget: float | None = None
     source: str | None = None
     offload: bool = False  # also try GPU optimizer/parameter offload (estimates optimistic: see _offloads)
+    method: str = "full"  # full fine-tuning, or "lora" (adapters on frozen weights)
+    eval_share: float = 0.0  # held-out tokens evaluated per trained token (forward only)
 
 
 def split_batch(
@@ -185,6 +187,7 @@ LIMITS: dict[str, tuple[float, float, bool]] = {
     "efficiency": (1e-3, 1, False),
     "price": (1e-3, 1e4, False),
     "checkpoint_share": (0, 0.5, True),  # of the wall time: more than half spent writing is no training run
+    "eval_share": (0, 1, False),  # held-out tokens evaluated per trained token (0: no evaluation)
 }
 
 
@@ -203,6 +206,8 @@ def validate(opts: Options) -> None:
         check_count("nodes", n, high=1000)
     for s in opts.zero_stages:
         check_choice("ZeRO stage", s, (0, 1, 2, 3))
+    check_choice("method", opts.method, METHODS)
+    check_range("eval-share", opts.eval_share, 0, 10)
     for mb in opts.micro_batches:
         check_count("micro_batch", mb)
     if opts.procs_per_node is not None:

@@ -56,7 +56,20 @@ def job_groups(row: InstanceRow, nodes: int, opts: Options) -> Iterable[list[Job
         for off_opt, off_par in _offloads(row, stage, opts.offload):
             for ckpt in opts.grad_ckpt:
                 yield [
-                    Job(nodes, ppn, stage, mb, ga, opts.seq_len, ckpt, off_opt, off_par) for mb, ga in splits
+                    Job(
+                        nodes,
+                        ppn,
+                        stage,
+                        mb,
+                        ga,
+                        opts.seq_len,
+                        ckpt,
+                        off_opt,
+                        off_par,
+                        method=opts.method,
+                        eval_share=opts.eval_share,
+                    )
+                    for mb, ga in splits
                 ]
 
 

@@ -245,18 +245,45 @@ def plot_memory_stages(rows: list[StageRow], path) -> Path:
 
 
 def plot_training(steps: list[dict], path, title: str = N_("ZeRO-3 training on CPU (gloo)")) -> Path:
-    """Loss and useful tokens/s per optimizer step, side by side -> the PNG's path."""
+    """Loss (training, and held-out where the run evaluated) and useful tokens/s per optimizer step, side by
+    side -> the PNG's path."""
     fig, (a, b) = plt.subplots(1, 2, figsize=(10, 3.6))
     xs = [s["step"] for s in steps]
-    a.plot(xs, [s["loss"] for s in steps], marker="o", ms=3)
+    a.plot(xs, [s["loss"] for s in steps], marker="o", ms=3, label=_("training loss"))
+    evals = [s for s in steps if s.get("eval_loss") is not None]
+    if evals:
+        a.plot(
+            [s["step"] for s in evals],
+            [s["eval_loss"] for s in evals],
+            marker="s",
+            color="tab:red",
+            label=_("held-out loss"),
+        )
+        a.legend()
     a.set_xlabel(_("optimizer step"))
-    a.set_ylabel(_("training loss"))
+    a.set_ylabel(_("training loss") if not evals else _("loss"))
     a.set_title(_("loss"))
     b.plot(xs, [s["tokens_per_s"] for s in steps], marker="o", ms=3, color="tab:green")
     b.set_xlabel(_("optimizer step"))
     b.set_ylabel(_("useful tokens / s (all ranks)"))
     b.set_title(_("throughput (step 1 includes warm-up)"))
     fig.suptitle(_(title))
+    return _save(fig, path)
+
+
+def plot_methods(runs: dict[str, list[dict]], path) -> Path:
+    """Training and held-out loss per optimizer step of each method's run (full, LoRA), one panel."""
+    fig, ax = plt.subplots(figsize=(6.5, 3.6))
+    for (method, steps), color in zip(runs.items(), ("tab:blue", "tab:orange", "tab:green")):
+        ax.plot([s["step"] for s in steps], [s["loss"] for s in steps], color=color, alpha=0.6,
+                label=_("{method}: training loss").format(method=method))  # fmt: skip
+        evals = [s for s in steps if s.get("eval_loss") is not None]
+        ax.plot([s["step"] for s in evals], [s["eval_loss"] for s in evals], color=color, marker="s",
+                label=_("{method}: held-out loss").format(method=method))  # fmt: skip
+    ax.set_xlabel(_("optimizer step"))
+    ax.set_ylabel(_("loss"))
+    ax.legend()
+    fig.suptitle(_("Full fine-tuning and LoRA, the same job"))
     return _save(fig, path)
 
 

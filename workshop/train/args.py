@@ -28,6 +28,7 @@ DESCRIPTION = "The ONE training entry point: `python -m workshop.train` (== `wor
 PRECISIONS = ("auto", "bf16", "fp32")
 ENGINES = ("deepspeed", "ddp")
 BACKENDS = ("auto", "gloo", "nccl")
+METHODS = ("full", "lora")
 ATTENTIONS = (
     "sdpa",
     "eager",
@@ -66,7 +67,25 @@ class TrainArgs:
     micro_batch in sequences per rank, lr per step, dist_timeout_min in minutes."""
 
     model: str = arg("tiny", f"preset ({', '.join(PRESETS)}), local dir or hub id", always=True)
-    dataset: str = arg("local", "local | wikitext | path to a text file, one sample a line")
+    dataset: str = arg(
+        "local",
+        "local | wikitext | a text file (one sample a line) | a .jsonl file | a hub dataset id (org/name)",
+    )
+    text_column: str | None = arg(None, "the dataset's column to train on (default: text; --chat: messages)")
+    chat: bool = arg(  # a messages column through the tokenizer's chat template (workshop.train.data)
+        False, "the column holds chat messages: format each sample with the tokenizer's chat template"
+    )
+    eval_fraction: float = arg(0.0, "hold out this fraction of the samples for evaluation (0: none)")
+    eval_split: str | None = arg(None, "evaluate on the dataset's own split, e.g. validation")
+    eval_steps: int = arg(0, "evaluate every N steps (0: only at the end); needs a held-out split")
+    method: str = arg("full", "full (every weight trains) | lora (low-rank adapters, PEFT)")
+    lora_rank: int = arg(8, "LoRA: the adapters' rank r")
+    lora_alpha: float = arg(16.0, "LoRA: the scale alpha (updates are scaled by alpha / r)")
+    lora_targets: str = arg("all-linear", "LoRA: comma-separated module names, or all-linear")
+    merge: bool = arg(
+        False, "LoRA with --save-model: also save the merged model to <output-dir>/final/merged"
+    )
+    tensorboard: bool = arg(True, "rank 0 writes TensorBoard event files to <output-dir>/tensorboard")
     seq_len: int = arg(128)
     micro_batch: int = arg(4, "sequences per rank per forward")
     grad_accum: int = arg(1)
@@ -159,6 +178,8 @@ class TrainArgs:
         check_choice("allreduce", self.allreduce, ALLREDUCES)
         check_choice("zero stage", self.zero_stage, (0, 1, 2, 3))
         check_choice("attn-implementation", self.attn_implementation, ATTENTIONS)
+        check_choice("method", self.method, METHODS)
+        self._check_finetune()
         if self.master_weights and self.precision == "fp32":
             raise WorkshopError(
                 "--master-weights keeps the weights in bf16 (fp32 copies in the optimizer); it needs "
@@ -221,6 +242,43 @@ class TrainArgs:
                         f"(allowed: {', '.join(PRESETS)})"
                     )
 
+    def _check_finetune(self) -> None:
+        """The held-out split, the dataset's column and LoRA's settings."""
+        if not 0 <= self.eval_fraction < 1:
+            raise WorkshopError(
+                f"eval-fraction {self.eval_fraction!r} is not a fraction; allowed: 0 <= F < 1"
+            )
+        if self.eval_fraction and self.eval_split:
+            raise WorkshopError("pass --eval-fraction or --eval-split, not both: each names the held-out set")
+        check_positive("eval-steps", self.eval_steps, allow_zero=True)
+        if self.eval_steps and not (self.eval_fraction or self.eval_split):
+            raise WorkshopError(
+                f"--eval-steps {self.eval_steps} needs a held-out split: --eval-fraction F or "
+                "--eval-split NAME"
+            )
+        if self.eval_split and (self.dataset == "local" or is_file_dataset(self.dataset)):
+            raise WorkshopError(
+                f"--eval-split {self.eval_split!r}: dataset {self.dataset!r} has no named splits; "
+                "use --eval-fraction F"
+            )
+        if self.text_column is not None and not self.text_column.strip():
+            raise WorkshopError("--text-column is empty; name the dataset's column, e.g. text or messages")
+        check_positive("lora-rank", self.lora_rank)
+        check_positive("lora-alpha", self.lora_alpha)
+        if not [t for t in self.lora_targets.split(",") if t.strip()]:
+            raise WorkshopError(
+                "--lora-targets is empty; allowed: all-linear or module names such as q_proj,v_proj"
+            )
+        if self.merge and not (self.method == "lora" and self.save_model):
+            raise WorkshopError(
+                "--merge merges LoRA adapters into the saved model: it needs --method lora --save-model"
+            )
+        if self.method == "lora" and self.master_weights:
+            raise WorkshopError(
+                "--master-weights keeps fp32 masters of every weight; with --method lora only the adapters "
+                "train (fp32): drop --master-weights"
+            )
+
     def _check_places(self) -> None:
         """Folders, the resume point, the S3 target and the dataset: what lies outside the arguments."""
         check_output(self.output_dir, "--output-dir", folder=True)
@@ -231,16 +289,28 @@ class TrainArgs:
             check_positive("save-total-limit", self.save_total_limit)
         if self.sync_to is not None:
             parse_s3_uri(self.sync_to)
-        if self.dataset not in (
-            "local",
-            "wikitext",
-        ):  # its head: a folder, an empty or a binary file fail here
+        if self.dataset not in ("local", "wikitext") and not is_hub_dataset(self.dataset):
+            # its head: a folder, an empty or a binary file fail here
             read_text(
                 self.dataset,
                 "--dataset",
-                "'local', 'wikitext' or a UTF-8 text file, one sample a line",
+                "'local', 'wikitext', a hub dataset id (org/name) or a UTF-8 text or .jsonl file",
                 limit=1 << 16,
             )
+
+
+HUB_DATASET = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+
+
+def is_file_dataset(dataset: str) -> bool:
+    """A --dataset that names a local file (text, one sample a line, or JSON lines)."""
+    return dataset not in ("local", "wikitext") and Path(dataset).expanduser().exists()
+
+
+def is_hub_dataset(dataset: str) -> bool:
+    """A --dataset that reads as a hub id (org/name) and is no local path: `datasets.load_dataset` fetches it
+    (or reads the hub cache, offline)."""
+    return bool(HUB_DATASET.match(dataset)) and not Path(dataset).expanduser().exists()
 
 
 def optimizer_names() -> list[str]:

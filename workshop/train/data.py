@@ -219,19 +219,65 @@ def local_kit(cache_dir: str | Path, vocab_size: int = 8192):
     return corpus, load_tokenizer(tok_dir)
 
 
-def load_text(dataset: str, cache_dir: str | Path):
-    """`local` (built here), `wikitext` (hub: wikitext-2-raw-v1 train), or a path to a text file, one sample a
-    line."""
+def load_text(dataset: str, cache_dir: str | Path, split: str = "train"):
+    """`local` (built here), `wikitext` (hub: wikitext-2-raw-v1), a text file (one sample a line), a .jsonl
+    file (one JSON object a line) or a hub dataset id (org/name): the rows of `split` (a file has only
+    train)."""
     from datasets import load_dataset
 
     if dataset == "wikitext":
-        return load_dataset("wikitext", "wikitext-2-raw-v1", split="train")
-    path = build_corpus(Path(cache_dir) / "corpus.txt") if dataset == "local" else Path(dataset)
-    if not path.is_file():
-        raise WorkshopError(f"dataset {dataset!r} is not 'local', 'wikitext' or an existing text file")
-    return load_dataset(
-        "text", data_files=str(path), split="train", cache_dir=str(Path(cache_dir) / "hf-datasets")
+        return load_dataset("wikitext", "wikitext-2-raw-v1", split=split)
+    path = build_corpus(Path(cache_dir) / "corpus.txt") if dataset == "local" else Path(dataset).expanduser()
+    cache = str(Path(cache_dir) / "hf-datasets")
+    if path.is_file():
+        kind = "json" if path.suffix in (".jsonl", ".json") else "text"
+        return load_dataset(kind, data_files=str(path), split="train", cache_dir=cache)
+    if dataset != "local" and "/" in dataset:  # a hub id: the network, or the hub cache offline
+        return load_dataset(dataset, split=split)
+    raise WorkshopError(
+        f"dataset {dataset!r} is not 'local', 'wikitext', an existing text or .jsonl file or a hub id "
+        "(org/name)"
     )
+
+
+def as_text(ds, tokenizer, *, column: str | None = None, chat: bool = False):
+    """The rows as one `text` column: the named column as it is, or (chat) a column of messages
+    ([{"role": ..., "content": ...}, ...]) formatted by the tokenizer's own chat template, the way the model
+    will see a conversation. The loss then covers the whole conversation, prompts included."""
+    column = column or ("messages" if chat else "text")
+    if column not in ds.column_names:
+        raise WorkshopError(
+            f"the dataset has no column {column!r}; its columns: {', '.join(ds.column_names)} "
+            "(pick one with --text-column)"
+        )
+    if chat:
+        if not getattr(tokenizer, "chat_template", None):
+            raise WorkshopError(
+                "--chat formats messages with the tokenizer's chat template, and this tokenizer has none; "
+                "use a model whose tokenizer has one (an Instruct model), or train on a text column"
+            )
+        return ds.map(
+            lambda ex: {"text": tokenizer.apply_chat_template(ex[column], tokenize=False)},
+            remove_columns=ds.column_names,
+        )
+    if column != "text":
+        ds = (
+            ds.rename_column(column, "text")
+            if "text" not in ds.column_names
+            else ds.map(lambda ex: {"text": ex[column]}, remove_columns=ds.column_names)
+        )
+    return ds.select_columns(["text"])
+
+
+def split_held_out(ds, fraction: float, seed: int):
+    """(train, held-out): a seeded random `fraction` of the rows kept out of training, split before the
+    rows are packed, so no block mixes training and held-out text."""
+    if not fraction:
+        return ds, None
+    if len(ds) < 2:
+        raise WorkshopError(f"--eval-fraction {fraction} needs at least 2 samples; the dataset has {len(ds)}")
+    parts = ds.train_test_split(test_size=fraction, seed=seed, shuffle=True)
+    return parts["train"], parts["test"]
 
 
 def tokenize_dataset(ds, tokenizer, *, seq_len: int, packing: bool = True, min_chars: int = 1):

@@ -15,9 +15,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from workshop.plan.hardware import resolve_precision
-from workshop.plan.models import PRESETS
+from workshop.plan.models import PRESETS, resolve_source
 from workshop.train.args import TrainArgs
-from workshop.train.data import load_text, local_kit, tokenize_dataset
+from workshop.train.data import as_text, load_text, local_kit, split_held_out, tokenize_dataset
 from workshop.train.deepspeed_config import ds_config, show_zero_memory_stages
 from workshop.train.distributed import (
     dist_timeout,
@@ -30,9 +30,11 @@ from workshop.train.distributed import (
     set_up_process,
     start_shm_allreduce,
 )
+from workshop.train.events import EventWriter
 from workshop.train.faults import inject_faults
 from workshop.train.guard import check_deepspeed
-from workshop.train.model import load_model_and_tokenizer, save_final_model, weights_kind
+from workshop.train.lora import add_adapters, save_adapter, trainable_count
+from workshop.train.model import load_model_and_tokenizer, parameter_count, save_final_model, weights_kind
 from workshop.train.outputs import restore_latest, upload_dir
 from workshop.train.shm import release_shm_buffers, resolve_allreduce
 
@@ -100,18 +102,26 @@ def run(args: TrainArgs, chosen: Chosen) -> dict:
         (out / "ds_config.json").write_text(json.dumps(ds, indent=2))
     targs = training_arguments(args, chosen.backend, ds)  # 2. the DeepSpeed dict goes to TrainingArguments
     model, tok = load_model_and_tokenizer(args, cache_dir)  # 3. after it: under ZeRO-3, built partitioned
-    data = training_data(args, tok, targs, cache_dir)
+    if args.method == "lora":  # adapters on the frozen (already partitioned) weights
+        model = add_adapters(args, model)
+    data, held_out = training_data(args, tok, targs, cache_dir)
     state = RunState()
-    trainer = build_trainer(args, targs, model, tok, data, state)  # 4. the Trainer, its callbacks, optimizer
+    events = EventWriter(out) if args.tensorboard and rank() == 0 else None
+    trainer = build_trainer(args, targs, model, tok, data, state, held_out, events)  # 4. the Trainer
     resume_from = get_last_checkpoint(str(out)) if args.resume and out.is_dir() else None
-    announce(args, chosen, len(data), resume_from)
+    announce(args, chosen, len(data), resume_from, held_out=len(held_out) if held_out else 0, model=model)
     if args.engine == "deepspeed" and args.zero_stage == 3:
         show_zero_memory_stages()
     inject_faults()  # only when a WORKSHOP_*_AT variable asks for one (the fault tests)
-    trainer.train(resume_from_checkpoint=resume_from)  # 5. train
-    final = save_final_model(trainer, out) if args.save_model else None  # 6. save
-    if final and args.sync_to and rank() == 0:
-        upload_dir(final, args.sync_to)
+    try:
+        trainer.train(resume_from_checkpoint=resume_from)  # 5. train
+    finally:
+        if events:
+            events.close()
+    final = save(args, trainer, out, tok) if args.save_model else None  # 6. save
+    if args.sync_to and rank() == 0:
+        for folder in ([final] if final else []) + ([events.dir] if events else []):
+            upload_dir(folder, args.sync_to)
     result = record_run(
         args,
         state,
@@ -121,6 +131,7 @@ def run(args: TrainArgs, chosen: Chosen) -> dict:
         precision_why=chosen.precision_why,
         resumed_from=resume_from,
         final=final,
+        eval_samples=len(held_out) if held_out else 0,
     )
     leave_group()
     return result
@@ -164,29 +175,61 @@ def prepare_output(args: TrainArgs) -> tuple[Path, Path]:
 
 
 def training_data(args: TrainArgs, tok, targs, cache_dir: Path):
-    """The dataset, tokenized once per node (the main process first, the others then read its cache)."""
-    text = load_text(args.dataset, cache_dir)
-    with targs.main_process_first(desc="tokenize"):
+    """(training blocks, held-out blocks or None): the dataset's rows as text (a column, or chat messages
+    through the tokenizer's template), the held-out rows set aside (--eval-fraction, or the dataset's own
+    --eval-split), each tokenized once per node (the main process first, the others then read its cache)."""
+
+    def blocks(rows):
         return tokenize_dataset(
-            text, tok, seq_len=args.seq_len, packing=args.packing, min_chars=args.min_chars
+            as_text(rows, tok, column=args.text_column, chat=args.chat),
+            tok,
+            seq_len=args.seq_len,
+            packing=args.packing,
+            min_chars=args.min_chars,
         )
 
+    with targs.main_process_first(desc="tokenize"):
+        rows, held_out = split_held_out(load_text(args.dataset, cache_dir), args.eval_fraction, args.seed)
+        if args.eval_split:
+            held_out = load_text(args.dataset, cache_dir, split=args.eval_split)
+        return blocks(rows), (blocks(held_out) if held_out is not None else None)
 
-def announce(args: TrainArgs, chosen: Chosen, samples: int, resume_from: str | None) -> None:
-    """Rank 0's start line: what every `auto` became and why, and the group's real timeout."""
+
+def save(args: TrainArgs, trainer, out: Path, tok) -> Path:
+    """The final model (full fine-tuning), or the adapter with, for a preset, its frozen base and, with
+    --merge, the merged model (LoRA)."""
+    if args.method != "lora":
+        return save_final_model(trainer, out)
+    base = None if args.model in PRESETS else resolve_source(args.model).name
+    return save_adapter(trainer, out, tok, base=base, merge=args.merge)
+
+
+def announce(
+    args: TrainArgs, chosen: Chosen, samples: int, resume_from: str | None, *, held_out: int = 0, model=None
+) -> None:
+    """Rank 0's start line: what every `auto` became and why, and the group's real timeout; with LoRA, the
+    parameters that train."""
     import torch
     import torch.distributed as dist
 
     if dist.get_rank() != 0:
         return
+    if args.method == "lora" and model is not None:
+        n, total = trainable_count(model), parameter_count(model)
+        print(
+            f"workshop.train: LoRA r={args.lora_rank} alpha={args.lora_alpha:g} targets={args.lora_targets}: "
+            f"trainable parameters {n:,} of {total:,} ({100 * n / total:.2f} %)",
+            flush=True,
+        )
     print(
         f"workshop.train: world_size={dist.get_world_size()} backend={chosen.backend} engine={args.engine} "
         f"zero={args.zero_stage} precision={args.precision} ({chosen.precision_why}) "
         f"weights={weights_kind(args)} "
         f"dist_timeout={(pg_timeout() or dist_timeout(args)).total_seconds() / 60:g}min "
         + (f"allreduce={args.allreduce} ({chosen.allreduce_why}) " if args.engine == "ddp" else "")
-        + f"threads/rank={torch.get_num_threads()} samples={samples} "
-        f"cpu_capability={torch.backends.cpu.get_cpu_capability()} "
+        + f"method={args.method} threads/rank={torch.get_num_threads()} samples={samples} "
+        + (f"eval_samples={held_out} " if held_out else "")
+        + f"cpu_capability={torch.backends.cpu.get_cpu_capability()} "
         f"global_batch={dist.get_world_size() * args.micro_batch * args.grad_accum * args.seq_len} "
         f"tokens/step steps={args.max_steps}"
         + (f" plan: {os.environ['WORKSHOP_PLAN']}" if os.environ.get("WORKSHOP_PLAN") else "")

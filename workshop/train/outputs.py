@@ -134,6 +134,9 @@ def sync_callback(uri: str, keep: int | None = None):
                 print(
                     f"workshop.train: uploaded {ckpt.name} ({n + 1} files from node 0) to {uri}", flush=True
                 )
+                events = Path(args.output_dir) / "tensorboard"  # rank 0's TensorBoard events, so far
+                if events.is_dir():
+                    upload_dir(events, uri)
                 if keep:
                     prune(uri, keep)
             dist.barrier()

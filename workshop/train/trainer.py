@@ -69,6 +69,12 @@ def trainer_settings(args: TrainArgs, backend: str, ds: dict | None) -> dict:
         # (init_distributed): the same value in seconds keeps the record (training_args.bin) and any such path
         # in agreement
         ddp_timeout=math.ceil(dist_timeout(args).total_seconds()),
+        # the held-out split: every rank evaluates its shard, the Trainer reduces the losses; only the loss
+        # (gathering logits would hold batch x seq x vocab per rank)
+        eval_strategy="steps" if args.eval_steps else "no",
+        eval_steps=args.eval_steps or None,
+        per_device_eval_batch_size=args.micro_batch,
+        prediction_loss_only=True,
     )
 
 
@@ -87,7 +93,8 @@ class CountingTrainer(Trainer):
         super().__init__(*args, **kwargs)
 
     def compute_loss(self, model, inputs, *a, **kw):
-        self.run_state.tokens += int(inputs["attention_mask"].sum())
+        if model.training:  # the held-out batches are not training tokens
+            self.run_state.tokens += int(inputs["attention_mask"].sum())
         return super().compute_loss(model, inputs, *a, **kw)
 
     def training_step(self, model, inputs, *a, **kw):
@@ -126,13 +133,15 @@ def master_weights_optimizer(args: TrainArgs, targs: TrainingArguments, model, w
 
 
 def build_trainer(
-    args: TrainArgs, targs: TrainingArguments, model, tok, data, state: RunState
+    args: TrainArgs, targs: TrainingArguments, model, tok, data, state: RunState, held_out=None, sink=None
 ) -> CountingTrainer:
     """The Trainer for this run: its callbacks (metrics and the numerics guard, the S3 sync) and, for DDP with
-    bf16 master weights, the optimizer that keeps them."""
+    bf16 master weights, the optimizer that keeps them. `held_out`: the evaluation blocks (None: none);
+    `sink`: rank 0's writer of each step's record (TensorBoard)."""
     import torch.distributed as dist
 
-    callbacks = [MetricsCallback(state, NumericsGuard(args.max_grad_jump))]
+    state.eval_at_end = held_out is not None
+    callbacks = [MetricsCallback(state, NumericsGuard(args.max_grad_jump), sink)]
     if args.sync_to:
         callbacks.append(sync_callback(args.sync_to, args.save_total_limit))
     optimizer, cls = None, CountingTrainer
@@ -143,6 +152,7 @@ def build_trainer(
         model=model,
         args=targs,
         train_dataset=data,
+        eval_dataset=held_out,
         processing_class=tok,
         callbacks=callbacks,
         optimizer_cls_and_kwargs=optimizer,
