@@ -298,7 +298,7 @@ def test_checkpoint_share_sizes_the_interval(tmp_path, capsys):
     p = json.loads(path.read_text())["prediction"]
     assert p["checkpoint_hours"] / p["hours"] == pytest.approx(0.05, abs=0.01)
     assert plan_command([*flags[:-4], "--checkpoint-share", "1.5"]) == 2
-    assert "checkpoint share 1.5 is out of range" in capsys.readouterr().err
+    assert "--checkpoint-share '1.5' is out of range" in capsys.readouterr().err
 
 
 def test_plan_json_on_stdout_is_a_plan_file(tmp_path, capsys):
