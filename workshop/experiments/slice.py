@@ -320,20 +320,7 @@ def summarize(cfg, d, fit: Fit, precision, why, cores, curve, ceilings, metrics,
         "cores": cores,
         "load": loads,
         "under_load": any(x["under_load"] for x in loads),
-        "shape": {
-            "model": MODEL,
-            "layers": cfg.layers,
-            "vocab": fit.vocab,
-            "hidden": 4096,
-            "intermediate": 14336,
-            "heads": 32,
-            "kv_heads": 8,
-            "params": architecture(MODEL, cfg.layers, fit.vocab).params,
-            "micro_batch": cfg.micro_batch,
-            "seq_len": cfg.seq_len,
-            "ranks": cfg.ranks,
-            "threads": cfg.threads,
-        },  # fmt: skip
+        "shape": _shape(cfg, fit),
         "memory_check": {**asdict(fit), "share_usable": MEMORY_SHARE},
         "config": asdict(cfg),
         "engine": "DeepSpeed ZeRO-3 over gloo, AdamW (fused), SDPA attention, no compile",
@@ -354,14 +341,7 @@ def summarize(cfg, d, fit: Fit, precision, why, cores, curve, ceilings, metrics,
             "clear": sh.clear,
             "sentence": sh.sentence,
         },  # fmt: skip
-        "peak": {
-            "tflops": peak.tflops if peak else None,
-            "path": peak.path if peak else None,
-            "clock_ghz": d.get("clock_ghz"),
-            "clock_source": d.get("clock_source"),
-            "cores": cfg.ranks * cfg.threads,
-            "pct": 100 * statistics.median(model_tflops) / peak.tflops if peak else None,
-        },  # fmt: skip
+        "peak": _peak(d, cfg, peak, model_tflops),
         "prediction": pred,
         "ratio_measured_over_predicted": median_tps / pred["tokens_per_s"],
         "ratio_range": [min(tps) / pred["tokens_per_s"], max(tps) / pred["tokens_per_s"]],
@@ -374,6 +354,36 @@ def summarize(cfg, d, fit: Fit, precision, why, cores, curve, ceilings, metrics,
         },
         "train_wall_s": round(train_s, 1),
     }
+
+
+def _shape(cfg, fit: Fit) -> dict:
+    """The slice's shape: Llama-3-8B's layer widths, cut to cfg.layers and the vocabulary that fits."""
+    return {
+        "model": MODEL,
+        "layers": cfg.layers,
+        "vocab": fit.vocab,
+        "hidden": 4096,
+        "intermediate": 14336,
+        "heads": 32,
+        "kv_heads": 8,
+        "params": architecture(MODEL, cfg.layers, fit.vocab).params,
+        "micro_batch": cfg.micro_batch,
+        "seq_len": cfg.seq_len,
+        "ranks": cfg.ranks,
+        "threads": cfg.threads,
+    }  # fmt: skip
+
+
+def _peak(d: dict, cfg, peak, model_tflops: list[float]) -> dict:
+    """The machine's peak at the slice's cores and the median model FLOP rate's share of it."""
+    return {
+        "tflops": peak.tflops if peak else None,
+        "path": peak.path if peak else None,
+        "clock_ghz": d.get("clock_ghz"),
+        "clock_source": d.get("clock_source"),
+        "cores": cfg.ranks * cfg.threads,
+        "pct": 100 * statistics.median(model_tflops) / peak.tflops if peak else None,
+    }  # fmt: skip
 
 
 def _per_core(curve):
