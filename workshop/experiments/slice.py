@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from workshop.errors import WorkshopError, check_positive
-from workshop.plan import hardware, rates
+from workshop.plan import calibration, hardware, rates
 from workshop.plan.estimate import Job
 from workshop.plan.memory import GiB, PlanOptions, rank_components
 from workshop.plan.models import PRESETS, architecture, build_config, slice_overrides
@@ -240,7 +240,7 @@ def predict(d, cfg: SliceConfig, vocab: int, precision: str, curve: dict | None)
         seq_len=cfg.seq_len,
         precision=precision,
     )
-    eff = rates.cpu_step_share()
+    eff = calibration.cpu_step_share()
     per_thread = scaling_at(curve, cfg.threads).value if curve else 1.0
     why = f"{eff.source}; x {per_thread:.2f} thread scaling at {cfg.threads} thread(s) per rank (this CPU)"
     eff = rates.Rate(eff.value * per_thread, eff.unit, eff.kind, why)
