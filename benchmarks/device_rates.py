@@ -415,10 +415,10 @@ def _cpu_mfu(res: dict, runs: list[dict]) -> dict:
 
 def versus_planner(res: dict) -> dict:
     """The measured numbers beside the rates workshop.plan.rates assumes today (read, never changed here)."""
-    from workshop.plan import rates
+    from workshop.plan import calibration, rates
 
     d, out = res["derived"], {}
-    scaling, scaling_range = rates.cpu_thread_scaling()
+    scaling, scaling_range = calibration.cpu_thread_scaling()
     assumed = scaling.value
     ts = d.get("thread_scaling", {})
     out["cpu_thread_scaling"] = {
@@ -428,10 +428,10 @@ def versus_planner(res: dict) -> dict:
         "assumed_over_measured": {k: assumed / v for k, v in ts.items() if not BASELINE.match(k)},
     }
     mfu = d.get("cpu_mfu_of_amx_peak", {})
-    planned = {e: rates.cpu_efficiency(e).value for e in rates.CPU_ENGINES}
+    planned = {e: calibration.cpu_efficiency(e).value for e in rates.CPU_ENGINES}
     out["cpu_rate_of_amx_peak"] = {
         "planner": planned,
-        "planner_clock_basis_ghz": rates.cpu_clock_basis().value,
+        "planner_clock_basis_ghz": calibration.cpu_clock_basis().value,
         "measured": mfu,
         "planner_deepspeed_over_measured": {k: planned["deepspeed"] / v for k, v in mfu.items() if v},
     }

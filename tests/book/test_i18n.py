@@ -196,20 +196,20 @@ def test_figures_are_korean_with_a_hangul_font_and_english_ones_unchanged(tmp_pa
 
     import matplotlib
 
-    from workshop.report import fonts, plots
+    from workshop.report import fonts, training_plots
 
     steps = [{"step": i, "loss": 5 - i / 10, "tokens_per_s": 1000 + i} for i in range(1, 5)]
     monkeypatch.setenv("WORKSHOP_LANG", "ko")
     assert fonts.apply() is not None
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # a missing glyph fails the test
-        plots.plot_training(steps, tmp_path / "ko.png")
+        training_plots.plot_training(steps, tmp_path / "ko.png")
     assert lang._("training loss") == "학습 loss"
     monkeypatch.setenv("WORKSHOP_LANG", "en")
     assert fonts.apply() is None
     assert matplotlib.rcParams["font.family"] == matplotlib.rcParamsDefault["font.family"]
     assert lang._("training loss") == "training loss"
-    plots.plot_training(steps, tmp_path / "en.png")
+    training_plots.plot_training(steps, tmp_path / "en.png")
 
 
 def test_parameters_comments_are_translated_and_nothing_else_in_the_cell_changes():

@@ -22,6 +22,7 @@ FLOATS = {  # flag: (values refused as numbers, values refused by range)
     "--cpu-efficiency": ("0", "1.5", "1e-308", "-0.2"),
     "--gpu-efficiency": ("0", "2", "1e-308"),
     "--checkpoint-share": ("0", "1", "1.5", "-0.1"),
+    "--eval-share": ("-0.1", "2", "1.5"),
 }
 NOT_NUMBERS = ("abc", "nan", "inf", "-inf", "1e400", "", "1,5", "0x10")
 INTS = {
@@ -36,6 +37,7 @@ INTS = {
 }
 CHOICES = {
     "--model": ("gpt5", "", "llama-9b"),
+    "--method": ("qlora", "", "LORA"),
     "--stack": ("tuned-fp4", ""),
     "--cpu-engine": ("fsdp",),
     "--storage": ("ebs",),
@@ -70,6 +72,7 @@ MEMORY = {  # `workshop plan --memory` has its own flags
     "--headroom": ("nan", "-1", "inf", "2"),
     "--family": ("nosuchfamily",),
     "--model": ("gpt5",),
+    "--method": ("qlora",),
 }
 COMBINED = [  # each flag fine alone, the combination not
     (["--instance", "c7i.48xlarge", "--procs-per-node", "500"], "500"),

@@ -37,11 +37,11 @@ def test_derived_thread_scaling_and_mfu_follow_from_the_raw_runs(device_rates):
 
 
 def test_versus_planner_reads_the_planner_rates_of_today(device_rates):
-    from workshop.plan import rates
+    from workshop.plan import calibration, rates
 
     res = json.loads(RESULT.read_text())
     vs = device_rates.versus_planner(res)
-    assert vs["cpu_thread_scaling"]["assumed"] == rates.cpu_thread_scaling()[0].value
+    assert vs["cpu_thread_scaling"]["assumed"] == calibration.cpu_thread_scaling()[0].value
     assert "mb4_x1" not in vs["cpu_thread_scaling"]["assumed_over_measured"]  # 1 thread against itself
     assert vs["gpu_mfu"]["planner"]["hf-deepspeed-bf16"] == rates.GPU_MFU.value
 

@@ -8,7 +8,7 @@ import pytest
 
 from workshop.errors import WorkshopError
 from workshop.experiments import slice as sl
-from workshop.plan import rates
+from workshop.plan import calibration
 from workshop.plan.memory import GiB
 from workshop.plan.models import architecture
 
@@ -85,13 +85,13 @@ def _slice_doc(amx: bool, tflops: float = 0.05, peak: float = 0.664576) -> dict:
 def test_a_slice_is_a_calibration_but_only_an_amx_one_prices_amx_plans(tmp_path):
     path = tmp_path / "slice.json"
     path.write_text(json.dumps(_slice_doc(amx=False)))
-    share = rates.cpu_step_share(path=str(path))
+    share = calibration.cpu_step_share(path=str(path))
     assert share.value == pytest.approx(0.05 / 0.664576)
     assert "Llama-3-8B slice: 1 layer(s), vocab 8,192" in share.source
     with pytest.raises(WorkshopError, match="without AMX"):
-        rates.cpu_efficiency(path=str(path))
+        calibration.cpu_efficiency(path=str(path))
     path.write_text(json.dumps(_slice_doc(amx=True)))
-    assert rates.cpu_efficiency(path=str(path)).value < share.value  # thread scaling only lowers it
+    assert calibration.cpu_efficiency(path=str(path)).value < share.value  # thread scaling only lowers it
 
 
 @pytest.mark.parametrize(
@@ -112,7 +112,7 @@ def test_bad_calibration_files_are_refused_with_one_line(tmp_path, capsys, doc, 
     path = tmp_path / "cal.json"
     path.write_text(json.dumps(doc))
     with pytest.raises(WorkshopError, match=named.replace("(", r"\(").replace(")", r"\)")):
-        rates.calibration(str(path))
+        calibration.calibration(str(path))
     assert main(["plan", "--calibration", str(path), "--source", "moto"]) == 2
     err = capsys.readouterr().err
     assert [line for line in err.splitlines() if line.startswith("error:")] == err.strip().splitlines()
@@ -133,7 +133,7 @@ def test_the_prediction_is_the_planners_step_on_this_cpus_peak():
     cfg = sl.SliceConfig(layers=1, ranks=2, threads=1, micro_batch=1, seq_len=256)
     p = sl.predict(d, cfg, 8192, "bf16", None)
     peak = 2 * 2.5 * 128 / 1000  # Zen 5: 128 bf16 FLOP/cycle/core
-    share = rates.cpu_step_share().value
+    share = calibration.cpu_step_share().value
     assert p["peak_tflops"] == pytest.approx(peak)
     assert p["flops_per_token"] == architecture("llama-3-8b", 1, 8192).train_flops(256)
     assert p["compute_s"] == pytest.approx(2 * 256 * p["flops_per_token"] / (peak * share * 1e12))

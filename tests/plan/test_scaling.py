@@ -5,7 +5,7 @@ comes from the stored AMX curve, not a constant."""
 import pytest
 
 from workshop.errors import WorkshopError
-from workshop.plan import rates
+from workshop.plan import calibration
 from workshop.plan.scaling import curve_from_gemm_cells, per_core, scaling_at
 
 
@@ -50,7 +50,7 @@ def test_gemm_cells_become_a_curve_at_the_largest_size():
 
 
 def test_planner_thread_scaling_comes_from_the_stored_amx_curve():
-    rate, (low, high) = rates.cpu_thread_scaling(96)
+    rate, (low, high) = calibration.cpu_thread_scaling(96)
     assert rate.kind == "measured" and "AMX" in rate.source and "extrapolated" in rate.source
     assert low <= rate.value <= high < 1.0
-    assert rates.cpu_thread_scaling(16)[0].value > rate.value  # fewer cores keep more per core
+    assert calibration.cpu_thread_scaling(16)[0].value > rate.value  # fewer cores keep more per core

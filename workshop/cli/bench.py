@@ -293,8 +293,8 @@ def slice_(argv: list[str] | None = None) -> int | None:
     """`workshop bench slice [options]`: check memory, measure, predict, print side by side, write JSON."""
     from workshop.experiments.measure import save
     from workshop.experiments.slice import SliceConfig, run
-    from workshop.report.interpret import slice_lines
-    from workshop.report.plots import plot_slice
+    from workshop.report.slice import slice_lines
+    from workshop.report.training_plots import plot_slice
 
     a = _slice_parser().parse_args(argv)
     values = {k: _whole("--" + k.replace("_", "-"), getattr(a, k)) for k in _SLICE_INTS}

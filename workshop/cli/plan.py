@@ -326,6 +326,13 @@ def _plan_parser() -> argparse.ArgumentParser:
         "fine-tune's own, 4 ranks x 1 x 4 x 512)",
     )
     p.add_argument("--seq-len", type=count("--seq-len", 1, 1 << 20), default=SEQ_LEN)
+    _add_method_args(p)
+    _add_run_cost_args(p)
+    return p
+
+
+def _add_method_args(p: argparse.ArgumentParser) -> None:
+    """The flags after --seq-len: how the model is trained, on what stack, calibrated by what."""
     p.add_argument(
         "--method",
         choices=METHODS,
@@ -350,12 +357,11 @@ def _plan_parser() -> argparse.ArgumentParser:
         "no_compile,zero3 --json-out PATH) or a slice.json (python -m workshop bench slice --json-out PATH) "
         "measured on an AMX Xeon, checked before use; default: benchmarks/results/ceiling.json",
     )
-    _add_run_cost_args(p)
-    return p
 
 
 def _add_run_cost_args(p: argparse.ArgumentParser) -> None:
-    """The flags after --ceiling: the run's fixed costs, constraints, prices and output (in --help order)."""
+    """The flags after --ceiling: the run's fixed costs (start-up, download, init, checkpoints), then the
+    constraints and the output (in --help order)."""
     p.add_argument(
         "--startup-s",
         type=number("--startup-s", "startup_s"),
@@ -395,6 +401,12 @@ def _add_run_cost_args(p: argparse.ArgumentParser) -> None:
         help="checkpoint write GB/s (default: storage's)",
     )
     p.add_argument("--grad-ckpt", action=argparse.BooleanOptionalAction, default=None, help="default: either")
+    _add_constraint_args(p)
+    _add_output_args(p)
+
+
+def _add_constraint_args(p: argparse.ArgumentParser) -> None:
+    """The flags after --grad-ckpt: memory headroom, time and money limits, network, efficiencies, prices."""
     p.add_argument("--headroom", type=number("--headroom", "headroom"), default=HEADROOM)
     p.add_argument("--max-hours", type=number("--max-hours", "max_hours"), default=None)
     p.add_argument("--budget", type=number("--budget", "budget"), default=None, help="USD")
@@ -416,6 +428,10 @@ def _add_run_cost_args(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--price", action="append", metavar="TYPE=USD", help="override an hourly price")
     p.add_argument("--source", choices=catalog.SOURCES, default=None, help="catalog source (default: auto)")
+
+
+def _add_output_args(p: argparse.ArgumentParser) -> None:
+    """The last flags: what is shown, written and picked, and how the picked plan runs."""
     p.add_argument(
         "--top",
         type=count("--top", 1, 10_000),

@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from workshop.errors import WorkshopError, check_positive
-from workshop.plan import hardware, rates
+from workshop.plan import calibration, hardware, rates
 from workshop.plan.estimate import Job
 from workshop.plan.memory import GiB, PlanOptions, rank_components
 from workshop.plan.models import PRESETS, architecture, build_config, slice_overrides
@@ -240,7 +240,7 @@ def predict(d, cfg: SliceConfig, vocab: int, precision: str, curve: dict | None)
         seq_len=cfg.seq_len,
         precision=precision,
     )
-    eff = rates.cpu_step_share()
+    eff = calibration.cpu_step_share()
     per_thread = scaling_at(curve, cfg.threads).value if curve else 1.0
     why = f"{eff.source}; x {per_thread:.2f} thread scaling at {cfg.threads} thread(s) per rank (this CPU)"
     eff = rates.Rate(eff.value * per_thread, eff.unit, eff.kind, why)
@@ -320,20 +320,7 @@ def summarize(cfg, d, fit: Fit, precision, why, cores, curve, ceilings, metrics,
         "cores": cores,
         "load": loads,
         "under_load": any(x["under_load"] for x in loads),
-        "shape": {
-            "model": MODEL,
-            "layers": cfg.layers,
-            "vocab": fit.vocab,
-            "hidden": 4096,
-            "intermediate": 14336,
-            "heads": 32,
-            "kv_heads": 8,
-            "params": architecture(MODEL, cfg.layers, fit.vocab).params,
-            "micro_batch": cfg.micro_batch,
-            "seq_len": cfg.seq_len,
-            "ranks": cfg.ranks,
-            "threads": cfg.threads,
-        },  # fmt: skip
+        "shape": _shape(cfg, fit),
         "memory_check": {**asdict(fit), "share_usable": MEMORY_SHARE},
         "config": asdict(cfg),
         "engine": "DeepSpeed ZeRO-3 over gloo, AdamW (fused), SDPA attention, no compile",
@@ -354,14 +341,7 @@ def summarize(cfg, d, fit: Fit, precision, why, cores, curve, ceilings, metrics,
             "clear": sh.clear,
             "sentence": sh.sentence,
         },  # fmt: skip
-        "peak": {
-            "tflops": peak.tflops if peak else None,
-            "path": peak.path if peak else None,
-            "clock_ghz": d.get("clock_ghz"),
-            "clock_source": d.get("clock_source"),
-            "cores": cfg.ranks * cfg.threads,
-            "pct": 100 * statistics.median(model_tflops) / peak.tflops if peak else None,
-        },  # fmt: skip
+        "peak": _peak(d, cfg, peak, model_tflops),
         "prediction": pred,
         "ratio_measured_over_predicted": median_tps / pred["tokens_per_s"],
         "ratio_range": [min(tps) / pred["tokens_per_s"], max(tps) / pred["tokens_per_s"]],
@@ -374,6 +354,36 @@ def summarize(cfg, d, fit: Fit, precision, why, cores, curve, ceilings, metrics,
         },
         "train_wall_s": round(train_s, 1),
     }
+
+
+def _shape(cfg, fit: Fit) -> dict:
+    """The slice's shape: Llama-3-8B's layer widths, cut to cfg.layers and the vocabulary that fits."""
+    return {
+        "model": MODEL,
+        "layers": cfg.layers,
+        "vocab": fit.vocab,
+        "hidden": 4096,
+        "intermediate": 14336,
+        "heads": 32,
+        "kv_heads": 8,
+        "params": architecture(MODEL, cfg.layers, fit.vocab).params,
+        "micro_batch": cfg.micro_batch,
+        "seq_len": cfg.seq_len,
+        "ranks": cfg.ranks,
+        "threads": cfg.threads,
+    }  # fmt: skip
+
+
+def _peak(d: dict, cfg, peak, model_tflops: list[float]) -> dict:
+    """The machine's peak at the slice's cores and the median model FLOP rate's share of it."""
+    return {
+        "tflops": peak.tflops if peak else None,
+        "path": peak.path if peak else None,
+        "clock_ghz": d.get("clock_ghz"),
+        "clock_source": d.get("clock_source"),
+        "cores": cfg.ranks * cfg.threads,
+        "pct": 100 * statistics.median(model_tflops) / peak.tflops if peak else None,
+    }  # fmt: skip
 
 
 def _per_core(curve):

@@ -17,7 +17,7 @@ from typing import Any
 
 from workshop.errors import WorkshopError, check_positive
 from workshop.lang import N_, _
-from workshop.plan import rates
+from workshop.plan import calibration, rates
 from workshop.plan.catalog import InstanceRow
 from workshop.plan.hardware import AMX_BF16_FLOP_PER_CYCLE
 from workshop.plan.memory import DEFAULT_ACTIVATIONS, PlanOptions, lora_params
@@ -175,10 +175,10 @@ def memory_options(job: Job | Plan, activations: str = DEFAULT_ACTIVATIONS) -> P
 def _cpu_node(row: InstanceRow, opts: Options) -> Node:
     if not (row.amx and row.clock_ghz):
         raise WorkshopError(f"{row.instance_type}: the CPU estimate needs AMX and a clock ({row.amx_reason})")
-    clock = rates.cpu_clock_basis(opts.ceiling)
+    clock = calibration.cpu_clock_basis(opts.ceiling)
     # on the measuring host's clock: the rate's own basis
     peak = row.cores * clock.value * AMX_BF16_FLOP_PER_CYCLE / 1000
-    eff = opts.cpu_efficiency or rates.cpu_efficiency(opts.cpu_engine, opts.ceiling, row.cores)
+    eff = opts.cpu_efficiency or calibration.cpu_efficiency(opts.cpu_engine, opts.ceiling, row.cores)
     flow = rates.tcp_flow_gbps(opts.placement_group, opts.ena_express)
     nic = rates.instance_gbps(row)
     inter = min(nic, flow.value) * rates.TCP_EFFICIENCY.value / 8

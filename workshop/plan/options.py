@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from workshop.errors import WorkshopError, check_choice, check_count
 from workshop.lang import _
-from workshop.plan import rates
+from workshop.plan import calibration, rates
 from workshop.plan.catalog import check_families
 from workshop.plan.memory import HEADROOM, METHODS, plan_memory
 from workshop.plan.models import SEQ_LEN, Architecture, get_preset
@@ -223,7 +223,8 @@ def validate(opts: Options) -> None:
     check_choice("GPU stack", opts.stack, STACKS)
     check_choice("CPU engine", opts.cpu_engine, CPU_ENGINES)
     if opts.cpu_efficiency is None:
-        rates.cpu_efficiency(opts.cpu_engine, opts.ceiling)  # a bad --ceiling is an error, not "no CPU plan"
+        # a bad --ceiling is an error, not "no CPU plan"
+        calibration.cpu_efficiency(opts.cpu_engine, opts.ceiling)
     check_choice("storage", opts.fixed.storage, STORAGES)
     check_limit("start-up seconds", "startup_s", opts.fixed.startup_s.value)
     check_limit("init seconds", "init_s", opts.fixed.init_s.value)

@@ -1,0 +1,294 @@
+"""The CPU rate's calibration: a ceiling.json (`workshop bench ceiling`) or slice.json (`workshop bench
+slice`) read and checked before any plan is priced with it, and the measured CPU rates drawn from it (the
+step's share of its CPU's own peak, the measuring host's clock, the thread scaling). Kept apart from
+workshop.plan.rates because a calibration file is learner input: every way it can be wrong is one error
+naming the file and the key."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+from workshop.errors import WorkshopError
+from workshop.lang import N_, _
+from workshop.plan.rates import CPU_ENGINES, Rate, read_measured
+
+SLICE_ENGINES = ("deepspeed",)  # `workshop bench slice` trains the job's engine only
+SLICE_JSON = "slice.json"  # benchmarks/results/: the slice, and the thread-scaling curve measured with it
+MIN_STEP_SHARE = 1e-4  # a training step below 0.01 % of its peak is a broken file, not a measurement
+MAX_CLOCK_GHZ = 6.0  # no server CPU core runs faster (the fastest boost clocks are ~5.7 GHz)
+THREAD_SCALING_CORES = 96  # the host the planner's thread scaling is quoted for (a 48xlarge's cores)
+
+
+def _number(path: str, where: str, value: object, *, low: float = 0.0) -> float:
+    """A positive finite number from a calibration file, or one error naming the file and the key."""
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not math.isfinite(value)
+        or value <= low
+    ):
+        raise WorkshopError(f"{path}: {where} must be a number > {low:g}, got {value!r}")
+    return float(value)
+
+
+def _key(path: str, record: object, *keys: str) -> object:
+    node = record
+    for i, k in enumerate(keys):
+        if not isinstance(node, dict) or k not in node:
+            raise WorkshopError(
+                f"{path}: missing key {'.'.join(keys[: i + 1])!r}; expected a ceiling.json "
+                "(`workshop bench ceiling`) or a slice.json (`workshop bench slice`)"
+            )
+        node = node[k]
+    return node
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """A validated CPU calibration: a training step's model FLOP rate as a share of the measuring CPU's own
+    peak (one clock, named), where it came from, and whether that peak is AMX's."""
+
+    share: float  # of `peak_tflops`
+    peak_tflops: float
+    peak_path: str
+    clock_ghz: float
+    amx: bool
+    cpu_model: str
+    date: str
+    shape: str  # what was trained, in words
+    kind: str  # "ceiling" | "slice"
+    path: str
+
+
+def _read_calibration(path: str | None) -> tuple[str, dict]:
+    where = path or "benchmarks/results/ceiling.json"  # the stored one, named as the repository names it
+    if path is None:
+        return where, read_measured("ceiling.json")
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as exc:
+        raise WorkshopError(f"{path}: cannot read a calibration file ({exc})") from None
+    return where, data
+
+
+def calibration(path: str | None = None, engine: str = "deepspeed") -> Calibration:
+    """The CPU calibration a plan is priced with, checked before it is used: a JSON object of the shape
+    `bench ceiling` or `bench slice` writes, positive finite numbers in their units (GHz, TFLOPS, %), and a
+    training step at no more than its CPU's own peak (cores x clock x FLOP/cycle)."""
+    from workshop.plan.hardware import FLOPS_PER_CYCLE
+
+    if engine not in CPU_ENGINES:
+        raise WorkshopError(f"CPU engine {engine!r}: choose one of {', '.join(CPU_ENGINES)}")
+    where, data = _read_calibration(path)
+    if not isinstance(data, dict):
+        raise WorkshopError(
+            f"{where}: expected a JSON object (a ceiling.json or slice.json), got a {type(data).__name__}"
+        )
+    mach = _key(where, data, "machine")
+    clock = _number(where, "machine.clock_ghz (GHz)", _key(where, data, "machine", "clock_ghz"))
+    if clock > MAX_CLOCK_GHZ:
+        raise WorkshopError(
+            f"{where}: machine.clock_ghz {clock:g} GHz is above any server CPU's ({MAX_CLOCK_GHZ:g} GHz); "
+            "the clock prices every CPU plan, so it must be the measuring host's"
+        )
+    cpu = str(_key(where, data, "machine", "cpu_model"))
+    date = str(_key(where, data, "machine", "date"))
+    amx = bool(isinstance(mach, dict) and mach.get("isa_flags", {}).get("amx"))
+    if data.get("benchmark") == "slice":
+        share, peak, path_name, shape = _slice_step(where, data, engine)
+        kind = "slice"
+    else:
+        share, peak, path_name, shape = _ceiling_step(where, data, engine)
+        kind = "ceiling"
+    if share < MIN_STEP_SHARE:
+        raise WorkshopError(
+            f"{where}: a step at {share:.3g} of its peak is not a measurement (below {MIN_STEP_SHARE:g}); "
+            "re-measure it"
+        )
+    if share > 1:
+        raise WorkshopError(
+            f"{where}: claims {share:.0%} of {cpu}'s peak ({peak:g} TFLOPS at {clock:g} GHz): a training "
+            "step "
+            "cannot beat its CPU's peak; the file is wrong or its clock is understated"
+        )
+    fpc = FLOPS_PER_CYCLE.get(path_name)
+    cores = _number(where, "machine.cores", _key(where, data, "machine", "cores"))
+    if fpc and peak > 1.001 * cores * clock * fpc[0] / 1000:
+        raise WorkshopError(
+            f"{where}: a peak of {peak:g} TFLOPS is above {int(cores)} cores x {clock:g} GHz x {fpc[0]} "
+            f"FLOP/cycle ({path_name}) = {cores * clock * fpc[0] / 1000:.3g} TFLOPS"
+        )
+    return Calibration(share, peak, path_name, clock, amx, cpu, date, shape, kind, where)
+
+
+def _slice_step(where: str, data: dict, engine: str) -> tuple[float, float, str, str]:
+    """A slice.json's (share of peak, peak TFLOPS, peak path, shape in words)."""
+    if engine not in SLICE_ENGINES:
+        raise WorkshopError(f"{where}: a slice measures engine deepspeed (ZeRO-3), not {engine!r}")
+    tflops = _number(where, "model_tflops.median (TFLOPS)", _key(where, data, "model_tflops", "median"))
+    peak = _number(where, "peak.tflops (TFLOPS)", _key(where, data, "peak", "tflops"))
+    path_name = str(_key(where, data, "peak", "path"))
+    sh = _key(where, data, "shape")
+    shape = (
+        f"Llama-3-8B slice: {sh['layers']} layer(s), vocab {sh['vocab']:,}, seq {sh['seq_len']}, "
+        f"micro-batch {sh['micro_batch']}, {sh['ranks']} ranks x {sh['threads']} thread(s)"
+        if isinstance(sh, dict)
+        and all(k in sh for k in ("layers", "vocab", "seq_len", "micro_batch", "ranks", "threads"))
+        else "Llama-3-8B slice"
+    )
+    return tflops / peak, peak, path_name, shape
+
+
+def _ceiling_step(where: str, data: dict, engine: str) -> tuple[float, float, str, str]:
+    """A ceiling.json's (share of peak, peak TFLOPS, peak path, shape in words), from the engine's lever."""
+    lever = CPU_ENGINES[engine]
+    rec = _key(where, data, "levers", lever)
+    if not isinstance(rec, dict) or rec.get("status") != "measured":
+        raise WorkshopError(
+            f"{where}: no measured '{lever}' lever for engine {engine!r} "
+            f"(measure it: python -m workshop bench ceiling --levers no_compile,{lever})"
+        )
+    pct = _number(
+        where, f"levers.{lever}.mfu_pct_of_peak.median (%)", _key(where, rec, "mfu_pct_of_peak", "median")
+    )
+    peak = _number(where, "peaks.bf16_tflops (TFLOPS)", _key(where, data, "peaks", "bf16_tflops"))
+    path_name = str(_key(where, data, "peaks", "bf16_path"))
+    cfg = _key(where, data, "config")
+    shape = (
+        f"model {cfg.get('model')}, seq {cfg.get('seq_len')}, micro-batch {cfg.get('micro_batch')}, "
+        f"{cfg.get('nproc')} ranks x {cfg.get('threads')} thread(s)"
+        if isinstance(cfg, dict)
+        else "?"
+    )
+    return pct / 100, peak, path_name, shape
+
+
+def cpu_clock_basis(path: str | None = None) -> Rate:
+    """The clock the CPU rate is a share of: the measuring host's, never the catalog's, so the measured
+    share and the peak it multiplies stand on one clock."""
+    c = calibration(path)
+    return Rate(
+        c.clock_ghz,
+        N_("GHz"),
+        N_("measured"),
+        _("the clock of the host the CPU rate was measured on ({cpu}, {date}; {path})").format(
+            cpu=c.cpu_model, date=c.date, path=c.path
+        ),
+    )
+
+
+AMX_CURVE_JSON = "device-amx16-h100-2026-11-26.json"  # a 16-core AMX Xeon's GEMMs at 1, 2, 4, 8, 16 threads
+
+
+def stored_thread_curve() -> tuple[dict | None, str]:
+    """The thread-scaling curve the planner prices AMX hosts with, and where it was measured: the AMX host's
+    GEMMs (device-amx16-h100-2026-11-26.json) first, else a slice.json measured on AMX; None: no AMX curve
+    stored (a curve from a CPU without AMX says nothing about AMX's units)."""
+    from workshop.plan.scaling import curve_from_gemm_cells
+
+    try:
+        dev = read_measured(AMX_CURVE_JSON)
+        curve = curve_from_gemm_cells(dev["cpu"]["gemm"])
+        det = dev["machine"]["detect"]
+        if curve and det.get("amx"):
+            return dict(curve), (
+                f"{AMX_CURVE_JSON}: {det['cpu_model']} with AMX, {det['cores']} cores at "
+                f"{det['clock_ghz']} GHz"
+            )
+    except (WorkshopError, KeyError, TypeError):
+        pass
+    try:
+        sl = read_measured(SLICE_JSON)
+        if sl.get("machine", {}).get("isa_flags", {}).get("amx") and sl.get("thread_curve"):
+            return sl["thread_curve"], f"{SLICE_JSON}: {sl['machine']['cpu_model']}, {sl['machine']['date']}"
+    except WorkshopError:
+        pass
+    return None, "no AMX thread curve stored"
+
+
+def cpu_thread_scaling(
+    cores: int = THREAD_SCALING_CORES, curve: dict | None = None
+) -> tuple[Rate, tuple[float, float]]:
+    """The per-core share a rank keeps on `cores` cores against the 1 thread per rank the rate was measured
+    at: the measured GEMM thread curve (slice.json's), extrapolated by its power law, with the range its
+    repeats allow. Without a stored curve: the old stated assumption, said so."""
+    from workshop.plan.scaling import scaling_at
+
+    where = "given"
+    if curve is None:
+        curve, where = stored_thread_curve()
+    if not curve:
+        return Rate(
+            0.5,
+            N_("of linear scaling"),
+            N_("assumption"),
+            f"{where}: half of linear assumed",
+        ), (0.25, 1.0)
+    sc = scaling_at(curve, cores)
+    return Rate(
+        sc.value,
+        N_("of linear scaling"),
+        N_("measured"),
+        f"bf16 GEMM {'x'.join(map(str, curve.get('shape', [])))} at 1..{sc.measured_up_to} threads "
+        f"({where}): {sc.describe()}",
+    ), (sc.low, sc.high)
+
+
+def cpu_step_share(engine: str = "deepspeed", path: str | None = None) -> Rate:
+    """A training step's model FLOP rate as a share of the measuring CPU's own peak (its matmul path, its
+    clock), before any thread scaling: what `workshop bench slice` applies to this machine's own peak."""
+    c = calibration(path, engine)
+    return Rate(
+        c.share,
+        N_("of the CPU's bf16 peak"),
+        N_("measured"),
+        f"{c.kind} step = {c.share:.1%} of the {c.peak_tflops:.3g} TFLOPS {c.peak_path} peak at "
+        f"{c.clock_ghz:g} GHz ({c.shape}; {c.cpu_model}, {c.date}; {c.path})",
+    )
+
+
+def cpu_efficiency(
+    engine: str = "deepspeed", path: str | None = None, cores: int = THREAD_SCALING_CORES
+) -> Rate:
+    """Model FLOP rate of a training step in the job's own engine, over the AMX bf16 peak at the measuring
+    host's clock (cpu_clock_basis), times the measured thread scaling at `cores` cores: a calibration
+    measured on AMX (a
+    share of another matmul path's peak does not carry to AMX's), named with its host, date and shape."""
+    c = calibration(path, engine)
+    if not c.amx:
+        raise WorkshopError(
+            f"{c.path}: measured on {c.cpu_model} without AMX ({c.peak_path}); the CPU rate is a share of "
+            "the AMX peak, so calibrate on an AMX Xeon"
+        )
+    scale, (lo, hi) = cpu_thread_scaling(cores)
+    return Rate(
+        c.share * scale.value,
+        N_("of AMX bf16 peak"),
+        N_("measured"),
+        (
+            _(
+                "stored {kind} step ({path}) = {share:.1%} of the {clock:g} GHz AMX peak ({shape}; {cpu}, "
+                "{date}) x {scale:.2f} thread scaling (range {lo:.2f}-{hi:.2f}: {source})"
+            )
+            if path is None
+            else _(
+                "given {kind} step ({path}) = {share:.1%} of the {clock:g} GHz AMX peak ({shape}; {cpu}, "
+                "{date}) x {scale:.2f} thread scaling (range {lo:.2f}-{hi:.2f}: {source})"
+            )
+        ).format(
+            kind=c.kind,
+            path=c.path,
+            share=c.share,
+            clock=c.clock_ghz,
+            shape=c.shape,
+            cpu=c.cpu_model,
+            date=c.date,
+            scale=scale.value,
+            lo=lo,
+            hi=hi,
+            source=scale.source,
+        ),
+    )

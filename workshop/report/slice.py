@@ -1,0 +1,131 @@
+"""`workshop bench slice`'s result (chapter 04) in sentences: what was trained, its rate with the spread, the
+step's split, memory, the shares of the GEMM ceiling and of the peak, and the planner's prediction beside
+it."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from workshop.lang import _
+
+
+def slice_lines(res: Mapping[str, Any]) -> list[str]:
+    """`workshop bench slice`'s result in sentences: what was trained, tokens/s with its spread, the step's
+    split, memory, the shares of the GEMM ceiling and of the peak, and the planner's prediction beside it."""
+    t = res["tokens_per_s"]
+    out = [
+        _shape_line(res),
+        _("memory check: {note}").format(note=res["memory_check"]["note"]),
+        res["cores"]["sentence"],
+        _(
+            "measured: {tps:.1f} tokens/s ({per:.1f} per core), {n} steps after warm-up, "
+            "{lo:.1f}-{hi:.1f} (spread {spread:.0f}%)"
+        ).format(
+            tps=t["median"], per=t["per_core"], n=t["n"], lo=t["min"], hi=t["max"], spread=t["spread_pct"]
+        ),
+        _split_line(res),
+    ]
+    rss = res.get("peak_rss_gb_per_rank") or []
+    out.append(_("peak memory per rank: {rss} GB").format(rss=", ".join(f"{x:.2f}" for x in rss)))
+    out.append(res["share_of_ceiling"]["sentence"])
+    if res["peak"].get("tflops"):
+        out.append(_peak_line(res))
+    out.append(_prediction_line(res))
+    out.append(
+        _("thread scaling of this CPU's GEMM: {sentence}").format(sentence=res["thread_scaling"]["sentence"])
+    )
+    if res.get("under_load"):
+        out.append(
+            _("measured under load (1-minute load average {load} on {cpus} vCPUs): other work shared these "
+              "cores").format(
+                load=max(x["loadavg_1min"] for x in res["load"]), cpus=res["load"][0]["logical_cpus"]
+            )
+        )  # fmt: skip
+    return out
+
+
+def _shape_line(res: Mapping[str, Any]) -> str:
+    sh = res["shape"]
+    return _(
+        "slice of Llama-3-8B: {layers} layer(s), vocab {vocab:,}, {params:,.0f} M params; seq {seq}, "
+        "micro-batch {mb}, {ranks} ranks x {threads} thread(s), ZeRO-3 over gloo, {precision}"
+    ).format(
+        layers=sh["layers"],
+        vocab=sh["vocab"],
+        params=sh["params"] / 1e6,
+        seq=sh["seq_len"],
+        mb=sh["micro_batch"],
+        ranks=sh["ranks"],
+        threads=sh["threads"],
+        precision=res["precision"],
+    )
+
+
+def _split_line(res: Mapping[str, Any]) -> str:
+    split = res["step_split"]
+    if not split.get("measured"):
+        return _("step split: not measured ({why})").format(why=split.get("why"))
+    return _(
+        "step {step:.2f} s: forward+backward {fb:.2f} s (of it the gradient reduce {ar:.2f} s), "
+        "optimizer {opt:.2f} s (DeepSpeed's timers, rank 0); ZeRO-3's parameter gathers run inside "
+        "forward and backward and are not timed apart"
+    ).format(
+        step=res["step_s"]["median"],
+        fb=split["forward_backward_s"],
+        ar=split.get("allreduce_s") or 0.0,
+        opt=split["optimizer_s"] or 0.0,
+    )
+
+
+def _peak_line(res: Mapping[str, Any]) -> str:
+    pk = res["peak"]
+    return _(
+        "{pct:.1f}% of this CPU's {precision} peak: {peak:.3f} TFLOPS = {cores} cores x "
+        "{clock:g} GHz "
+        "({source}) x its FLOP/cycle ({path})"
+    ).format(
+        pct=pk["pct"],
+        precision=res["precision"],
+        peak=pk["tflops"],
+        cores=pk["cores"],
+        clock=pk["clock_ghz"],
+        source=pk["clock_source"],
+        path=pk["path"],
+    )
+
+
+def _prediction_line(res: Mapping[str, Any]) -> str:
+    p = res["prediction"]
+    return _(
+        "the planner predicted {pred:.1f} tokens/s (compute {c:.2f} s + collectives {m:.2f} s + "
+        "optimizer "
+        "{o:.2f} s per step); measured / predicted = {ratio:.2f} ({lo:.2f}-{hi:.2f})"
+    ).format(
+        pred=p["tokens_per_s"],
+        c=p["compute_s"],
+        m=p["comm_s"],
+        o=p["optimizer_s"],
+        ratio=res["ratio_measured_over_predicted"],
+        lo=res["ratio_range"][0],
+        hi=res["ratio_range"][1],
+    )
+
+
+def slice_headline(res: Mapping[str, Any]) -> str:
+    """Chapter 04's one sentence on the slice: tokens/s per core on the real 8B shape with its spread, the
+    planner's figure beside it, and the precision (fp32 where this CPU has no native bf16, and why)."""
+    t, sh = res["tokens_per_s"], res["shape"]
+    cores = sh["ranks"] * sh["threads"]
+    line = _(
+        "on the real 8B shape ({layers} layer(s), vocab {vocab:,}) this CPU trains {per:.1f} tokens/s per "
+        "core ({lo:.1f}-{hi:.1f} over {n} steps, spread {spread:.0f}%); the planner said {pred:.1f} "
+        "(measured / predicted = {ratio:.2f})"
+    ).format(
+        layers=sh["layers"], vocab=sh["vocab"], per=t["per_core"], lo=t["min"] / cores, hi=t["max"] / cores,
+        n=t["n"], spread=t["spread_pct"], pred=res["prediction"]["tokens_per_s"] / cores,
+        ratio=res["ratio_measured_over_predicted"],
+    )  # fmt: skip
+    if res["precision"] != "bf16":
+        line += _("; in fp32: {why}").format(why=res["precision_why"])
+    return line
