@@ -261,7 +261,10 @@ def test_chapter_06_sets_this_runs_netsim_beside_the_stored_one(tmp_path):
     )
     said = netsim_reproduced(stored, live)
     assert said[0].startswith("10gbit: this run (chapter 05) 0.47 s/step, stored 0.31 s/step (Stored CPU")
-    assert "x1.40 in this run and x2.16 in the stored one: did NOT reproduce" in said[-1]
+    assert (
+        "x1.40 in this run and x2.16 in the stored one (Stored CPU, 2026-11-22): did NOT reproduce"
+        in said[-1]
+    )
 
 
 def test_the_worker_reads_the_flags_a_node_launcher_appends():

@@ -102,7 +102,8 @@ def _step_rate(arch: Architecture, run: dict, seq_len: int, micro_batch: int) ->
 
 # netsim.json records neither machine nor date: the commit that stored it does (f4ede4b, 2026-11-22), on the
 # machine comms.json names for the same day.
-NETSIM_MEASURED = "stored 2026-11-22 (commit f4ede4b), the 2-core machine of comms.json"
+NETSIM_DATE = "2026-11-22"  # netsim.json records no date of its own
+NETSIM_MEASURED = f"stored {NETSIM_DATE} (commit f4ede4b), the 2-core machine of comms.json"
 
 
 def _machine(doc: dict) -> str:
@@ -177,16 +178,18 @@ def _netsim_rows(netsim: dict, runs: dict[str, dict]) -> list[CheckRow]:
                 LOCAL_TARGET,
                 "netsim.json (network namespaces, tc cap), " + NETSIM_MEASURED,
                 _(
-                    "network term: {mb:.0f} MB at {link:.3f} GB/s = {comm:.3f} s; the measured slow-vs-fast "
-                    "cap gap is {gap_m:.3f} s against {gap_p:.3f} s predicted (in that stored run the capped "
-                    "TCP link delivered ~{share:.0%} of the modelled rate; chapter 06 sets this run's "
-                    "chapter 05 result beside it); compute {compute:.3f} s is from a separate 1-rank session"
+                    "network term: {mb:.0f} MB at {link:.3f} GB/s = {comm:.3f} s; the measured "
+                    "slow-vs-fast cap gap is {gap_m:.3f} s against {gap_p:.3f} s predicted (in that "
+                    "stored run, {when}, the capped TCP link delivered ~{share:.0%} of the modelled rate; "
+                    "chapter 06 sets this run's chapter 05 result beside it); compute {compute:.3f} s is "
+                    "from a separate 1-rank session"
                 ).format(
                     mb=p.gb_per_rank_per_step * 1e3,
                     link=p.link_gbytes_per_s,
                     comm=p.comm_s,
                     gap_m=gap_m,
                     gap_p=gap_p,
+                    when=NETSIM_DATE,
                     share=gap_p / gap_m,
                     compute=p.compute_s,
                 ),

@@ -79,13 +79,16 @@ def _split_line(res: Mapping[str, Any]) -> str:
 
 
 def _peak_line(res: Mapping[str, Any]) -> str:
-    pk = res["peak"]
+    """The step's share of the stated peak over the measured steps (their range, as the tokens/s spread):
+    one median would read as the single share the ceiling line may have refused."""
+    pk, tps = res["peak"], res["tokens_per_s"]
+    lo, hi = (pk["pct"] * tps[k] / tps["median"] for k in ("min", "max"))
     return _(
-        "{pct:.1f}% of this CPU's {precision} peak: {peak:.3f} TFLOPS = {cores} cores x "
-        "{clock:g} GHz "
-        "({source}) x its FLOP/cycle ({path})"
+        "{lo:.1f}-{hi:.1f}% of this CPU's {precision} peak over the measured steps: {peak:.3f} TFLOPS = "
+        "{cores} cores x {clock:g} GHz ({source}) x its FLOP/cycle ({path})"
     ).format(
-        pct=pk["pct"],
+        lo=lo,
+        hi=hi,
         precision=res["precision"],
         peak=pk["tflops"],
         cores=pk["cores"],

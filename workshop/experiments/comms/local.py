@@ -363,9 +363,10 @@ def netsim_reproduced(
         same = abs(here / then - 1) <= tolerance
         out.append(
             _(
-                "{fast} -> {slow}: the step grew x{here:.2f} in this run and x{then:.2f} in the stored one: "
-                "{verdict} (within {tol:.0%} of the stored ratio counts as reproduced)"
+                "{fast} -> {slow}: the step grew x{here:.2f} in this run and x{then:.2f} in the stored one "
+                "({where}): {verdict} (within {tol:.0%} of the stored ratio counts as reproduced)"
             ).format(
+                where=where,
                 fast=fast,
                 slow=slow,
                 here=here,
