@@ -309,3 +309,17 @@ def test_plan_json_on_stdout_is_a_plan_file(tmp_path, capsys):
     path.write_text(capsys.readouterr().out)
     job, pool, data = _rendered(path, tmp_path / "d")
     assert job["spec"]["trainer"]["numNodes"] == 4 and data["plans"]
+
+
+def test_every_planned_job_is_judged_by_a_held_out_loss():
+    """Issue 47: the TrainJob a plan renders evaluates: wikitext's own validation split (a 1 % hold-out for a
+    dataset without one) EVALS_PER_RUN times over the run and at its end, so the run can be judged."""
+    from workshop.paths import REPO
+    from workshop.plan.job import EVALS_PER_RUN, held_out, load_plan
+
+    for name in ("cpu-4-nodes.json", "cpu.json", "gpu.json"):
+        plan = load_plan(REPO / "manifests" / "plans" / name)
+        kw = plan.train_kwargs()
+        assert kw["eval_split"] == "validation" and kw["eval_fraction"] == 0.0
+        assert kw["eval_steps"] == plan.job.steps // EVALS_PER_RUN >= 1
+    assert held_out("local", 5) == {"eval_fraction": 0.01, "eval_steps": 1}

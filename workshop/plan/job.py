@@ -71,6 +71,11 @@ class Job:
     lr: float = 2e-5
     warmup_steps: int = 10
     save_steps: int = 0
+    # held-out evaluation, so the run can be judged: the dataset's own split where it has one (wikitext's
+    # validation), else a fraction of the samples; every eval_steps optimizer steps and at the end
+    eval_split: str | None = None
+    eval_fraction: float = 0.0
+    eval_steps: int = 0
 
     @property
     def steps(self) -> int:
@@ -233,6 +238,9 @@ class Plan:
             "lr": job.lr,
             "warmup_steps": job.warmup_steps,
             "save_steps": job.save_steps,
+            "eval_split": job.eval_split,
+            "eval_fraction": job.eval_fraction,
+            "eval_steps": job.eval_steps,
             "backend": "gloo" if pl.device == "cpu" else "nccl",
         }
         if pl.device == "cpu":
@@ -423,7 +431,18 @@ def _job_of(r: Any, preset: str, tokens: float, weights: str) -> Job:
         lr=settings["lr"],
         warmup_steps=settings["warmup_steps"],
         save_steps=r.save_steps,
+        **held_out(settings["dataset"], math.ceil(tokens / r.tokens_per_step)),
     )
+
+
+EVALS_PER_RUN = 10  # held-out evaluations over a run: a curve to judge it by, at a forward-only cost
+
+
+def held_out(dataset: str, steps: int) -> dict[str, Any]:
+    """The job's evaluation: the dataset's own validation split where it has one (wikitext), else 1 % of the
+    samples held out; EVALS_PER_RUN times over the run and at its end."""
+    split = {"eval_split": "validation"} if dataset == "wikitext" else {"eval_fraction": 0.01}
+    return {**split, "eval_steps": max(1, steps // EVALS_PER_RUN)}
 
 
 def _prediction_of(r: Any) -> Prediction:
