@@ -13,6 +13,7 @@ from workshop.cli.args import comma_list
 from workshop.cli.base import command
 from workshop.cli.plan_args import count, number, parse
 from workshop.errors import check_output, check_positive
+from workshop.lang import _
 from workshop.plan import catalog, rates
 from workshop.plan.catalog import InstanceRow
 from workshop.plan.cost import evaluate, format_table, rank
@@ -177,26 +178,41 @@ def plan(argv: list[str] | None = None) -> int:
         print(json.dumps({**picked.to_dict(), "plans": [p.to_dict() for p in plans]}, indent=2))
         return 0
     print(
-        f"{opts.model}, {opts.tokens:.3g} tokens, {opts.global_batch:,} tokens per optimizer step "
-        f"({math.ceil(opts.tokens / opts.global_batch):,} steps), seq {opts.seq_len}, "
-        f"GPU stack {opts.stack}, {opts.method} fine-tuning; "
-        "USD = fixed $ (start-up, weight download, init, final save: once per node) "
-        "+ tokens $ (steps, checkpoints, storage); "
-        f"= ties within the planner's {PLANNER_ERROR:.0%} error, ordered by fewer nodes then lower cost; "
-        "* = time-vs-cost Pareto front; o = overridden price"
+        _(
+            "{model}, {tokens:.3g} tokens, {batch:,} tokens per optimizer step ({steps:,} steps), seq {seq}, "
+            "GPU stack {stack}, {method} fine-tuning; "
+            "USD = fixed $ (start-up, weight download, init, final save: once per node) "
+            "+ tokens $ (steps, checkpoints, storage); "
+            "= ties within the planner's {error:.0%} error, ordered by fewer nodes then lower cost; "
+            "* = time-vs-cost Pareto front; o = overridden price"
+        ).format(
+            model=opts.model,
+            tokens=opts.tokens,
+            batch=opts.global_batch,
+            steps=math.ceil(opts.tokens / opts.global_batch),
+            seq=opts.seq_len,
+            stack=opts.stack,
+            method=opts.method,
+            error=PLANNER_ERROR,
+        )
     )
     print(format_table(plans, args.top))
     for i, p in enumerate(plans[: args.top], 1):
         if p.hint:
             print(f"{i:>2} {p.label}: {p.hint}")
-    print(f"picked row {args.pick}: {plan_line(picked)}")
+    print(_("picked row {row}: {plan}").format(row=args.pick, plan=plan_line(picked)))
     if args.out:
-        print(f"wrote {save_plan(picked, args.out)} (workshop render --plan {args.out} --out DIR)")
+        print(
+            _("wrote {path} (workshop render --plan {out} --out DIR)").format(
+                path=save_plan(picked, args.out), out=args.out
+            )
+        )
     unpriced = sorted({p.instance_type for p in plans if p.usd is None})
     if unpriced:
         print(
-            f"no price known (listed last, never on the front): {', '.join(unpriced)}; "
-            "--price TYPE=USD ranks them"
+            _(
+                "no price known (listed last, never on the front): {types}; --price TYPE=USD ranks them"
+            ).format(types=", ".join(unpriced))
         )
     return 0
 
