@@ -8,6 +8,7 @@ import argparse
 import json
 import math
 import sys
+import unicodedata
 
 from workshop.cli.args import comma_list
 from workshop.cli.base import command
@@ -140,8 +141,8 @@ def instances(argv: list[str] | None = None) -> int:
         return 0
     print(catalog.format_table(rows))
     if answered:
-        print(f"\n{len(rows)} instance types; source: {answered}")
-    print(f"prices: {catalog.PRICE_SOURCE}")
+        print("\n" + _("{n} instance types; source: {source}").format(n=len(rows), source=answered))
+    print(_("prices: {source}").format(source=catalog.PRICE_SOURCE))
     return 0
 
 
@@ -516,17 +517,32 @@ def memory_plan(argv: list[str]) -> int:
 
 def _print_recommendation(rec: Recommendation) -> None:
     mp = rec.plan
-    print(f"{rec.model}: {mp.params:,} parameters, ZeRO-{mp.zero_stage}, world size {mp.world_size}")
+    print(
+        _("{model}: {params:,} parameters, ZeRO-{zero}, world size {world}").format(
+            model=rec.model, params=mp.params, zero=mp.zero_stage, world=mp.world_size
+        )
+    )
     for k, v in mp.components.items():
         print(f"  {k:<22} {v / GiB:8.2f} GiB  ({mp.placement[k]})")
-    print(f"  {'per-rank total':<22} {mp.total / GiB:8.2f} GiB")
+    total = _("per-rank total")  # padded by terminal columns: a Hangul syllable takes two
+    pad = 22 - sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in total)
+    print(f"  {total}{' ' * max(0, pad)} {mp.total / GiB:8.2f} GiB")
     print(
-        f"-> {rec.nodes} x {rec.instance_type}, {rec.procs_per_node} rank(s)/node; pod requests cpu "
-        f"{rec.cpu_request}, memory {rec.memory_request}, /dev/shm {rec.shm_size}; "
-        f"${rec.hourly_cost_usd if rec.hourly_cost_usd is not None else '?'}/h on demand"
+        _(
+            "-> {nodes} x {type}, {ppn} rank(s)/node; pod requests cpu {cpu}, memory {memory}, "
+            "/dev/shm {shm}; ${usd}/h on demand"
+        ).format(
+            nodes=rec.nodes,
+            type=rec.instance_type,
+            ppn=rec.procs_per_node,
+            cpu=rec.cpu_request,
+            memory=rec.memory_request,
+            shm=rec.shm_size,
+            usd=rec.hourly_cost_usd if rec.hourly_cost_usd is not None else "?",
+        )
     )
     print(f"   {rec.reason}")
-    print(f"   acceptable: {', '.join(rec.instance_types)}")
+    print("   " + _("acceptable: {types}").format(types=", ".join(rec.instance_types)))
 
 
 def _memory_parser() -> argparse.ArgumentParser:
