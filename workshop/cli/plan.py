@@ -8,11 +8,13 @@ import argparse
 import json
 import math
 import sys
+import unicodedata
 
 from workshop.cli.args import comma_list
 from workshop.cli.base import command
 from workshop.cli.plan_args import count, number, parse
 from workshop.errors import check_output, check_positive
+from workshop.lang import _
 from workshop.plan import catalog, rates
 from workshop.plan.catalog import InstanceRow
 from workshop.plan.cost import evaluate, format_table, rank
@@ -139,8 +141,8 @@ def instances(argv: list[str] | None = None) -> int:
         return 0
     print(catalog.format_table(rows))
     if answered:
-        print(f"\n{len(rows)} instance types; source: {answered}")
-    print(f"prices: {catalog.PRICE_SOURCE}")
+        print("\n" + _("{n} instance types; source: {source}").format(n=len(rows), source=answered))
+    print(_("prices: {source}").format(source=catalog.PRICE_SOURCE))
     return 0
 
 
@@ -177,26 +179,41 @@ def plan(argv: list[str] | None = None) -> int:
         print(json.dumps({**picked.to_dict(), "plans": [p.to_dict() for p in plans]}, indent=2))
         return 0
     print(
-        f"{opts.model}, {opts.tokens:.3g} tokens, {opts.global_batch:,} tokens per optimizer step "
-        f"({math.ceil(opts.tokens / opts.global_batch):,} steps), seq {opts.seq_len}, "
-        f"GPU stack {opts.stack}, {opts.method} fine-tuning; "
-        "USD = fixed $ (start-up, weight download, init, final save: once per node) "
-        "+ tokens $ (steps, checkpoints, storage); "
-        f"= ties within the planner's {PLANNER_ERROR:.0%} error, ordered by fewer nodes then lower cost; "
-        "* = time-vs-cost Pareto front; o = overridden price"
+        _(
+            "{model}, {tokens:.3g} tokens, {batch:,} tokens per optimizer step ({steps:,} steps), seq {seq}, "
+            "GPU stack {stack}, {method} fine-tuning; "
+            "USD = fixed $ (start-up, weight download, init, final save: once per node) "
+            "+ tokens $ (steps, checkpoints, storage); "
+            "= ties within the planner's {error:.0%} error, ordered by fewer nodes then lower cost; "
+            "* = time-vs-cost Pareto front; o = overridden price"
+        ).format(
+            model=opts.model,
+            tokens=opts.tokens,
+            batch=opts.global_batch,
+            steps=math.ceil(opts.tokens / opts.global_batch),
+            seq=opts.seq_len,
+            stack=opts.stack,
+            method=opts.method,
+            error=PLANNER_ERROR,
+        )
     )
     print(format_table(plans, args.top))
     for i, p in enumerate(plans[: args.top], 1):
         if p.hint:
             print(f"{i:>2} {p.label}: {p.hint}")
-    print(f"picked row {args.pick}: {plan_line(picked)}")
+    print(_("picked row {row}: {plan}").format(row=args.pick, plan=plan_line(picked)))
     if args.out:
-        print(f"wrote {save_plan(picked, args.out)} (workshop render --plan {args.out} --out DIR)")
+        print(
+            _("wrote {path} (workshop render --plan {out} --out DIR)").format(
+                path=save_plan(picked, args.out), out=args.out
+            )
+        )
     unpriced = sorted({p.instance_type for p in plans if p.usd is None})
     if unpriced:
         print(
-            f"no price known (listed last, never on the front): {', '.join(unpriced)}; "
-            "--price TYPE=USD ranks them"
+            _(
+                "no price known (listed last, never on the front): {types}; --price TYPE=USD ranks them"
+            ).format(types=", ".join(unpriced))
         )
     return 0
 
@@ -500,17 +517,32 @@ def memory_plan(argv: list[str]) -> int:
 
 def _print_recommendation(rec: Recommendation) -> None:
     mp = rec.plan
-    print(f"{rec.model}: {mp.params:,} parameters, ZeRO-{mp.zero_stage}, world size {mp.world_size}")
+    print(
+        _("{model}: {params:,} parameters, ZeRO-{zero}, world size {world}").format(
+            model=rec.model, params=mp.params, zero=mp.zero_stage, world=mp.world_size
+        )
+    )
     for k, v in mp.components.items():
         print(f"  {k:<22} {v / GiB:8.2f} GiB  ({mp.placement[k]})")
-    print(f"  {'per-rank total':<22} {mp.total / GiB:8.2f} GiB")
+    total = _("per-rank total")  # padded by terminal columns: a Hangul syllable takes two
+    pad = 22 - sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in total)
+    print(f"  {total}{' ' * max(0, pad)} {mp.total / GiB:8.2f} GiB")
     print(
-        f"-> {rec.nodes} x {rec.instance_type}, {rec.procs_per_node} rank(s)/node; pod requests cpu "
-        f"{rec.cpu_request}, memory {rec.memory_request}, /dev/shm {rec.shm_size}; "
-        f"${rec.hourly_cost_usd if rec.hourly_cost_usd is not None else '?'}/h on demand"
+        _(
+            "-> {nodes} x {type}, {ppn} rank(s)/node; pod requests cpu {cpu}, memory {memory}, "
+            "/dev/shm {shm}; ${usd}/h on demand"
+        ).format(
+            nodes=rec.nodes,
+            type=rec.instance_type,
+            ppn=rec.procs_per_node,
+            cpu=rec.cpu_request,
+            memory=rec.memory_request,
+            shm=rec.shm_size,
+            usd=rec.hourly_cost_usd if rec.hourly_cost_usd is not None else "?",
+        )
     )
     print(f"   {rec.reason}")
-    print(f"   acceptable: {', '.join(rec.instance_types)}")
+    print("   " + _("acceptable: {types}").format(types=", ".join(rec.instance_types)))
 
 
 def _memory_parser() -> argparse.ArgumentParser:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TypedDict
 
+from workshop.lang import _
 from workshop.launch.torchrun import run_torchrun
 
 
@@ -24,7 +25,7 @@ def measure(train_args, stages=(1, 2, 3), *, nproc: int = 2, steps: int = 6) -> 
 
     rows: list[StageRun] = []
     for s in stages:
-        print(f"ZeRO-{s}, {steps} steps ...", end=" ", flush=True)
+        print(_("ZeRO-{stage}, {steps} steps ...").format(stage=s, steps=steps), end=" ", flush=True)
         args = replace(
             train_args, zero_stage=s, max_steps=steps, output_dir=f"{train_args.output_dir}-zero{s}"
         )
@@ -38,5 +39,5 @@ def measure(train_args, stages=(1, 2, 3), *, nproc: int = 2, steps: int = 6) -> 
                 "final_loss": m["final_loss"],
             }
         )
-        print(f"{rows[-1]['tokens_per_s']:.0f} tokens/s", flush=True)
+        print(_("{speed:.0f} tokens/s").format(speed=rows[-1]["tokens_per_s"]), flush=True)
     return rows

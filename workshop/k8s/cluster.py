@@ -38,6 +38,7 @@ from workshop.errors import WorkshopError, check_positive
 from workshop.k8s.api_errors import ClusterError, explain, guarded, plural, retries
 from workshop.k8s.base import read_yaml_docs, workbook_labels
 from workshop.k8s.validate import KIND_FAMILY, ensure_valid
+from workshop.lang import _
 
 # The oldest `kubernetes` release tests/k8s/test_cluster.py was run against (it passes on 31.0.0, 35.0.0
 # and 37.0.1). Nothing here calls ApiClient.param_serialize (37+); DynamicClient.server_side_apply, the newest
@@ -79,7 +80,12 @@ COMPONENTS = {
 
 
 class NoCluster(WorkshopError):
-    """`connect(required=True)` found no usable kubeconfig or no API server answering; says which."""
+    """`connect(required=True)` found no usable kubeconfig or no API server answering; says which
+    (`reason`: that sentence alone, for the preflight's "not checked" lines)."""
+
+    def __init__(self, reason: str):
+        super().__init__(_("no cluster: {reason}").format(reason=reason))
+        self.reason = reason
 
 
 @dataclass(frozen=True)
@@ -91,10 +97,15 @@ class Applied:
     uid: str | None
 
     def __str__(self) -> str:
-        where = f" in {self.namespace}" if self.namespace else ""
-        return f"{self.kind}/{self.name}{where} applied" + (
-            " (server dry run, nothing stored)" if self.dry_run else ""
-        )
+        if self.namespace and self.dry_run:
+            text = _("{kind}/{name} in {namespace} applied (server dry run, nothing stored)")
+        elif self.namespace:
+            text = _("{kind}/{name} in {namespace} applied")
+        elif self.dry_run:
+            text = _("{kind}/{name} applied (server dry run, nothing stored)")
+        else:
+            text = _("{kind}/{name} applied")
+        return text.format(kind=self.kind, name=self.name, namespace=self.namespace)
 
 
 def check_library() -> str:
@@ -524,10 +535,10 @@ def connect(
     from urllib3.exceptions import HTTPError
 
     def say(text):
-        if required and text.startswith("no cluster: "):
-            raise NoCluster(text.removesuffix("; continuing offline"))
+        if required:
+            raise NoCluster(text)
         if not quiet:
-            print(text)
+            print(_("no cluster: {reason}; continuing offline").format(reason=text))
 
     cfg = client.Configuration()
     try:
@@ -535,10 +546,10 @@ def connect(
     except NoCluster:
         raise
     except (config.ConfigException, WorkshopError) as exc:
-        say(f"no cluster: the kubeconfig could not be used ({exc}); continuing offline")
+        say(_("the kubeconfig could not be used ({error})").format(error=exc))
         return None
     if isinstance(found, str):
-        say(f"no cluster: no kubeconfig at {found} (and not running inside a pod); continuing offline")
+        say(_("no kubeconfig at {path} (and not running inside a pod)").format(path=found))
         return None
     where, user = found
     cfg.retries = retries()
@@ -551,15 +562,24 @@ def connect(
         info = client.VersionApi(cluster.api).get_code(_request_timeout=timeout)
     except (HTTPError, OSError) as exc:
         name = type(exc).__name__
-        say(f"no cluster: the API server at {cfg.host} did not answer ({name}); continuing offline")
+        say(_("the API server at {host} did not answer ({error})").format(host=cfg.host, error=name))
         return None
     except ApiException as exc:
-        say(f"no cluster: {cluster._explain(exc, 'get', 'version')}; continuing offline")
+        say(cluster._explain(exc, "get", "version"))
         return None
     cluster.version = info.git_version or "?"
-    say(f"connected: {cfg.host} (Kubernetes {cluster.version}, {where})")
-    if not cfg.verify_ssl:
-        say(f"note: {cfg.host}'s TLS certificate is not verified (insecure-skip-tls-verify, {where})")
+    if not quiet:
+        print(
+            _("connected: {host} (Kubernetes {version}, {where})").format(
+                host=cfg.host, version=cluster.version, where=where
+            )
+        )
+    if not cfg.verify_ssl and not quiet:
+        print(
+            _("note: {host}'s TLS certificate is not verified (insecure-skip-tls-verify, {where})").format(
+                host=cfg.host, where=where
+            )
+        )
     return cluster
 
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from workshop.errors import WorkshopError, check_choice, check_positive
+from workshop.lang import _
 from workshop.launch.procs import run_captured, stop_tree
 from workshop.launch.progress import bar
 from workshop.paths import REPO
@@ -548,7 +549,13 @@ def sweep_threads(
     order = [(r, t) for r in range(rounds) for t in settings]
     for i, (r, t) in enumerate(order, 1):
         row = rows[t]
-        print(f"[{i}/{len(order)}] {row['label']}, {steps} steps ...", end=" ", flush=True)  # a long cell
+        print(  # a long cell
+            _("[{i}/{n}] {label}, {steps} steps ...").format(
+                i=i, n=len(order), label=row["label"], steps=steps
+            ),
+            end=" ",
+            flush=True,
+        )
         args = replace(train_args, max_steps=steps, output_dir=f"{train_args.output_dir}-threads{t}-r{r}")
         run = run_torchrun(
             args, nproc_per_node=nproc_per_node, threads_per_rank=t, allow_oversubscribe=True, progress=False
@@ -557,7 +564,12 @@ def sweep_threads(
         row["samples"] += steady([s.get("tokens_per_s") for s in metrics["steps"]])
         row["times"] += steady([s.get("step_time_s") for s in metrics["steps"]])
         row["rounds"].append(metrics["tokens_per_s_median"])
-        print(f"{metrics['tokens_per_s_median']:.0f} tokens/s in {run.seconds:.0f} s", flush=True)
+        print(
+            _("{speed:.0f} tokens/s in {seconds:.0f} s").format(
+                speed=metrics["tokens_per_s_median"], seconds=run.seconds
+            ),
+            flush=True,
+        )
     for row in rows.values():
         xs = row["samples"] or row["rounds"]
         row.update(

@@ -264,7 +264,7 @@ def original_gpu_rows(source: str | None = None) -> list[CheckRow]:
         measured = run.seconds / ORIGINAL_STEPS
         rows.append(
             CheckRow(
-                f"planner, no fit: {run.label}",
+                _("planner, no fit: {label}").format(label=run.label),
                 p.step_time_s,
                 measured,
                 "s/step",

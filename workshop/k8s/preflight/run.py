@@ -30,7 +30,7 @@ def run(
         try:
             cluster = connect(kubeconfig=kubeconfig, context=context, quiet=True, required=True)
         except NoCluster as exc:
-            report.checks += unchecked(req, str(exc).removeprefix("no cluster: "))
+            report.checks += unchecked(req, exc.reason)
     if cluster is not None:
         report.checks += cluster_checks(cluster, req)
     report.checks += aws_checks(req, region, ec2=ec2, quotas=quotas)
