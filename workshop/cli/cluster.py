@@ -9,7 +9,8 @@ from workshop.cli.args import summary
 from workshop.cli.base import command
 from workshop.errors import WorkshopError, check_choice, check_positive
 from workshop.k8s.base import check_dns_label, read_yaml_docs
-from workshop.k8s.cluster import Cluster, check_kubeconfig, connect
+from workshop.k8s.cluster import Cluster, connect
+from workshop.k8s.kubeconfig import check_kubeconfig
 from workshop.k8s.logs import follow_logs, pod_waiting
 from workshop.k8s.teardown.delete import EXIT_TERMINATING, teardown
 from workshop.k8s.teardown.reading import why_held

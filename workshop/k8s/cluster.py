@@ -32,11 +32,11 @@ import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 
 from workshop.errors import WorkshopError, check_positive
 from workshop.k8s.api_errors import ClusterError, explain, guarded, plural, retries
-from workshop.k8s.base import read_yaml_docs, workbook_labels
+from workshop.k8s.base import workbook_labels
+from workshop.k8s.kubeconfig import configure
 from workshop.k8s.validate import KIND_FAMILY, ensure_valid
 from workshop.lang import _
 
@@ -542,7 +542,7 @@ def connect(
 
     cfg = client.Configuration()
     try:
-        found = _configure(cfg, kubeconfig, context)
+        found = configure(cfg, kubeconfig, context)
     except NoCluster:
         raise
     except (config.ConfigException, WorkshopError) as exc:
@@ -569,44 +569,20 @@ def connect(
         return None
     cluster.version = info.git_version or "?"
     if not quiet:
-        print(
-            _("connected: {host} (Kubernetes {version}, {where})").format(
-                host=cfg.host, version=cluster.version, where=where
-            )
+        _announce(cfg, cluster.version, where)
+    return cluster
+
+
+def _announce(cfg, version: str, where: str) -> None:
+    """The connected line, and a note when the server's certificate is not verified."""
+    print(
+        _("connected: {host} (Kubernetes {version}, {where})").format(
+            host=cfg.host, version=version, where=where
         )
-    if not cfg.verify_ssl and not quiet:
+    )
+    if not cfg.verify_ssl:
         print(
             _("note: {host}'s TLS certificate is not verified (insecure-skip-tls-verify, {where})").format(
                 host=cfg.host, where=where
             )
         )
-    return cluster
-
-
-def _configure(cfg, kubeconfig: str | None, context: str | None) -> tuple[str, str] | str:
-    """Load the in-cluster service account or the kubeconfig into `cfg`: (where, user), or the kubeconfig
-    path when there is none."""
-    from kubernetes import config
-
-    if kubeconfig is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
-        config.load_incluster_config(client_configuration=cfg)
-        return "in-cluster service account", "the pod's service account"
-    path = kubeconfig or os.environ.get("KUBECONFIG", "").split(os.pathsep)[0] or "~/.kube/config"
-    if not Path(os.path.expanduser(path)).is_file():
-        return path
-    path = os.path.expanduser(path)
-    check_kubeconfig(path)
-    config.load_kube_config(config_file=path, context=context, client_configuration=cfg)
-    contexts, active = config.list_kube_config_contexts(config_file=path)
-    chosen = next((c for c in contexts if c.get("name") == context), active) if context else active
-    user = ((chosen or {}).get("context") or {}).get("user", "")
-    return f"kubeconfig {path}" + (f" context {context}" if context else ""), user
-
-
-def check_kubeconfig(path, what: str = "kubeconfig") -> None:
-    """A kubeconfig must be one YAML mapping: anything else (a folder, binary, not YAML, a list) is a
-    WorkshopError naming the path, before the kubernetes client fails on it with a traceback."""
-
-    docs = read_yaml_docs(path, what, "a kubeconfig: one YAML mapping")
-    if len(docs) != 1:
-        raise WorkshopError(f"{what} {str(path)!r} holds {len(docs)} YAML documents; expected one mapping")
