@@ -543,8 +543,8 @@ def _cap_effect(fast: Mapping[str, Any], slow: Mapping[str, Any]) -> str:
             "more bytes per step (a larger model, fp32) makes the network show."
         ).format(fast=fast["rate"], slow=slow["rate"], grow=grow)
     return _(
-        "step time {fast} -> {slow}: {grow:+.0%}. The network shows: ZeRO-3 moves the "
-        "same bytes at every cap, and the tighter cap makes each step wait for them."
+        "step time {fast} -> {slow}: {grow:+.0%}. The network shows: the tighter cap makes each step wait "
+        "for its collectives (the bytes per step of each cap are in the table above)."
     ).format(fast=fast["rate"], slow=slow["rate"], grow=grow)
 
 
