@@ -264,6 +264,65 @@ def test_image_pins_are_exact_and_satisfy_pyproject():
         assert needed in pins
 
 
+def _training_imports() -> set[str]:
+    """Top-level third-party modules the training entry point can import, lazy imports included: the
+    closure over workshop modules reachable from workshop/train/__main__.py."""
+    import ast
+    import sys
+
+    seen, third, todo = set(), set(), ["workshop.train.__main__"]
+    while todo:
+        mod = todo.pop()
+        if mod in seen:
+            continue
+        seen.add(mod)
+        base = REPO / mod.replace(".", "/")
+        path = base / "__init__.py" if (base / "__init__.py").is_file() else base.with_suffix(".py")
+        if not path.is_file():
+            continue  # a name imported from a module, not a module
+        parts = mod.split(".")
+        todo += [".".join(parts[:i]) for i in range(1, len(parts))]
+        package = parts if path.name == "__init__.py" else parts[:-1]
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                head = package[: len(package) - node.level + 1] if node.level else []
+                mod_name = ".".join(head + ([node.module] if node.module else []))
+                names = [mod_name] + [f"{mod_name}.{a.name}" for a in node.names]
+            else:
+                continue
+            for name in names:
+                if name.split(".")[0] == "workshop":
+                    todo.append(name)
+                elif name.split(".")[0] not in sys.stdlib_module_names and name.split(".")[0] != "__future__":
+                    third.add(name.split(".")[0])
+    return third
+
+
+def test_image_holds_everything_training_imports():
+    """A pod runs `torchrun -m workshop.train` in an image installed with --no-deps: a module the entry point
+    imports (even lazily: TensorBoard, PEFT, boto3 for --sync-to) and the image lacks fails there, not
+    here."""
+    import importlib.metadata as md
+
+    pins = {
+        Requirement(line).name.lower().replace("_", "-")
+        for line in (REPO / "docker" / "requirements.txt").read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    }
+    dists = md.packages_distributions()
+    imports = _training_imports()
+    assert {"transformers", "deepspeed", "peft", "tensorboard"} <= imports  # the walk reaches lazy imports
+    missing = sorted(
+        (module, dist)
+        for module in imports - {"torch"}
+        for dist in dists.get(module, [module])
+        if dist.lower().replace("_", "-") not in pins
+    )
+    assert not missing, f"training imports these, docker/requirements.txt lacks them: {missing}"
+
+
 # ------------------------------------------------------------------ cluster operations (fake cluster)
 class FakeCluster:
     """Duck-typed Cluster: records calls, serves TrainJob status and a rank-0 log."""
