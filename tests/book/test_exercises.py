@@ -48,3 +48,28 @@ def test_checked_exercise_shows_its_outcome(chapter, tmp_path):
 def test_unknown_chapter_is_named():
     with pytest.raises(WorkshopError, match="'07'"):
         exercises.show("07")
+
+
+def test_chapter_02_one_node_exercise_states_what_the_pool_does():
+    """Issue 49: exercise 2 said the CPU limit "shrinks to one node's vCPUs"; with one node the pool admits
+    only larger types, so the limit (one node x the largest admitted type's vCPUs) grows. The stated outcome
+    is checked against the chapter's own calls."""
+    from workshop.k8s import karpenter
+    from workshop.lang import _
+    from workshop.plan import cost, options
+    from workshop.plan import job as plan_job
+
+    said = _(exercises.EXERCISES["02"][1].expect)
+    pools = {}
+    for nodes in (4, 1):
+        opts = options.Options(model="llama-3-8b", tokens=1e8, families=("c7i", "m7i", "r7i"), nodes=(nodes,))
+        plans = cost.rank(opts)
+        picked = plan_job.from_ranking(plans, opts)
+        spec = karpenter.plan_pool(picked, cluster="c", role="r").to_dicts()[0]["spec"]
+        sizes = next(
+            r["values"] for r in spec["template"]["spec"]["requirements"] if r["key"].endswith("size")
+        )
+        pools[nodes] = (picked.job.zero_stage, int(spec["limits"]["cpu"]), sizes)
+    assert pools[1][0] == 0 and "ZeRO-0" in said
+    assert pools[1][1] > pools[4][1] and "more than the four-node pool's" in said and "shrinks" not in said
+    assert "48xlarge" in pools[1][2] and not set(pools[1][2]) >= set(pools[4][2])

@@ -206,3 +206,25 @@ def test_a_stored_share_this_run_contradicts_is_said_to_be_contradicted():
     )
     other = {**low, "machine": {"cpu_model": "Another CPU"}}
     assert "neither confirms nor contradicts" in interpret.stored_against_live(stored, other)
+
+
+def _over_peak_summary(clock_ghz: float, bf16_cells: list[float]):
+    from workshop.plan import gemm, hardware
+
+    d = {**hardware.detect(probe_onednn=False), "isa_class": "zen5", "avx512_bf16": True, "amx": False}
+    d["clock_ghz"], d["clock_source"], d["cores"] = clock_ghz, "the hypervisor's clock", 2
+    cells = [gemm.GemmResult(256, "bf16", 1, bf16_cells), gemm.GemmResult(256, "fp32", 1, [0.1, 0.1, 0.1])]
+    return d, gemm.summarize(d, cells)
+
+
+def test_a_share_above_the_peak_is_not_quoted_and_names_the_wrong_factor():
+    """Chapter 01 printed "141.6% of this CPU's bf16 peak" as a share: above 100 % the clock or the FLOP per
+    cycle is wrong, and the numbers say which (the clock the rate needs)."""
+    from workshop.book import sentences
+
+    d, s = _over_peak_summary(2.6, [0.40, 0.40, 0.40])  # 128 FLOP/cycle: needs 3.13 GHz, a boost clock
+    said = sentences.gemm_summary(d, s)
+    assert "% of this CPU's bf16 peak" not in said and "no share of it is quoted" in said
+    assert "the clock is wrong" in said and "3.12 GHz" in said and "at most" in said
+    d, s = _over_peak_summary(2.6, [1.6, 1.6, 1.6])  # needs 12.5 GHz: no core runs that, the peak is wrong
+    assert "the peak is wrong" in sentences.gemm_summary(d, s)

@@ -241,3 +241,54 @@ def test_real_interleaved_recipes_tiny(tmp_path, kit_cache):
     )
     path = measure.save("recipes", r, cfg.results_dir)
     assert json.loads(path.read_text())["variants"]["original"]["argv"][:2] == ["--zero-stage", "3"]
+
+
+def test_stored_rows_quote_one_amx_peak_and_name_their_machine():
+    """Issue 49: the stored table quoted two AMX peaks (5.32 and 6.55 TFLOPS) for one 2-core Xeon, and showed
+    rows measured on "a machine not recorded" (the workbook's 4.17 min): one peak at the measured clock, and
+    a row without its machine is left out of the learner's table (kept in the maintainers')."""
+    peaks = {
+        "cpu_model": "Xeon",
+        "amx": True,
+        "cores": 2,
+        "clock_ghz": 2.6,
+        "bf16_path": "amx_bf16",
+        "bf16_tflops": 5.3248,
+        "amx_bf16_tflops": 6.5536,
+    }
+    rec = {
+        "a": "w",
+        "peaks": peaks,
+        "measured_at": "2026-11-25 05:00:00",
+        "variants": {
+            "w": {"model_tflops": 0.934, "mfu_pct_of_present_peak": 17.54, "mfu_pct_of_amx_peak": 14.25}
+        },
+    }
+    mfu = summary._mfu_row({"recipes": rec})
+    assert mfu["value"] == 17.54 and "5.32 TFLOPS" in mfu["detail"] and "6.55" not in mfu["detail"]
+    gemm = {
+        "amx": True,
+        "peak_bf16_path": "amx_bf16",
+        "bf16_pct_of_peak": 44.1,
+        "bf16_pct_of_amx_peak": 35.8,
+        "bf16_tflops": 2.348,
+        "bf16_size": 2048,
+        "bf16_over_fp32": 5.35,
+        "clock_ghz": 2.6,
+        "detect": {"cpu_model": "Xeon"},
+        "measured_at": "2026-11-25 05:28:55",
+    }
+    res = {
+        "gemm": gemm,
+        "workbook": {
+            "total_s": 250.5,
+            "notebooks": [{"notebook": "01_x.ipynb"}],
+            "measured_at": "2026-11-22 01:59:06",
+        },
+    }
+    rows = summary.summary_rows(res)
+    assert next(r for r in rows if r["benchmark"] == "gemm")["value"] == 44.1
+    learner = summary.format_rows(rows)
+    assert "| gemm |" in learner and "Xeon" in learner
+    assert "| workbook |" not in learner and "not recorded" not in learner
+    assert "| workbook |" in summary.format_rows(rows, targets=True)

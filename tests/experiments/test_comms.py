@@ -243,6 +243,24 @@ def test_one_place_says_what_offload_does_on_a_cpu():
     assert "Test CPU" in said and "2026-11-22" in said and "only adds copies" not in said
 
 
+def test_the_cpu_adam_sentence_agrees_with_the_stored_lever_table():
+    """Issue 49: chapter 04 said CPU Adam "can make the step faster" beside a lever table whose CPU Adam row,
+    re-judged, is within noise: the sentence gives one run each as no verdict and the table's judgement."""
+    from workshop.experiments.comms import offload_on_cpu
+
+    stored = {
+        "env": {"cpu_model": "Test CPU", "cpus": 2},
+        "date": "2026-11-22",
+        "local": [
+            {"model": "small", "offload": False, "measured_s": 2.29},
+            {"model": "small", "offload": True, "measured_s": 1.85},
+        ],
+    }
+    said = offload_on_cpu(stored)
+    assert "can make the step faster" not in said and "one run each, no verdict" in said
+    assert "ZeRO-3 + DeepSpeed CPU Adam vs ZeRO-3 engine: within noise" in said and "2026-11-25" in said
+
+
 def test_chapter_06_sets_this_runs_netsim_beside_the_stored_one(tmp_path):
     """Issue 37: the stored 1 Gbit slowdown (and its 'open question') is that machine's; this run's chapter 05
     says whether it reproduced."""
@@ -261,10 +279,27 @@ def test_chapter_06_sets_this_runs_netsim_beside_the_stored_one(tmp_path):
     )
     said = netsim_reproduced(stored, live)
     assert said[0].startswith("10gbit: this run (chapter 05) 0.47 s/step, stored 0.31 s/step (Stored CPU")
-    assert (
-        "x1.40 in this run and x2.16 in the stored one (Stored CPU, 2026-11-22): did NOT reproduce"
-        in said[-1]
+    growth = next(line for line in said if line.startswith("10gbit -> 1gbit"))
+    assert "grew 0.19 s in this run and 0.36 s in the stored one (Stored CPU, 2026-11-22)" in growth
+    assert "one run of each: NOT the stored growth" in growth
+    # issue 49: "reproduced" was judged on the ratio, which a run matching the planner (0.22 -> 0.40 s against
+    # 0.31 -> 0.67 s) passed; the stored story is about seconds the step lost, so the growth is compared
+    live.write_text(
+        json.dumps(
+            {
+                "table": [
+                    {"rate": "10gbit", "ok": True, "step_time_s_median": 0.2211},
+                    {"rate": "1gbit", "ok": True, "step_time_s_median": 0.3971},
+                ]
+            }
+        )
     )
+    growth = next(line for line in netsim_reproduced(stored, live) if line.startswith("10gbit -> 1gbit"))
+    assert "NOT the stored growth" in growth and "reproduced" not in growth
+    # and chapter 01's planner on the same stored steps is set beside, with its method
+    planner = netsim_reproduced(stored, live)[-1]
+    assert planner.startswith("chapter 01's planner predicts the same stored steps as 10gbit 0.22 s/step")
+    assert "two methods, so two predictions of one measurement" in planner
 
 
 def test_the_worker_reads_the_flags_a_node_launcher_appends():

@@ -176,9 +176,10 @@ EXERCISES: dict[str, list[Exercise]] = {
         Exercise(
             {"nodes": 1, "model": "llama-3-8b"},
             N_(
-                "One node must hold what four shared: the small sizes (4xlarge, 8xlarge) drop out of the "
-                "pool and larger ones (up to 48xlarge) come in, while its CPU limit shrinks to "
-                "one node's vCPUs."
+                "One node must hold the whole job, so the plan trains one rank with nothing to shard "
+                "(ZeRO-0): the smallest sizes drop out of the pool and larger ones (up to 48xlarge) come in, "
+                "and the CPU limit becomes one node's vCPUs of the largest type admitted, more than the "
+                "four-node pool's limit because that type is so much larger."
             ),
         ),
     ],

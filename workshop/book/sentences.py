@@ -132,11 +132,21 @@ def gemm_summary(d: dict, s: dict) -> str:
     count measured), and bf16 as % of this CPU's bf16 peak and of the AMX peak of the same cores."""
     from workshop.report.interpret import gemm_ratio_range
 
+    pct, amx_pct = s["bf16_pct_of_peak"], s["bf16_pct_of_amx_peak"]
+    if pct is not None and pct > 100:  # no share above a peak: which factor of the peak is wrong, said
+        shares = _(
+            "bf16 above this CPU's bf16 peak ({path}), so no share of it is quoted: {note}; at most "
+            "{amx_pct}% of the AMX peak of the same cores (a higher clock raises that peak too)"
+        ).format(path=s["peak_bf16_path"], note=s.get("note"), amx_pct=amx_pct)
+    else:
+        shares = _(
+            "{pct}% of this CPU's bf16 peak ({path}), {amx_pct}% of the AMX peak of the same cores"
+        ).format(pct=pct, path=s["peak_bf16_path"], amx_pct=amx_pct)
     said = _(
         "{cpu}, AMX={amx}, both at {threads} thread(s): bf16 {bf16:.3f} vs fp32 {fp32:.3f} TFLOPS "
-        "(x{ratio}), {pct}% of this CPU's bf16 peak ({path}), {amx_pct}% of the AMX peak of the same cores; "
-        "both peaks at {clock:g} GHz ({source})"
+        "(x{ratio}), {shares}; both peaks at {clock:g} GHz ({source})"
     ).format(
+        shares=shares,
         clock=s["clock_ghz"] or hardware.XEON_REFERENCE["clock_ghz"],
         source=s["clock_source"] if s["clock_ghz"] else hardware.XEON_REFERENCE["clock_source"],
         cpu=d["cpu_model"],
@@ -145,9 +155,6 @@ def gemm_summary(d: dict, s: dict) -> str:
         bf16=s["bf16_tflops"],
         fp32=s["fp32_tflops"],
         ratio=s["bf16_over_fp32"],
-        pct=s["bf16_pct_of_peak"],
-        path=s["peak_bf16_path"],
-        amx_pct=s["bf16_pct_of_amx_peak"],
     )
     span = gemm_ratio_range(s)  # type: ignore[arg-type]
     if not span:

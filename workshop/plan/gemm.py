@@ -224,12 +224,39 @@ def summarize(d: Detection, results: list[GemmResult]) -> GemmSummary:
     }
     if bf16 and fp32:
         out["bf16_samples"], out["fp32_samples"] = list(bf16.tflops), list(fp32.tflops)
-    if any((v or 0) > 100 for v in (out["bf16_pct_of_peak"], out["fp32_pct_of_peak"])):
-        out["note"] = _(
-            "above 100% of peak: the clock used is below the one the cores really ran at "
-            "({source}; VMs report the base clock, cores boost higher)"
-        ).format(source=d.get("clock_source"))
+    over = [(x, p) for x, p in ((bf16_t, pb), (fp32_t, pf)) if x is not None and p and x > p.tflops]
+    if over:
+        out["note"] = over_peak(*max(over, key=lambda o: o[0] / o[1].tflops), d.get("clock_source"))
     return out
+
+
+# No x86 server core runs a sustained clock above this (EPYC 9175F and Xeon 6 boost to ~5 GHz): a measured
+# rate that needs more than this at its path's FLOP per cycle has a wrong FLOP per cycle, not a wrong clock.
+MAX_CLOCK_GHZ = 5.0
+
+
+def needed_clock_ghz(tflops: float, peak: Peak) -> float:
+    """The clock (GHz) at which `peak`'s cores and FLOP per cycle deliver `tflops`."""
+    return tflops * 1e12 / (peak.cores * peak.flops_per_cycle * 1e9)
+
+
+def over_peak(tflops: float, peak: Peak, clock_source: str | None) -> str:
+    """Why a measured rate exceeds its peak, decided from the numbers: a share above 100 % of a peak is a
+    wrong clock (the clock it needs is one a core can run) or a wrong FLOP per cycle (no core runs that
+    clock). Returns one sentence naming which, with the clock the rate needs."""
+    need = needed_clock_ghz(tflops, peak)
+    said = {"x": tflops / peak.tflops, "need": need, "fpc": peak.flops_per_cycle, "path": peak.path}
+    if need <= MAX_CLOCK_GHZ:
+        return _(
+            "above 100% of peak (x{x:.2f}): the clock is wrong, not the peak: at {fpc} FLOP/cycle per core "
+            "({path}) this rate needs {need:.2f} GHz, more than the {clock:g} GHz used ({source}; VMs report "
+            "the base clock, cores boost higher)"
+        ).format(**said, clock=peak.clock_ghz, source=clock_source)
+    return _(
+        "above 100% of peak (x{x:.2f}): the peak is wrong, not the clock: at {fpc} FLOP/cycle per core "
+        "({path}) this rate needs {need:.2f} GHz, beyond any x86 core ({max:g} GHz), so this CPU does more "
+        "FLOP per cycle than the {path} row says"
+    ).format(**said, max=MAX_CLOCK_GHZ)
 
 
 def peak_lines(d: Detection, threads: int) -> dict[str, float | None]:

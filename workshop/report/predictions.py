@@ -127,16 +127,24 @@ def before_submit(plan: Any, steps: int) -> str:
     )
 
 
+# Passes over one corpus beyond which a fine-tune memorizes it rather than learns from it (1-3 is usual).
+MANY_EPOCHS = 3
+
+
 def plan_line(plan: Any) -> str:
     """One sentence for a plan file's Plan (workshop.plan.job.Plan): where it runs, what it trains (the global
     batch, steps and tokens, epochs where the dataset's size is known), its split, and the prediction with
     its checkpoint hours named."""
     job, pl, p = plan.job, plan.placement, plan.prediction
-    epochs = (
-        _(" (~{epochs:.3g} epochs of {dataset})").format(epochs=job.epochs, dataset=job.dataset)
-        if job.epochs
-        else ""
-    )
+    epochs = ""
+    if job.epochs:
+        epochs = _("~{epochs:.3g} epochs of {dataset}").format(epochs=job.epochs, dataset=job.dataset)
+        if job.epochs > MANY_EPOCHS:  # the cost is real, the fine-tune would not be
+            epochs += _(
+                ": that many passes over one corpus overfit it (fine-tunes usually make 1-3), so this prices "
+                "{tokens:.3g} tokens of a corpus that large, not a sensible run on {dataset}"
+            ).format(tokens=job.tokens, dataset=job.dataset)
+        epochs = f" ({epochs})"
     return _(
         "{label} ({ppn} rank(s) per node, {capacity}): {model} ({weights} weights), {dataset}, seq {seq}: "
         "global batch {batch:,} tokens x {steps:,} steps = {tokens:,} tokens{epochs}; ZeRO-{zero}, "

@@ -62,11 +62,26 @@ class SummaryRow(TypedDict):
     unit: str
     target: float | None
     measured_on: NotRequired[str]  # interpret.measured_on() of the result
+    machine_recorded: NotRequired[bool]  # False: the result names no CPU (left out of the learner's table)
     verdict: str | None
     detail: str
 
 
 Results = Mapping[str, Mapping[str, Any]]
+
+
+def records_machine(result: Mapping[str, Any] | None) -> bool:
+    """Whether a stored result names the CPU it was measured on (under any of the keys measured_on reads)."""
+    if not result:
+        return False
+    env = {**(result.get("peaks") or {}), **(result.get("machine") or {}), **(result.get("env") or {})}
+    return bool(
+        env.get("cpu_model")
+        or env.get("cpu")
+        or result.get("cpu_model")
+        or (result.get("detect") or {}).get("cpu_model")
+        or (env.get("bf16") or {})
+    )
 
 
 def _row(res: Results, key: str, value, unit: str, *, judged=True, at_most=False, detail="") -> SummaryRow:
@@ -80,6 +95,7 @@ def _row(res: Results, key: str, value, unit: str, *, judged=True, at_most=False
         "unit": unit,
         "target": target,
         "measured_on": measured_on(res.get(key) or rec_any),
+        "machine_recorded": records_machine(res.get(key) or rec_any),
         "verdict": _verdict(value, target, at_most=at_most, judged=judged),
         "detail": detail,
     }
@@ -118,6 +134,26 @@ def _mfu_row(res: Results) -> SummaryRow:
         return _row(res, "mfu", None, "%")
     amx = any(r.get("peaks", {}).get("amx") for r in res.values() if isinstance(r, dict))
     w, pk = rec["variants"][rec["a"]], rec["peaks"]
+    clock = pk.get("clock_ghz")
+    if pk.get("bf16_path") == "amx_bf16":  # an AMX CPU: one AMX peak, at the clock of the machine measured
+        return _row(
+            res,
+            "mfu",
+            w["mfu_pct_of_present_peak"],
+            "%",
+            judged=amx,
+            detail=_(
+                "{tflops:.3f} model TFLOPS = {present}% of that CPU's AMX bf16 peak, {cores} cores x "
+                "{clock:g} GHz (its reported clock) x 1,024 FLOP/cycle = {peak:.2f} TFLOPS"
+            ).format(
+                tflops=w["model_tflops"],
+                present=w["mfu_pct_of_present_peak"],
+                cores=pk["cores"],
+                clock=clock,
+                peak=pk["bf16_tflops"],
+            ),
+        )
+    amx_clock = pk["amx_bf16_tflops"] * 1e3 / (pk["cores"] * 1024)  # the clock that AMX peak was taken at
     return _row(
         res,
         "mfu",
@@ -126,7 +162,7 @@ def _mfu_row(res: Results) -> SummaryRow:
         judged=amx,
         detail=_(
             "{tflops:.3f} model TFLOPS = {present}% of that CPU's {path} peak ({peak:.2f} TFLOPS), {amx}% of "
-            "{cores}-core AMX peak ({amx_peak:.2f} TFLOPS)"
+            "the AMX peak {cores} cores would have at {clock:.3g} GHz ({amx_peak:.2f} TFLOPS)"
         ).format(
             tflops=w["model_tflops"],
             present=w["mfu_pct_of_present_peak"],
@@ -134,6 +170,7 @@ def _mfu_row(res: Results) -> SummaryRow:
             peak=pk["bf16_tflops"],
             amx=w["mfu_pct_of_amx_peak"],
             cores=pk["cores"],
+            clock=amx_clock,
             amx_peak=pk["amx_bf16_tflops"],
         ),
     )
@@ -143,19 +180,22 @@ def _gemm_row(res: Results) -> SummaryRow:
     g = res.get("gemm")
     if not g:
         return _row(res, "gemm", None, "%")
+    on_amx = g.get("peak_bf16_path") == "amx_bf16"  # one AMX peak: the measured machine's own clock
     return _row(
         res,
         "gemm",
-        g["bf16_pct_of_amx_peak"],
+        g["bf16_pct_of_peak"] if on_amx else g["bf16_pct_of_amx_peak"],
         "%",
         judged=g["amx"],
         detail=_(
-            "bf16 {tflops:.3f} TFLOPS at n={n} = {pct}% of that CPU's {path} peak; bf16/fp32 GEMM x{ratio}"
+            "bf16 {tflops:.3f} TFLOPS at n={n} = {pct}% of that CPU's {path} peak at {clock:g} GHz; "
+            "bf16/fp32 GEMM x{ratio}"
         ).format(
             tflops=g["bf16_tflops"],
             n=g["bf16_size"],
             pct=g["bf16_pct_of_peak"],
             path=g["peak_bf16_path"],
+            clock=g.get("clock_ghz") or 0,
             ratio=g["bf16_over_fp32"],
         ),
     )
@@ -205,6 +245,7 @@ def _ipex_row(ip: Mapping[str, Any]) -> SummaryRow:
         "unit": "x",
         "target": None,
         "measured_on": measured_on(ip),
+        "machine_recorded": records_machine(ip),
         "verdict": ip.get("status"),
         "detail": ip.get("message", ""),
     }
@@ -226,11 +267,13 @@ def summary_rows(results: Results | None = None, results_dir: str | Path = RESUL
 def format_rows(rows: list[SummaryRow], *, targets: bool = False) -> str:
     """The stored benchmarks as a markdown table (text), each row with the machine it was measured on.
 
-    Learners see measurements and where they were taken; `targets=True` adds the project's goals and
-    verdicts (for benchmarks/README.md and the maintainers)."""
+    Learners see measurements and where they were taken (a result that records no machine is left out);
+    `targets=True` adds the project's goals and verdicts and keeps every row (benchmarks/README.md)."""
     columns = ["benchmark", "metric", "stored value", "detail", "stored: measured on"]
     lines: list[list[object]] = []
     for r in rows:
+        if not targets and r["value"] is not None and not r.get("machine_recorded", True):
+            continue  # a stored figure must say its machine: one that cannot is not shown to a learner
         value = "-" if r["value"] is None else f"{r['value']} {r['unit']}"
         metric = r["metric"]
         line: list[object] = [r["benchmark"], _(metric), value, r["detail"], r.get("measured_on", "-")]
