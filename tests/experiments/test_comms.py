@@ -298,7 +298,10 @@ def test_chapter_06_sets_this_runs_netsim_beside_the_stored_one(tmp_path):
     assert "NOT the stored growth" in growth and "reproduced" not in growth
     # and chapter 01's planner on the same stored steps is set beside, with its method
     planner = netsim_reproduced(stored, live)[-1]
-    assert planner.startswith("chapter 01's planner predicts the same stored steps as 10gbit 0.22 s/step")
+    assert planner.startswith(
+        "chapter 01's planner predicts the same stored steps (Stored CPU, 2026-11-22) as"
+    )
+    assert "10gbit 0.22 s/step" in planner
     assert "two methods, so two predictions of one measurement" in planner
 
 

@@ -437,3 +437,16 @@ def test_validation_rows_say_what_they_assume_and_which_are_in_sample():
     # 400 Gbps EFA, not the 1600 Gbps RoCE MosaicML had: more exposed comm, a slower prediction
     assert titan.error < -0.1
     assert not any(r.in_sample for r in rows.values() if r.check.startswith(("ch04", "ch05", "original")))
+
+
+def test_a_stored_miss_names_the_later_run_that_contradicts_it():
+    """Issue 49: chapter 01's namespace rows missed on the 2026-11-22 run alone while later runs of the same
+    job matched the planner; every stored run is a row, and a miss says the other run's gap. The p4d ENI
+    row, whose step only the workbook's brief quotes, is shown and not counted."""
+    rows = {r.check: r for r in costcheck.validation()}
+    old = rows["ch05 netsim 2 nodes x 1 rank at 1gbit, tiny (2026-11-22)"]
+    new = rows["ch05 netsim 2 nodes x 1 rank at 1gbit, tiny (2026-11-28)"]
+    assert old.within is False and new.within is True
+    assert "the stored run of 2026-11-28 grew" in old.cause and "2026-11-28" in new.source
+    eni = next(r for r in rows.values() if r.check.startswith("original p4d") and "ENI" in r.check)
+    assert eni.target is None and eni.within is None and eni.cause.startswith("not a validation")

@@ -73,6 +73,11 @@ def test_drifting_reference_gives_a_range_not_a_share():
 def test_share_over_100_is_not_a_share():
     s = share([110.0, 111.0], [100.0, 101.0], part_label="the step", reference_label="GEMM ceiling")
     assert not s.clear and "measured low" in s.sentence
+    # issue 49: "reads 126% (87-155%)" quoted the median of an impossible share; only the range is said
+    assert (
+        "109%" not in s.sentence.split("(")[0]
+        and "reads above the GEMM ceiling (109-111% of it)" in s.sentence
+    )
 
 
 def test_bad_samples_fail_early():

@@ -120,13 +120,16 @@ NETSIM_REPEAT = "netsim-2026-11-28.json"
 
 def _netsim_runs() -> list[tuple[dict, str, str]]:
     """Every stored namespace run: (result, its date, where it was measured), oldest first."""
-    runs = [(rates.read_measured("netsim.json"), NETSIM_DATE, NETSIM_MEASURED)]
+    runs = [(rates.read_measured("netsim.json"), NETSIM_DATE, "netsim.json, " + NETSIM_MEASURED)]
     try:
         again = rates.read_measured(NETSIM_REPEAT)
     except WorkshopError:  # not stored (an older checkout): the first run stands alone
         return runs
     env = again.get("env", {})
-    return [*runs, (again, env.get("date", "?"), f"stored {env.get('date', '?')}, {_machine(again)}")]
+    return [
+        *runs,
+        (again, env.get("date", "?"), f"{NETSIM_REPEAT}, stored {env.get('date', '?')}, {_machine(again)}"),
+    ]
 
 
 def local_rows() -> list[CheckRow]:
@@ -226,7 +229,7 @@ def _netsim_rows(stored: list[tuple[dict, str, str]], runs: dict[str, dict]) -> 
                     res["step_time_s_median"],
                     "s/step",
                     LOCAL_TARGET,
-                    "netsim.json (network namespaces, tc cap), " + where,
+                    "network namespaces, tc cap: " + where,
                     _(
                         "network term: {mb:.0f} MB at {link:.3f} GB/s = {comm:.3f} s; in the run of {when} "
                         "the step grew {gap_m:.3f} s from the fast cap to the slow one against {gap_p:.3f} s "

@@ -346,7 +346,7 @@ def _cpu_adam_lever(path: str | Path | None) -> str | None:
     return cmp.sentence if cmp else _(word)
 
 
-def _planner_beside(stored_rows: dict[str, float]) -> list[str]:
+def _planner_beside(stored_rows: dict[str, float], where: str) -> list[str]:
     """Chapter 01's planner on the same stored namespace steps (plan.costcheck's rows), so chapter 06's
     prediction and chapter 01's of one measurement are read side by side, each with its method."""
     from workshop.plan.costcheck import netsim_predictions
@@ -356,11 +356,11 @@ def _planner_beside(stored_rows: dict[str, float]) -> list[str]:
         return []
     return [
         _(
-            "chapter 01's planner predicts the same stored steps as {planned}: from its own terms "
+            "chapter 01's planner predicts the same stored steps ({where}) as {planned}: from its own terms "
             "(compute from a separate 1-rank session, the cap at its modelled TCP efficiency); the rows "
             "above start from the measured step at the fastest cap and swap in only the collectives fitted "
             "in the namespaces: two methods, so two predictions of one measurement"
-        ).format(planned=", ".join(f"{rate} {s:.2f} s/step" for rate, s in planned.items()))
+        ).format(where=where, planned=", ".join(f"{rate} {s:.2f} s/step" for rate, s in planned.items()))
     ]
 
 
@@ -422,5 +422,5 @@ def netsim_reproduced(
                 tol=tolerance,
             )
         )
-    out += _planner_beside(rows)
+    out += _planner_beside(rows, where)
     return out
