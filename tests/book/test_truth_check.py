@@ -228,3 +228,19 @@ def test_a_share_above_the_peak_is_not_quoted_and_names_the_wrong_factor():
     assert "the clock is wrong" in said and "3.12 GHz" in said and "at most" in said
     d, s = _over_peak_summary(2.6, [1.6, 1.6, 1.6])  # needs 12.5 GHz: no core runs that, the peak is wrong
     assert "the peak is wrong" in sentences.gemm_summary(d, s)
+
+
+def test_a_single_share_above_100_percent_is_found_and_its_range_is_not():
+    """Issue 49: "141.6% of this CPU's bf16 peak" stood as a share; above 100 % a figure is a wrong clock or
+    peak. A range's upper bound and "above 100% of peak" are not shares."""
+    found = nbcheck.truth_problems(
+        _nb("bf16 0.40 TFLOPS, 141.6% of this CPU's bf16 peak (avx512_bf16_zen5)\n")
+    )
+    assert [p.split(": ", 2)[1] for p in found] == ["a single share above 100%"]
+    fine = _nb(
+        "The step reads above the GEMM ceiling (121-137% of it), so no share of it is quoted\n",
+        "above 100% of peak (x1.21): the clock is wrong, not the peak\n",
+        "The step is between 98% and 173% of the GEMM ceiling: the GEMM ceiling moved\n",
+        "86.0% of this CPU's bf16 peak (avx512_bf16_zen5), 10.8% of the AMX peak of the same cores\n",
+    )
+    assert nbcheck.truth_problems(fine) == []

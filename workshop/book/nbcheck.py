@@ -141,6 +141,9 @@ _NOT_A_SHARE = re.compile(
     re.I,
 )
 _PCT = re.compile(rf"{_NUM}%")
+# one number above 100 quoted as a share of something ("141.6% of this CPU's bf16 peak"); a range's bound
+# ("121-137% of it") and "above 100% of peak" are not
+_OVER_SHARE = re.compile(rf"(?<![\d.\-–])({_NUM})% of (?:this|that|the|its)\b", re.I)
 _STORED = re.compile(r"(?<!no )\bstored\b(?! (?:object|as)\b)", re.I)  # "no stored result" cites nothing
 _DATE = re.compile(r"\b20\d\d-\d\d-\d\d\b")
 
@@ -162,8 +165,9 @@ def truth_problems(nb) -> list[str]:
     """The sentence kinds issue 49 found, read mechanically from an executed notebook's outputs: a verdict
     word ("beats", "costs", "pays", "faster", "slower") on a line that says it comes from one round, or in a
     cell whose progress lines show one round; a single
-    percentage after "no single share can be read" in the same cell (ranges, spreads and drifts are fine); a
-    line that cites a stored result without a date. One line per problem: cell, kind, the line."""
+    percentage after "no single share can be read" in the same cell (ranges, spreads and drifts are fine); one
+    number above 100 quoted as a share ("141.6% of this CPU's bf16 peak": a wrong clock or peak, never a
+    share); a line that cites a stored result without a date. One line per problem: cell, kind, the line."""
     problems = []
     for i, cell in enumerate(c for c in nb["cells"] if c.get("cell_type") == "code"):
         refused = False
@@ -177,6 +181,8 @@ def truth_problems(nb) -> list[str]:
                 problems.append(f"{where}: a verdict from one round: {line.strip()[:200]}")
             if refused and _PCT.search(_NOT_A_SHARE.sub("", line)):
                 problems.append(f"{where}: a single percentage after a refusal: {line.strip()[:200]}")
+            if any(float(m.group(1)) > 100 for m in _OVER_SHARE.finditer(_NOT_A_SHARE.sub("", line))):
+                problems.append(f"{where}: a single share above 100%: {line.strip()[:200]}")
             if _REFUSAL.search(line):
                 refused = True
             header = line.lstrip().startswith("|") and not re.search(r"\d", line)  # a table's column names
