@@ -50,6 +50,7 @@ def test_unknown_chapter_is_named():
         exercises.show("07")
 
 
+@pytest.mark.slow  # two cost rankings, ~30 s on 2 cores
 def test_chapter_02_one_node_exercise_states_what_the_pool_does():
     """Issue 49: exercise 2 said the CPU limit "shrinks to one node's vCPUs"; with one node the pool admits
     only larger types, so the limit (one node x the largest admitted type's vCPUs) grows. The stated outcome
