@@ -228,6 +228,11 @@ def test_a_share_above_the_peak_is_not_quoted_and_names_the_wrong_factor():
     assert "the clock is wrong" in said and "3.12 GHz" in said and "at most" in said
     d, s = _over_peak_summary(2.6, [1.6, 1.6, 1.6])  # needs 12.5 GHz: no core runs that, the peak is wrong
     assert "the peak is wrong" in sentences.gemm_summary(d, s)
+    # the reason is bf16's own even where fp32 is further above its peak (the summary's note names fp32)
+    d, s = _over_peak_summary(2.6, [0.40, 0.40, 0.40])
+    s = {**s, "note": "about fp32"}
+    said = sentences.gemm_summary(d, s)
+    assert "about fp32" not in said and "(avx512_bf16_zen5) this rate needs 3.12 GHz" in said
 
 
 def test_a_single_share_above_100_percent_is_found_and_its_range_is_not():
