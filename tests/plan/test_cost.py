@@ -394,19 +394,27 @@ def test_budget_sweep_recosts_the_same_jobs():
 
 
 def test_calibrate_with_a_ceiling_measured_elsewhere(tmp_path):
-    """--ceiling: the CPU rate and its clock come from the given ceiling.json (an AMX host only)."""
+    """--ceiling: the CPU rate and its clock come from the given ceiling.json; measured on AMX it prices AMX
+    directly, measured elsewhere it is carried by its share of its own GEMM ceiling (or refused without
+    one)."""
     from workshop.paths import RESULTS_DIR
 
     doc = json.loads((RESULTS_DIR / "ceiling.json").read_text())
+    stored = tmp_path / "stored.json"
+    stored.write_text(json.dumps(doc))
     doc["levers"]["zero3"]["mfu_pct_of_peak"]["median"] *= 2
     doc["machine"]["date"] = "2099-01-01"
     mine = tmp_path / "mine.json"
     mine.write_text(json.dumps(doc))
-    base = cost.evaluate("c7i.48xlarge", 1, _opts())
+    base = cost.evaluate("c7i.48xlarge", 1, _opts(ceiling=str(stored)))
     fast = cost.evaluate("c7i.48xlarge", 1, _opts(ceiling=str(mine)))
     assert fast.compute_s == pytest.approx(base.compute_s / 2)
-    assert "2099-01-01" in fast.sources["efficiency"]
+    assert "2099-01-01" in fast.sources["efficiency"] and "whole step" in fast.sources["efficiency"]
     doc["machine"]["isa_flags"]["amx"] = False
+    mine.write_text(json.dumps(doc))
+    carried = cost.evaluate("c7i.48xlarge", 1, _opts(ceiling=str(mine)))
+    assert "carried to AMX" in carried.sources["efficiency"] and "2.1 GHz" in carried.sources["peak"]
+    del doc["levers"]["zero3"]["pct_of_ceiling"]
     mine.write_text(json.dumps(doc))
     with pytest.raises(WorkshopError, match="without AMX"):
         cost.rank(_opts(ceiling=str(mine)))

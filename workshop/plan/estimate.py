@@ -175,7 +175,7 @@ def memory_options(job: Job | Plan, activations: str = DEFAULT_ACTIVATIONS) -> P
 def _cpu_node(row: InstanceRow, opts: Options) -> Node:
     if not (row.amx and row.clock_ghz):
         raise WorkshopError(f"{row.instance_type}: the CPU estimate needs AMX and a clock ({row.amx_reason})")
-    clock = calibration.cpu_clock_basis(opts.ceiling)
+    clock = calibration.cpu_clock_basis(opts.ceiling, opts.cpu_engine)
     # on the measuring host's clock: the rate's own basis
     peak = row.cores * clock.value * AMX_BF16_FLOP_PER_CYCLE / 1000
     eff = opts.cpu_efficiency or calibration.cpu_efficiency(opts.cpu_engine, opts.ceiling, row.cores)
