@@ -162,6 +162,8 @@ def test_the_planner_predicts_the_stored_slice_within_25_percent():
     p, split = res["prediction"], res["step_split"]
     assert p["compute_s"] == pytest.approx(split["forward_backward_s"] - split["allreduce_s"], rel=0.01)
     assert p["recomputed"] and p["calibration"]["in_sample"]
+    lo, hi = p["tokens_per_s_range"]  # at the ceilings measured before and after: the median's between
+    assert lo < p["tokens_per_s"] < hi
 
 
 def test_a_slice_calibration_is_its_compute_alone():

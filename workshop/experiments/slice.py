@@ -263,6 +263,17 @@ def predict(d, cfg: SliceConfig, vocab: int, precision: str, ceiling_tflops: flo
     return out
 
 
+def predict_around(d, cfg: SliceConfig, vocab: int, precision: str, ceilings: list[float]) -> dict:
+    """predict() at the median of the GEMM ceilings measured before and after the run, with the tokens/s
+    it gives at the lowest and the highest of them: a ceiling that moved while the run trained moves the
+    prediction by as much, and the range says so."""
+    out = predict(d, cfg, vocab, precision, statistics.median(ceilings))
+    out["tokens_per_s_range"] = sorted(
+        predict(d, cfg, vocab, precision, c)["tokens_per_s"] for c in (min(ceilings), max(ceilings))
+    )
+    return out
+
+
 def _detection(machine_record: dict) -> dict:
     """A stored result's machine record as hardware.detect's dict (its ISA flags at the top level)."""
     return {**machine_record, **machine_record.get("isa_flags", {})}
@@ -277,8 +288,9 @@ def load(path: str | Path) -> dict:
     cfg = SliceConfig(**{k: v for k, v in res["config"].items() if k in SliceConfig.__dataclass_fields__})
     if cfg.vocab is None:
         cfg.vocab = res["shape"]["vocab"]
-    ceiling = statistics.median(res["ceiling_tflops"])
-    res["prediction"] = predict(_detection(res["machine"]), cfg, cfg.vocab, res["precision"], ceiling)
+    res["prediction"] = predict_around(
+        _detection(res["machine"]), cfg, cfg.vocab, res["precision"], res["ceiling_tflops"]
+    )
     res["prediction"]["recomputed"] = True
     _ratios(res)
     ts = res.setdefault("thread_scaling", {})
@@ -359,7 +371,7 @@ def summarize(cfg, d, fit: Fit, precision, why, cores, curve, ceilings, metrics,
     peak = peaks["bf16"] if precision == "bf16" else peaks["fp32"]
     timers = ds_timer_split(log)[1:]  # the first step is warm-up
     split = _split(timers)
-    pred = predict(d, cfg, fit.vocab, precision, statistics.median(ceilings))
+    pred = predict_around(d, cfg, fit.vocab, precision, ceilings)
     median_tps = statistics.median(tps)
     sh = share(model_tflops, ceilings, part_label="the slice's model FLOP rate",
                reference_label="GEMM ceiling at its shapes", unit="TFLOPS")  # fmt: skip

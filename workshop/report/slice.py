@@ -99,7 +99,8 @@ def _peak_line(res: Mapping[str, Any]) -> str:
 
 def _prediction_line(res: Mapping[str, Any]) -> str:
     p = res["prediction"]
-    return _(
+    lo, hi = p.get("tokens_per_s_range") or (p["tokens_per_s"], p["tokens_per_s"])
+    line = _(
         "the planner predicted {pred:.1f} tokens/s (compute {c:.2f} s + collectives {m:.2f} s + "
         "optimizer "
         "{o:.2f} s per step); measured / predicted = {ratio:.2f} ({lo:.2f}-{hi:.2f})"
@@ -112,6 +113,11 @@ def _prediction_line(res: Mapping[str, Any]) -> str:
         lo=res["ratio_range"][0],
         hi=res["ratio_range"][1],
     )
+    if hi > 1.01 * lo:  # the GEMM ceiling moved while the slice trained: so does the prediction
+        line += _(
+            "; at the GEMM ceiling measured before and after the run instead: {lo:.1f}-{hi:.1f} tokens/s"
+        ).format(lo=lo, hi=hi)
+    return line
 
 
 def _calibration_line(res: Mapping[str, Any]) -> str:
