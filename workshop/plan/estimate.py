@@ -172,10 +172,12 @@ def memory_options(job: Job | Plan, activations: str = DEFAULT_ACTIVATIONS) -> P
 # ---------------------------------------------------------------- nodes from the catalog
 
 
-def _cpu_node(row: InstanceRow, opts: Options) -> Node:
+def _cpu_node(row: InstanceRow, opts: Options, clock: rates.Rate | None = None) -> Node:
+    """An AMX host as the estimator's Node. `clock`: the host's own measured clock, for a check against a
+    run on a known machine (costcheck.amx_rows); a catalog type is priced at the clock of the CPU rate."""
     if not (row.amx and row.clock_ghz):
         raise WorkshopError(f"{row.instance_type}: the CPU estimate needs AMX and a clock ({row.amx_reason})")
-    clock = calibration.cpu_clock_basis(opts.ceiling)
+    clock = clock or calibration.cpu_clock_basis(opts.ceiling, opts.cpu_engine)
     # on the measuring host's clock: the rate's own basis
     peak = row.cores * clock.value * AMX_BF16_FLOP_PER_CYCLE / 1000
     eff = opts.cpu_efficiency or calibration.cpu_efficiency(opts.cpu_engine, opts.ceiling, row.cores)
@@ -276,8 +278,9 @@ def _gpu_node(row: InstanceRow, opts: Options) -> Node:
     )
 
 
-def node_for(row: InstanceRow, opts: Options) -> Node:
-    return _gpu_node(row, opts) if row.gpus else _cpu_node(row, opts)
+def node_for(row: InstanceRow, opts: Options, clock: rates.Rate | None = None) -> Node:
+    """The estimator's Node for a catalog row; `clock` (CPU only): a known host's own clock (_cpu_node)."""
+    return _gpu_node(row, opts) if row.gpus else _cpu_node(row, opts, clock)
 
 
 # ---------------------------------------------------------------- the estimate

@@ -349,7 +349,7 @@ def _cpu_adam_lever(path: str | Path | None) -> str | None:
 def _planner_beside(stored_rows: dict[str, float], where: str) -> list[str]:
     """Chapter 01's planner on the same stored namespace steps (plan.costcheck's rows), so chapter 06's
     prediction and chapter 01's of one measurement are read side by side, each with its method."""
-    from workshop.plan.costcheck import netsim_predictions
+    from workshop.plan.localcheck import netsim_predictions
 
     planned = netsim_predictions()
     if not planned or not stored_rows:
