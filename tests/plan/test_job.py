@@ -94,6 +94,39 @@ def test_cpu_pods_are_guaranteed_on_static_cpu_manager_nodes(plan_files, tmp_pat
     assert "cpuManagerPolicy: static" in node_class["spec"]["userData"]
 
 
+@pytest.mark.parametrize("itype", ["r7i.2xlarge", "c7i.8xlarge", "m7i.12xlarge", "c7i.48xlarge"])
+def test_pod_cores_are_the_threads_and_the_rate(itype):
+    """One derivation: the cores a CPU pod requests are the threads its ranks run and the cores the planner
+    prices (an r7i.2xlarge's pod holds 6 vCPUs = 3 cores: 3 threads, priced on 3, not 4)."""
+    from workshop.plan import calibration, estimate, fit
+    from workshop.plan.hardware import AMX_BF16_FLOP_PER_CYCLE
+    from workshop.plan.options import Options
+
+    row = instance_info(itype, source="moto")
+    cores = fit.pod_cores(row)
+    assert cores < row.cores, "the daemonsets' vCPU leaves the pod less than the node"
+    for ppn in (1, 2):
+        rec = fit.recommend_instance("tiny", itype, nodes=1, procs_per_node=ppn, plan_kw={}, source="moto")
+        held = int(rec.cpu_request) // fit.vcpus_per_core(row)
+        assert held == cores and int(rec.cpu_request) == cores * (row.vcpus // row.cores)
+        assert rec.threads_per_rank * ppn <= held < (rec.threads_per_rank + 1) * ppn
+    node = estimate.node_for(row, Options(source="moto"))
+    assert node.max_ranks == cores
+    clock = calibration.cpu_clock_basis(None).value
+    assert node.peak_tflops == pytest.approx(cores * clock * AMX_BF16_FLOP_PER_CYCLE / 1000)
+    assert node.efficiency == calibration.cpu_efficiency("deepspeed", None, cores)  # the share at its cores
+    assert f"{cores} cores (the pod's, of the node's {row.cores})" in node.sources["peak"]
+
+
+def test_a_plan_running_more_threads_than_its_pod_holds_is_refused(plan_files, tmp_path):
+    data = json.loads(plan_files["cpu"].read_text())
+    data["placement"]["threads_per_rank"] += 1
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(data))
+    with pytest.raises(WorkshopError, match="placement.*cores"):
+        load_plan(bad)
+
+
 def test_plan_file_round_trips(plan_files):
     for path in plan_files.values():
         plan = load_plan(path)

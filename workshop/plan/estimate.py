@@ -19,6 +19,7 @@ from workshop.errors import WorkshopError, check_positive
 from workshop.lang import N_, _
 from workshop.plan import calibration, rates
 from workshop.plan.catalog import InstanceRow
+from workshop.plan.fit import pod_cores
 from workshop.plan.hardware import AMX_BF16_FLOP_PER_CYCLE
 from workshop.plan.memory import DEFAULT_ACTIVATIONS, PlanOptions, lora_params
 from workshop.plan.models import SEQ_LEN, Architecture
@@ -176,9 +177,10 @@ def _cpu_node(row: InstanceRow, opts: Options) -> Node:
     if not (row.amx and row.clock_ghz):
         raise WorkshopError(f"{row.instance_type}: the CPU estimate needs AMX and a clock ({row.amx_reason})")
     clock = calibration.cpu_clock_basis(opts.ceiling)
-    # on the measuring host's clock: the rate's own basis
-    peak = row.cores * clock.value * AMX_BF16_FLOP_PER_CYCLE / 1000
-    eff = opts.cpu_efficiency or calibration.cpu_efficiency(opts.cpu_engine, opts.ceiling, row.cores)
+    # the pod's cores (fit.pod_cores: what it requests and runs a thread on), on the measuring host's clock
+    cores = pod_cores(row)
+    peak = cores * clock.value * AMX_BF16_FLOP_PER_CYCLE / 1000
+    eff = opts.cpu_efficiency or calibration.cpu_efficiency(opts.cpu_engine, opts.ceiling, cores)
     flow = rates.tcp_flow_gbps(opts.placement_group, opts.ena_express)
     nic = rates.instance_gbps(row)
     inter = min(nic, flow.value) * rates.TCP_EFFICIENCY.value / 8
@@ -187,7 +189,7 @@ def _cpu_node(row: InstanceRow, opts: Options) -> Node:
     return Node(
         name=row.instance_type,
         device="cpu",
-        max_ranks=row.cores,
+        max_ranks=cores,
         peak_tflops=peak,
         efficiency=eff,
         mem_gbytes_per_s=ddr,
@@ -204,10 +206,12 @@ def _cpu_node(row: InstanceRow, opts: Options) -> Node:
         usd_per_hour=rates.price(row, opts.prices),
         sources={
             "peak": _(
-                "{cores} cores x {clock:g} GHz x {flop:,} bf16 FLOP/cycle (AMX) = {peak:.1f} TFLOPS, "
-                "at {cite} (the catalog's {catalog} GHz is not used: the measured share is of this clock)"
+                "{cores} cores (the pod's, of the node's {node_cores}) x {clock:g} GHz x {flop:,} bf16 "
+                "FLOP/cycle (AMX) = {peak:.1f} TFLOPS, at {cite} (the catalog's {catalog} GHz is not used: "
+                "the measured share is of this clock)"
             ).format(
-                cores=row.cores,
+                cores=cores,
+                node_cores=row.cores,
                 clock=clock.value,
                 flop=AMX_BF16_FLOP_PER_CYCLE,
                 peak=peak,

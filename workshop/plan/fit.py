@@ -37,6 +37,34 @@ def allocatable(row: InstanceRow) -> tuple[float, float]:
     return mem, v - reserved_m / 1000
 
 
+# A CPU pod's cores, once: what it requests, the threads its ranks run and the cores the planner prices are
+# one number (pod_cores), so a pod never runs more threads than it holds nor is priced on cores it lacks.
+DAEMONSET_VCPUS = 1  # left on every node for the daemonsets (CNI, EFA plugin, kube-proxy, ...)
+
+
+def vcpus_per_core(row: InstanceRow) -> int:
+    """Hardware threads per physical core (2 on the Xeon families: SMT)."""
+    return max(1, row.vcpus // max(1, row.cores))
+
+
+def pod_cores(row: InstanceRow) -> int:
+    """Whole physical cores a CPU pod holds on this type: every allocatable vCPU but the daemonsets', in
+    whole cores (both hyperthreads of each: the kubelet's static CPU manager gives a Guaranteed pod whole
+    cores). The pod requests them, its ranks run one thread on each, and the planner prices them."""
+    _gib, vcpus = allocatable(row)
+    return max(1, (math.floor(vcpus) - DAEMONSET_VCPUS) // vcpus_per_core(row))
+
+
+def pod_cpu_request(row: InstanceRow) -> int:
+    """The pod's cpu request (and limit) in vCPUs: its whole cores, both hyperthreads each."""
+    return pod_cores(row) * vcpus_per_core(row)
+
+
+def threads_per_rank(row: InstanceRow, procs_per_node: int) -> int:
+    """Threads each of a node's ranks runs: the pod's cores shared out, one thread per core."""
+    return max(1, pod_cores(row) // procs_per_node)
+
+
 def _pow2_gib(x: float) -> int:
     return 1 << max(0, math.ceil(math.log2(max(x, 1))))
 
@@ -99,9 +127,9 @@ def fit_instance(
         return None, _("{ppn} ranks per node but {instance} has {gpus} GPU(s)").format(
             ppn=ppn, instance=row.instance_type, gpus=row.gpus
         )
-    if not gpu and ppn > row.cores:
-        return None, _("{ppn} ranks per node but only {cores} physical cores").format(
-            ppn=ppn, cores=row.cores
+    if not gpu and ppn > pod_cores(row):
+        return None, _("{ppn} ranks per node but a pod holds only {cores} physical cores").format(
+            ppn=ppn, cores=pod_cores(row)
         )
     plan = plan_memory(
         model, world_size=nodes * ppn, procs_per_node=ppn, device="gpu" if gpu else "cpu", **plan_kw
@@ -367,13 +395,13 @@ def _recommendation(
     headroom: float,
     price_source: str,
 ) -> Recommendation:
-    """The pod requests for `row`: memory rounded up to whole GiB, every allocatable core but one."""
+    """The pod requests for `row`: memory rounded up to whole GiB, the pod's whole cores (pod_cores)."""
     plan, ppn = got["plan"], got["ppn"]
     mem_req = math.ceil(got["host_need"])
-    cpu_req = max(1, math.floor(got["cpu_alloc"]) - 1)  # leave a core for daemonsets (CNI, EFA plugin, ...)
+    gpu = row.gpus > 0
+    cpu_req = pod_cpu_request(row) if not gpu else max(1, math.floor(got["cpu_alloc"]) - DAEMONSET_VCPUS)
     shm = min(64, _pow2_gib(mem_req / 4))
     price = row.hourly_usd
-    gpu = row.gpus > 0
     reason = _reason(row, got, nodes, fits, headroom)
     return Recommendation(
         model=model,
@@ -390,7 +418,7 @@ def _recommendation(
         family=row.family,
         device="gpu" if gpu else "cpu",
         gpus_per_node=row.gpus,
-        threads_per_rank=max(1, row.cores // ppn),
+        threads_per_rank=threads_per_rank(row, ppn) if not gpu else max(1, row.cores // ppn),
         need_per_node_gib=round(got["host_need"], 2),
         allocatable_gib=round(got["mem_alloc"], 2),
         headroom=headroom,

@@ -24,6 +24,7 @@ from typing import Any
 from workshop.errors import WorkshopError, check_choice, check_count, read_json
 from workshop.paths import MANIFESTS_DIR
 from workshop.plan.catalog import InstanceRow, instance_info
+from workshop.plan.fit import allocatable, pod_cores, vcpus_per_core
 from workshop.plan.models import get_preset, recipe
 from workshop.plan.options import STORAGES, checkpoint_every_s
 
@@ -320,8 +321,6 @@ def _row(instance_type: str, catalog: str, what: str) -> InstanceRow:
 
 def _check_pod(row: InstanceRow, pl: Placement, what: str) -> None:
     """The pod fits this instance type: device kind, ranks, threads, requests within allocatable."""
-    from workshop.plan.fit import allocatable
-
     name = row.instance_type
     if (row.gpus > 0) != (pl.device == "gpu"):
         raise WorkshopError(
@@ -338,13 +337,19 @@ def _check_pod(row: InstanceRow, pl: Placement, what: str) -> None:
                 f"{what}: {name} has {row.max_efa_interfaces} EFA interfaces, the pod asks {pl.efa_per_node}"
             )
         return
-    if pl.procs_per_node * pl.threads_per_rank > row.cores:
+    if pl.procs_per_node * pl.threads_per_rank > pod_cores(row):
         raise WorkshopError(
-            f"{what}: {name} has {row.cores} physical cores, the plan runs {pl.procs_per_node} rank(s) x "
-            f"{pl.threads_per_rank} thread(s) per node"
+            f"{what}: a pod on {name} holds {pod_cores(row)} physical cores, the plan runs "
+            f"{pl.procs_per_node} rank(s) x {pl.threads_per_rank} thread(s) per node"
         )
     gib, vcpus = allocatable(row)
     cpu = float(pl.cpu_request or 0)
+    held = cpu / vcpus_per_core(row)  # whole cores the request holds (both hyperthreads of each)
+    if pl.procs_per_node * pl.threads_per_rank > held:
+        raise WorkshopError(
+            f"placement.cpu_request: {pl.cpu_request} vCPUs on {name} hold {held:g} core(s), the plan runs "
+            f"{pl.procs_per_node} rank(s) x {pl.threads_per_rank} thread(s) per node, one per core"
+        )
     mem = float(str(pl.memory_request or "0").removesuffix("Gi"))
     if cpu > vcpus or mem > gib:
         raise WorkshopError(
