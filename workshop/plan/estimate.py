@@ -91,25 +91,17 @@ class Job:
         return self.world * self.micro_batch * self.grad_accum * self.seq_len
 
 
-JOB_FIELDS = tuple(f.name for f in fields(Job))  # a Plan carries its Job's fields under the same names
+JOB_FIELDS = tuple(f.name for f in fields(Job))  # a Plan reads its Job's fields under the same names
 
 
 @dataclass
 class Plan:
-    """One candidate, estimated: step terms, throughput, hours and dollars for the token budget, the bound."""
+    """One candidate, estimated: its Job (held, not copied: the knobs below are views of it), step terms,
+    throughput, hours and dollars for the token budget, the bound."""
 
     instance_type: str
     device: str
-    nodes: int
-    procs_per_node: int
-    zero_stage: int
-    micro_batch: int
-    grad_accum: int
-    seq_len: int
-    grad_ckpt: bool
-    offload_optimizer: bool
-    offload_param: bool
-    precision: str
+    job: Job
     threads_per_rank: int
     tokens: float
     tokens_per_s: float
@@ -137,13 +129,63 @@ class Plan:
     price_kind: str = ""  # "price", "override"
     save_steps: int = 0  # the TrainJob's checkpoint interval in steps
     hint: str = ""
-    method: str = "full"
-    eval_share: float = 0.0
     pareto: bool = False
     tie: bool = False  # within PLANNER_ERROR of the best plan's cost
 
     def to_dict(self) -> dict[str, Any]:
-        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+        """The plan flat, as `workshop plan --json` prints it: its Job's knobs beside the estimate."""
+        head = {"instance_type": self.instance_type, "device": self.device}
+        rest = {k: getattr(self, k) for k in self.__dataclass_fields__ if k not in (*head, "job")}
+        return {**head, **{k: getattr(self.job, k) for k in JOB_FIELDS}, **rest}
+
+    # the Job's knobs, read through (one declaration: Job's)
+    @property
+    def nodes(self) -> int:
+        return self.job.nodes
+
+    @property
+    def procs_per_node(self) -> int:
+        return self.job.procs_per_node
+
+    @property
+    def zero_stage(self) -> int:
+        return self.job.zero_stage
+
+    @property
+    def micro_batch(self) -> int:
+        return self.job.micro_batch
+
+    @property
+    def grad_accum(self) -> int:
+        return self.job.grad_accum
+
+    @property
+    def seq_len(self) -> int:
+        return self.job.seq_len
+
+    @property
+    def grad_ckpt(self) -> bool:
+        return self.job.grad_ckpt
+
+    @property
+    def offload_optimizer(self) -> bool:
+        return self.job.offload_optimizer
+
+    @property
+    def offload_param(self) -> bool:
+        return self.job.offload_param
+
+    @property
+    def precision(self) -> str:
+        return self.job.precision
+
+    @property
+    def method(self) -> str:
+        return self.job.method
+
+    @property
+    def eval_share(self) -> float:
+        return self.job.eval_share
 
     @property
     def label(self) -> str:
@@ -152,7 +194,7 @@ class Plan:
 
 def job_of(plan: Plan) -> Job:
     """The Job a plan trains."""
-    return Job(**{k: getattr(plan, k) for k in JOB_FIELDS})
+    return plan.job
 
 
 def memory_options(job: Job | Plan, activations: str = DEFAULT_ACTIVATIONS) -> PlanOptions:
@@ -498,7 +540,7 @@ def estimate(
     return Plan(
         instance_type=node.name,
         device=node.device,
-        **{k: getattr(job, k) for k in JOB_FIELDS},
+        job=job,
         threads_per_rank=max(1, node.max_ranks // job.procs_per_node) if node.device == "cpu" else 1,
         tokens=tokens,
         tokens_per_s=job.tokens_per_step / step,
