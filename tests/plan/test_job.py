@@ -196,10 +196,13 @@ def test_one_count_check():
 # issue 46 names, listed so that it can only shrink. A NEW dataclass declaring a knob fails here; fixing one
 # of these fails the stale-entry check until its line is removed.
 KNOBS = ("seq_len", "global_batch", "micro_batch", "zero_stage", "offload_optimizer", "offload_param",
-         "grad_ckpt", "precision", "save_steps", "warmup_steps", "lr", "engine", "dataset")  # fmt: skip
+         "grad_ckpt", "precision", "save_steps", "warmup_steps", "lr", "engine", "dataset",
+         "method")  # fmt: skip
 KNOWN_COPIES = {
-    "workshop/plan/options.py:Options": {"global_batch", "seq_len", "grad_ckpt"},
+    # "method" joined Job (a LoRA plan rendered a full fine-tune) and KNOBS with it: its old copies listed
+    "workshop/plan/options.py:Options": {"global_batch", "seq_len", "grad_ckpt", "method"},
     "workshop/plan/memory.py:MemoryPlan": {
+        "method",
         "grad_ckpt",
         "micro_batch",
         "offload_optimizer",
@@ -216,6 +219,7 @@ KNOWN_COPIES = {
         "zero_stage",
     },  # fmt: skip
     "workshop/plan/estimate.py:Job": {
+        "method",
         "zero_stage",
         "micro_batch",
         "seq_len",
@@ -227,6 +231,7 @@ KNOWN_COPIES = {
     # the checkpoint interval the estimate derives (its Job's knobs are read through, not copied)
     "workshop/plan/estimate.py:Plan": {"save_steps"},
     "workshop/train/args.py:TrainArgs": {
+        "method",
         "dataset",
         "seq_len",
         "micro_batch",
@@ -348,3 +353,15 @@ def test_every_planned_job_is_judged_by_a_held_out_loss():
         assert kw["eval_split"] == "validation" and kw["eval_fraction"] == 0.0
         assert kw["eval_steps"] == plan.job.steps // EVALS_PER_RUN >= 1
     assert held_out("local", 5) == {"eval_fraction": 0.01, "eval_steps": 1}
+
+
+def test_a_lora_plan_renders_a_lora_job(tmp_path):
+    """`workshop plan --method lora --out p.json`: the plan file's Job is a LoRA job and its TrainJob trains
+    adapters (the method was priced, then dropped: a full fine-tune was rendered)."""
+    path = tmp_path / "lora.json"
+    flags = ["--source", "moto", "--family", "c7i", "--family", "m7i", "--family", "r7i", "--method", "lora"]
+    assert plan_command(["--model", "llama-3-8b", "--tokens", "1e8", *flags, "--out", str(path)]) == 0
+    plan = load_plan(path)
+    assert plan.job.method == "lora" and plan.train_kwargs()["method"] == "lora"
+    job, _pool, _data = _rendered(path, tmp_path / "d")
+    assert from_argv(job["spec"]["trainer"]["args"]).method == "lora"

@@ -25,6 +25,7 @@ from workshop.errors import WorkshopError, check_choice, check_count, read_json
 from workshop.paths import MANIFESTS_DIR
 from workshop.plan.catalog import InstanceRow, instance_info
 from workshop.plan.fit import allocatable, pod_cores, vcpus_per_core
+from workshop.plan.memory import METHODS
 from workshop.plan.models import get_preset, recipe
 from workshop.plan.options import STORAGES, checkpoint_every_s
 
@@ -65,6 +66,7 @@ class Job:
     micro_batch: int  # sequences per rank per forward (the memory plan's pick)
     precision: str = "bf16"
     engine: str = "deepspeed"
+    method: str = "full"  # full fine-tuning, or lora (adapters on frozen weights)
     zero_stage: int = 3
     offload_optimizer: bool = False
     offload_param: bool = False
@@ -135,6 +137,7 @@ class Job:
             raise WorkshopError(f"weights 'hub': model {self.model!r} has no hub weights; use 'random'")
         check_choice("precision", self.precision, PRECISIONS)
         check_choice("engine", self.engine, ENGINES)
+        check_choice("method", self.method, METHODS)
         check_choice("zero_stage", self.zero_stage, (0, 1, 2, 3))
         for what in ("seq_len", "global_batch", "micro_batch"):
             check_count(what, getattr(self, what))
@@ -232,6 +235,7 @@ class Plan:
             "max_steps": job.steps,
             "precision": job.precision,
             "engine": job.engine,
+            "method": job.method,
             "zero_stage": job.zero_stage,
             "offload_optimizer": job.offload_optimizer,
             "offload_param": job.offload_param,
@@ -429,6 +433,7 @@ def _job_of(r: Any, preset: str, tokens: float, weights: str) -> Job:
         global_batch=r.tokens_per_step,
         micro_batch=r.micro_batch,
         precision=r.precision,
+        method=r.method,
         zero_stage=r.zero_stage,
         offload_optimizer=r.offload_optimizer,
         offload_param=r.offload_param,
