@@ -16,7 +16,7 @@ import math
 import os
 import tempfile
 from collections.abc import Sequence
-from dataclasses import MISSING, asdict, dataclass, fields, replace
+from dataclasses import asdict, dataclass, replace
 from datetime import date
 from pathlib import Path
 from typing import Any
@@ -25,6 +25,7 @@ from workshop.errors import WorkshopError, check_choice, check_count, read_json
 from workshop.paths import MANIFESTS_DIR
 from workshop.plan.catalog import InstanceRow, instance_info
 from workshop.plan.fit import allocatable, pod_cores, vcpus_per_core
+from workshop.plan.from_json import build
 from workshop.plan.memory import METHODS
 from workshop.plan.models import get_preset, recipe
 from workshop.plan.options import STORAGES, checkpoint_every_s
@@ -550,7 +551,7 @@ def plan_from_dict(data: dict[str, Any]) -> Plan:
         section = data.get(key)
         if not isinstance(section, dict):
             raise WorkshopError(f"plan file field '{key}' is missing or not an object")
-        parts[key] = _build(cls, section, key)
+        parts[key] = build(cls, section, key)
     trainer = data.get("trainer", "2.3.0")
     if not isinstance(trainer, str):
         raise WorkshopError(f"plan file field 'trainer' must be a release such as 2.3.0, got {trainer!r}")
@@ -568,43 +569,3 @@ def plan_from_dict(data: dict[str, Any]) -> Plan:
                 "edit the job instead"
             )
     return plan
-
-
-_KINDS: dict[str, tuple[type, ...]] = {
-    "int": (int,),
-    "float": (int, float),
-    "str": (str,),
-    "bool": (bool,),
-}
-
-
-def _build(cls: type, section: dict[str, Any], key: str) -> Any:
-    """A dataclass from a plan file's section: every field without a default present, each of its type."""
-    kw: dict[str, Any] = {}
-    known = {f.name for f in fields(cls)}
-    extra = sorted(set(section) - known)
-    if extra:
-        raise WorkshopError(
-            f"plan file field '{key}.{extra[0]}' is unknown; {key} has: {', '.join(sorted(known))}"
-        )
-    for f in fields(cls):
-        name = f"{key}.{f.name}"
-        if f.name not in section:
-            if f.default is not MISSING or f.default_factory is not MISSING:
-                continue
-            raise WorkshopError(f"plan file field '{name}' is missing")
-        value = section[f.name]
-        kinds = str(f.type).replace(" ", "").split("|")
-        ok = any(
-            (k == "None" and value is None)
-            or (
-                k in _KINDS and isinstance(value, _KINDS[k]) and not (k != "bool" and isinstance(value, bool))
-            )
-            or (k.startswith("dict") and isinstance(value, dict))
-            or (k.startswith("tuple") and isinstance(value, list) and all(isinstance(v, str) for v in value))
-            for k in kinds
-        )
-        if not ok:
-            raise WorkshopError(f"plan file field '{name}' must be {f.type}, got {value!r}")
-        kw[f.name] = tuple(value) if isinstance(value, list) else value
-    return cls(**kw)
