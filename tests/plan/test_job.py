@@ -365,3 +365,23 @@ def test_a_lora_plan_renders_a_lora_job(tmp_path):
     assert plan.job.method == "lora" and plan.train_kwargs()["method"] == "lora"
     job, _pool, _data = _rendered(path, tmp_path / "d")
     assert from_argv(job["spec"]["trainer"]["args"]).method == "lora"
+
+
+def test_the_kubernetes_layer_never_calls_back_into_the_planner():
+    """Issue 46: a plan went plan -> k8s -> plan -> k8s (cpu_trainjob ranked, sized and re-checked a job). The
+    Kubernetes layer renders a Plan it is given; it may read facts (catalog, models, prices), never plan."""
+    planner = {"cost", "ranking", "estimate", "fit", "options", "memory", "methods", "reconcile"}
+    found = []
+    for path in sorted((REPO / "workshop" / "k8s").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):  # `from workshop.plan import cost` names workshop.plan.cost
+                names = [node.module or ""] + [f"{node.module}.{a.name}" for a in node.names]
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            else:
+                continue
+            for name in names:
+                parts = name.split(".")
+                if parts[:2] == ["workshop", "plan"] and len(parts) > 2 and parts[2] in planner:
+                    found.append(f"{path.relative_to(REPO)}: {name}")
+    assert not found, found
