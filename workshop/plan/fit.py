@@ -347,25 +347,28 @@ def _constraints(rec, rows, need_efa, efa, families, **kw) -> list[str]:
     elif efa is False and rec.nodes > 1:
         out.append(_("EFA not required (efa=False): collectives between nodes run over plain ENI TCP."))
     if rec.device == "cpu":
-        row = instance_info(rec.instance_type, source=kw["source"])
-        out.append(
-            _(
-                "One pod per node: cpu {cpu} = {cores} whole cores ({alloc:.2f} allocatable vCPUs, less "
-                "{spare} for the daemonsets, in whole cores of {per_core} vCPUs), {ranks} rank(s) x "
-                "{threads} thread(s), one per core; the planner prices these {cores} cores, not the node's "
-                "{node_cores}."
-            ).format(
-                cpu=rec.cpu_request,
-                alloc=allocatable(row)[1],
-                cores=pod_cores(row),
-                spare=DAEMONSET_VCPUS,
-                per_core=vcpus_per_core(row),
-                ranks=rec.procs_per_node,
-                threads=rec.threads_per_rank,
-                node_cores=row.cores,
-            )
-        )
+        out.append(_pod_cores_sentence(rec, kw["source"]))
     return out
+
+
+def _pod_cores_sentence(rec: Recommendation, source: str | None) -> str:
+    """A CPU pod's cores, derived in words beside their numbers (pod_cores: request, threads and rate)."""
+    row = instance_info(rec.instance_type, source=source)
+    return _(
+        "One pod per node: cpu {cpu} = {cores} whole cores ({alloc:.2f} allocatable vCPUs, less "
+        "{spare} for the daemonsets, in whole cores of {per_core} vCPUs), {ranks} rank(s) x "
+        "{threads} thread(s), one per core; the planner prices these {cores} cores, not the node's "
+        "{node_cores}."
+    ).format(
+        cpu=rec.cpu_request,
+        alloc=allocatable(row)[1],
+        cores=pod_cores(row),
+        spare=DAEMONSET_VCPUS,
+        per_core=vcpus_per_core(row),
+        ranks=rec.procs_per_node,
+        threads=rec.threads_per_rank,
+        node_cores=row.cores,
+    )
 
 
 def _reason(
