@@ -177,8 +177,8 @@ def test_plot_loading_peaks(tmp_path):
 
 @pytest.mark.slow
 def test_pitfalls_happen_and_the_fix_works(ckpt):
-    lost = loading.show_pitfall("config-not-kept", ckpt, nproc=2)
-    fixed = loading.show_pitfall("fix", ckpt, nproc=2)
+    lost, fixed = loading.show_pitfalls(("config-not-kept", "fix"), ckpt, nproc=2)  # one launch, in order
+    assert (lost["name"], fixed["name"]) == ("config-not-kept", "fix")
     assert lost["ok"] and not lost["partitioned"] and lost["local_numel"] == lost["full_numel"]
     assert fixed["ok"] and fixed["partitioned"] and fixed["local_numel"] * 2 >= fixed["full_numel"]
     assert fixed["local_numel"] < fixed["full_numel"]
@@ -186,6 +186,8 @@ def test_pitfalls_happen_and_the_fix_works(ckpt):
     assert not wrapped["ok"] and wrapped["error"]
     with pytest.raises(WorkshopError, match="unknown pitfall"):
         loading.show_pitfall("nope", ckpt)
+    with pytest.raises(WorkshopError, match="unknown pitfall that can share a launch 'init-wraps-from-pre"):
+        loading.show_pitfalls(("fix", "init-wraps-from-pretrained"), ckpt)  # needs a fresh process of its own
 
 
 REDUCED_1B = {"num_hidden_layers": 1, "vocab_size": 8192, "bos_token_id": 1, "eos_token_id": 2}

@@ -104,3 +104,5 @@ def test_chapter_04_threads_verdict_holds_twice_under_load(kit_cache, tmp_path, 
         said.append(interpret.threads(rows, cores=os.cpu_count() or 2, nproc=1))
     winners = {line.split(" beats ")[0] for line in said if " beats " in line}
     assert len(winners) <= 1, said  # a clear verdict that flips between two runs was never clear
+    # each sweep was one launch: both settings took turns inside the same ranks (one output folder each)
+    assert sorted(p.name for p in tmp_path.iterdir() if p.is_dir()) == ["t0-threads", "t1-threads"]

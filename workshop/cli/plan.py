@@ -372,7 +372,9 @@ def _add_method_args(p: argparse.ArgumentParser) -> None:
         metavar="PATH",
         help="calibrate the CPU rate: a ceiling.json (python -m workshop bench ceiling --levers "
         "no_compile,zero3 --json-out PATH) or a slice.json (python -m workshop bench slice --json-out PATH) "
-        "measured on an AMX Xeon, checked before use; default: benchmarks/results/ceiling.json",
+        "checked before use; measured without AMX, it is carried to AMX by its compute's share of its own "
+        "GEMM ceiling; default: benchmarks/results/slice.json (--cpu-engine deepspeed), ceiling.json "
+        "(ddp-compile)",
     )
 
 

@@ -25,11 +25,11 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from workshop.errors import WorkshopError, check_positive
-from workshop.plan import calibration, hardware, rates
+from workshop.plan import calibration, hardware
 from workshop.plan.estimate import Job
 from workshop.plan.memory import GiB, PlanOptions, rank_components
 from workshop.plan.models import PRESETS, architecture, build_config, slice_overrides
-from workshop.plan.scaling import measure_curve, scaling_at
+from workshop.plan.scaling import measure_curve
 from workshop.report.verdict import share, spread_pct, steady
 
 MODEL = "llama-3-8b"
@@ -224,10 +224,11 @@ def train_args(cfg: SliceConfig, vocab: int, dataset: str):
     )  # fmt: skip
 
 
-def predict(d, cfg: SliceConfig, vocab: int, precision: str, curve: dict | None) -> dict:
-    """The planner's formula for this slice here: estimate.step_terms on this CPU's peak, with the CPU
-    efficiency the planner prices plans with (the stored rate, cpu_efficiency) at this slice's threads per
-    rank on the measured thread-scaling curve."""
+def predict(d, cfg: SliceConfig, vocab: int, precision: str, ceiling_tflops: float) -> dict:
+    """The planner's formula for this slice here: estimate.step_terms on this CPU's peak, with the CPU rate
+    carried here the way chapter 01 carries it to AMX hosts (calibration.carried_share: the stored slice's
+    compute share of its own GEMM ceiling x this machine's GEMM ceiling at the slice's shapes, measured in
+    this run at its ranks and threads, so no thread scaling is added)."""
     from workshop.plan.here import predict_here
 
     arch = architecture(MODEL, cfg.layers, vocab)
@@ -240,11 +241,74 @@ def predict(d, cfg: SliceConfig, vocab: int, precision: str, curve: dict | None)
         seq_len=cfg.seq_len,
         precision=precision,
     )
-    eff = calibration.cpu_step_share()
-    per_thread = scaling_at(curve, cfg.threads).value if curve else 1.0
-    why = f"{eff.source}; x {per_thread:.2f} thread scaling at {cfg.threads} thread(s) per rank (this CPU)"
-    eff = rates.Rate(eff.value * per_thread, eff.unit, eff.kind, why)
-    return predict_here(d, arch, job, cfg.ranks * cfg.threads, eff).as_dict()
+    peaks = hardware.machine_peaks(d, cores=min(cfg.ranks * cfg.threads, d["cores"]))
+    peak = peaks["bf16"] if precision == "bf16" else peaks["fp32"]
+    if peak is None:
+        raise WorkshopError(f"no {precision} peak for {d['cpu_model']}: its clock is unknown")
+    eff = calibration.carried_share(ceiling_tflops, peak.tflops)
+    cal = calibration.calibration()
+    out = predict_here(d, arch, job, cfg.ranks * cfg.threads, eff).as_dict()
+    out["calibration"] = {
+        "path": cal.path,
+        "cpu_model": cal.cpu_model,
+        "date": cal.date,
+        "shape": cal.shape,
+        "ceiling_tflops": ceiling_tflops,
+        # the same CPU model and the same shape: the compute share is this run's own kind, in-sample
+        "in_sample": cal.cpu_model == d.get("cpu_model") and cal.shape == calibration.slice_shape(
+            {"layers": cfg.layers, "vocab": vocab, "seq_len": cfg.seq_len,
+             "micro_batch": cfg.micro_batch, "ranks": cfg.ranks, "threads": cfg.threads}
+        ),
+    }  # fmt: skip
+    return out
+
+
+def predict_around(d, cfg: SliceConfig, vocab: int, precision: str, ceilings: list[float]) -> dict:
+    """predict() at the median of the GEMM ceilings measured before and after the run, with the tokens/s
+    it gives at the lowest and the highest of them: a ceiling that moved while the run trained moves the
+    prediction by as much, and the range says so."""
+    out = predict(d, cfg, vocab, precision, statistics.median(ceilings))
+    out["tokens_per_s_range"] = sorted(
+        predict(d, cfg, vocab, precision, c)["tokens_per_s"] for c in (min(ceilings), max(ceilings))
+    )
+    return out
+
+
+def _detection(machine_record: dict) -> dict:
+    """A stored result's machine record as hardware.detect's dict (its ISA flags at the top level)."""
+    return {**machine_record, **machine_record.get("isa_flags", {})}
+
+
+def load(path: str | Path) -> dict:
+    """A stored slice.json with the planner's prediction recomputed by this planner (the stored one came
+    from the planner of its day): its measurement unchanged, prediction and ratios replaced, marked."""
+    import json
+
+    res = json.loads(Path(path).read_text())
+    cfg = SliceConfig(**{k: v for k, v in res["config"].items() if k in SliceConfig.__dataclass_fields__})
+    if cfg.vocab is None:
+        cfg.vocab = res["shape"]["vocab"]
+    res["prediction"] = predict_around(
+        _detection(res["machine"]), cfg, cfg.vocab, res["precision"], res["ceiling_tflops"]
+    )
+    res["prediction"]["recomputed"] = True
+    _ratios(res)
+    ts = res.setdefault("thread_scaling", {})
+    ts.pop("sentence", None), ts.pop("at_reference", None)  # an older file's extrapolation of this CPU
+    ts["planner"] = _planner_scaling()
+    return res
+
+
+def _planner_scaling() -> dict:
+    """The one thread-scaling range the planner prices a large host with (chapter 01's), at 96 cores."""
+    rate, (low, high) = calibration.cpu_thread_scaling(REFERENCE_CORES)
+    return {"cores": REFERENCE_CORES, "value": rate.value, "low": low, "high": high, "source": rate.source}
+
+
+def _ratios(res: dict) -> None:
+    tps, pred = res["tokens_per_s"], res["prediction"]["tokens_per_s"]
+    res["ratio_measured_over_predicted"] = tps["median"] / pred
+    res["ratio_range"] = [tps["min"] / pred, tps["max"] / pred]
 
 
 def run(cfg: SliceConfig, *, echo=print) -> dict:
@@ -307,13 +371,12 @@ def summarize(cfg, d, fit: Fit, precision, why, cores, curve, ceilings, metrics,
     peak = peaks["bf16"] if precision == "bf16" else peaks["fp32"]
     timers = ds_timer_split(log)[1:]  # the first step is warm-up
     split = _split(timers)
-    pred = predict(d, cfg, fit.vocab, precision, curve)
+    pred = predict_around(d, cfg, fit.vocab, precision, ceilings)
     median_tps = statistics.median(tps)
     sh = share(model_tflops, ceilings, part_label="the slice's model FLOP rate",
                reference_label="GEMM ceiling at its shapes", unit="TFLOPS")  # fmt: skip
-    scale = scaling_at(curve, REFERENCE_CORES)
     mach = machine("cpu")
-    return {
+    out = {
         "benchmark": "slice",
         "machine": mach,
         "date": mach["date"],
@@ -343,17 +406,17 @@ def summarize(cfg, d, fit: Fit, precision, why, cores, curve, ceilings, metrics,
         },  # fmt: skip
         "peak": _peak(d, cfg, peak, model_tflops),
         "prediction": pred,
-        "ratio_measured_over_predicted": median_tps / pred["tokens_per_s"],
-        "ratio_range": [min(tps) / pred["tokens_per_s"], max(tps) / pred["tokens_per_s"]],
         "thread_curve": curve,
         "thread_scaling": {
+            # this machine's curve, within the threads it has: never extrapolated to a large host here
             "per_core": {str(k): v for k, v in _per_core(curve).items()},
-            "at_reference": asdict(scale),
-            "reference_cores": REFERENCE_CORES,
-            "sentence": scale.describe(),
+            # the one range the planner prices large hosts with (chapter 01), from the stored AMX curve
+            "planner": _planner_scaling(),
         },
         "train_wall_s": round(train_s, 1),
     }
+    _ratios(out)
+    return out
 
 
 def _shape(cfg, fit: Fit) -> dict:

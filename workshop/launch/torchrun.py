@@ -524,52 +524,45 @@ def run_torchrun(
 def sweep_threads(
     train_args, settings: list[int], *, nproc_per_node: int = 2, steps: int = 8, rounds: int = 1
 ) -> list[dict]:
-    """The same job once per threads-per-rank setting per round, rounds interleaved (A B A B), equal steps;
-    one row (dict) per setting: threads, tokens/s per steady step ("samples") and per round ("rounds").
+    """The same job under each threads-per-rank setting, `steps` steps per setting per round, rounds
+    interleaved (A B A B); one row (dict) per setting: threads, tokens/s per steady step ("samples") and per
+    round ("rounds").
 
-    Each row keeps every steady step's tokens/s ("samples", the warm-up step left out) and each round's
-    median, so report.verdict can tell a difference from the machine's noise. `train_args` is a
-    workshop.train.TrainArgs; each run writes to its own `<output_dir>-threadsT-rR`. Settings that
+    One launch runs them all: the settings take turns in blocks of `steps` optimizer steps inside the same
+    ranks (workshop.train.threads sets torch's thread count before each step, and every step's record says
+    the count it ran with), so the ranks' start-up is paid once instead of once per block. Each row keeps
+    every steady step's tokens/s (the first step of each block, which settles the new thread pool, left
+    out) and each block's median, so report.verdict can tell a difference from the machine's noise.
+    `train_args` is a workshop.train.TrainArgs; the run writes to `<output_dir>-threads`. Settings that
     oversubscribe the cores are allowed on purpose: that is what the sweep shows.
     """
     from dataclasses import replace
 
-    from workshop.report.verdict import steady
+    from workshop.train.threads import THREADS_BY_STEP
 
+    label = "{n} ranks x {t} threads"
     rows: dict[int, dict] = {
-        t: {
-            "label": f"{nproc_per_node} ranks x {t} threads",
-            "threads": t,
-            "samples": [],
-            "times": [],
-            "rounds": [],
-        }
+        t: dict(label=label.format(n=nproc_per_node, t=t), threads=t, samples=[], times=[], rounds=[])
         for t in settings
     }
     order = [(r, t) for r in range(rounds) for t in settings]
-    for i, (r, t) in enumerate(order, 1):
-        row = rows[t]
-        print(  # a long cell
-            _("[{i}/{n}] {label}, {steps} steps ...").format(
-                i=i, n=len(order), label=row["label"], steps=steps
-            ),
-            end=" ",
-            flush=True,
+    schedule = [t for _r, t in order for _ in range(steps)]
+    args = replace(train_args, max_steps=len(schedule), output_dir=f"{train_args.output_dir}-threads")
+    run = run_torchrun(
+        args,
+        nproc_per_node=nproc_per_node,
+        threads_per_rank=max(settings),  # OpenMP's pool starts at its largest; each step then takes its share
+        env={THREADS_BY_STEP: ",".join(map(str, schedule))},
+        allow_oversubscribe=True,
+        progress=False,
+    )
+    records = run.finished_metrics()["steps"]
+    ran = [s.get("threads") for s in records]
+    if ran != schedule:  # a sweep whose steps did not run with the counts asked for would compare nothing
+        raise RuntimeError(
+            f"thread sweep: steps ran with {ran} threads, asked {schedule} (log: {run.log_path})"
         )
-        args = replace(train_args, max_steps=steps, output_dir=f"{train_args.output_dir}-threads{t}-r{r}")
-        run = run_torchrun(
-            args, nproc_per_node=nproc_per_node, threads_per_rank=t, allow_oversubscribe=True, progress=False
-        )
-        metrics = run.finished_metrics()
-        row["samples"] += steady([s.get("tokens_per_s") for s in metrics["steps"]])
-        row["times"] += steady([s.get("step_time_s") for s in metrics["steps"]])
-        row["rounds"].append(metrics["tokens_per_s_median"])
-        print(
-            _("{speed:.0f} tokens/s in {seconds:.0f} s").format(
-                speed=metrics["tokens_per_s_median"], seconds=run.seconds
-            ),
-            flush=True,
-        )
+    _split_blocks(records, order, steps, rows)
     for row in rows.values():
         xs = row["samples"] or row["rounds"]
         row.update(
@@ -578,3 +571,27 @@ def sweep_threads(
             step_time_s=round(statistics.median(row["times"]), 3) if row["times"] else None,
         )
     return list(rows.values())
+
+
+def _split_blocks(
+    records: list[dict], order: list[tuple[int, int]], steps: int, rows: dict[int, dict]
+) -> None:
+    """Each block of `steps` records into its setting's row: steady samples and step times (the block's first
+    step left out), the block's median as a round; printed in the order the blocks ran."""
+    from workshop.report.verdict import steady
+
+    for i, (_r, t) in enumerate(order):
+        block, row = records[i * steps : (i + 1) * steps], rows[t]
+        speeds = steady([s.get("tokens_per_s") for s in block])
+        row["samples"] += speeds
+        row["times"] += steady([s.get("step_time_s") for s in block])
+        row["rounds"].append(statistics.median(speeds))
+        print(
+            _("[{i}/{n}] {label}, {steps} steps ...").format(
+                i=i + 1, n=len(order), label=row["label"], steps=steps
+            ),
+            _("{speed:.0f} tokens/s in {seconds:.0f} s").format(
+                speed=row["rounds"][-1], seconds=sum(s.get("step_time_s") or 0 for s in block)
+            ),
+            flush=True,
+        )

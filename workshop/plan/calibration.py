@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -49,9 +50,13 @@ def _key(path: str, record: object, *keys: str) -> object:
 @dataclass(frozen=True)
 class Calibration:
     """A validated CPU calibration: a training step's model FLOP rate as a share of the measuring CPU's own
-    peak (one clock, named), where it came from, and whether that peak is AMX's."""
+    peak (one clock, named), where it came from, and whether that peak is AMX's. `compute_share` is the
+    share over the step's compute alone (a slice's forward+backward less its gradient reduce, from
+    DeepSpeed's timers): the planner adds collectives and the optimizer itself, so pricing with the
+    whole-step `share` would count them twice. `ceiling_share` is the same compute rate over the measuring
+    machine's GEMM ceiling at its shapes: what carries to another matmul path (AMX)."""
 
-    share: float  # of `peak_tflops`
+    share: float  # of `peak_tflops`, the whole step
     peak_tflops: float
     peak_path: str
     clock_ghz: float
@@ -61,12 +66,23 @@ class Calibration:
     shape: str  # what was trained, in words
     kind: str  # "ceiling" | "slice"
     path: str
+    compute_share: float = 0.0  # of `peak_tflops`, compute alone (0: not separated; the whole step's)
+    ceiling_share: float = 0.0  # compute rate over the measuring machine's GEMM ceiling at its shapes
+    compute_why: str = ""  # how the compute time was told apart from the rest of the step, in words
+
+    @property
+    def step_share(self) -> float:
+        """The share the planner's compute term uses: compute alone where it was measured apart."""
+        return self.compute_share or self.share
 
 
-def _read_calibration(path: str | None) -> tuple[str, dict]:
-    where = path or "benchmarks/results/ceiling.json"  # the stored one, named as the repository names it
+def _read_calibration(path: str | None, engine: str) -> tuple[str, dict]:
+    # the stored one, named as the repository names it: the slice for the job's engine (ZeRO-3 on the 8B
+    # shape), chapter 04's ceiling levers for the others (a slice trains deepspeed only)
+    stored = SLICE_JSON if engine in SLICE_ENGINES else "ceiling.json"
+    where = path or f"benchmarks/results/{stored}"
     if path is None:
-        return where, read_measured("ceiling.json")
+        return where, read_measured(stored)
     try:
         data = json.loads(Path(path).read_text())
     except (OSError, ValueError) as exc:
@@ -82,7 +98,7 @@ def calibration(path: str | None = None, engine: str = "deepspeed") -> Calibrati
 
     if engine not in CPU_ENGINES:
         raise WorkshopError(f"CPU engine {engine!r}: choose one of {', '.join(CPU_ENGINES)}")
-    where, data = _read_calibration(path)
+    where, data = _read_calibration(path, engine)
     if not isinstance(data, dict):
         raise WorkshopError(
             f"{where}: expected a JSON object (a ceiling.json or slice.json), got a {type(data).__name__}"
@@ -97,16 +113,24 @@ def calibration(path: str | None = None, engine: str = "deepspeed") -> Calibrati
     cpu = str(_key(where, data, "machine", "cpu_model"))
     date = str(_key(where, data, "machine", "date"))
     amx = bool(isinstance(mach, dict) and mach.get("isa_flags", {}).get("amx"))
+    split: tuple[float, float, str] = (0.0, 0.0, "")
     if data.get("benchmark") == "slice":
         share, peak, path_name, shape = _slice_step(where, data, engine)
+        split = _slice_compute(where, data, share, peak)
         kind = "slice"
     else:
         share, peak, path_name, shape = _ceiling_step(where, data, engine)
+        split = _ceiling_whole_step(where, data, engine)
         kind = "ceiling"
     if share < MIN_STEP_SHARE:
         raise WorkshopError(
             f"{where}: a step at {share:.3g} of its peak is not a measurement (below {MIN_STEP_SHARE:g}); "
             "re-measure it"
+        )
+    if split[0] > 1:
+        raise WorkshopError(
+            f"{where}: its compute alone claims {split[0]:.0%} of {cpu}'s peak ({peak:g} TFLOPS at "
+            f"{clock:g} GHz): compute cannot beat its CPU's peak; the step split or the clock is wrong"
         )
     if share > 1:
         raise WorkshopError(
@@ -121,7 +145,7 @@ def calibration(path: str | None = None, engine: str = "deepspeed") -> Calibrati
             f"{where}: a peak of {peak:g} TFLOPS is above {int(cores)} cores x {clock:g} GHz x {fpc[0]} "
             f"FLOP/cycle ({path_name}) = {cores * clock * fpc[0] / 1000:.3g} TFLOPS"
         )
-    return Calibration(share, peak, path_name, clock, amx, cpu, date, shape, kind, where)
+    return Calibration(share, peak, path_name, clock, amx, cpu, date, shape, kind, where, *split)
 
 
 def _slice_step(where: str, data: dict, engine: str) -> tuple[float, float, str, str]:
@@ -131,15 +155,59 @@ def _slice_step(where: str, data: dict, engine: str) -> tuple[float, float, str,
     tflops = _number(where, "model_tflops.median (TFLOPS)", _key(where, data, "model_tflops", "median"))
     peak = _number(where, "peak.tflops (TFLOPS)", _key(where, data, "peak", "tflops"))
     path_name = str(_key(where, data, "peak", "path"))
-    sh = _key(where, data, "shape")
-    shape = (
+    return tflops / peak, peak, path_name, slice_shape(_key(where, data, "shape"))
+
+
+def slice_shape(sh: object) -> str:
+    """A slice's shape in words (slice.json's "shape")."""
+    keys = ("layers", "vocab", "seq_len", "micro_batch", "ranks", "threads")
+    if not (isinstance(sh, dict) and all(k in sh for k in keys)):
+        return "Llama-3-8B slice"
+    return (
         f"Llama-3-8B slice: {sh['layers']} layer(s), vocab {sh['vocab']:,}, seq {sh['seq_len']}, "
         f"micro-batch {sh['micro_batch']}, {sh['ranks']} ranks x {sh['threads']} thread(s)"
-        if isinstance(sh, dict)
-        and all(k in sh for k in ("layers", "vocab", "seq_len", "micro_batch", "ranks", "threads"))
-        else "Llama-3-8B slice"
     )
-    return tflops / peak, peak, path_name, shape
+
+
+def _slice_compute(where: str, data: dict, share: float, peak: float) -> tuple[float, float, str]:
+    """A slice.json's (compute share of peak, compute share of its GEMM ceiling, how): the step's compute
+    time is forward+backward less the gradient reduce (DeepSpeed's timers, rank 0; ZeRO-3's parameter
+    gathers stay inside, untimed). No timers: (0, 0, why), and the whole step stands for compute."""
+    split = data.get("step_split")
+    if not isinstance(split, dict) or not split.get("measured"):
+        return 0.0, 0.0, "no step split stored: the whole step stands for compute"
+    fb = _number(where, "step_split.forward_backward_s (s)", split.get("forward_backward_s"))
+    reduce = split.get("allreduce_s") or 0.0
+    reduce = _number(where, "step_split.allreduce_s (s)", reduce, low=-1.0) if reduce else 0.0
+    step = _number(where, "step_s.median (s)", _key(where, data, "step_s", "median"))
+    if not reduce < fb <= 1.05 * step:
+        raise WorkshopError(
+            f"{where}: step_split forward+backward {fb:g} s less the reduce {reduce:g} s must be a positive "
+            f"part of the {step:g} s step"
+        )
+    compute_share = share * step / (fb - reduce)
+    ceilings = data.get("ceiling_tflops")
+    ceiling_share = 0.0
+    if isinstance(ceilings, list) and ceilings:
+        for x in ceilings:
+            _number(where, "ceiling_tflops (TFLOPS)", x)
+        ceiling = statistics.median(ceilings)
+        tflops = _number(where, "model_tflops.median (TFLOPS)", data["model_tflops"]["median"])
+        ceiling_share = tflops * step / (fb - reduce) / ceiling
+    how = (
+        f"compute = forward+backward {fb:.2f} s less the gradient reduce {reduce:.2f} s of the {step:.2f} s "
+        "step (DeepSpeed's timers, rank 0)"
+    )
+    return compute_share, ceiling_share, how
+
+
+def _ceiling_whole_step(where: str, data: dict, engine: str) -> tuple[float, float, str]:
+    """A ceiling.json's lever has no step split: (0: the whole step's share of peak, its share of the GEMM
+    ceiling, why); its collectives and optimizer stay inside the share the planner prices compute with."""
+    rec = data["levers"][CPU_ENGINES[engine]]
+    pct = rec.get("pct_of_ceiling", {}).get("median") if isinstance(rec, dict) else None
+    ceiling_share = _number(where, "pct_of_ceiling.median (%)", pct) / 100 if pct is not None else 0.0
+    return 0.0, ceiling_share, "a whole step: no split stored, its collectives and optimizer inside"
 
 
 def _ceiling_step(where: str, data: dict, engine: str) -> tuple[float, float, str, str]:
@@ -166,16 +234,27 @@ def _ceiling_step(where: str, data: dict, engine: str) -> tuple[float, float, st
     return pct / 100, peak, path_name, shape
 
 
-def cpu_clock_basis(path: str | None = None) -> Rate:
-    """The clock the CPU rate is a share of: the measuring host's, never the catalog's, so the measured
+def cpu_clock_basis(path: str | None = None, engine: str = "deepspeed") -> Rate:
+    """The clock of the AMX peak the CPU rate is a share of: the measuring host's when it has AMX, else
+    the AMX host whose GEMM ceiling carried the rate there (cpu_efficiency); never the catalog's, so the
     share and the peak it multiplies stand on one clock."""
-    c = calibration(path)
+    c = calibration(path, engine)
+    if c.amx:
+        return Rate(
+            c.clock_ghz,
+            N_("GHz"),
+            N_("measured"),
+            _("the clock of the host the CPU rate was measured on ({cpu}, {date}; {path})").format(
+                cpu=c.cpu_model, date=c.date, path=c.path
+            ),
+        )
+    amx = amx_gemm_ceiling()
     return Rate(
-        c.clock_ghz,
+        amx.clock_ghz,
         N_("GHz"),
         N_("measured"),
-        _("the clock of the host the CPU rate was measured on ({cpu}, {date}; {path})").format(
-            cpu=c.cpu_model, date=c.date, path=c.path
+        _("the clock of the AMX host whose GEMM ceiling carries the CPU rate to AMX ({source})").format(
+            source=amx.source
         ),
     )
 
@@ -237,6 +316,29 @@ def cpu_thread_scaling(
     ), (sc.low, sc.high)
 
 
+def carried_share(
+    ceiling_tflops: float, peak_tflops: float, engine: str = "deepspeed", path: str | None = None
+) -> Rate:
+    """The CPU rate carried to a machine whose GEMM ceiling at the job's shapes was just measured: the
+    calibration's compute share of its own GEMM ceiling x this ceiling, as a share of this machine's peak
+    (the method cpu_efficiency carries a rate to AMX with)."""
+    c = calibration(path, engine)
+    if not c.ceiling_share:
+        raise WorkshopError(f"{c.path}: no GEMM ceiling stored, so its rate cannot be carried to this CPU")
+    return Rate(
+        c.ceiling_share * ceiling_tflops / peak_tflops,
+        N_("of the CPU's bf16 peak"),
+        N_("measured"),
+        _(
+            "the {kind} step's compute ran at {share:.0%} of its own GEMM ceiling ({shape}; {cpu}, {date}; "
+            "{how}; {path}) x this machine's GEMM ceiling {ceiling:.3f} TFLOPS over its peak {peak:.3f}"
+        ).format(
+            kind=c.kind, share=c.ceiling_share, shape=c.shape, cpu=c.cpu_model, date=c.date,
+            how=c.compute_why, path=c.path, ceiling=ceiling_tflops, peak=peak_tflops,
+        ),
+    )  # fmt: skip
+
+
 def cpu_step_share(engine: str = "deepspeed", path: str | None = None) -> Rate:
     """A training step's model FLOP rate as a share of the measuring CPU's own peak (its matmul path, its
     clock), before any thread scaling: what `workshop bench slice` applies to this machine's own peak."""
@@ -250,45 +352,87 @@ def cpu_step_share(engine: str = "deepspeed", path: str | None = None) -> Rate:
     )
 
 
+@dataclass(frozen=True)
+class AmxCeiling:
+    """One AMX core's measured bf16 GEMM rate (1 thread, the largest square stored) as a share of its
+    peak at its host's clock: what a compute share of another machine's GEMM ceiling is carried with."""
+
+    share: float  # of clock x AMX FLOP/cycle
+    tflops: float
+    clock_ghz: float
+    source: str
+
+
+def amx_gemm_ceiling() -> AmxCeiling:
+    """The stored AMX host's 1-thread bf16 GEMM (device-amx16-h100-2026-11-26.json) over one core's AMX peak
+    at that host's clock."""
+    from workshop.plan.hardware import AMX_BF16_FLOP_PER_CYCLE
+    from workshop.plan.scaling import curve_from_gemm_cells
+
+    try:
+        dev = read_measured(AMX_CURVE_JSON)
+        det = dev["machine"]["detect"]
+        curve = curve_from_gemm_cells(dev["cpu"]["gemm"])
+        clock = float(det["clock_ghz"])
+        one = statistics.median(curve["tflops"]["1"]) if curve and det.get("amx") else 0.0
+    except (WorkshopError, KeyError, TypeError, ValueError):
+        one, clock, curve, det = 0.0, 0.0, None, {}
+    if not (one > 0 and clock > 0 and curve):
+        raise WorkshopError(
+            f"benchmarks/results/{AMX_CURVE_JSON}: no AMX GEMM at 1 thread stored, so a CPU rate measured "
+            "without AMX cannot be carried to AMX; calibrate on an AMX Xeon (`workshop bench slice`)"
+        )
+    peak = clock * AMX_BF16_FLOP_PER_CYCLE / 1000
+    n = curve["shape"][0]
+    return AmxCeiling(
+        one / peak,
+        one,
+        clock,
+        f"{AMX_CURVE_JSON}: {det['cpu_model']}, bf16 GEMM {n}x{n}x{n} on 1 thread {one:.3f} TFLOPS = "
+        f"{one / peak:.1%} of one core's {peak:.3f} TFLOPS AMX peak at {clock:g} GHz, "
+        f"{dev['machine']['date']}",
+    )
+
+
 def cpu_efficiency(
     engine: str = "deepspeed", path: str | None = None, cores: int = THREAD_SCALING_CORES
 ) -> Rate:
-    """Model FLOP rate of a training step in the job's own engine, over the AMX bf16 peak at the measuring
-    host's clock (cpu_clock_basis), times the measured thread scaling at `cores` cores: a calibration
-    measured on AMX (a
-    share of another matmul path's peak does not carry to AMX's), named with its host, date and shape."""
+    """Model FLOP rate of a training step's compute in the job's own engine, over the AMX bf16 peak at the
+    clock cpu_clock_basis names, times the measured thread scaling at `cores` cores. A calibration measured
+    on AMX prices AMX directly; one measured without AMX is carried there by its compute share of its own
+    machine's GEMM ceiling x the stored AMX host's GEMM ceiling share of its peak (a share of another matmul
+    path's peak does not carry to AMX's; a share of the GEMMs it runs on does, as far as the step's other
+    work scales with its GEMMs). Named with its host, date and shape."""
     c = calibration(path, engine)
-    if not c.amx:
-        raise WorkshopError(
-            f"{c.path}: measured on {c.cpu_model} without AMX ({c.peak_path}); the CPU rate is a share of "
-            "the AMX peak, so calibrate on an AMX Xeon"
-        )
     scale, (lo, hi) = cpu_thread_scaling(cores)
+    fmt = dict(
+        kind=c.kind, path=c.path, clock=c.clock_ghz, shape=c.shape, cpu=c.cpu_model, date=c.date,
+        scale=scale.value, lo=lo, hi=hi, source=scale.source, how=c.compute_why or c.kind,
+    )  # fmt: skip
+    if c.amx:
+        return Rate(
+            c.step_share * scale.value,
+            N_("of AMX bf16 peak"),
+            N_("measured"),
+            _(
+                "{kind} step's compute ({path}) = {share:.1%} of the {clock:g} GHz AMX peak ({shape}; {cpu}, "
+                "{date}; {how}) x {scale:.2f} thread scaling (range {lo:.2f}-{hi:.2f}: {source})"
+            ).format(share=c.step_share, **fmt),
+        )
+    if not c.ceiling_share:
+        raise WorkshopError(
+            f"{c.path}: measured on {c.cpu_model} without AMX ({c.peak_path}) and without its GEMM ceiling "
+            "and step split, so its rate cannot be carried to AMX; calibrate on an AMX Xeon or with "
+            "`workshop bench slice`"
+        )
+    amx = amx_gemm_ceiling()
     return Rate(
-        c.share * scale.value,
+        c.ceiling_share * amx.share * scale.value,
         N_("of AMX bf16 peak"),
         N_("measured"),
-        (
-            _(
-                "stored {kind} step ({path}) = {share:.1%} of the {clock:g} GHz AMX peak ({shape}; {cpu}, "
-                "{date}) x {scale:.2f} thread scaling (range {lo:.2f}-{hi:.2f}: {source})"
-            )
-            if path is None
-            else _(
-                "given {kind} step ({path}) = {share:.1%} of the {clock:g} GHz AMX peak ({shape}; {cpu}, "
-                "{date}) x {scale:.2f} thread scaling (range {lo:.2f}-{hi:.2f}: {source})"
-            )
-        ).format(
-            kind=c.kind,
-            path=c.path,
-            share=c.share,
-            clock=c.clock_ghz,
-            shape=c.shape,
-            cpu=c.cpu_model,
-            date=c.date,
-            scale=scale.value,
-            lo=lo,
-            hi=hi,
-            source=scale.source,
-        ),
+        _(
+            "carried to AMX: the {kind} step's compute ({path}; {shape}; {cpu}, {date}; {how}) ran at "
+            "{ceiling:.0%} of its own GEMM ceiling at its shapes, x the AMX GEMM ceiling {amx:.1%} of AMX "
+            "peak ({amx_source}) x {scale:.2f} thread scaling (range {lo:.2f}-{hi:.2f}: {source})"
+        ).format(ceiling=c.ceiling_share, amx=amx.share, amx_source=amx.source, **fmt),
     )

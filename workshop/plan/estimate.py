@@ -215,12 +215,15 @@ def memory_options(job: Job | Plan, activations: str = DEFAULT_ACTIVATIONS) -> P
 # ---------------------------------------------------------------- nodes from the catalog
 
 
-def _cpu_node(row: InstanceRow, opts: Options) -> Node:
+def _cpu_node(row: InstanceRow, opts: Options, clock: rates.Rate | None = None) -> Node:
+    """An AMX host as the estimator's Node. `clock`: the host's own measured clock, for a check against a
+    run on a known machine (costcheck.amx_rows); a catalog type is priced at the clock of the CPU rate."""
     if not (row.amx and row.clock_ghz):
         raise WorkshopError(f"{row.instance_type}: the CPU estimate needs AMX and a clock ({row.amx_reason})")
-    clock = calibration.cpu_clock_basis(opts.ceiling)
-    # the pod's cores (fit.pod_cores: what it requests and runs a thread on), on the measuring host's clock
-    cores = pod_cores(row)
+    # a catalog type: its pod's cores (fit.pod_cores: what the pod requests and runs a thread on), at the
+    # clock of the CPU rate; a known host (`clock` given, costcheck): its own cores, as its run used them
+    cores = pod_cores(row) if clock is None else row.cores
+    clock = clock or calibration.cpu_clock_basis(opts.ceiling, opts.cpu_engine)
     peak = cores * clock.value * AMX_BF16_FLOP_PER_CYCLE / 1000
     eff = opts.cpu_efficiency or calibration.cpu_efficiency(opts.cpu_engine, opts.ceiling, cores)
     flow = rates.tcp_flow_gbps(opts.placement_group, opts.ena_express)
@@ -247,19 +250,7 @@ def _cpu_node(row: InstanceRow, opts: Options) -> Node:
         overlap=rates.OVERLAP["cpu"],
         usd_per_hour=rates.price(row, opts.prices),
         sources={
-            "peak": _(
-                "{cores} cores (the pod's, of the node's {node_cores}) x {clock:g} GHz x {flop:,} bf16 "
-                "FLOP/cycle (AMX) = {peak:.1f} TFLOPS, at {cite} (the catalog's {catalog} GHz is not used: "
-                "the measured share is of this clock)"
-            ).format(
-                cores=cores,
-                node_cores=row.cores,
-                clock=clock.value,
-                flop=AMX_BF16_FLOP_PER_CYCLE,
-                peak=peak,
-                cite=clock.cite(),
-                catalog=row.clock_ghz,
-            ),
+            "peak": _peak_source(row, cores, clock, peak),
             "efficiency": eff.cite(),
             "network": _(
                 "{nic:g} Gbps (catalog NetworkPerformance); {flow}; x {tcp}; "
@@ -269,6 +260,30 @@ def _cpu_node(row: InstanceRow, opts: Options) -> Node:
             "memory": rates.DDR_GBYTES_PER_S_PER_CORE.cite(),
             "overlap": rates.OVERLAP["cpu"].cite(),
         },
+    )
+
+
+def _peak_source(row: InstanceRow, cores: int, clock: rates.Rate, peak: float) -> str:
+    """Where a CPU node's peak comes from: the cores it is priced on (a pod's, of the node's) at the clock."""
+    return (
+        _(
+            "{cores} cores (the pod's, of the node's {node_cores}) x {clock:g} GHz x {flop:,} bf16 "
+            "FLOP/cycle (AMX) = {peak:.1f} TFLOPS, at {cite} (the catalog's {catalog} GHz is not "
+            "used: the measured share is of this clock)"
+        )
+        if cores != row.cores
+        else _(
+            "{cores} cores x {clock:g} GHz x {flop:,} bf16 FLOP/cycle (AMX) = {peak:.1f} TFLOPS, at "
+            "{cite} (the catalog's {catalog} GHz is not used: the measured share is of this clock)"
+        )
+    ).format(
+        cores=cores,
+        node_cores=row.cores,
+        clock=clock.value,
+        flop=AMX_BF16_FLOP_PER_CYCLE,
+        peak=peak,
+        cite=clock.cite(),
+        catalog=row.clock_ghz,
     )
 
 
@@ -322,8 +337,9 @@ def _gpu_node(row: InstanceRow, opts: Options) -> Node:
     )
 
 
-def node_for(row: InstanceRow, opts: Options) -> Node:
-    return _gpu_node(row, opts) if row.gpus else _cpu_node(row, opts)
+def node_for(row: InstanceRow, opts: Options, clock: rates.Rate | None = None) -> Node:
+    """The estimator's Node for a catalog row; `clock` (CPU only): a known host's own clock (_cpu_node)."""
+    return _gpu_node(row, opts) if row.gpus else _cpu_node(row, opts, clock)
 
 
 # ---------------------------------------------------------------- the estimate

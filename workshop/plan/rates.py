@@ -2,9 +2,10 @@
 assumption.
 
 Kept apart from the estimator (workshop.plan.cost) so each number can be read, cited and challenged in one
-place. Measured rates are read from benchmarks/results (chapter 01's GEMM, chapter 04's ceiling share,
+place. Measured rates are read from benchmarks/results (chapter 01's GEMM, chapter 04's slice and ceiling,
 chapter 06's gloo collective fit); assumptions are named and a `workshop plan` flag overrides each. The CPU
-rate's calibration file (chapter 04's ceiling, the slice) is read and checked in workshop.plan.calibration.
+rate's calibration file (the slice by default, or chapter 04's ceiling) is read, checked and carried to AMX
+in workshop.plan.calibration.
 """
 
 from __future__ import annotations

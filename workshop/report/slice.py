@@ -32,9 +32,8 @@ def slice_lines(res: Mapping[str, Any]) -> list[str]:
     if res["peak"].get("tflops"):
         out.append(_peak_line(res))
     out.append(_prediction_line(res))
-    out.append(
-        _("thread scaling of this CPU's GEMM: {sentence}").format(sentence=res["thread_scaling"]["sentence"])
-    )
+    out.append(_calibration_line(res))
+    out.extend(_thread_lines(res))
     if res.get("under_load"):
         out.append(
             _("measured under load (1-minute load average {load} on {cpus} vCPUs): other work shared these "
@@ -100,7 +99,8 @@ def _peak_line(res: Mapping[str, Any]) -> str:
 
 def _prediction_line(res: Mapping[str, Any]) -> str:
     p = res["prediction"]
-    return _(
+    lo, hi = p.get("tokens_per_s_range") or (p["tokens_per_s"], p["tokens_per_s"])
+    line = _(
         "the planner predicted {pred:.1f} tokens/s (compute {c:.2f} s + collectives {m:.2f} s + "
         "optimizer "
         "{o:.2f} s per step); measured / predicted = {ratio:.2f} ({lo:.2f}-{hi:.2f})"
@@ -113,6 +113,53 @@ def _prediction_line(res: Mapping[str, Any]) -> str:
         lo=res["ratio_range"][0],
         hi=res["ratio_range"][1],
     )
+    if hi > 1.01 * lo:  # the GEMM ceiling moved while the slice trained: so does the prediction
+        line += _(
+            "; at the GEMM ceiling measured before and after the run instead: {lo:.1f}-{hi:.1f} tokens/s"
+        ).format(lo=lo, hi=hi)
+    return line
+
+
+def _calibration_line(res: Mapping[str, Any]) -> str:
+    """Which stored slice the planner's CPU rate came from, and whether this comparison is in-sample."""
+    cal = res["prediction"].get("calibration")
+    if not cal:  # a slice.json from before the rate was carried by the GEMM ceiling
+        return _("the planner's CPU rate: {source}").format(source=res["prediction"]["sources"]["efficiency"])
+    line = _(
+        "the planner's CPU rate: the stored slice's compute share of its GEMM ceiling ({path}: {shape}; "
+        "{cpu}, {date}) x this run's GEMM ceiling {ceiling:.3f} TFLOPS"
+    ).format(
+        path=cal["path"], shape=cal["shape"], cpu=cal["cpu_model"], date=cal["date"],
+        ceiling=cal["ceiling_tflops"],
+    )  # fmt: skip
+    if cal.get("in_sample"):
+        line += _(
+            "; in-sample: that slice has this shape and this CPU model, so the ratio checks the repeat and "
+            "the modelled collectives and optimizer, not the compute share"
+        )
+    return line
+
+
+def _thread_lines(res: Mapping[str, Any]) -> list[str]:
+    """This CPU's GEMM per core at the threads it has (never extrapolated), and the one thread-scaling range
+    the planner prices a large AMX host with (chapter 01's)."""
+    ts = res["thread_scaling"]
+    here = ", ".join(f"{t}: {v:.2f}" for t, v in ts["per_core"].items())
+    lines = [
+        _("this CPU's GEMM per core by threads, over 1 thread (measured, not extrapolated): {here}").format(
+            here=here
+        )
+    ]
+    pl = ts.get("planner")
+    if pl:
+        lines.append(
+            _("the planner's thread scaling for a large host (chapter 01's, the one range): {source}").format(
+                source=pl["source"]
+            )
+        )
+    elif "sentence" in ts:  # a slice.json from before the planner's range was stored with it
+        lines.append(_("thread scaling of this CPU's GEMM: {sentence}").format(sentence=ts["sentence"]))
+    return lines
 
 
 def slice_headline(res: Mapping[str, Any]) -> str:
@@ -129,6 +176,8 @@ def slice_headline(res: Mapping[str, Any]) -> str:
         n=t["n"], spread=t["spread_pct"], pred=res["prediction"]["tokens_per_s"] / cores,
         ratio=res["ratio_measured_over_predicted"],
     )  # fmt: skip
+    if (res["prediction"].get("calibration") or {}).get("in_sample"):
+        line += _(" (in-sample: the planner's CPU rate comes from a slice of this shape on this CPU model)")
     if res["precision"] != "bf16":
         line += _("; in fp32: {why}").format(why=res["precision_why"])
     return line

@@ -21,6 +21,7 @@ from workshop.train.metrics import MetricsCallback, RunState
 from workshop.train.model import ddp_masters
 from workshop.train.outputs import sync_callback
 from workshop.train.shm import register_shm_allreduce
+from workshop.train.threads import ThreadSchedule, threads_by_step
 
 MAX_GRAD_NORM = 1.0  # gradient clipping, the HF Trainer's default
 
@@ -144,6 +145,8 @@ def build_trainer(
     callbacks = [MetricsCallback(state, NumericsGuard(args.max_grad_jump), sink)]
     if args.sync_to:
         callbacks.append(sync_callback(args.sync_to, args.save_total_limit))
+    if counts := threads_by_step():  # a thread sweep in one launch (workshop.launch.torchrun.sweep_threads)
+        callbacks.append(ThreadSchedule(counts, state))
     optimizer, cls = None, CountingTrainer
     if ddp_masters(args):
         optimizer = master_weights_optimizer(args, targs, model, dist.get_world_size(), state)

@@ -41,7 +41,7 @@ from workshop.experiments.loading.experiment import (
     run_method,
     summarize,
 )
-from workshop.experiments.loading.pitfalls import PITFALLS, run_pitfall_here, show_pitfall
+from workshop.experiments.loading.pitfalls import PITFALLS, run_pitfall_here, show_pitfall, show_pitfalls
 from workshop.experiments.loading.rss import PeakRSS, rss_bytes, rss_split, ru_maxrss_bytes
 from workshop.experiments.loading.worker import (
     METHODS,
@@ -77,6 +77,7 @@ __all__ = [
     "run_pitfall_here",
     "run_worker",
     "show_pitfall",
+    "show_pitfalls",
     "summarize",
     "touch_weights",
     "verify_checkpoint",

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import sys
+import tempfile
 from pathlib import Path
 from typing import TypedDict
 
@@ -56,7 +57,8 @@ def _pitfall_body(name: str, checkpoint: str) -> PitfallBody:
         return {"partitioned": hasattr(layer.weight, "ds_id")}
     import torch.distributed as dist
 
-    dist.init_process_group("gloo")
+    if not dist.is_initialized():  # a launch that shows several pitfalls starts its group once
+        dist.init_process_group("gloo")
     if name == "init-wraps-from-pretrained-dynamo-first":
         import torch._dynamo
     from transformers import AutoModelForCausalLM
@@ -79,7 +81,12 @@ def _pitfall_body(name: str, checkpoint: str) -> PitfallBody:
     }
 
 
-def run_pitfall_here(name: str, checkpoint: str, out_file: str) -> PitfallOutcome:
+# Pitfalls that may follow one another in one process: they differ in one line of the loading code, not in
+# what the process imported before it (the init-wraps pair is about import order: each needs a fresh one).
+SHARE_A_LAUNCH = ("config-not-kept", "fix")
+
+
+def _outcome(name: str, checkpoint: str) -> PitfallOutcome:
     check_choice("pitfall", name, PITFALLS)
     result: PitfallOutcome = {"name": name, "what": PITFALLS[name], "ok": True, "error": None}
     try:
@@ -88,8 +95,44 @@ def run_pitfall_here(name: str, checkpoint: str, out_file: str) -> PitfallOutcom
         result.update(
             {"ok": False, "error": f"{type(exc).__name__}: {str(exc).strip().splitlines()[0][:300]}"}
         )
+    return result
+
+
+def run_pitfall_here(name: str, checkpoint: str, out_file: str) -> PitfallOutcome:
+    result = _outcome(name, checkpoint)
     Path(out_file).write_text(json.dumps(result))
     return result
+
+
+def run_pitfalls_here(names: list[str], checkpoint: str, out_file: str) -> list[PitfallOutcome]:
+    """Several of SHARE_A_LAUNCH in this process, in order; their outcomes as one JSON list."""
+    results = [_outcome(name, checkpoint) for name in names]
+    Path(out_file).write_text(json.dumps(results))
+    return results
+
+
+def show_pitfalls(
+    names: tuple[str, ...] | list[str], checkpoint: str | Path, *, nproc: int = 2, timeout: float = 600
+) -> list[PitfallOutcome]:
+    """Pitfalls of SHARE_A_LAUNCH in one torchrun launch, in the order given (the ranks' start-up, seconds
+    of imports, paid once); returns rank 0's outcome of each, as show_pitfall does for one."""
+    for name in names:
+        check_choice("pitfall that can share a launch", name, SHARE_A_LAUNCH)
+    verify_checkpoint(checkpoint)
+    check_world_size(nproc)
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "result.json"
+        spec = {"names": list(names), "checkpoint": str(checkpoint), "out_file": str(out), "rank0_only": True}
+        cmd = torchrun_command(
+            ["pitfall", json.dumps(spec)], module="workshop.experiments.loading", nproc_per_node=nproc
+        )
+        proc = run_captured(cmd, env=_worker_env(nproc, None), timeout=timeout)
+        if not out.exists():
+            tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-10:])
+            died = f"process died (exit {proc.returncode}): {tail[-600:]}"
+            return [{"name": n, "what": PITFALLS[n], "ok": False, "error": died} for n in names]
+        outcomes: list[PitfallOutcome] = json.loads(out.read_text())  # run_pitfalls_here's, on rank 0
+        return outcomes
 
 
 def show_pitfall(
@@ -97,8 +140,6 @@ def show_pitfall(
 ) -> PitfallOutcome:
     """Run a pitfall in fresh processes (torchrun, except "no-process-group"); returns rank 0's outcome:
     name, what it shows, ok, and the error it raised (None when it loaded)."""
-    import tempfile
-
     check_choice("pitfall", name, PITFALLS)
     verify_checkpoint(checkpoint)
     check_world_size(nproc)

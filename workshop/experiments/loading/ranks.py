@@ -7,7 +7,7 @@ import json
 import os
 import sys
 
-from workshop.experiments.loading.pitfalls import run_pitfall_here
+from workshop.experiments.loading.pitfalls import run_pitfall_here, run_pitfalls_here
 from workshop.experiments.loading.worker import run_worker
 from workshop.train.shm import release_shm_buffers
 
@@ -35,10 +35,14 @@ def worker(spec: dict) -> None:
 
 
 def pitfall(spec: dict) -> None:
-    """One pitfall in this process (spec: name, checkpoint, out_file, rank0_only); prints what happened."""
+    """One pitfall in this process (spec: name, checkpoint, out_file, rank0_only), or several in order
+    (spec: names instead of name); prints what happened."""
     rank0 = not spec.get("rank0_only") or os.environ.get("RANK", "0") == "0"
     out_file = spec["out_file"] if rank0 else os.devnull
     try:  # the pitfalls fail on purpose; their DeepSpeed buffers must not outlive them
-        print(json.dumps(run_pitfall_here(spec["name"], spec["checkpoint"], out_file)))
+        if "names" in spec:
+            print(json.dumps(run_pitfalls_here(spec["names"], spec["checkpoint"], out_file)))
+        else:
+            print(json.dumps(run_pitfall_here(spec["name"], spec["checkpoint"], out_file)))
     finally:
         release_shm_buffers()
