@@ -226,7 +226,7 @@ class MemoryPlan:
             ("After initializing ZeRO optimizer", c["grads"]),
             (N_("After the first step (Adam moments)"), c["adam_moments"]),
             (
-                N_("Training peak (the larger of: activations + gathered layer, or the step's buffers)"),
+                N_("Training peak (the larger: activations or step buffers)"),
                 max(self.phases().values()) + c.get("cuda_context", 0),
             ),
         ]
