@@ -391,11 +391,10 @@ def _components(arch: Architecture, world_size: int, opts: PlanOptions, device: 
     return comp
 
 
-def rank_components(
-    arch: Architecture, world_size: int, opts: PlanOptions, device: str = "cpu"
-) -> dict[str, int]:
-    """Bytes per rank of each component for an Architecture built here (a slice of a preset, say)."""
-    return _components(arch, world_size, opts, device)
+def rank_peak(arch: Architecture, world_size: int, opts: PlanOptions, device: str = "cpu") -> int:
+    """Per-rank peak bytes (MemoryPlan.total, not the components' sum) for an Architecture built here (a
+    slice of a preset, say)."""
+    return _plan(arch.name, arch, world_size, world_size, opts, device).total
 
 
 def _placement(comp: dict[str, int], opts: PlanOptions, device: str) -> dict[str, str]:
@@ -456,23 +455,28 @@ def plan_memory(
     check_count("world_size", world_size)
     procs_per_node = procs_per_node or world_size
     _check_options(world_size, procs_per_node, opts, device)
-    arch = architecture(model)
+    return _plan(model, architecture(model), world_size, procs_per_node, opts, device)
+
+
+def _plan(
+    name: str, arch: Architecture, world_size: int, procs_per_node: int, opts: PlanOptions, device: str
+) -> MemoryPlan:
     comp = _components(arch, world_size, opts, device)
     return MemoryPlan(
-        model,
+        name,
         arch.params,
         world_size,
         procs_per_node,
-        zero_stage,
-        offload_optimizer,
-        offload_param,
-        micro_batch,
-        seq_len,
-        grad_ckpt,
-        dtype,
+        opts["zero_stage"],
+        opts["offload_optimizer"],
+        opts["offload_param"],
+        opts["micro_batch"],
+        opts["seq_len"],
+        opts["grad_ckpt"],
+        opts["dtype"],
         device,
         comp,
         _placement(comp, opts, device),
-        activations,
-        method,
+        opts.get("activations", DEFAULT_ACTIVATIONS),
+        opts.get("method", "full"),
     )
