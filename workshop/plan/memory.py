@@ -294,15 +294,17 @@ class MemoryPlan:
             for k, v in self.components.items()
         ]
         lines.append(f"{'total per rank':22s} {self.total / GiB:7.2f} GiB")
-        ph = self.phases()
-        lines.append(
-            _(
-                "The total counts the larger of two phases that never coexist: activations + gathered layer "
-                "{fb:.2f} GiB (freed after backward), fp32 gradient + AdamW temporaries {step:.2f} GiB (the "
-                "optimizer step)."
-            ).format(fb=ph["forward_backward"] / GiB, step=ph["step"] / GiB)
-        )
+        lines.append(self.phase_note())
         return "\n".join(lines)
+
+    def phase_note(self) -> str:
+        """Why the total is not the components' sum: the sentence under every breakdown."""
+        ph = self.phases()
+        return _(
+            "The total counts the larger of two phases that never coexist: activations + gathered layer "
+            "{fb:.2f} GiB (freed after backward), fp32 gradient + AdamW temporaries {step:.2f} GiB (the "
+            "optimizer step)."
+        ).format(fb=ph["forward_backward"] / GiB, step=ph["step"] / GiB)
 
     def options(self) -> PlanOptions:
         """The training options this plan was made with (plan_memory's keywords besides model and ranks)."""
