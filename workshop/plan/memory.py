@@ -166,6 +166,12 @@ class MemoryPlan:
         """The step's transient buffers; an offloaded optimizer keeps its fp32 gradient buffer all along."""
         return ("optimizer_temps",) if self.offload_optimizer else STEP
 
+    def _fb_keys(self) -> tuple[str, ...]:
+        """The forward/backward's transient buffers; ZeRO-1/2 also free the 16-bit gradients once the step
+        has copied them to fp32 (stage_1_and_2.py), where ZeRO-3 keeps its flat gradient buffer."""
+        stage12 = self.zero_stage in (1, 2) and not self.offload_optimizer
+        return FORWARD_BACKWARD + (("grads",) if stage12 else ())
+
     def phases(self, where: str | None = None) -> dict[str, int]:
         """Bytes of each phase's transient buffers (in `where`, or everywhere): forward/backward, step."""
 
@@ -174,11 +180,11 @@ class MemoryPlan:
                 self.components.get(k, 0) for k in keys if where is None or self.placement.get(k) == where
             )
 
-        return {"forward_backward": add(FORWARD_BACKWARD), "step": add(self._step_keys())}
+        return {"forward_backward": add(self._fb_keys()), "step": add(self._step_keys())}
 
     def _sum(self, where: str | None = None) -> int:
         """What stays all along, plus the larger of the two phases (their buffers never coexist)."""
-        transient = FORWARD_BACKWARD + self._step_keys()
+        transient = self._fb_keys() + self._step_keys()
         kept = sum(
             v
             for k, v in self.components.items()
@@ -223,7 +229,7 @@ class MemoryPlan:
                 "After initializing optimizer states",
                 c["optimizer_grads_fp32"] if self.offload_optimizer else 0,
             ),
-            ("After initializing ZeRO optimizer", c["grads"]),
+            ("After initializing ZeRO optimizer", 0 if "grads" in self._fb_keys() else c["grads"]),
             (N_("After the first step (Adam moments)"), c["adam_moments"]),
             (
                 N_("Training peak (the larger: activations or step buffers)"),
