@@ -306,11 +306,19 @@ class MemoryPlan:
     def phase_note(self) -> str:
         """Why the total is not the components' sum: the sentence under every breakdown."""
         ph = self.phases()
-        return _(
-            "The total counts the larger of two phases that never coexist: activations + gathered layer "
-            "{fb:.2f} GiB (freed after backward), fp32 gradient + AdamW temporaries {step:.2f} GiB (the "
-            "optimizer step)."
-        ).format(fb=ph["forward_backward"] / GiB, step=ph["step"] / GiB)
+        if "grads" in self._fb_keys():
+            said = _(
+                "The total counts the larger of two phases that never coexist: activations + 16-bit "
+                "gradients {fb:.2f} GiB (freed once the step has their fp32 copy), fp32 gradient + AdamW "
+                "temporaries {step:.2f} GiB (the optimizer step)."
+            )
+        else:
+            said = _(
+                "The total counts the larger of two phases that never coexist: activations + gathered layer "
+                "{fb:.2f} GiB (freed after backward), fp32 gradient + AdamW temporaries {step:.2f} GiB (the "
+                "optimizer step)."
+            )
+        return said.format(fb=ph["forward_backward"] / GiB, step=ph["step"] / GiB)
 
     def options(self) -> PlanOptions:
         """The training options this plan was made with (plan_memory's keywords besides model and ranks)."""
