@@ -142,7 +142,7 @@ def fit_instance(
             return None, _("{need:.1f} GiB per GPU with headroom > {have:.0f} GiB ({gpu})").format(
                 need=dev_need, have=row.gpu_memory_gib, gpu=row.gpu_name
             )
-    if host_need > mem_alloc:
+    if math.ceil(host_need) > mem_alloc:  # the pod requests whole GiB (_recommendation)
         return None, _("needs {need:.0f} GiB host memory with headroom > {alloc:.0f} GiB allocatable").format(
             need=host_need, alloc=mem_alloc
         )
