@@ -258,29 +258,26 @@ def chapter02_docs() -> list[dict]:
 
 
 def chapter05_job(name: str = "cpu-llama3", namespace: str = "default", token: str | None = "hf_test"):
-    """What chapter 05 submits (its cells, with their defaults): the planner's CPU TrainJob, FSx outputs."""
-    plan = cost.rank(Options(model="llama-3-8b", tokens=1e8, families=("c7i", "m7i", "r7i"), nodes=(4,)))[0]
-    rec = cost.recommendation(plan, "llama-3-8b")
+    """What chapter 05 submits (its cells, with their defaults): the planner's CPU plan on 4 nodes, rendered
+    as exactly that plan's TrainJob, FSx outputs."""
+    from workshop.k8s import planned_job
+    from workshop.plan import job as plan_job
+
+    opts = Options(model="llama-3-8b", tokens=1e8, families=("c7i", "m7i", "r7i"), nodes=(4,))
+    plan = plan_job.from_ranking(cost.rank(opts), opts, weights="hub")
     outputs = storage.fsx_storage(
         subnet_id="subnet-0123456789abcdef0",
         security_group_ids="sg-0123456789abcdef0",
         namespace=namespace,
         size="1200Gi",
     )
-    return tj.cpu_trainjob(
+    return planned_job.plan_trainjob(
+        plan,
         name,
-        model="meta-llama/Meta-Llama-3-8B",
-        nodes=plan.nodes,
-        procs_per_node=plan.procs_per_node,
-        recommendation=rec,
-        threads_per_rank=plan.threads_per_rank,
         registry="registry.example.com/workshop",
         namespace=namespace,
         hf_secret=tj.HFTokenSecret(namespace=namespace, value=token),
         storage=outputs,
-        dataset="wikitext",
-        max_steps=300,
-        **cost.train_settings(plan),
     )
 
 

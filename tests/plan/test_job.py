@@ -94,6 +94,39 @@ def test_cpu_pods_are_guaranteed_on_static_cpu_manager_nodes(plan_files, tmp_pat
     assert "cpuManagerPolicy: static" in node_class["spec"]["userData"]
 
 
+@pytest.mark.parametrize("itype", ["r7i.2xlarge", "c7i.8xlarge", "m7i.12xlarge", "c7i.48xlarge"])
+def test_pod_cores_are_the_threads_and_the_rate(itype):
+    """One derivation: the cores a CPU pod requests are the threads its ranks run and the cores the planner
+    prices (an r7i.2xlarge's pod holds 6 vCPUs = 3 cores: 3 threads, priced on 3, not 4)."""
+    from workshop.plan import calibration, estimate, fit
+    from workshop.plan.hardware import AMX_BF16_FLOP_PER_CYCLE
+    from workshop.plan.options import Options
+
+    row = instance_info(itype, source="moto")
+    cores = fit.pod_cores(row)
+    assert cores < row.cores, "the daemonsets' vCPU leaves the pod less than the node"
+    for ppn in (1, 2):
+        rec = fit.recommend_instance("tiny", itype, nodes=1, procs_per_node=ppn, plan_kw={}, source="moto")
+        held = int(rec.cpu_request) // fit.vcpus_per_core(row)
+        assert held == cores and int(rec.cpu_request) == cores * (row.vcpus // row.cores)
+        assert rec.threads_per_rank * ppn <= held < (rec.threads_per_rank + 1) * ppn
+    node = estimate.node_for(row, Options(source="moto"))
+    assert node.max_ranks == cores
+    clock = calibration.cpu_clock_basis(None).value
+    assert node.peak_tflops == pytest.approx(cores * clock * AMX_BF16_FLOP_PER_CYCLE / 1000)
+    assert node.efficiency == calibration.cpu_efficiency("deepspeed", None, cores)  # the share at its cores
+    assert f"{cores} cores (the pod's, of the node's {row.cores})" in node.sources["peak"]
+
+
+def test_a_plan_running_more_threads_than_its_pod_holds_is_refused(plan_files, tmp_path):
+    data = json.loads(plan_files["cpu"].read_text())
+    data["placement"]["threads_per_rank"] += 1
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(data))
+    with pytest.raises(WorkshopError, match="placement.*cores"):
+        load_plan(bad)
+
+
 def test_plan_file_round_trips(plan_files):
     for path in plan_files.values():
         plan = load_plan(path)
@@ -163,10 +196,13 @@ def test_one_count_check():
 # issue 46 names, listed so that it can only shrink. A NEW dataclass declaring a knob fails here; fixing one
 # of these fails the stale-entry check until its line is removed.
 KNOBS = ("seq_len", "global_batch", "micro_batch", "zero_stage", "offload_optimizer", "offload_param",
-         "grad_ckpt", "precision", "save_steps", "warmup_steps", "lr", "engine", "dataset")  # fmt: skip
+         "grad_ckpt", "precision", "save_steps", "warmup_steps", "lr", "engine", "dataset",
+         "method")  # fmt: skip
 KNOWN_COPIES = {
-    "workshop/plan/options.py:Options": {"global_batch", "seq_len", "grad_ckpt"},
+    # "method" joined Job (a LoRA plan rendered a full fine-tune) and KNOBS with it: its old copies listed
+    "workshop/plan/options.py:Options": {"global_batch", "seq_len", "grad_ckpt", "method"},
     "workshop/plan/memory.py:MemoryPlan": {
+        "method",
         "grad_ckpt",
         "micro_batch",
         "offload_optimizer",
@@ -183,6 +219,7 @@ KNOWN_COPIES = {
         "zero_stage",
     },  # fmt: skip
     "workshop/plan/estimate.py:Job": {
+        "method",
         "zero_stage",
         "micro_batch",
         "seq_len",
@@ -191,17 +228,10 @@ KNOWN_COPIES = {
         "offload_param",
         "precision",
     },  # fmt: skip
-    "workshop/plan/estimate.py:Plan": {
-        "zero_stage",
-        "micro_batch",
-        "seq_len",
-        "grad_ckpt",
-        "offload_optimizer",
-        "offload_param",
-        "precision",
-        "save_steps",
-    },  # fmt: skip
+    # the checkpoint interval the estimate derives (its Job's knobs are read through, not copied)
+    "workshop/plan/estimate.py:Plan": {"save_steps"},
     "workshop/train/args.py:TrainArgs": {
+        "method",
         "dataset",
         "seq_len",
         "micro_batch",
@@ -323,3 +353,35 @@ def test_every_planned_job_is_judged_by_a_held_out_loss():
         assert kw["eval_split"] == "validation" and kw["eval_fraction"] == 0.0
         assert kw["eval_steps"] == plan.job.steps // EVALS_PER_RUN >= 1
     assert held_out("local", 5) == {"eval_fraction": 0.01, "eval_steps": 1}
+
+
+def test_a_lora_plan_renders_a_lora_job(tmp_path):
+    """`workshop plan --method lora --out p.json`: the plan file's Job is a LoRA job and its TrainJob trains
+    adapters (the method was priced, then dropped: a full fine-tune was rendered)."""
+    path = tmp_path / "lora.json"
+    flags = ["--source", "moto", "--family", "c7i", "--family", "m7i", "--family", "r7i", "--method", "lora"]
+    assert plan_command(["--model", "llama-3-8b", "--tokens", "1e8", *flags, "--out", str(path)]) == 0
+    plan = load_plan(path)
+    assert plan.job.method == "lora" and plan.train_kwargs()["method"] == "lora"
+    job, _pool, _data = _rendered(path, tmp_path / "d")
+    assert from_argv(job["spec"]["trainer"]["args"]).method == "lora"
+
+
+def test_the_kubernetes_layer_never_calls_back_into_the_planner():
+    """Issue 46: a plan went plan -> k8s -> plan -> k8s (cpu_trainjob ranked, sized and re-checked a job). The
+    Kubernetes layer renders a Plan it is given; it may read facts (catalog, models, prices), never plan."""
+    planner = {"cost", "ranking", "estimate", "fit", "options", "memory", "methods", "reconcile"}
+    found = []
+    for path in sorted((REPO / "workshop" / "k8s").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):  # `from workshop.plan import cost` names workshop.plan.cost
+                names = [node.module or ""] + [f"{node.module}.{a.name}" for a in node.names]
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            else:
+                continue
+            for name in names:
+                parts = name.split(".")
+                if parts[:2] == ["workshop", "plan"] and len(parts) > 2 and parts[2] in planner:
+                    found.append(f"{path.relative_to(REPO)}: {name}")
+    assert not found, found

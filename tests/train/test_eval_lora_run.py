@@ -66,19 +66,17 @@ def test_lora_trains_adapters_only_saves_less_memory_as_planned_and_reloads(tmp_
     from safetensors.torch import load_file
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from workshop.plan.memory import lora_params, plan_memory
+    from workshop.plan.memory import LIVE_BYTES_ENV, lora_params, plan_memory
     from workshop.plan.models import architecture
     from workshop.train.data import as_text, load_text, split_held_out, tokenize_dataset
 
     common = ("--eval-fraction", "0.05", "--eval-steps", "5", "--precision", "bf16")
-    full = run_torchrun(
-        tiny(tmp_path, kit_cache, "full", 10, *common), nproc_per_node=2, threads_per_rank=1, progress=False
-    ).check()
+    # both measured as the planner counts: live bytes (freed buffers leave RSS at once)
+    ranks = dict(nproc_per_node=2, threads_per_rank=1, progress=False, env=LIVE_BYTES_ENV)
+    full = run_torchrun(tiny(tmp_path, kit_cache, "full", 10, *common), **ranks).check()
     lora = run_torchrun(
         tiny(tmp_path, kit_cache, "lora", 10, *common, "--method", "lora", "--lr", "1e-2", "--save-model"),
-        nproc_per_node=2,
-        threads_per_rank=1,
-        progress=False,
+        **ranks,
     ).check()
     n = lora_params(architecture("tiny"))
     assert lora.metrics["trainable_params"] == n == 147_968
@@ -98,10 +96,9 @@ def test_lora_trains_adapters_only_saves_less_memory_as_planned_and_reloads(tmp_
     assert held_out_loss(model, blocks, batch=4 * 2) == pytest.approx(
         lora.metrics["final_eval_loss"], abs=0.02
     )
-    # per-rank memory: LoRA holds less than full fine-tuning, at least by the planner's margin less 25 %; a
-    # saving more than 25 % above the margin is the planner's known gap (issue 47's note: on a fresh 2-core
-    # AMD EPYC, 2026-11-28, the tiny model saved +41 % more than planned; +7 % and -14 % under load), shown
-    # as an expected failure with its numbers rather than passed over
+    # per-rank memory: LoRA's peak is below full fine-tuning's by the planner's margin, within 25 % either
+    # way (issue 47: 51 MiB measured against 47 planned on a 2-core AMD EPYC, 2026-11-28; the margin is the
+    # full run's optimizer state and step buffers, AdamW's temporaries included, less nothing of LoRA's)
     kw = dict(world_size=2, micro_batch=4, seq_len=64, dtype="bf16")
     predicted = plan_memory("tiny", **kw).total - plan_memory("tiny", method="lora", **kw).total
     measured = [
@@ -109,9 +106,7 @@ def test_lora_trains_adapters_only_saves_less_memory_as_planned_and_reloads(tmp_
         for f, lo in zip(full.metrics["peak_rss_gb_per_rank"], lora.metrics["peak_rss_gb_per_rank"])
     ]
     mean = sum(measured) / 2
-    assert mean >= 0.75 * predicted, (measured, predicted)
-    if mean > 1.25 * predicted:
-        pytest.xfail(f"LoRA saved {mean / 2**20:.0f} MiB per rank, the planner {predicted / 2**20:.0f} MiB")
+    assert 0.75 * predicted <= mean <= 1.25 * predicted, (measured, predicted)
 
 
 def test_lora_with_ddp_in_a_plain_process_merges_on_request(tmp_path, kit_cache):

@@ -178,8 +178,8 @@ EXERCISES: dict[str, list[Exercise]] = {
             N_(
                 "One node must hold the whole job, so the plan trains one rank with nothing to shard "
                 "(ZeRO-0): the smallest sizes drop out of the pool and larger ones (up to 48xlarge) come in, "
-                "and the CPU limit becomes one node's vCPUs of the largest type admitted, more than the "
-                "four-node pool's limit because that type is so much larger."
+                "and the CPU limit becomes one node's vCPUs of the largest type admitted: one node instead "
+                "of four, but of a larger type, so it does not shrink by four."
             ),
         ),
     ],

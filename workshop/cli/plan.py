@@ -507,6 +507,7 @@ def memory_plan(argv: list[str]) -> int:
             "params": mp.params,
             "per_rank_bytes": mp.total,
             "components": mp.components,
+            "phases": mp.phases(),
             "placement": mp.placement,
             "host_total_bytes": mp.host_total,
             "recommendation": rec.as_dict(),
@@ -529,6 +530,7 @@ def _print_recommendation(rec: Recommendation) -> None:
     total = _("per-rank total")  # padded by terminal columns: a Hangul syllable takes two
     pad = 22 - sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in total)
     print(f"  {total}{' ' * max(0, pad)} {mp.total / GiB:8.2f} GiB")
+    print(f"  {mp.phase_note()}")
     print(
         _(
             "-> {nodes} x {type}, {ppn} rank(s)/node; pod requests cpu {cpu}, memory {memory}, "

@@ -27,7 +27,7 @@ from pathlib import Path
 from workshop.errors import WorkshopError, check_positive
 from workshop.plan import calibration, hardware
 from workshop.plan.estimate import Job
-from workshop.plan.memory import GiB, PlanOptions, rank_components
+from workshop.plan.memory import GiB, PlanOptions, rank_peak
 from workshop.plan.models import PRESETS, architecture, build_config, slice_overrides
 from workshop.plan.scaling import measure_curve
 from workshop.report.verdict import share, spread_pct, steady
@@ -102,7 +102,7 @@ def rank_bytes(layers: int, vocab: int, cfg: SliceConfig, precision: str) -> int
         "grad_ckpt": False,
         "dtype": precision,
     }
-    return int(sum(rank_components(arch, cfg.ranks, opts, "cpu").values()))
+    return rank_peak(arch, cfg.ranks, opts, "cpu")
 
 
 @dataclass(frozen=True)

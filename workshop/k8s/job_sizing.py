@@ -1,9 +1,7 @@
-"""How big a TrainJob is: nodes and ranks from chapter 01's plan (or the planner's pick), the pod sizes of a
-recommendation made for that node count, and a GPU instance type's GPUs and EFA interfaces."""
+"""How big a TrainJob is, as it is given: nodes and ranks, the pod sizes of a recommendation made for that
+node count (checked, never re-planned), and a GPU instance type's GPUs and EFA interfaces."""
 
 from __future__ import annotations
-
-from dataclasses import replace
 
 from workshop.errors import WorkshopError, check_count, check_positive
 from workshop.plan.catalog import instance_info
@@ -14,65 +12,23 @@ def check_nodes(nodes) -> None:
     check_count("nodes", nodes)
 
 
-def planned(
-    model: str,
-    nodes: int | None,
-    procs_per_node: int | None,
-    plan,
-    recommendation,
-    train_kw: dict,
-    catalog_source: str | None,
-    *,
-    sized: bool,
-):
-    """(nodes, ranks per node, recommendation, training settings, threads per rank or None) of a CPU job:
-    the plan's (the planner's best for `nodes`, default 4, when neither a plan, a recommendation nor every
-    pod size (`sized`) is given), checked against the recommendation."""
-    if nodes is not None:
-        check_nodes(nodes)
-    if plan is None and recommendation is None and not sized:
-        plan = _default_plan(model, nodes, procs_per_node, catalog_source)
-    threads = None
-    if plan is not None:
-        nodes, procs_per_node, recommendation, train_kw = _follow_plan(
-            plan, model, nodes, procs_per_node, recommendation, train_kw, catalog_source
+def sized(nodes: int | None, procs_per_node: int | None, recommendation, *, sizes_given: bool):
+    """(nodes, ranks per node, recommendation) of a CPU job rendered from sizes it is given: a
+    recommendation (workshop.plan.fit's) or every pod size. Nothing is planned here: a planned job renders
+    with workshop.k8s.planned_job.plan_trainjob(plan)."""
+    if recommendation is None and not sizes_given:
+        raise WorkshopError(
+            "cpu_trainjob renders given sizes: pass recommendation= (workshop.plan.fit.recommend) or cpu, "
+            "memory, shm_size and threads_per_rank; a planned job renders with "
+            "workshop.k8s.planned_job.plan_trainjob(plan)"
         )
-        threads = plan.threads_per_rank
-    nodes = 4 if nodes is None else nodes
-    procs_per_node = 1 if procs_per_node is None else procs_per_node
+    if nodes is None:
+        nodes = getattr(recommendation, "nodes", 4)
+    if procs_per_node is None:
+        procs_per_node = getattr(recommendation, "procs_per_node", 1)
     check_nodes(nodes)
-    return nodes, procs_per_node, _sized_for(recommendation, nodes, procs_per_node), train_kw, threads
-
-
-def _default_plan(model: str, nodes: int | None, procs_per_node: int | None, catalog_source: str | None):
-    """The cost planner's best plan for `nodes` (default 4) AMX nodes, when the caller gave none."""
-    from workshop.plan import cost
-    from workshop.plan.options import Options
-
-    opts = Options(
-        model=model,
-        families=("c7i", "m7i", "r7i"),
-        nodes=(4 if nodes is None else nodes,),
-        source=catalog_source,
-    )
-    return cost.rank(replace(opts, procs_per_node=procs_per_node))[0]
-
-
-def _follow_plan(plan, model: str, nodes, procs_per_node, recommendation, train_kw: dict, catalog_source):
-    """(nodes, ranks per node, recommendation, training settings) as the plan says; a node count,
-    recommendation or setting that contradicts it is refused."""
-    from workshop.plan import cost
-
-    nodes = plan.nodes if nodes is None else nodes
-    procs_per_node = plan.procs_per_node if procs_per_node is None else procs_per_node
-    rec_type = getattr(recommendation, "instance_type", None)
-    cost.check_plan_matches(plan, nodes=nodes, procs_per_node=procs_per_node, instance_type=rec_type)
-    settings = cost.train_settings(plan)
-    clash = {k: v for k, v in train_kw.items() if k in settings and settings[k] != v}
-    if clash:
-        raise WorkshopError(f"{clash} contradicts the plan's { ({k: settings[k] for k in clash}) }: re-plan")
-    recommendation = recommendation or cost.recommendation(plan, model, source=catalog_source)
-    return nodes, procs_per_node, recommendation, {**settings, **train_kw}
+    check_count("procs_per_node", procs_per_node)
+    return nodes, procs_per_node, _sized_for(recommendation, nodes, procs_per_node)
 
 
 def _sized_for(rec, nodes: int, procs_per_node: int):

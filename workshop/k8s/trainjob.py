@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from workshop import __version__
 from workshop.errors import WorkshopError, check_choice, check_count
 from workshop.k8s.base import PART_OF, check_dns_label, diff_yaml
-from workshop.k8s.job_sizing import check_nodes, gpu_counts, gpu_resources, planned
+from workshop.k8s.job_sizing import check_nodes, gpu_counts, gpu_resources, sized
 from workshop.k8s.karpenter import AMX_TAINT
 from workshop.k8s.storage import OutputStorage
 from workshop.k8s.validate import available_versions, validate_documents
@@ -409,7 +409,6 @@ def cpu_trainjob(
     node_pool: str = "cpu-amx",
     namespace: str = "default",
     registry: str = DEFAULT_REGISTRY,
-    plan=None,
     recommendation=None,
     cpu: str | None = None,
     memory: str | None = None,
@@ -418,23 +417,16 @@ def cpu_trainjob(
     hf_secret: HFTokenSecret | None = None,
     args: list[str] | None = None,
     storage: OutputStorage | None = None,
-    catalog_source: str | None = None,
     **train_kw,
 ) -> TrainJobSpec:
-    """The Xeon AMX job (a TrainJobSpec): CPU image, Karpenter pool + AMX taint, planner-sized resources
-    and /dev/shm. `cpu`, `memory` and `shm_size` are Kubernetes quantities per pod ("180", "700Gi").
-
-    `plan` (chapter 01's Plan) is the job: nodes, ranks, threads, the split of the global batch, ZeRO,
-    checkpointing; a node count, recommendation or setting that contradicts it is refused. Without a plan,
-    the cost planner picks one for `nodes` (default 4) x 1 rank; explicit cpu/memory/shm_size/threads win
-    over its pod sizes.
+    """The Xeon AMX job (a TrainJobSpec) from sizes it is given: CPU image, Karpenter pool + AMX taint, the
+    recommendation's pod sizes (workshop.plan.fit) and /dev/shm; explicit `cpu`, `memory`, `shm_size`
+    (Kubernetes quantities per pod: "180", "700Gi") and `threads_per_rank` win over them. Nothing is planned
+    here: the job a plan file holds renders with workshop.k8s.planned_job.plan_trainjob.
     """
-    sized = None not in (cpu, memory, shm_size, threads_per_rank)
-    nodes, procs_per_node, rec, train_kw, planned_threads = planned(
-        model, nodes, procs_per_node, plan, recommendation, train_kw, catalog_source, sized=sized
-    )
+    given = None not in (cpu, memory, shm_size, threads_per_rank)
+    nodes, procs_per_node, rec = sized(nodes, procs_per_node, recommendation, sizes_given=given)
     check_dns_label("node pool", node_pool)
-    threads_per_rank = threads_per_rank or planned_threads
     memory = memory or rec.memory_request
     threads = threads_per_rank or rec.threads_per_rank
     key, value, effect = AMX_TAINT

@@ -16,7 +16,7 @@ from workshop.plan.catalog import InstanceRow, instance_info, list_instances
 from workshop.plan.estimate import MEMORY_STACK, Plan, memory_options, node_for, run_costs
 from workshop.plan.fit import Recommendation, allocatable, recommend_instance
 from workshop.plan.memory import HEADROOM
-from workshop.plan.models import architecture, recipe
+from workshop.plan.models import architecture
 from workshop.plan.options import Options, batch_reason, check_range, split_batch, validate
 from workshop.plan.ranking import best_for, filter_plans, hint, mark_pareto, mark_ties, plan_key
 
@@ -142,46 +142,6 @@ def recommendation(
         headroom=headroom,
         source=source,
     )
-
-
-def train_settings(plan: Plan) -> dict[str, Any]:
-    """The TrainArgs a TrainJob needs to run the plan's job: its split of the global batch (micro-batch,
-    accumulation), sequence, precision, ZeRO stage, checkpointing, offload and checkpoint interval."""
-    out: dict[str, Any] = {
-        "micro_batch": plan.micro_batch,
-        "grad_accum": plan.grad_accum,
-        "seq_len": plan.seq_len,
-        "precision": plan.precision,
-        "zero_stage": plan.zero_stage,
-        "grad_ckpt": plan.grad_ckpt,
-        "offload_optimizer": plan.offload_optimizer,
-        "offload_param": plan.offload_param,
-    }
-    if plan.save_steps:
-        out["save_steps"] = plan.save_steps
-    if plan.method != "full":
-        out["method"] = plan.method
-    return out
-
-
-def job_settings(plan: Plan, model: str) -> dict[str, Any]:
-    """The whole job a rank runs, as TrainArgs keywords: the model's recipe (lr, warm-up, dataset) with the
-    plan's settings over it (micro-batch in sequences, sequence in tokens, checkpoint interval in steps); what
-    chapter 05 prints is what its TrainJob renders."""
-    return {**recipe(model), **train_settings(plan)}
-
-
-def check_plan_matches(
-    plan: Plan, *, nodes: int, procs_per_node: int, instance_type: str | None = None
-) -> None:
-    """A TrainJob for another cluster than the plan's is refused: same nodes, ranks per node and type."""
-    want = (plan.nodes, plan.procs_per_node, plan.instance_type)
-    got = (nodes, procs_per_node, instance_type or plan.instance_type)
-    if want != got:
-        raise WorkshopError(
-            f"the plan is sized for {plan.nodes} x {plan.instance_type} with {plan.procs_per_node} rank(s) "
-            f"per node, not {nodes} x {got[2]} with {procs_per_node}: re-plan for that cluster"
-        )
 
 
 def within_margin(plans: Sequence[Plan], margin: float = 0.25) -> list[Plan]:

@@ -19,6 +19,7 @@ from workshop.errors import WorkshopError, check_positive
 from workshop.lang import N_, _
 from workshop.plan import calibration, rates
 from workshop.plan.catalog import InstanceRow
+from workshop.plan.fit import pod_cores
 from workshop.plan.hardware import AMX_BF16_FLOP_PER_CYCLE
 from workshop.plan.memory import DEFAULT_ACTIVATIONS, PlanOptions, lora_params
 from workshop.plan.models import SEQ_LEN, Architecture
@@ -90,25 +91,17 @@ class Job:
         return self.world * self.micro_batch * self.grad_accum * self.seq_len
 
 
-JOB_FIELDS = tuple(f.name for f in fields(Job))  # a Plan carries its Job's fields under the same names
+JOB_FIELDS = tuple(f.name for f in fields(Job))  # a Plan reads its Job's fields under the same names
 
 
 @dataclass
 class Plan:
-    """One candidate, estimated: step terms, throughput, hours and dollars for the token budget, the bound."""
+    """One candidate, estimated: its Job (held, not copied: the knobs below are views of it), step terms,
+    throughput, hours and dollars for the token budget, the bound."""
 
     instance_type: str
     device: str
-    nodes: int
-    procs_per_node: int
-    zero_stage: int
-    micro_batch: int
-    grad_accum: int
-    seq_len: int
-    grad_ckpt: bool
-    offload_optimizer: bool
-    offload_param: bool
-    precision: str
+    job: Job
     threads_per_rank: int
     tokens: float
     tokens_per_s: float
@@ -136,13 +129,63 @@ class Plan:
     price_kind: str = ""  # "price", "override"
     save_steps: int = 0  # the TrainJob's checkpoint interval in steps
     hint: str = ""
-    method: str = "full"
-    eval_share: float = 0.0
     pareto: bool = False
     tie: bool = False  # within PLANNER_ERROR of the best plan's cost
 
     def to_dict(self) -> dict[str, Any]:
-        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+        """The plan flat, as `workshop plan --json` prints it: its Job's knobs beside the estimate."""
+        head = {"instance_type": self.instance_type, "device": self.device}
+        rest = {k: getattr(self, k) for k in self.__dataclass_fields__ if k not in (*head, "job")}
+        return {**head, **{k: getattr(self.job, k) for k in JOB_FIELDS}, **rest}
+
+    # the Job's knobs, read through (one declaration: Job's)
+    @property
+    def nodes(self) -> int:
+        return self.job.nodes
+
+    @property
+    def procs_per_node(self) -> int:
+        return self.job.procs_per_node
+
+    @property
+    def zero_stage(self) -> int:
+        return self.job.zero_stage
+
+    @property
+    def micro_batch(self) -> int:
+        return self.job.micro_batch
+
+    @property
+    def grad_accum(self) -> int:
+        return self.job.grad_accum
+
+    @property
+    def seq_len(self) -> int:
+        return self.job.seq_len
+
+    @property
+    def grad_ckpt(self) -> bool:
+        return self.job.grad_ckpt
+
+    @property
+    def offload_optimizer(self) -> bool:
+        return self.job.offload_optimizer
+
+    @property
+    def offload_param(self) -> bool:
+        return self.job.offload_param
+
+    @property
+    def precision(self) -> str:
+        return self.job.precision
+
+    @property
+    def method(self) -> str:
+        return self.job.method
+
+    @property
+    def eval_share(self) -> float:
+        return self.job.eval_share
 
     @property
     def label(self) -> str:
@@ -151,7 +194,7 @@ class Plan:
 
 def job_of(plan: Plan) -> Job:
     """The Job a plan trains."""
-    return Job(**{k: getattr(plan, k) for k in JOB_FIELDS})
+    return plan.job
 
 
 def memory_options(job: Job | Plan, activations: str = DEFAULT_ACTIVATIONS) -> PlanOptions:
@@ -177,10 +220,12 @@ def _cpu_node(row: InstanceRow, opts: Options, clock: rates.Rate | None = None) 
     run on a known machine (costcheck.amx_rows); a catalog type is priced at the clock of the CPU rate."""
     if not (row.amx and row.clock_ghz):
         raise WorkshopError(f"{row.instance_type}: the CPU estimate needs AMX and a clock ({row.amx_reason})")
+    # a catalog type: its pod's cores (fit.pod_cores: what the pod requests and runs a thread on), at the
+    # clock of the CPU rate; a known host (`clock` given, costcheck): its own cores, as its run used them
+    cores = pod_cores(row) if clock is None else row.cores
     clock = clock or calibration.cpu_clock_basis(opts.ceiling, opts.cpu_engine)
-    # on the measuring host's clock: the rate's own basis
-    peak = row.cores * clock.value * AMX_BF16_FLOP_PER_CYCLE / 1000
-    eff = opts.cpu_efficiency or calibration.cpu_efficiency(opts.cpu_engine, opts.ceiling, row.cores)
+    peak = cores * clock.value * AMX_BF16_FLOP_PER_CYCLE / 1000
+    eff = opts.cpu_efficiency or calibration.cpu_efficiency(opts.cpu_engine, opts.ceiling, cores)
     flow = rates.tcp_flow_gbps(opts.placement_group, opts.ena_express)
     nic = rates.instance_gbps(row)
     inter = min(nic, flow.value) * rates.TCP_EFFICIENCY.value / 8
@@ -189,7 +234,7 @@ def _cpu_node(row: InstanceRow, opts: Options, clock: rates.Rate | None = None) 
     return Node(
         name=row.instance_type,
         device="cpu",
-        max_ranks=row.cores,
+        max_ranks=cores,
         peak_tflops=peak,
         efficiency=eff,
         mem_gbytes_per_s=ddr,
@@ -205,17 +250,7 @@ def _cpu_node(row: InstanceRow, opts: Options, clock: rates.Rate | None = None) 
         overlap=rates.OVERLAP["cpu"],
         usd_per_hour=rates.price(row, opts.prices),
         sources={
-            "peak": _(
-                "{cores} cores x {clock:g} GHz x {flop:,} bf16 FLOP/cycle (AMX) = {peak:.1f} TFLOPS, "
-                "at {cite} (the catalog's {catalog} GHz is not used: the measured share is of this clock)"
-            ).format(
-                cores=row.cores,
-                clock=clock.value,
-                flop=AMX_BF16_FLOP_PER_CYCLE,
-                peak=peak,
-                cite=clock.cite(),
-                catalog=row.clock_ghz,
-            ),
+            "peak": _peak_source(row, cores, clock, peak),
             "efficiency": eff.cite(),
             "network": _(
                 "{nic:g} Gbps (catalog NetworkPerformance); {flow}; x {tcp}; "
@@ -225,6 +260,30 @@ def _cpu_node(row: InstanceRow, opts: Options, clock: rates.Rate | None = None) 
             "memory": rates.DDR_GBYTES_PER_S_PER_CORE.cite(),
             "overlap": rates.OVERLAP["cpu"].cite(),
         },
+    )
+
+
+def _peak_source(row: InstanceRow, cores: int, clock: rates.Rate, peak: float) -> str:
+    """Where a CPU node's peak comes from: the cores it is priced on (a pod's, of the node's) at the clock."""
+    return (
+        _(
+            "{cores} cores (the pod's, of the node's {node_cores}) x {clock:g} GHz x {flop:,} bf16 "
+            "FLOP/cycle (AMX) = {peak:.1f} TFLOPS, at {cite} (the catalog's {catalog} GHz is not "
+            "used: the measured share is of this clock)"
+        )
+        if cores != row.cores
+        else _(
+            "{cores} cores x {clock:g} GHz x {flop:,} bf16 FLOP/cycle (AMX) = {peak:.1f} TFLOPS, at "
+            "{cite} (the catalog's {catalog} GHz is not used: the measured share is of this clock)"
+        )
+    ).format(
+        cores=cores,
+        node_cores=row.cores,
+        clock=clock.value,
+        flop=AMX_BF16_FLOP_PER_CYCLE,
+        peak=peak,
+        cite=clock.cite(),
+        catalog=row.clock_ghz,
     )
 
 
@@ -497,7 +556,7 @@ def estimate(
     return Plan(
         instance_type=node.name,
         device=node.device,
-        **{k: getattr(job, k) for k in JOB_FIELDS},
+        job=job,
         threads_per_rank=max(1, node.max_ranks // job.procs_per_node) if node.device == "cpu" else 1,
         tokens=tokens,
         tokens_per_s=job.tokens_per_step / step,

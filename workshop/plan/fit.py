@@ -37,6 +37,34 @@ def allocatable(row: InstanceRow) -> tuple[float, float]:
     return mem, v - reserved_m / 1000
 
 
+# A CPU pod's cores, once: what it requests, the threads its ranks run and the cores the planner prices are
+# one number (pod_cores), so a pod never runs more threads than it holds nor is priced on cores it lacks.
+DAEMONSET_VCPUS = 1  # left on every node for the daemonsets (CNI, EFA plugin, kube-proxy, ...)
+
+
+def vcpus_per_core(row: InstanceRow) -> int:
+    """Hardware threads per physical core (2 on the Xeon families: SMT)."""
+    return max(1, row.vcpus // max(1, row.cores))
+
+
+def pod_cores(row: InstanceRow) -> int:
+    """Whole physical cores a CPU pod holds on this type: every allocatable vCPU but the daemonsets', in
+    whole cores (both hyperthreads of each: the kubelet's static CPU manager gives a Guaranteed pod whole
+    cores). The pod requests them, its ranks run one thread on each, and the planner prices them."""
+    _gib, vcpus = allocatable(row)
+    return max(1, (math.floor(vcpus) - DAEMONSET_VCPUS) // vcpus_per_core(row))
+
+
+def pod_cpu_request(row: InstanceRow) -> int:
+    """The pod's cpu request (and limit) in vCPUs: its whole cores, both hyperthreads each."""
+    return pod_cores(row) * vcpus_per_core(row)
+
+
+def threads_per_rank(row: InstanceRow, procs_per_node: int) -> int:
+    """Threads each of a node's ranks runs: the pod's cores shared out, one thread per core."""
+    return max(1, pod_cores(row) // procs_per_node)
+
+
 def _pow2_gib(x: float) -> int:
     return 1 << max(0, math.ceil(math.log2(max(x, 1))))
 
@@ -99,9 +127,9 @@ def fit_instance(
         return None, _("{ppn} ranks per node but {instance} has {gpus} GPU(s)").format(
             ppn=ppn, instance=row.instance_type, gpus=row.gpus
         )
-    if not gpu and ppn > row.cores:
-        return None, _("{ppn} ranks per node but only {cores} physical cores").format(
-            ppn=ppn, cores=row.cores
+    if not gpu and ppn > pod_cores(row):
+        return None, _("{ppn} ranks per node but a pod holds only {cores} physical cores").format(
+            ppn=ppn, cores=pod_cores(row)
         )
     plan = plan_memory(
         model, world_size=nodes * ppn, procs_per_node=ppn, device="gpu" if gpu else "cpu", **plan_kw
@@ -114,7 +142,7 @@ def fit_instance(
             return None, _("{need:.1f} GiB per GPU with headroom > {have:.0f} GiB ({gpu})").format(
                 need=dev_need, have=row.gpu_memory_gib, gpu=row.gpu_name
             )
-    if host_need > mem_alloc:
+    if math.ceil(host_need) > mem_alloc:  # the pod requests whole GiB (_recommendation)
         return None, _("needs {need:.0f} GiB host memory with headroom > {alloc:.0f} GiB allocatable").format(
             need=host_need, alloc=mem_alloc
         )
@@ -319,12 +347,28 @@ def _constraints(rec, rows, need_efa, efa, families, **kw) -> list[str]:
     elif efa is False and rec.nodes > 1:
         out.append(_("EFA not required (efa=False): collectives between nodes run over plain ENI TCP."))
     if rec.device == "cpu":
-        out.append(
-            _("One pod per node with {ranks} rank(s), {threads} thread(s) each.").format(
-                ranks=rec.procs_per_node, threads=rec.threads_per_rank
-            )
-        )
+        out.append(_pod_cores_sentence(rec, kw["source"]))
     return out
+
+
+def _pod_cores_sentence(rec: Recommendation, source: str | None) -> str:
+    """A CPU pod's cores, derived in words beside their numbers (pod_cores: request, threads and rate)."""
+    row = instance_info(rec.instance_type, source=source)
+    return _(
+        "One pod per node: cpu {cpu} = {cores} whole cores ({alloc:.2f} allocatable vCPUs, less "
+        "{spare} for the daemonsets, in whole cores of {per_core} vCPUs), {ranks} rank(s) x "
+        "{threads} thread(s), one per core; the planner prices these {cores} cores, not the node's "
+        "{node_cores}."
+    ).format(
+        cpu=rec.cpu_request,
+        alloc=allocatable(row)[1],
+        cores=pod_cores(row),
+        spare=DAEMONSET_VCPUS,
+        per_core=vcpus_per_core(row),
+        ranks=rec.procs_per_node,
+        threads=rec.threads_per_rank,
+        node_cores=row.cores,
+    )
 
 
 def _reason(
@@ -367,13 +411,13 @@ def _recommendation(
     headroom: float,
     price_source: str,
 ) -> Recommendation:
-    """The pod requests for `row`: memory rounded up to whole GiB, every allocatable core but one."""
+    """The pod requests for `row`: memory rounded up to whole GiB, the pod's whole cores (pod_cores)."""
     plan, ppn = got["plan"], got["ppn"]
     mem_req = math.ceil(got["host_need"])
-    cpu_req = max(1, math.floor(got["cpu_alloc"]) - 1)  # leave a core for daemonsets (CNI, EFA plugin, ...)
+    gpu = row.gpus > 0
+    cpu_req = pod_cpu_request(row) if not gpu else max(1, math.floor(got["cpu_alloc"]) - DAEMONSET_VCPUS)
     shm = min(64, _pow2_gib(mem_req / 4))
     price = row.hourly_usd
-    gpu = row.gpus > 0
     reason = _reason(row, got, nodes, fits, headroom)
     return Recommendation(
         model=model,
@@ -390,7 +434,7 @@ def _recommendation(
         family=row.family,
         device="gpu" if gpu else "cpu",
         gpus_per_node=row.gpus,
-        threads_per_rank=max(1, row.cores // ppn),
+        threads_per_rank=threads_per_rank(row, ppn) if not gpu else max(1, row.cores // ppn),
         need_per_node_gib=round(got["host_need"], 2),
         allocatable_gib=round(got["mem_alloc"], 2),
         headroom=headroom,

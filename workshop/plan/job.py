@@ -16,7 +16,7 @@ import math
 import os
 import tempfile
 from collections.abc import Sequence
-from dataclasses import MISSING, asdict, dataclass, fields, replace
+from dataclasses import asdict, dataclass, replace
 from datetime import date
 from pathlib import Path
 from typing import Any
@@ -24,6 +24,9 @@ from typing import Any
 from workshop.errors import WorkshopError, check_choice, check_count, read_json
 from workshop.paths import MANIFESTS_DIR
 from workshop.plan.catalog import InstanceRow, instance_info
+from workshop.plan.fit import allocatable, pod_cores, vcpus_per_core
+from workshop.plan.from_json import build
+from workshop.plan.memory import METHODS
 from workshop.plan.models import get_preset, recipe
 from workshop.plan.options import STORAGES, checkpoint_every_s
 
@@ -64,6 +67,7 @@ class Job:
     micro_batch: int  # sequences per rank per forward (the memory plan's pick)
     precision: str = "bf16"
     engine: str = "deepspeed"
+    method: str = "full"  # full fine-tuning, or lora (adapters on frozen weights)
     zero_stage: int = 3
     offload_optimizer: bool = False
     offload_param: bool = False
@@ -134,6 +138,7 @@ class Job:
             raise WorkshopError(f"weights 'hub': model {self.model!r} has no hub weights; use 'random'")
         check_choice("precision", self.precision, PRECISIONS)
         check_choice("engine", self.engine, ENGINES)
+        check_choice("method", self.method, METHODS)
         check_choice("zero_stage", self.zero_stage, (0, 1, 2, 3))
         for what in ("seq_len", "global_batch", "micro_batch"):
             check_count(what, getattr(self, what))
@@ -231,6 +236,7 @@ class Plan:
             "max_steps": job.steps,
             "precision": job.precision,
             "engine": job.engine,
+            "method": job.method,
             "zero_stage": job.zero_stage,
             "offload_optimizer": job.offload_optimizer,
             "offload_param": job.offload_param,
@@ -320,8 +326,6 @@ def _row(instance_type: str, catalog: str, what: str) -> InstanceRow:
 
 def _check_pod(row: InstanceRow, pl: Placement, what: str) -> None:
     """The pod fits this instance type: device kind, ranks, threads, requests within allocatable."""
-    from workshop.plan.fit import allocatable
-
     name = row.instance_type
     if (row.gpus > 0) != (pl.device == "gpu"):
         raise WorkshopError(
@@ -338,13 +342,19 @@ def _check_pod(row: InstanceRow, pl: Placement, what: str) -> None:
                 f"{what}: {name} has {row.max_efa_interfaces} EFA interfaces, the pod asks {pl.efa_per_node}"
             )
         return
-    if pl.procs_per_node * pl.threads_per_rank > row.cores:
+    if pl.procs_per_node * pl.threads_per_rank > pod_cores(row):
         raise WorkshopError(
-            f"{what}: {name} has {row.cores} physical cores, the plan runs {pl.procs_per_node} rank(s) x "
-            f"{pl.threads_per_rank} thread(s) per node"
+            f"{what}: a pod on {name} holds {pod_cores(row)} physical cores, the plan runs "
+            f"{pl.procs_per_node} rank(s) x {pl.threads_per_rank} thread(s) per node"
         )
     gib, vcpus = allocatable(row)
     cpu = float(pl.cpu_request or 0)
+    held = cpu / vcpus_per_core(row)  # whole cores the request holds (both hyperthreads of each)
+    if pl.procs_per_node * pl.threads_per_rank > held:
+        raise WorkshopError(
+            f"placement.cpu_request: {pl.cpu_request} vCPUs on {name} hold {held:g} core(s), the plan runs "
+            f"{pl.procs_per_node} rank(s) x {pl.threads_per_rank} thread(s) per node, one per core"
+        )
     mem = float(str(pl.memory_request or "0").removesuffix("Gi"))
     if cpu > vcpus or mem > gib:
         raise WorkshopError(
@@ -424,6 +434,7 @@ def _job_of(r: Any, preset: str, tokens: float, weights: str) -> Job:
         global_batch=r.tokens_per_step,
         micro_batch=r.micro_batch,
         precision=r.precision,
+        method=r.method,
         zero_stage=r.zero_stage,
         offload_optimizer=r.offload_optimizer,
         offload_param=r.offload_param,
@@ -540,7 +551,7 @@ def plan_from_dict(data: dict[str, Any]) -> Plan:
         section = data.get(key)
         if not isinstance(section, dict):
             raise WorkshopError(f"plan file field '{key}' is missing or not an object")
-        parts[key] = _build(cls, section, key)
+        parts[key] = build(cls, section, key)
     trainer = data.get("trainer", "2.3.0")
     if not isinstance(trainer, str):
         raise WorkshopError(f"plan file field 'trainer' must be a release such as 2.3.0, got {trainer!r}")
@@ -558,43 +569,3 @@ def plan_from_dict(data: dict[str, Any]) -> Plan:
                 "edit the job instead"
             )
     return plan
-
-
-_KINDS: dict[str, tuple[type, ...]] = {
-    "int": (int,),
-    "float": (int, float),
-    "str": (str,),
-    "bool": (bool,),
-}
-
-
-def _build(cls: type, section: dict[str, Any], key: str) -> Any:
-    """A dataclass from a plan file's section: every field without a default present, each of its type."""
-    kw: dict[str, Any] = {}
-    known = {f.name for f in fields(cls)}
-    extra = sorted(set(section) - known)
-    if extra:
-        raise WorkshopError(
-            f"plan file field '{key}.{extra[0]}' is unknown; {key} has: {', '.join(sorted(known))}"
-        )
-    for f in fields(cls):
-        name = f"{key}.{f.name}"
-        if f.name not in section:
-            if f.default is not MISSING or f.default_factory is not MISSING:
-                continue
-            raise WorkshopError(f"plan file field '{name}' is missing")
-        value = section[f.name]
-        kinds = str(f.type).replace(" ", "").split("|")
-        ok = any(
-            (k == "None" and value is None)
-            or (
-                k in _KINDS and isinstance(value, _KINDS[k]) and not (k != "bool" and isinstance(value, bool))
-            )
-            or (k.startswith("dict") and isinstance(value, dict))
-            or (k.startswith("tuple") and isinstance(value, list) and all(isinstance(v, str) for v in value))
-            for k in kinds
-        )
-        if not ok:
-            raise WorkshopError(f"plan file field '{name}' must be {f.type}, got {value!r}")
-        kw[f.name] = tuple(value) if isinstance(value, list) else value
-    return cls(**kw)

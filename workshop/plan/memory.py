@@ -31,6 +31,22 @@ RUNTIME_HOST_BYTES = int(1.07 * GiB)
 RUNTIME_DEVICE_BYTES = 1 * GiB
 # DeepSpeed's default stage-3 sub_group_size: the fp32 gradient of one sub-group is built at step time.
 SUB_GROUP_SIZE = 1_000_000_000
+# Bytes per stepped element of torch AdamW's temporaries (denominator sqrt(v)/bc + eps): on a CPU torch takes
+# its single-tensor path (CPU is no foreach device) and the sqrt and its quotient exist together (8 B); on a
+# GPU the foreach path makes one sqrt list and divides and adds in place (4 B). DeepSpeed's CPU Adam
+# (offload) updates in place. Measured on the tiny model (issue 47): +27 MiB inside the first step for a
+# 3.5 M-element partition.
+ADAM_TEMP_BYTES = {"cpu": 8, "gpu": 4}
+# What the planner counts is live bytes. glibc keeps a freed buffer below its mmap threshold (which rises to
+# 32 MiB as buffers are freed) in the heap for reuse, where RSS still counts it: a small model's measured peak
+# then depends on the order of frees (on 2 ranks of the tiny model, LoRA's saving read 51-84 MiB from run to
+# run). Measuring under this setting returns every freed buffer at once, as glibc always does for an 8B
+# model's tensors (each above 32 MiB): chapter 03 and the LoRA comparison measure with it.
+LIVE_BYTES_ENV = {"MALLOC_MMAP_THRESHOLD_": "65536"}
+# The two phases of a training step whose buffers never coexist: autograd frees the activations and ZeRO-3
+# the gathered layers before the optimizer step, which then builds the fp32 gradient and AdamW's temporaries.
+FORWARD_BACKWARD = ("activations", "gathered_params")
+STEP = ("optimizer_grads_fp32", "optimizer_temps")
 
 
 class PlanOptions(TypedDict):
@@ -146,12 +162,40 @@ class MemoryPlan:
     activations: str = DEFAULT_ACTIVATIONS  # the stack's activation model (ACTIVATIONS)
     method: str = "full"
 
+    def _step_keys(self) -> tuple[str, ...]:
+        """The step's transient buffers; an offloaded optimizer keeps its fp32 gradient buffer all along."""
+        return ("optimizer_temps",) if self.offload_optimizer else STEP
+
+    def _fb_keys(self) -> tuple[str, ...]:
+        """The forward/backward's transient buffers; ZeRO-1/2 also free the 16-bit gradients once the step
+        has copied them to fp32 (stage_1_and_2.py), where ZeRO-3 keeps its flat gradient buffer."""
+        stage12 = self.zero_stage in (1, 2) and not self.offload_optimizer
+        return FORWARD_BACKWARD + (("grads",) if stage12 else ())
+
+    def phases(self, where: str | None = None) -> dict[str, int]:
+        """Bytes of each phase's transient buffers (in `where`, or everywhere): forward/backward, step."""
+
+        def add(keys: tuple[str, ...]) -> int:
+            return sum(
+                self.components.get(k, 0) for k in keys if where is None or self.placement.get(k) == where
+            )
+
+        return {"forward_backward": add(self._fb_keys()), "step": add(self._step_keys())}
+
     def _sum(self, where: str | None = None) -> int:
-        return sum(v for k, v in self.components.items() if where is None or self.placement[k] == where)
+        """What stays all along, plus the larger of the two phases (their buffers never coexist)."""
+        transient = self._fb_keys() + self._step_keys()
+        kept = sum(
+            v
+            for k, v in self.components.items()
+            if k not in transient and (where is None or self.placement[k] == where)
+        )
+        return kept + max(self.phases(where).values())
 
     @property
     def total(self) -> int:
-        """Per-rank peak during training (all components)."""
+        """Per-rank peak during training: every kept component, plus the larger of the forward/backward
+        buffers and the optimizer step's (checked against the tiny model's measured peaks, issue 47)."""
         return self._sum()
 
     @property
@@ -185,14 +229,11 @@ class MemoryPlan:
                 "After initializing optimizer states",
                 c["optimizer_grads_fp32"] if self.offload_optimizer else 0,
             ),
-            ("After initializing ZeRO optimizer", c["grads"]),
+            ("After initializing ZeRO optimizer", 0 if "grads" in self._fb_keys() else c["grads"]),
             (N_("After the first step (Adam moments)"), c["adam_moments"]),
             (
-                N_("Training peak (activations, gathered layer, step buffers)"),
-                c["activations"]
-                + c["gathered_params"]
-                + c.get("cuda_context", 0)
-                + (0 if self.offload_optimizer else c["optimizer_grads_fp32"]),
+                N_("Training peak (the larger: activations or step buffers)"),
+                max(self.phases().values()) + c.get("cuda_context", 0),
             ),
         ]
         out, running = [], 0
@@ -227,6 +268,21 @@ class MemoryPlan:
                     "fp32 gradient of ONE optimizer sub-group, built at step time (DeepSpeed's "
                     "sub_group_size = {size:.0e} parameters x 4 B)"
                 ).format(size=SUB_GROUP_SIZE)
+                if self.zero_stage == 3
+                else _("fp32 gradient of the partition, built at step time, 1/{w}").format(w=w)
+            ),
+            "optimizer_temps": (
+                _("none: DeepSpeed's CPU Adam updates in place")
+                if offl
+                else _(
+                    "AdamW's temporaries at the step: sqrt of the second moment and its quotient, 2 x 4 B "
+                    "per stepped parameter (torch's single-tensor path on a CPU)"
+                )
+                if self.device == "cpu"
+                else _(
+                    "AdamW's temporary at the step: sqrt of the second moment, 4 B per stepped parameter "
+                    "(torch's foreach path on a GPU)"
+                )
             ),
             "gathered_params": _("the largest layer, all-gathered whole (fp32-sized working buffer)"),
             "activations": (
@@ -244,7 +300,25 @@ class MemoryPlan:
             for k, v in self.components.items()
         ]
         lines.append(f"{'total per rank':22s} {self.total / GiB:7.2f} GiB")
+        lines.append(self.phase_note())
         return "\n".join(lines)
+
+    def phase_note(self) -> str:
+        """Why the total is not the components' sum: the sentence under every breakdown."""
+        ph = self.phases()
+        if "grads" in self._fb_keys():
+            said = _(
+                "The total counts the larger of two phases that never coexist: activations + 16-bit "
+                "gradients {fb:.2f} GiB (freed once the step has their fp32 copy), fp32 gradient + AdamW "
+                "temporaries {step:.2f} GiB (the optimizer step)."
+            )
+        else:
+            said = _(
+                "The total counts the larger of two phases that never coexist: activations + gathered layer "
+                "{fb:.2f} GiB (freed after backward), fp32 gradient + AdamW temporaries {step:.2f} GiB (the "
+                "optimizer step)."
+            )
+        return said.format(fb=ph["forward_backward"] / GiB, step=ph["step"] / GiB)
 
     def options(self) -> PlanOptions:
         """The training options this plan was made with (plan_memory's keywords besides model and ranks)."""
@@ -258,6 +332,7 @@ class MemoryPlan:
             "device_bytes": self.device_bytes,
             "host_total": self.host_total,
             "at_zero_init": self.at_zero_init,
+            "phases": self.phases(),
             "stages": self.stages(),
         }
 
@@ -303,19 +378,25 @@ def _components(arch: Architecture, world_size: int, opts: PlanOptions, device: 
         d,
         opts.get("activations", DEFAULT_ACTIVATIONS),
     )
+    # the elements AdamW steps at once: stage 3 one sub-group of the flat partition, stages 1-2 the flat
+    # partition, stage 0 the parameters themselves (one at a time on a CPU, the whole list on a GPU)
+    if stage == 3:
+        stepped = min(math.ceil(A / W), SUB_GROUP_SIZE)
+    elif stage:
+        stepped = math.ceil(A / W)
+    else:
+        stepped = min(A, arch.largest_layer_params) if device == "cpu" else A
     comp = {
         "runtime": RUNTIME_HOST_BYTES,
         "params": part(d, 3, P + (A if A != P else 0)),
         "grads": part(d, 2),
         "master_fp32": part(4, 1) if d < 4 else 0,
         "adam_moments": part(8, 1),
-        # offloaded optimizer: CPU Adam reads an fp32 copy of the gradient partition; otherwise stage 3
-        # builds one sub-group's fp32 gradient at step time.
-        "optimizer_grads_fp32": (
-            part(4, 1)
-            if opts["offload_optimizer"]
-            else (4 * min(A // W, SUB_GROUP_SIZE) if stage == 3 else 0)
-        ),
+        # offloaded optimizer: CPU Adam reads an fp32 copy of the gradient partition, kept all along;
+        # otherwise the step builds the fp32 gradient of what it steps (stage 3: one sub-group; stages 1-2:
+        # the partition, stage_1_and_2.py's single_grad_partition)
+        "optimizer_grads_fp32": (part(4, 1) if opts["offload_optimizer"] else (4 * stepped if stage else 0)),
+        "optimizer_temps": 0 if opts["offload_optimizer"] else ADAM_TEMP_BYTES[device] * stepped,
         "gathered_params": 4 * arch.largest_layer_params if stage == 3 else 0,
         "activations": sum(acts.values()),
     }
@@ -326,11 +407,10 @@ def _components(arch: Architecture, world_size: int, opts: PlanOptions, device: 
     return comp
 
 
-def rank_components(
-    arch: Architecture, world_size: int, opts: PlanOptions, device: str = "cpu"
-) -> dict[str, int]:
-    """Bytes per rank of each component for an Architecture built here (a slice of a preset, say)."""
-    return _components(arch, world_size, opts, device)
+def rank_peak(arch: Architecture, world_size: int, opts: PlanOptions, device: str = "cpu") -> int:
+    """Per-rank peak bytes (MemoryPlan.total, not the components' sum) for an Architecture built here (a
+    slice of a preset, say)."""
+    return _plan(arch.name, arch, world_size, world_size, opts, device).total
 
 
 def _placement(comp: dict[str, int], opts: PlanOptions, device: str) -> dict[str, str]:
@@ -345,6 +425,7 @@ def _placement(comp: dict[str, int], opts: PlanOptions, device: str) -> dict[str
         "master_fp32": opt_where,
         "adam_moments": opt_where,
         "optimizer_grads_fp32": opt_where,
+        "optimizer_temps": opt_where,
         "gathered_params": dev,
         "activations": dev,
         "cuda_context": dev,
@@ -390,23 +471,28 @@ def plan_memory(
     check_count("world_size", world_size)
     procs_per_node = procs_per_node or world_size
     _check_options(world_size, procs_per_node, opts, device)
-    arch = architecture(model)
+    return _plan(model, architecture(model), world_size, procs_per_node, opts, device)
+
+
+def _plan(
+    name: str, arch: Architecture, world_size: int, procs_per_node: int, opts: PlanOptions, device: str
+) -> MemoryPlan:
     comp = _components(arch, world_size, opts, device)
     return MemoryPlan(
-        model,
+        name,
         arch.params,
         world_size,
         procs_per_node,
-        zero_stage,
-        offload_optimizer,
-        offload_param,
-        micro_batch,
-        seq_len,
-        grad_ckpt,
-        dtype,
+        opts["zero_stage"],
+        opts["offload_optimizer"],
+        opts["offload_param"],
+        opts["micro_batch"],
+        opts["seq_len"],
+        opts["grad_ckpt"],
+        opts["dtype"],
         device,
         comp,
         _placement(comp, opts, device),
-        activations,
-        method,
+        opts.get("activations", DEFAULT_ACTIVATIONS),
+        opts.get("method", "full"),
     )

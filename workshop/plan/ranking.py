@@ -13,7 +13,7 @@ from workshop.errors import WorkshopError
 from workshop.lang import _
 from workshop.plan.catalog import InstanceRow
 from workshop.plan.estimate import Job, Plan, estimate, job_of, memory_options, node_for, zero3_for
-from workshop.plan.fit import fit_instance
+from workshop.plan.fit import fit_instance, pod_cores
 from workshop.plan.memory import DEFAULT_ACTIVATIONS, STACK_ACTIVATIONS
 from workshop.plan.models import Architecture
 from workshop.plan.options import PLANNER_ERROR, Options, split_batch
@@ -162,7 +162,7 @@ def _variant(plan: Plan, opts: Options, arch: Architecture, row: InstanceRow, **
     job = replace(job, **change)
     if job.tokens_per_step != plan.tokens_per_step or job.grad_accum < 1:
         return None  # a hint never changes the fine-tune
-    if job.procs_per_node > (row.gpus or row.cores) or not _fits(row, job, node_opts):
+    if job.procs_per_node > (row.gpus or pod_cores(row)) or not _fits(row, job, node_opts):
         return None
     return estimate(
         node_for(row, node_opts), job, arch, opts.tokens, calls=_calls(opts.model, job), fixed=opts.fixed

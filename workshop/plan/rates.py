@@ -21,6 +21,7 @@ from workshop.lang import N_, _
 from workshop.paths import RESULTS_DIR
 from workshop.plan.catalog import InstanceRow, aws_price, has_aws_credentials, known_types, price_of
 from workshop.plan.topology import DMA_EFFICIENCY
+from workshop.plan.traffic import HIDDEN_WHEN_OVERLAPPED, OVERLAP_COMM
 
 
 @dataclass(frozen=True)
@@ -158,12 +159,19 @@ LATENCY_S = {
         50e-6, N_("s per collective call"), N_("assumption"), N_("NCCL inside one instance, kernel launch")
     ),
 }
+# the share of comms hidden, from the one overlap_comm constant the training config also sets (traffic.py)
 OVERLAP = {
     "cpu": Rate(
-        0.0, N_("of comms hidden"), N_("assumption"), N_("gloo collectives block the cores that compute")
+        HIDDEN_WHEN_OVERLAPPED if OVERLAP_COMM["cpu"] else 0.0,
+        N_("of comms hidden"),
+        N_("assumption"),
+        N_("gloo collectives block the cores that compute"),
     ),
     "gpu": Rate(
-        0.5, N_("of comms hidden"), N_("assumption"), N_("NCCL on its own stream, prefetch overlaps half")
+        HIDDEN_WHEN_OVERLAPPED if OVERLAP_COMM["gpu"] else 0.0,
+        N_("of comms hidden"),
+        N_("assumption"),
+        N_("NCCL on its own stream, prefetch overlaps half"),
     ),
 }
 GPU_MFU = Rate(

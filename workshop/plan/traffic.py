@@ -20,6 +20,14 @@ from workshop.plan.topology import (
     link,
 )
 
+# DeepSpeed's zero_optimization.overlap_comm per device: the one constant that the training config sets
+# (workshop.train.deepspeed_config) and the planner prices (rates.OVERLAP, step_time's `overlap`). GPU: on,
+# DeepSpeed's own ZeRO-3 default: NCCL gathers and reduce-scatters run on their own CUDA streams beside
+# compute. CPU: off: gloo collectives run on the cores that compute, and DeepSpeed's CPU accelerator has no
+# streams to overlap on. Kept here, beside the overlap model, with no catalog import: a rank imports it.
+OVERLAP_COMM = {"cpu": False, "gpu": True}
+HIDDEN_WHEN_OVERLAPPED = 0.5  # the share of an overlapped step's collectives hidden behind compute (assumed)
+
 # ---------------------------------------------------------------- traffic model
 
 

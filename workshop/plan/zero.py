@@ -139,8 +139,9 @@ CONFIG_KEYS = {
         "fewer, larger reduce-scatters and less fragmentation"
     ),
     "zero_optimization.overlap_comm": N_(
-        "overlap reduce-scatter with the backward pass; off here: on CPU the "
-        "same cores compute and communicate, so overlap only adds buffers"
+        "run the gathers and reduce-scatters on their own streams, beside compute: on for GPUs (NCCL), off "
+        "on CPU, where the same cores compute and communicate; the planner prices the same "
+        "(workshop.plan.traffic.OVERLAP_COMM)"
     ),
     "zero_optimization.offload_optimizer": N_(
         "keep the optimizer state in host memory and step it with "

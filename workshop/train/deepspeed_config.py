@@ -5,13 +5,16 @@ again.
 
 from __future__ import annotations
 
+from workshop.plan.traffic import OVERLAP_COMM
 from workshop.train.args import TrainArgs
 
 
-def ds_config(args: TrainArgs) -> dict:
-    """The DeepSpeed config (a JSON-ready dict) for these arguments; "auto" fields are filled in by the HF
-    integration."""
-    zero: dict = {"stage": args.zero_stage, "contiguous_gradients": True, "overlap_comm": False}
+def ds_config(args: TrainArgs, backend: str = "gloo") -> dict:
+    """The DeepSpeed config (a JSON-ready dict) for these arguments on `backend` (the resolved one: gloo on
+    CPU, nccl on GPU); "auto" fields are filled in by the HF integration. overlap_comm is the planner's own
+    (plan.traffic.OVERLAP_COMM): what it prices is what runs."""
+    overlap = OVERLAP_COMM["gpu" if backend == "nccl" else "cpu"]
+    zero: dict = {"stage": args.zero_stage, "contiguous_gradients": True, "overlap_comm": overlap}
     if args.offload_optimizer:
         zero["offload_optimizer"] = {"device": "cpu"}
     if args.offload_param:

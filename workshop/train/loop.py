@@ -97,7 +97,7 @@ def run(args: TrainArgs, chosen: Chosen) -> dict:
     init_distributed(args, chosen.backend)  # 1. else accelerate starts a group that DeepSpeed never sees
     args, chosen = start_allreduce(args, chosen)
     out, cache_dir = prepare_output(args)
-    ds = ds_config(args) if args.engine == "deepspeed" else None
+    ds = ds_config(args, chosen.backend) if args.engine == "deepspeed" else None
     if ds and rank() == 0:  # a record of what ran; the ranks get the dict itself, no file to share
         (out / "ds_config.json").write_text(json.dumps(ds, indent=2))
     targs = training_arguments(args, chosen.backend, ds)  # 2. the DeepSpeed dict goes to TrainingArguments
