@@ -48,6 +48,23 @@ def test_notebook_is_clean_and_parameterized(path):
     assert images.default_images_dir(path).is_relative_to(REPO / "out")
 
 
+KO = sorted((REPO / "notebooks-ko").glob("*.ipynb"))
+
+
+@pytest.mark.parametrize("path", ALL + KO, ids=lambda p: f"{p.parent.name}/{p.stem}")
+def test_papermill_reads_every_parameter(path, capfd):
+    """papermill reads each `name = value  # help` line of the parameters cell (what `papermill
+    --help-notebook` and the runner's unknown-parameter check see); a line it cannot parse (an `=` inside the
+    comment) is printed as "Unable to parse line" in every run and the parameter is left out."""
+    from papermill.translators import PythonTranslator
+
+    cell = next(c for c in nbformat.read(path, 4).cells if "parameters" in c.metadata.get("tags", []))
+    names = [p.name for p in PythonTranslator.inspect(cell)]
+    assigned = [m.group(1) for m in re.finditer(r"^(\w+)\s*=", cell.source, re.M)]
+    assert names == assigned, sorted(set(assigned) - set(names))
+    assert "Unable to parse" not in "".join(capfd.readouterr())
+
+
 def _nb(folder, name, *cells, checked=()):
     nb = nbformat.v4.new_notebook()
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
