@@ -112,7 +112,7 @@ def test_original_four_c7i_plan_is_network_bound():
     assert p.comm_s == pytest.approx(48.18 / (5 * 0.9 / 8), rel=0.01)  # ~86 s
     assert p.compute_s < p.comm_s / 10
     two = cost.evaluate("c7i.48xlarge", 2, opts)
-    assert f"instead of {p.hours:.3g} h for ${p.usd:,.0f}" in p.hint
+    assert f"instead of {p.hours:,.0f} h for ${p.usd:,.0f}" in p.hint  # 1,503 h, never 1.5e+03
     assert two.usd < p.usd
 
 
@@ -354,6 +354,14 @@ def test_chapter_sentences_are_computed_from_the_plans():
     )
     lines = predictions.cost_plans(plans, original)
     assert plans[0].label in lines[0] and f"${plans[0].usd:,.0f}" in lines[0]
+    # where a CPU price is read, the large-host AMX check's bias is beside it, from that check's own numbers
+    cpu = next(p for p in plans if p.device == "cpu")
+    if cpu is not plans[0]:
+        xeon = costcheck.amx_rows()[1]
+        bias = next(line for line in lines if line.startswith("Read "))
+        assert f"{cpu.hours:,.0f} h as a lower bound" in bias  # 382, never 3.82e+02
+        assert f"{xeon.predicted / xeon.measured:.1f}x slower" in bias
+        assert f"${cpu.usd * xeon.predicted / xeon.measured:,.0f}" in bias
     assert "network-bound" in lines[-1] and f"{original.gb_per_rank_per_step / 4:.1f} GB" in lines[-1]
     text = predictions.before_submit(original, 10)
     once = sum(v for k, v in original.fixed_s.items() if k != "checkpoints")

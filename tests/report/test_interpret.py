@@ -265,7 +265,7 @@ def test_bandwidth_sentence_makes_no_claim_when_the_caps_steps_overlap():
     rows[0]["mb_per_step_per_node"] = rows[1]["mb_per_step_per_node"] = [21.0, 21.0]
     said = interpret.bandwidth(rows, parse_rate=rate)[-1]  # apart, but from one run per cap: no verdict
     assert "one round: no verdict" in said and "The network shows" not in said
-    assert "need 0.15 s more on the wire at 1gbit than at 10gbit; the step grew 0.36 s" in said
+    assert "21.0 MB per step at 1gbit need 0.15 s more than 21.0 MB at 10gbit; the step grew 0.36 s" in said
 
 
 def test_gemm_reason_splits_the_ratio_into_peaks_and_the_rest():

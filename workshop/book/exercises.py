@@ -244,8 +244,9 @@ EXERCISES: dict[str, list[Exercise]] = {
         Exercise(
             {"sim_rates": ["10gbit", "100mbit"]},
             N_(
-                "At 100 Mbit the bytes each node sends (the same at every cap) need ten times the wire time "
-                "of 1 Gbit: the wire is most of the step and the step grows several-fold over 10 Gbit."
+                "At 100 Mbit the bytes each node sends (the model's bytes do not change with the cap) need "
+                "ten times the wire time of 1 Gbit: the wire is most of the step and the step grows "
+                "several-fold over 10 Gbit."
             ),
         ),
         Exercise(

@@ -214,6 +214,11 @@ def _candidates(
     return out
 
 
+def _hours(h: float) -> str:
+    """Hours as a reader writes them: 1,502 (not 1.5e+03), 382, 0.775."""
+    return f"{h:,.0f}" if h >= 100 else f"{h:.3g}"
+
+
 def hint(plan: Plan, opts: Options, arch: Architecture, rows: list[InstanceRow]) -> str:
     """The one change that helps this plan most, re-estimated: offered only when it is cheaper or faster
     and inside the caller's deadline and budget, with the trade stated (in the learner's language)."""
@@ -234,13 +239,12 @@ def hint(plan: Plan, opts: Options, arch: Architecture, rows: list[InstanceRow])
         return _("{bound}-bound; no single change is cheaper or faster").format(bound=plan.bound)
     label, other = best
     return _(
-        "{bound}-bound; {change}: {hours:.3g} h for ${usd:,.0f} instead of {old_hours:.3g} h for "
-        "${old_usd:,.0f}"
+        "{bound}-bound; {change}: {hours} h for ${usd:,.0f} instead of {old_hours} h for ${old_usd:,.0f}"
     ).format(
         bound=plan.bound,
         change=label,
-        hours=other.hours,
+        hours=_hours(other.hours),
         usd=other.usd,
-        old_hours=plan.hours,
+        old_hours=_hours(plan.hours),
         old_usd=plan.usd,
     )

@@ -389,7 +389,9 @@ def ceiling(res: Mapping[str, Any]) -> list[str]:
                 "The other {rest:.0f}% is what the step spends beyond those matmuls at that rate: "
                 "attention, norms, activations, the loss, the optimizer and the all-reduce (each a pass over "
                 "memory), and its matmuls running below the ceiling between them. That work grows with the "
-                "model's width, the matmuls with its square: the share rises with the model."
+                "model's width, the matmuls with its square: the share rises with the model where the rest "
+                "of the step stays the same. Under ZeRO-3 on the real 8B shape the gathers and the optimizer "
+                "grow with it too, and the slice below reaches a lower share of its ceiling."
             ).format(rest=100 - sh.pct)
         )
     else:

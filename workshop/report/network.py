@@ -93,16 +93,22 @@ def _startup(first: Mapping[str, Any], model_mb: float | None) -> list[str]:
     ]
 
 
+def _step_mb(r: Mapping[str, Any]) -> float | None:
+    """The most MB one node's interface counted in a steady step at this cap (retransmissions included)."""
+    steady = [b for b in r.get("mb_per_step_per_node") or [] if b is not None]
+    return max(steady) if steady else None
+
+
 def _wire_seconds(r: Mapping[str, Any], bits: float | None) -> float | None:
     """The least seconds one cap's steady step spends on the wire: its bytes per step per node / the cap."""
-    steady = [b for b in r.get("mb_per_step_per_node") or [] if b is not None]
-    return max(steady) * 1e6 * 8 / bits if (steady and bits) else None
+    mb = _step_mb(r)
+    return mb * 1e6 * 8 / bits if (mb is not None and bits) else None
 
 
 def _cap_effect(fast: Mapping[str, Any], slow: Mapping[str, Any], parse_rate=None) -> str:
     """Did the tighter cap slow the step? One run per cap, made one after the other, is one round: its steps
     give a spread but no verdict across runs (verdict.MIN_ROUNDS). What it can say is arithmetic: how much
-    of the step's growth the extra wire time of the same bytes at the tighter cap accounts for."""
+    of the step's growth the extra wire time at the tighter cap (each cap's own byte count) accounts for."""
     grow = slow["step_time_s_median"] / fast["step_time_s_median"] - 1
     added = slow["step_time_s_median"] - fast["step_time_s_median"]
     parse_rate = parse_rate or topology.parse_rate
@@ -112,9 +118,16 @@ def _cap_effect(fast: Mapping[str, Any], slow: Mapping[str, Any], parse_rate=Non
     )
     wire = (
         _(
-            " The same bytes need {extra:.2f} s more on the wire at {slow} than at {fast}; the step grew "
-            "{added:.2f} s."
-        ).format(extra=w_slow - w_fast, added=added, fast=fast["rate"], slow=slow["rate"])
+            " On the wire, {slow_mb:.1f} MB per step at {slow} need {extra:.2f} s more than {fast_mb:.1f} MB "
+            "at {fast}; the step grew {added:.2f} s."
+        ).format(
+            extra=w_slow - w_fast,
+            added=added,
+            fast=fast["rate"],
+            slow=slow["rate"],
+            fast_mb=_step_mb(fast),
+            slow_mb=_step_mb(slow),
+        )
         if w_fast is not None and w_slow is not None
         else ""
     )
