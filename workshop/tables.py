@@ -33,3 +33,8 @@ def aligned(rows: Sequence[tuple[str, ...]], indent: str = "  ") -> list[str]:
     column is free text, so no trailing spaces)."""
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
     return [indent + "  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[-1] for r in rows]
+
+
+def hours_text(h: float) -> str:
+    """Hours as a reader writes them: 1,502 (not 1.5e+03), 382, 0.775."""
+    return f"{h:,.0f}" if h >= 100 else f"{h:.3g}"

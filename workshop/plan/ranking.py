@@ -18,6 +18,7 @@ from workshop.plan.memory import DEFAULT_ACTIVATIONS, STACK_ACTIVATIONS
 from workshop.plan.models import Architecture
 from workshop.plan.options import PLANNER_ERROR, Options, split_batch
 from workshop.plan.zero3 import Zero3Calls
+from workshop.tables import hours_text
 
 
 def _offloads(row: InstanceRow, stage: int, allow: bool) -> list[tuple[bool, bool]]:
@@ -214,11 +215,6 @@ def _candidates(
     return out
 
 
-def _hours(h: float) -> str:
-    """Hours as a reader writes them: 1,502 (not 1.5e+03), 382, 0.775."""
-    return f"{h:,.0f}" if h >= 100 else f"{h:.3g}"
-
-
 def hint(plan: Plan, opts: Options, arch: Architecture, rows: list[InstanceRow]) -> str:
     """The one change that helps this plan most, re-estimated: offered only when it is cheaper or faster
     and inside the caller's deadline and budget, with the trade stated (in the learner's language)."""
@@ -243,8 +239,8 @@ def hint(plan: Plan, opts: Options, arch: Architecture, rows: list[InstanceRow])
     ).format(
         bound=plan.bound,
         change=label,
-        hours=_hours(other.hours),
+        hours=hours_text(other.hours),
         usd=other.usd,
-        old_hours=_hours(plan.hours),
+        old_hours=hours_text(plan.hours),
         old_usd=plan.usd,
     )

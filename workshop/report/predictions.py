@@ -11,6 +11,7 @@ from typing import Any
 from workshop.lang import _
 from workshop.plan import costcheck
 from workshop.plan.options import STATE_BYTES_PER_PARAM
+from workshop.tables import hours_text
 
 
 def cost_plans(plans: Sequence[Any], original: Any | None = None) -> list[str]:
@@ -262,9 +263,6 @@ def cpu_bias(cpu: Any) -> str:
         "Read {hours} h as a lower bound: on the one large AMX host checked (a public 7B full "
         "fine-tune on a Xeon 8480+, in the validation table) training ran {over:.1f}x slower than this "
         "planner predicts; at that pace this plan takes ~{slow} h and ${slow_usd:,.0f}."
-    ).format(hours=_hours(cpu.hours), over=over, slow=_hours(cpu.hours * over), slow_usd=cpu.usd * over)
-
-
-def _hours(h: float) -> str:
-    """Hours as a reader writes them: 1,020 (not 1.02e+03), 382, 0.775."""
-    return f"{h:,.0f}" if h >= 100 else f"{h:.3g}"
+    ).format(
+        hours=hours_text(cpu.hours), over=over, slow=hours_text(cpu.hours * over), slow_usd=cpu.usd * over
+    )
