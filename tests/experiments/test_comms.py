@@ -226,19 +226,22 @@ def test_counted_calls_match_the_architecture(tmp_path):
     assert run.step_time_s > 0 and 0 < run.optimizer_step_s < run.step_time_s
 
 
+# One stored pair of small ZeRO-3 runs, with and without offload (chapter 06's comms.json "local" rows).
+STORED_OFFLOAD_RUNS = {
+    "env": {"cpu_model": "Test CPU", "cpus": 2},
+    "date": "2026-11-22",
+    "local": [
+        {"model": "small", "offload": False, "measured_s": 2.29},
+        {"model": "small", "offload": True, "measured_s": 1.85},
+    ],
+}
+
+
 def test_one_place_says_what_offload_does_on_a_cpu():
     """Issue 37: chapter 04 said offload "only adds copies" while chapter 06's runs showed it faster."""
     from workshop.experiments.comms import offload_on_cpu
 
-    stored = {
-        "env": {"cpu_model": "Test CPU", "cpus": 2},
-        "date": "2026-11-22",
-        "local": [
-            {"model": "small", "offload": False, "measured_s": 2.29},
-            {"model": "small", "offload": True, "measured_s": 1.85},
-        ],
-    }
-    said = offload_on_cpu(stored)
+    said = offload_on_cpu(STORED_OFFLOAD_RUNS)
     assert "fused CPU Adam" in said and "1.85 s per step with offload, 2.29 s without" in said
     assert "Test CPU" in said and "2026-11-22" in said and "only adds copies" not in said
 
@@ -248,15 +251,7 @@ def test_the_cpu_adam_sentence_agrees_with_the_stored_lever_table():
     re-judged, is within noise: the sentence gives one run each as no verdict and the table's judgement."""
     from workshop.experiments.comms import offload_on_cpu
 
-    stored = {
-        "env": {"cpu_model": "Test CPU", "cpus": 2},
-        "date": "2026-11-22",
-        "local": [
-            {"model": "small", "offload": False, "measured_s": 2.29},
-            {"model": "small", "offload": True, "measured_s": 1.85},
-        ],
-    }
-    said = offload_on_cpu(stored)
+    said = offload_on_cpu(STORED_OFFLOAD_RUNS)
     assert "can make the step faster" not in said and "one run each, no verdict" in said
     assert "ZeRO-3 + DeepSpeed CPU Adam vs ZeRO-3 engine: within noise" in said and "2026-11-25" in said
 

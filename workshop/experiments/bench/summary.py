@@ -134,43 +134,33 @@ def _mfu_row(res: Results) -> SummaryRow:
         return _row(res, "mfu", None, "%")
     amx = any(r.get("peaks", {}).get("amx") for r in res.values() if isinstance(r, dict))
     w, pk = rec["variants"][rec["a"]], rec["peaks"]
-    clock = pk.get("clock_ghz")
     if pk.get("bf16_path") == "amx_bf16":  # an AMX CPU: one AMX peak, at the clock of the machine measured
-        return _row(
-            res,
-            "mfu",
-            w["mfu_pct_of_present_peak"],
-            "%",
-            judged=amx,
-            detail=_(
-                "{tflops:.3f} model TFLOPS = {present}% of that CPU's AMX bf16 peak, {cores} cores x "
-                "{clock:g} GHz (its reported clock) x 1,024 FLOP/cycle = {peak:.2f} TFLOPS"
-            ).format(
-                tflops=w["model_tflops"],
-                present=w["mfu_pct_of_present_peak"],
-                cores=pk["cores"],
-                clock=clock,
-                peak=pk["bf16_tflops"],
-            ),
+        value, clock = w["mfu_pct_of_present_peak"], pk.get("clock_ghz")
+        detail = _(
+            "{tflops:.3f} model TFLOPS = {present}% of that CPU's AMX bf16 peak, {cores} cores x "
+            "{clock:g} GHz (its reported clock) x 1,024 FLOP/cycle = {peak:.2f} TFLOPS"
         )
-    amx_clock = pk["amx_bf16_tflops"] * 1e3 / (pk["cores"] * 1024)  # the clock that AMX peak was taken at
+    else:
+        value = w["mfu_pct_of_amx_peak"]
+        clock = pk["amx_bf16_tflops"] * 1e3 / (pk["cores"] * 1024)  # the clock that AMX peak was taken at
+        detail = _(
+            "{tflops:.3f} model TFLOPS = {present}% of that CPU's {path} peak ({peak:.2f} TFLOPS), {amx}% of "
+            "the AMX peak {cores} cores would have at {clock:.3g} GHz ({amx_peak:.2f} TFLOPS)"
+        )
     return _row(
         res,
         "mfu",
-        w["mfu_pct_of_amx_peak"],
+        value,
         "%",
         judged=amx,
-        detail=_(
-            "{tflops:.3f} model TFLOPS = {present}% of that CPU's {path} peak ({peak:.2f} TFLOPS), {amx}% of "
-            "the AMX peak {cores} cores would have at {clock:.3g} GHz ({amx_peak:.2f} TFLOPS)"
-        ).format(
+        detail=detail.format(
             tflops=w["model_tflops"],
             present=w["mfu_pct_of_present_peak"],
             path=pk["bf16_path"],
             peak=pk["bf16_tflops"],
-            amx=w["mfu_pct_of_amx_peak"],
+            amx=w.get("mfu_pct_of_amx_peak"),
             cores=pk["cores"],
-            clock=amx_clock,
+            clock=clock,
             amx_peak=pk["amx_bf16_tflops"],
         ),
     )
