@@ -216,3 +216,44 @@ def test_the_planner_predicts_a_slice_it_was_not_calibrated_on_within_25_percent
     res = sl.load(REPO / "benchmarks/results/slice-2layers.json")
     assert res["shape"]["layers"] == 2 and not res["prediction"]["calibration"]["in_sample"]
     assert 0.75 <= res["ratio_measured_over_predicted"] <= 1.25, res["ratio_measured_over_predicted"]
+
+
+def test_the_slice_headline_says_how_far_out_of_sample_its_prediction_is():
+    """Issue 49: chapter 04's live slice (seq 128 on the calibrating CPU model) printed its ratio with no word
+    that the planner's CPU rate came from a slice on that same CPU: the headline says which of three it is."""
+    from workshop.paths import REPO
+    from workshop.report.slice import slice_headline
+
+    stored = sl.load(REPO / STORED)
+    assert "(in-sample:" in slice_headline(stored)
+    other_shape = sl.load(REPO / "benchmarks/results/slice-2layers.json")
+    said = slice_headline(other_shape)
+    assert "calibrated on this CPU model, out-of-sample in shape only" in said and "1 layer(s)" in said
+    other_cpu = {**other_shape, "machine": {**other_shape["machine"], "cpu_model": "Some Xeon"}}
+    cal = other_shape["prediction"]["calibration"]
+    assert (
+        f"(out-of-sample: the planner's CPU rate comes from a slice on {cal['cpu_model']}"
+        in slice_headline(other_cpu)
+    )
+
+
+def test_the_slice_prediction_is_set_beside_the_timers_term_by_term():
+    """Issue 49: one whole-step ratio hid a compute term that is in-sample by construction and an optimizer
+    term the model misses: each term's measured / predicted time; bounds where timers cannot part them."""
+    from workshop.paths import REPO
+    from workshop.report.slice import slice_lines
+
+    res = sl.load(REPO / STORED)
+    split, p = res["step_split"], res["prediction"]
+    text = "\n".join(slice_lines(res))
+    fb, opt = split["forward_backward_s"], split["optimizer_s"]
+    assert f"optimizer {opt:.2f} / {p['optimizer_s']:.2f} s = {opt / p['optimizer_s']:.2f}" in text
+    pfb = p["compute_s"] + p["comm_s"]
+    assert f"{fb:.2f} / {pfb:.2f} s = {fb / pfb:.2f}" in text
+    # in-sample: the compute term is the calibration's own, so its ratio is 1 (the bound is the share itself)
+    compute = fb - split["allreduce_s"]
+    assert f"= {compute / p['compute_s']:.2f} at most" in text and compute / p["compute_s"] == pytest.approx(
+        1, 0.02
+    )
+    untimed = {**res, "step_split": {"measured": False, "why": "no timers"}}
+    assert "time measured / predicted by term" not in "\n".join(slice_lines(untimed))

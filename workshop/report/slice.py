@@ -32,6 +32,7 @@ def slice_lines(res: Mapping[str, Any]) -> list[str]:
     if res["peak"].get("tflops"):
         out.append(_peak_line(res))
     out.append(_prediction_line(res))
+    out.extend(_term_lines(res))
     out.append(_calibration_line(res))
     out.extend(_thread_lines(res))
     if res.get("under_load"):
@@ -176,8 +177,62 @@ def slice_headline(res: Mapping[str, Any]) -> str:
         n=t["n"], spread=t["spread_pct"], pred=res["prediction"]["tokens_per_s"] / cores,
         ratio=res["ratio_measured_over_predicted"],
     )  # fmt: skip
-    if (res["prediction"].get("calibration") or {}).get("in_sample"):
-        line += _(" (in-sample: the planner's CPU rate comes from a slice of this shape on this CPU model)")
+    line += _sample_note(res)
     if res["precision"] != "bf16":
         line += _("; in fp32: {why}").format(why=res["precision_why"])
     return line
+
+
+def _sample_note(res: Mapping[str, Any]) -> str:
+    """Whether the prediction beside a slice could have missed it: the planner's CPU rate is the compute
+    share of a stored slice, so a slice of that shape on that CPU model checks only the repeat, one of
+    another shape on that CPU model checks how the share carries to the shape, and only another CPU model
+    checks the rate itself."""
+    cal = res["prediction"].get("calibration")
+    if not cal:
+        return ""
+    if cal.get("in_sample"):
+        return _(" (in-sample: the planner's CPU rate comes from a slice of this shape on this CPU model)")
+    if cal.get("cpu_model") == (res.get("machine") or {}).get("cpu_model"):
+        return _(
+            " (calibrated on this CPU model, out-of-sample in shape only: the planner's CPU rate comes from "
+            "the stored slice of another shape on it ({shape}; {date}), so the ratio checks how that compute "
+            "share carries to this shape, not the share itself)"
+        ).format(shape=cal["shape"], date=cal["date"])
+    return _(" (out-of-sample: the planner's CPU rate comes from a slice on {cpu}, {date})").format(
+        cpu=cal["cpu_model"], date=cal["date"]
+    )
+
+
+def _term_lines(res: Mapping[str, Any]) -> list[str]:
+    """The prediction term by term beside DeepSpeed's timers (rank 0), as time measured / predicted (above 1:
+    slower than predicted). The timers put ZeRO-3's parameter gathers inside forward+backward, so compute
+    and collectives apart are bounds; forward+backward, the optimizer and the whole step are exact."""
+    split, p = res["step_split"], res["prediction"]
+    if not split.get("measured"):
+        return []
+    fb, reduce, opt = (
+        split["forward_backward_s"],
+        split.get("allreduce_s") or 0.0,
+        split["optimizer_s"] or 0.0,
+    )
+    step = res["step_s"]["median"]
+    return [
+        _(
+            "time measured / predicted by term: forward+backward (compute with every collective inside) "
+            "{fb:.2f} / {pfb:.2f} s = {rfb:.2f}; optimizer {opt:.2f} / {popt:.2f} s = {ropt:.2f}; the whole "
+            "step {step:.2f} / {pstep:.2f} s = {rstep:.2f}"
+        ).format(
+            fb=fb, pfb=p["compute_s"] + p["comm_s"], rfb=fb / (p["compute_s"] + p["comm_s"]),
+            opt=opt, popt=p["optimizer_s"], ropt=opt / p["optimizer_s"],
+            step=step, pstep=p["step_s"], rstep=step / p["step_s"],
+        ),
+        _(
+            "apart, as bounds: compute (forward+backward less the gradient reduce, the parameter gathers "
+            "still inside) {c:.2f} / {pc:.2f} s = {rc:.2f} at most; collectives (the gradient reduce alone "
+            "against all the predicted ones) {m:.2f} / {pm:.2f} s = {rm:.2f} at least"
+        ).format(
+            c=fb - reduce, pc=p["compute_s"], rc=(fb - reduce) / p["compute_s"],
+            m=reduce, pm=p["comm_s"], rm=reduce / p["comm_s"],
+        ),
+    ]  # fmt: skip
