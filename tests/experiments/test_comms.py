@@ -4,6 +4,7 @@ pools."""
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
@@ -163,7 +164,12 @@ def test_zero3_calls_from_architecture():
     assert big.all_gather_bytes == pytest.approx(2 * (4 * 3 * big.partitioned + big.persistent))
 
 
-def test_predict_from_single_rank_splits_the_optimizer():
+def test_predict_from_single_rank_is_the_planners_step():
+    """The 2-rank step from the 1-rank run is the planner's (plan.localcheck.local_step): compute at the
+    1-rank rate without its optimizer, the optimizer over DDR, collectives at the fit; the every-call reading
+    adds a latency for each all-gather call launched with others (24 for tiny)."""
+    from workshop.plan.localcheck import local_step
+
     base = comms.LocalRun(
         "tiny",
         1,
@@ -177,12 +183,28 @@ def test_predict_from_single_rank_splits_the_optimizer():
     calls = zero3.zero3_calls("tiny")
     fit = {op: {"alpha_s": 1e-3, "gbytes_per_s": 1.0} for op in comms.OPS}
     p = comms.predict_from_single_rank(base, calls, fit, 2)
-    assert p["compute_s"] == pytest.approx(0.8)
-    assert p["latency_s"] == pytest.approx(3 * 1e-3)  # fetch wave + persistent wave + one reduce-scatter
+    planner = local_step("tiny", 1.0, 0.4, fit=fit["all_gather"])
+    assert p["predicted_s"] == planner.step_time_s
+    assert p["compute_s"] == pytest.approx(0.6)  # the 1-rank step less its optimizer, at the same FLOPs
+    assert p["predicted_s"] == pytest.approx(p["compute_s"] + p["comm_s"] + p["optimizer_s"])
     assert p["predicted_if_every_call_waits_s"] - p["predicted_s"] == pytest.approx(24 * 1e-3)
-    assert p["bandwidth_s"] == pytest.approx(
-        0.5 * (calls.all_gather_bytes + calls.reduce_scatter_bytes) / 1e9
-    )
+    slower = local_step("tiny", 1.0, 0.4, fit={"alpha_s": 1e-3, "gbytes_per_s": 0.5})
+    assert slower.comm_s > planner.comm_s and slower.compute_s == planner.compute_s
+
+
+def test_chapters_01_and_06_print_one_prediction_of_the_stored_local_step():
+    """Issue 49: chapter 06 printed 0.253 s and chapter 01's table 0.2614 s for the same stored 2-rank tiny
+    step (two models). Both now come from plan.localcheck.local_step, re-made at read time."""
+    from workshop.paths import REPO
+    from workshop.plan import localcheck
+
+    stored = json.loads((REPO / "benchmarks/results/comms.json").read_text())
+    ch06 = {r["model"]: r for r in comms.stored_local(stored) if not r["offload"]}
+    ch01 = {r.check.rsplit(", ", 1)[1]: r for r in localcheck.local_rows()[:2]}
+    assert set(ch01) == {"tiny", "small"}
+    for model, row in ch01.items():
+        assert ch06[model]["predicted_s"] == pytest.approx(row.predicted, rel=1e-12)
+        assert ch06[model]["measured_s"] == row.measured
 
 
 def test_netsim_check_swaps_only_the_collective_time():
@@ -272,10 +294,18 @@ def test_chapter_06_sets_this_runs_netsim_beside_the_stored_one(tmp_path):
     live.write_text(
         json.dumps({"table": [{"rate": r, "ok": True, "step_time_s_median": s} for r, s in rows]})
     )
+    os.utime(live, (1795000000, 1795000000))  # an output folder keeps chapter 05's report from an earlier run
     said = netsim_reproduced(stored, live)
-    assert said[0].startswith("10gbit: this run (chapter 05) 0.47 s/step, stored 0.31 s/step (Stored CPU")
+    when = "2026-11-18 11:06 UTC"  # issue 49: its time, never "this run"
+    assert said[0].startswith(
+        f"10gbit: chapter 05's run of {when} 0.47 s/step, stored 0.31 s/step (Stored CPU"
+    )
     growth = next(line for line in said if line.startswith("10gbit -> 1gbit"))
-    assert "grew 0.19 s in this run and 0.36 s in the stored one (Stored CPU, 2026-11-22)" in growth
+    assert (
+        f"grew 0.19 s in chapter 05's run of {when} and 0.36 s in the stored one (Stored CPU, 2026-11-22)"
+        in growth
+    )
+    assert not any("this run" in line for line in said[:-1])
     assert "one run of each: NOT the stored growth" in growth
     # issue 49: "reproduced" was judged on the ratio, which a run matching the planner (0.22 -> 0.40 s against
     # 0.31 -> 0.67 s) passed; the stored story is about seconds the step lost, so the growth is compared

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from workshop.lang import _
 from workshop.plan import hardware, topology
 from workshop.plan.catalog import PRICE_SOURCE
+from workshop.plan.costcheck import CheckRow
 from workshop.plan.hardware import AMX_BF16_FLOP_PER_CYCLE
 
 
@@ -214,6 +215,17 @@ def original_traffic(collective_gb: float, h2d_gb: float) -> str:
     )
 
 
+def planner_share(rows: Sequence[CheckRow]) -> str:
+    """Chapter 06: how much of each measured offloaded step the planner's terms explain, as the range over
+    the rows (costcheck's CheckRow: predicted and measured seconds), so the text never names a range the
+    table does not hold."""
+    shares = [r.predicted / r.measured for r in rows]
+    return _(
+        "the planner's terms add up to {lo:.0%}-{hi:.0%} of these {n} measured steps: each run is "
+        "x{slow:.1f} to x{fast:.1f} slower than they explain"
+    ).format(lo=min(shares), hi=max(shares), n=len(shares), slow=1 / max(shares), fast=1 / min(shares))
+
+
 def measured_vs_model(label: str, measured: float, predicted: float, error: float) -> str:
     """Chapter 06: one run, measured against the model (s/step) and the error."""
     return _("{label:40s} measured {measured:6.1f}  model {predicted:6.1f} s/step  ({error:+.0%})").format(
@@ -275,16 +287,16 @@ def zero3_calls(model: str, c) -> str:
 
 
 def local_step(r: dict) -> str:
-    """Chapter 06: one local ZeRO-3 run: the model's terms (s) against the measured step (s) and the error."""
+    """Chapter 06: one local ZeRO-3 run: the planner's terms (s) beside the measured step (s), the error."""
     return _(
-        "{model:5s} offload={offload:5s} compute {compute:.3f} + latency {latency:.3f} + bytes {bytes:.3f} = "
-        "{predicted:.3f} s; measured {measured:.3f} s ({error:+.0%})"
+        "{model:5s} offload={offload:5s} compute {compute:.3f} + collectives {comm:.3f} + optimizer "
+        "{optimizer:.3f} = {predicted:.3f} s; measured {measured:.3f} s ({error:+.0%})"
     ).format(
         model=r["model"],
         offload=str(r["offload"]),
         compute=r["compute_s"],
-        latency=r["latency_s"],
-        bytes=r["bandwidth_s"],
+        comm=r["comm_s"],
+        optimizer=r["optimizer_s"],
         predicted=r["predicted_s"],
         measured=r["measured_s"],
         error=r["error"],

@@ -5,20 +5,28 @@ miss set beside the other runs of the same job.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from workshop.errors import WorkshopError
 from workshop.lang import _
 from workshop.plan import rates
 from workshop.plan.costcheck import LOCAL_TARGET, NETSIM_DATE, CheckRow
-from workshop.plan.estimate import Job, Node, estimate, zero3_for
+from workshop.plan.estimate import Job, Node, Plan, estimate, zero3_for
 from workshop.plan.models import Architecture, architecture
 
 
-def _local_node(step_tflops: float, ranks: int, inter_gbps: float | None) -> Node:
+def _local_node(
+    step_tflops: float, ranks: int, inter_gbps: float | None, fit: Mapping[str, Any] | None = None
+) -> Node:
     """This 2-core box: compute at its measured 1-rank step rate, collectives at chapter 06's gloo fit (one
-    host) or over a capped link (chapter 05's namespaces)."""
+    host; `fit`: a fresh all-gather fit, else the stored one) or over a capped link (chapter 05's namespaces).
+    """
     bw, alpha = rates.gloo_local_fit()
+    if fit is not None:  # this run's benchmark (chapter 06 with run_local)
+        where = "this run's gloo all-gather fit"
+        bw = rates.Rate(fit["gbytes_per_s"], "GB/s", "measured", where)
+        alpha = rates.Rate(fit["alpha_s"], "s per collective call", "measured", where)
     measured = rates.Rate(
         1.0, "of the measured step rate", "measured", "comms.json 1-rank step on this machine"
     )
@@ -94,14 +102,41 @@ def netsim_predictions() -> dict[str, float]:
     return {r.check.split(" at ")[1].split(",")[0]: r.predicted for r in _netsim_rows(first, runs)}
 
 
+def local_step(
+    model: str,
+    base_1rank_s: float,
+    optimizer_1rank_s: float,
+    *,
+    world: int = 2,
+    offload: bool = False,
+    fit: Mapping[str, Any] | None = None,
+) -> Plan:
+    """The planner's N-rank ZeRO-3 step of chapter 04's recipe (micro-batch 4 x 128 tokens per rank, one
+    thread each) on one host: compute at the 1-rank run's measured rate without its optimizer, collectives at
+    the gloo all-gather fit, the optimizer from bytes over DDR. The one prediction of these steps: chapter
+    01's table and chapter 06 both print it."""
+    arch = architecture(model)
+    run = {"base_1rank_s": base_1rank_s, "optimizer_1rank_s": optimizer_1rank_s}
+    job = Job(
+        nodes=1,
+        procs_per_node=world,
+        zero_stage=3,
+        micro_batch=4,
+        grad_accum=1,
+        seq_len=128,
+        offload_optimizer=offload,
+    )
+    node = _local_node(_step_rate(arch, run, 128, 4), world, None, fit)
+    return estimate(node, job, arch, 1e6, calls=zero3_for(model, 1, False))
+
+
 def _local_step_rows(comms: dict, runs: dict[str, dict]) -> list[CheckRow]:
     """2 ranks on this machine, compute at its measured 1-rank rate."""
     rows: list[CheckRow] = []
-    job = Job(nodes=1, procs_per_node=2, zero_stage=3, micro_batch=4, grad_accum=1, seq_len=128)
     for model in ("tiny", "small"):
         arch, run = architecture(model), runs[model]
         rate = _step_rate(arch, run, 128, 4)
-        p = estimate(_local_node(rate, 2, None), job, arch, 1e6, calls=zero3_for(model, 1, False))
+        p = local_step(model, run["base_1rank_s"], run["optimizer_1rank_s"])
         rows.append(
             CheckRow(
                 f"ch04 local 2-rank ZeRO-3 step, {model}",

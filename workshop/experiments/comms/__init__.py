@@ -27,6 +27,7 @@ from workshop.experiments.comms.local import (
     offload_on_cpu,
     predict_from_single_rank,
     run_training,
+    stored_local,
     train_argv,
 )
 from workshop.experiments.comms.results import model_report
@@ -50,5 +51,6 @@ __all__ = [
     "predict_from_single_rank",
     "run_collective_bench",
     "run_training",
+    "stored_local",
     "train_argv",
 ]

@@ -8,7 +8,9 @@ import json
 import math
 import statistics
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypedDict
 
@@ -23,6 +25,7 @@ from workshop.experiments.comms.collectives import (
 from workshop.experiments.comms.counting import per_step_calls
 from workshop.lang import _
 from workshop.plan.hardware import resolve_precision
+from workshop.plan.localcheck import local_step
 from workshop.plan.topology import parse_rate
 from workshop.plan.zero3 import Zero3Calls, zero3_calls
 
@@ -134,12 +137,11 @@ def run_training(
 
 
 class Prediction(TypedDict):
-    """An N-rank ZeRO-3 step predicted from the 1-rank step and the fitted collectives (seconds)."""
+    """An N-rank ZeRO-3 step as the planner predicts it from the 1-rank step (seconds)."""
 
     compute_s: float
     comm_s: float
-    latency_s: float
-    bandwidth_s: float
+    optimizer_s: float
     predicted_s: float
     predicted_if_every_call_waits_s: float
 
@@ -147,23 +149,42 @@ class Prediction(TypedDict):
 def predict_from_single_rank(
     base: LocalRun, calls: Zero3Calls, fit: dict[str, CollectiveFit], world: int
 ) -> Prediction:
-    """N-rank ZeRO-3 step = the 1-rank step with the same micro-batch per rank, whose optimizer-step share
-    shrinks to 1/N (each rank updates its partition only), + the collectives: counted calls x the fitted
-    latency + per-rank bytes / the fitted bandwidth, per collective."""
-    compute = base.step_time_s - base.optimizer_step_s + base.optimizer_step_s / world
-    tr = calls.traffic(world)
-    latency = sum(n * fit[op]["alpha_s"] for op, n in calls.n_ops.items())
-    comm = collective_time(tr, fit, n_ops=calls.n_ops)
+    """The planner's N-rank ZeRO-3 step (plan.localcheck.local_step, the one prediction chapter 01's table
+    prints too): compute at the 1-rank step's rate without its optimizer, the collectives' bytes and calls
+    (one latency per wave of calls launched together) at the all-gather fit, the optimizer from bytes over
+    DDR; beside it the reading where every call pays a full latency."""
+    p = local_step(
+        base.model,
+        base.step_time_s,
+        base.optimizer_step_s,
+        world=world,
+        offload=base.offload,
+        fit=fit["all_gather"],
+    )
     every_call = fit["all_gather"]["alpha_s"] * (calls.all_gather_calls - calls.all_gather_waves)
     return {
-        "compute_s": compute,
-        "comm_s": comm,
-        "latency_s": latency,
-        "bandwidth_s": comm - latency,
-        "predicted_s": compute + comm,
-        # the alternative reading: every call pays a full latency, even those launched together
-        "predicted_if_every_call_waits_s": compute + comm + every_call,
+        "compute_s": p.compute_s,
+        "comm_s": p.comm_s,
+        "optimizer_s": p.optimizer_s,
+        "predicted_s": p.step_time_s,
+        "predicted_if_every_call_waits_s": p.step_time_s + every_call,
     }
+
+
+def stored_local(stored: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """comms.json's local runs with their prediction made again by today's planner (from each row's stored
+    1-rank step and the stored collective fit), never the one stored beside them: chapter 06 and chapter 01
+    then print one prediction for one measurement."""
+    fit = stored["bench"]["fit"]
+    rows = []
+    for r in stored.get("local", []):
+        base = LocalRun(
+            r["model"], 1, r["offload"], False, r["base_1rank_s"], r["optimizer_1rank_s"], {}, None
+        )
+        calls = zero3_calls(r["model"], bytes_per_param=2)
+        pred = predict_from_single_rank(base, calls, fit, r["world"])
+        rows.append({**r, **pred, "error": pred["predicted_s"] / r["measured_s"] - 1})
+    return rows
 
 
 class LocalRow(Prediction):
@@ -383,14 +404,17 @@ def netsim_reproduced(
                 "to set beside them"
             ).format(where=where, rows=", ".join(f"{k} {v:.2f} s/step" for k, v in rows.items()) or "-")
         ]
+    # the report's own time: an output folder keeps chapter 05's result from an earlier workbook run
+    when = datetime.fromtimestamp(path.stat().st_mtime, UTC).strftime("%Y-%m-%d %H:%M UTC")
     live = {
         r["rate"]: r["step_time_s_median"]
         for r in json.loads(path.read_text()).get("table", [])
         if r.get("ok") and r.get("step_time_s_median")
     }
     out = [
-        _("{rate}: this run (chapter 05) {live}, stored {stored} ({where})").format(
+        _("{rate}: chapter 05's run of {when} {live}, stored {stored} ({where})").format(
             rate=rate,
+            when=when,
             live=f"{live[rate]:.2f} s/step" if rate in live else "-",
             stored=f"{rows[rate]:.2f} s/step" if rate in rows else "-",
             where=where,
@@ -404,10 +428,11 @@ def netsim_reproduced(
         same = abs(here / then - 1) <= tolerance if then else False
         out.append(
             _(
-                "{fast} -> {slow}: the step grew {here:.2f} s in this run and {then:.2f} s in the stored one "
-                "({where}), one run of each: {verdict} (within {tol:.0%} of the stored growth counts as "
-                "the same)"
+                "{fast} -> {slow}: the step grew {here:.2f} s in chapter 05's run of {when} and {then:.2f} s "
+                "in the stored one ({where}), one run of each: {verdict} (within {tol:.0%} of the stored "
+                "growth counts as the same)"
             ).format(
+                when=when,
                 where=where,
                 fast=fast,
                 slow=slow,
