@@ -106,8 +106,8 @@ def loading_title(model: str, machine: str) -> str:
 
 def loading_ratios(ratios: dict[str, Sequence[float]]) -> str:
     """Chapter 03: each method's peak over naive's (a ratio, 2 decimals), per rank, at N = 2."""
-    rounded = {m: [round(x, 2) for x in v] for m, v in ratios.items()}
-    return _("peak / naive peak at N=2, per rank:") + f" {rounded}"
+    per_method = "; ".join(f"{m} " + ", ".join(f"x{x:.2f}" for x in v) for m, v in ratios.items())
+    return _("peak / naive peak at N=2, per rank:") + f" {per_method}"
 
 
 def training_title(model: str, nproc: int, zero_stage: int, precision: str, machine: str) -> str:
@@ -246,7 +246,9 @@ def p4d_checks(checks: dict) -> list[str]:
             error=checks["p4d_ratio_error"],
             ok=checks["ordering_ok"],
         ),
-        _("pairs swapped across instances: {pairs}").format(pairs=checks["global_order_swaps"]),
+        _("pairs swapped across instances: {pairs}").format(
+            pairs="; ".join(f"{a} / {b}" for a, b in checks["global_order_swaps"]) or _("none")
+        ),
     ]
 
 
