@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import replace
 
 import pytest
 
@@ -190,6 +191,8 @@ def test_predict_from_single_rank_is_the_planners_step():
     assert p["predicted_if_every_call_waits_s"] - p["predicted_s"] == pytest.approx(24 * 1e-3)
     slower = local_step("tiny", 1.0, 0.4, fit={"alpha_s": 1e-3, "gbytes_per_s": 0.5})
     assert slower.comm_s > planner.comm_s and slower.compute_s == planner.compute_s
+    fp32 = comms.predict_from_single_rank(replace(base, precision="fp32"), calls, fit, 2)
+    assert fp32["comm_s"] > p["comm_s"] and fp32["compute_s"] == p["compute_s"]  # fp32 gathers: more bytes
 
 
 def test_chapters_01_and_06_print_one_prediction_of_the_stored_local_step():

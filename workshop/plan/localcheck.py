@@ -14,6 +14,7 @@ from workshop.plan import rates
 from workshop.plan.costcheck import LOCAL_TARGET, NETSIM_DATE, CheckRow
 from workshop.plan.estimate import Job, Node, Plan, estimate, zero3_for
 from workshop.plan.models import Architecture, architecture
+from workshop.plan.zero3 import zero3_calls
 
 
 def _local_node(
@@ -110,11 +111,12 @@ def local_step(
     world: int = 2,
     offload: bool = False,
     fit: Mapping[str, Any] | None = None,
+    bytes_per_param: int = 2,
 ) -> Plan:
     """The planner's N-rank ZeRO-3 step of chapter 04's recipe (micro-batch 4 x 128 tokens per rank, one
     thread each) on one host: compute at the 1-rank run's measured rate without its optimizer, collectives at
-    the gloo all-gather fit, the optimizer from bytes over DDR. The one prediction of these steps: chapter
-    01's table and chapter 06 both print it."""
+    the gloo all-gather fit (`bytes_per_param` 4 for a run in fp32), the optimizer from bytes over DDR. The
+    one prediction of these steps: chapter 01's table and chapter 06 both print it."""
     arch = architecture(model)
     run = {"base_1rank_s": base_1rank_s, "optimizer_1rank_s": optimizer_1rank_s}
     job = Job(
@@ -127,7 +129,9 @@ def local_step(
         offload_optimizer=offload,
     )
     node = _local_node(_step_rate(arch, run, 128, 4), world, None, fit)
-    return estimate(node, job, arch, 1e6, calls=zero3_for(model, 1, False))
+    # an fp32 run gathers fp32 weights: twice the bytes of the bf16 count the planner caches
+    calls = zero3_for(model, 1, False) if bytes_per_param == 2 else zero3_calls(model, bytes_per_param=4)
+    return estimate(node, job, arch, 1e6, calls=calls)
 
 
 def _local_step_rows(comms: dict, runs: dict[str, dict]) -> list[CheckRow]:

@@ -160,6 +160,7 @@ def predict_from_single_rank(
         world=world,
         offload=base.offload,
         fit=fit["all_gather"],
+        bytes_per_param=base.bytes_per_param,
     )
     every_call = fit["all_gather"]["alpha_s"] * (calls.all_gather_calls - calls.all_gather_waves)
     return {
