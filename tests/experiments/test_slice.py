@@ -222,13 +222,14 @@ def test_the_slice_headline_says_how_far_out_of_sample_its_prediction_is():
     """Issue 49: chapter 04's live slice (seq 128 on the calibrating CPU model) printed its ratio with no word
     that the planner's CPU rate came from a slice on that same CPU: the headline says which of three it is."""
     from workshop.paths import REPO
-    from workshop.report.slice import slice_headline
+    from workshop.report.slice import slice_headline, slice_lines
 
     stored = sl.load(REPO / STORED)
     assert "(in-sample:" in slice_headline(stored)
     other_shape = sl.load(REPO / "benchmarks/results/slice-2layers.json")
     said = slice_headline(other_shape)
     assert "calibrated on this CPU model, out-of-sample in shape only" in said and "1 layer(s)" in said
+    assert "calibrated on this CPU model, out-of-sample in shape only" in "\n".join(slice_lines(other_shape))
     other_cpu = {**other_shape, "machine": {**other_shape["machine"], "cpu_model": "Some Xeon"}}
     cal = other_shape["prediction"]["calibration"]
     assert (

@@ -138,6 +138,8 @@ def _calibration_line(res: Mapping[str, Any]) -> str:
             "; in-sample: that slice has this shape and this CPU model, so the ratio checks the repeat and "
             "the modelled collectives and optimizer, not the compute share"
         )
+    else:  # `workshop bench slice` prints these lines without the headline: the same word here
+        line += _sample_note(res)
     return line
 
 
