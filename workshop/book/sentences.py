@@ -247,8 +247,10 @@ def p4d_checks(checks: dict) -> list[str]:
             ok=checks["ordering_ok"],
         ),
         _("pairs swapped across instances: {pairs}").format(
-            pairs="; ".join(f"{a} / {b}" for a, b in checks["global_order_swaps"]) or _("none")
-        ),
+            pairs="; ".join(f"{a} / {b}" for a, b in checks["global_order_swaps"])
+        )
+        if checks["global_order_swaps"]
+        else _("pairs swapped across instances: none"),
     ]
 
 
