@@ -285,3 +285,29 @@ def test_the_load_check_counts_other_processes_not_the_bench():
     assert quiet["other_cpu_s"] == pytest.approx(0.01) and not quiet["under_load"]  # pid 2 came later
     busy = sl.other_load({(1, 0.0): 5.0}, {(1, 0.0): 5.0 + 2.0 * cpus}, 2.0, "during the measurement")
     assert busy["other_cpus_busy"] == pytest.approx(cpus) and busy["under_load"]
+
+
+def test_without_native_bf16_the_slice_trains_fp32_and_says_why(monkeypatch):
+    """A CPU without native bf16 (AVX2 only, as Zen 3): "auto" is fp32, the planner predicts the slice on the
+    fp32 peak, and the chapter's headline says fp32 and why."""
+    import torch
+
+    from workshop.plan import hardware
+    from workshop.report.slice import slice_headline
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(hardware, "_read_proc_cpuinfo", lambda: {"flags": "sse4_2 avx avx2 fma"})
+    precision, why = hardware.resolve_precision("auto")
+    assert precision == "fp32" and "auto:" in why
+    d = {"cpu_model": "AMD Ryzen", "vendor": "AuthenticAMD", "cores": 2, "clock_ghz": 3.0,
+         "clock_source": "test", "isa_class": "avx2", "amx": False, "avx512_bf16": False,
+         "avx2": True}  # fmt: skip
+    p = sl.predict(d, sl.SliceConfig(), 8192, precision, 0.1)
+    assert p["peak_tflops"] == pytest.approx(hardware.machine_peaks(d, cores=2)["fp32"].tflops)
+    tps = {"median": 20.0, "min": 18.0, "max": 21.0, "n": 4, "spread_pct": 15.0, "per_core": 10.0}
+    res = {"tokens_per_s": tps,
+           "shape": {"layers": 1, "vocab": 8192, "ranks": 2, "threads": 1}, "prediction": p,
+           "ratio_measured_over_predicted": 20.0 / p["tokens_per_s"], "precision": precision,
+           "precision_why": why}  # fmt: skip
+    line = slice_headline(res)
+    assert "in fp32" in line and why in line
