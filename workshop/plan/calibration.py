@@ -203,7 +203,8 @@ def slice_shape(sh: object) -> str:
 def _slice_compute(where: str, data: dict, share: float, peak: float) -> tuple[float, float, str]:
     """A slice.json's (compute share of peak, compute share of its GEMM ceiling, how): the step's compute
     time is forward+backward less the gradient reduce (DeepSpeed's timers, rank 0; ZeRO-3's parameter
-    gathers stay inside, untimed). No timers: (0, 0, why), and the whole step stands for compute."""
+    gathers stay inside, untimed, so on one host the planner does not add them again:
+    estimate.gathers_in_cpu_rate). No timers: (0, 0, why), and the whole step stands for compute."""
     split = data.get("step_split")
     if not isinstance(split, dict) or not split.get("measured"):
         return 0.0, 0.0, "no step split stored: the whole step stands for compute"
