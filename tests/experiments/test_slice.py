@@ -311,3 +311,20 @@ def test_without_native_bf16_the_slice_trains_fp32_and_says_why(monkeypatch):
            "precision_why": why}  # fmt: skip
     line = slice_headline(res)
     assert "in fp32" in line and why in line
+
+
+def test_a_drifted_ceiling_with_no_other_work_is_not_blamed_on_others():
+    """The lead's quiet repeat: the ceiling moved 13 % with nothing else running. With the load measured as
+    other processes' CPU time, the slice says the ceiling moved by itself instead of blaming other work."""
+    from workshop.paths import REPO
+    from workshop.report.slice import slice_lines
+
+    res = sl.load(REPO / STORED)
+    quiet = [{"window": "before the run", "other_cpu_s": 0.02, "wall_s": 1.0, "other_cpus_busy": 0.02,
+              "logical_cpus": 2, "loadavg_1min": 0.5, "under_load": False}]  # fmt: skip
+    res.update(load=quiet, under_load=False, share_of_ceiling={**res["share_of_ceiling"], "clear": False})
+    text = "\n".join(slice_lines(res))
+    assert "moved by itself" in text and "measured under load" not in text
+    res.update(load=[{**quiet[0], "other_cpus_busy": 1.5, "under_load": True}], under_load=True)
+    text = "\n".join(slice_lines(res))
+    assert "measured under load: other processes kept 1.50 of 2 CPUs busy" in text

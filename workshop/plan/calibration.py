@@ -174,8 +174,8 @@ def _check_ceiling_held(where: str, data: dict, engine: str, kind: str) -> None:
         raise WorkshopError(
             f"{where}: its GEMM ceiling moved {moved:.0f}% while it was measured "
             f"({min(xs):.4g}-{max(xs):.4g} TFLOPS), more than the {DRIFT_BOUND_PCT:g}% this workbook "
-            "trusts: other work shared the cores, so no single share can be read from it; re-measure on an "
-            "idle machine"
+            "trusts (other work on its cores, or their clock fell under the run's load), so no single share "
+            "can be read from it; re-measure on an idle machine"
         )
 
 

@@ -36,7 +36,18 @@ def slice_lines(res: Mapping[str, Any]) -> list[str]:
     out.extend(_thread_lines(res))
     if res.get("under_load"):
         out.append(_load_line(res["load"]))
+    elif not res["share_of_ceiling"].get("clear", True) and any("other_cpus_busy" in x for x in res["load"]):
+        out.append(_self_drift_line(res["load"]))
     return out
+
+
+def _self_drift_line(loads: list[Mapping[str, Any]]) -> str:
+    """A ceiling that moved past the bound while no other process used the CPUs: not other work's doing."""
+    return _(
+        "no other process kept these CPUs busy while it was measured (at most {busy:.2f} of {cpus}): the "
+        "GEMM ceiling moved by itself (this machine's clock under sustained load, or the probe's own "
+        "spread), not by other work"
+    ).format(busy=max(x.get("other_cpus_busy", 0.0) for x in loads), cpus=loads[0]["logical_cpus"])
 
 
 def _load_line(loads: list[Mapping[str, Any]]) -> str:
