@@ -25,6 +25,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from workshop.errors import WorkshopError, check_positive
+from workshop.lang import N_
 from workshop.plan import calibration, hardware
 from workshop.plan.estimate import Job
 from workshop.plan.memory import GiB, PlanOptions, rank_peak
@@ -188,11 +189,49 @@ def ds_timer_split(log: str) -> list[dict[str, float]]:
     return out
 
 
-def load_note() -> dict:
-    """The 1-minute load average against the cores: a shared machine says so in the stored result."""
-    load = os.getloadavg()[0]
-    cores = os.cpu_count() or 1
-    return {"loadavg_1min": round(load, 2), "logical_cpus": cores, "under_load": load > 0.5 * cores}
+OTHER_LOAD_SHARE = 0.1  # other processes using more than this share of the CPUs: the result says "under load"
+LOAD_SAMPLE_S = 1.0  # the look at other work before the run starts
+
+
+def cpu_seconds_by_process() -> dict[tuple[int, float], float]:
+    """CPU seconds (user + system) of every process but this one and its children, keyed by (pid, start
+    time) so a reused pid is not mistaken for the same process: the bench's own work is never "other"."""
+    import psutil
+
+    me = psutil.Process()
+    ours = {me.pid} | {c.pid for c in me.children(recursive=True)}
+    out = {}
+    for p in psutil.process_iter(["pid", "create_time", "cpu_times"]):
+        t = p.info["cpu_times"]
+        if p.info["pid"] in ours or t is None:
+            continue
+        out[(p.info["pid"], p.info["create_time"])] = t.user + t.system
+    return out
+
+
+def other_load(before: dict, after: dict, wall_s: float, label: str) -> dict:
+    """The CPUs other processes used between two snapshots (cpu_seconds_by_process), as a number of
+    CPUs busy on average, against this machine's: a shared machine says so in the stored result."""
+    used = sum(max(0.0, after[k] - v) for k, v in before.items() if k in after)
+    cpus = os.cpu_count() or 1
+    busy = used / wall_s if wall_s > 0 else 0.0
+    return {
+        "window": label,
+        "other_cpu_s": round(used, 2),
+        "wall_s": round(wall_s, 1),
+        "other_cpus_busy": round(busy, 2),
+        "logical_cpus": cpus,
+        "loadavg_1min": round(os.getloadavg()[0], 2),  # kept for the record: it holds the bench's own work
+        "under_load": busy > OTHER_LOAD_SHARE * cpus,
+    }
+
+
+def load_note(sample_s: float = LOAD_SAMPLE_S) -> dict:
+    """Other processes' CPU use over `sample_s` seconds now (not the load average, which still holds this
+    bench's own earlier work and counts its own ranks)."""
+    before, t0 = cpu_seconds_by_process(), time.time()
+    time.sleep(sample_s)
+    return other_load(before, cpu_seconds_by_process(), time.time() - t0, N_("before the run"))
 
 
 def core_facts(d: hardware.Detection) -> dict:
@@ -331,6 +370,7 @@ def run(cfg: SliceConfig, *, echo=print) -> dict:
     cores = core_facts(d)
     echo(cores["sentence"])
     load_before = load_note()
+    others, t_start = cpu_seconds_by_process(), time.time()  # other work over the whole measurement
     shapes = linear_shapes(build_config(MODEL, **slice_overrides(cfg.layers, fit.vocab)))
     tokens = cfg.micro_batch * cfg.seq_len
     gate = next(s for s in shapes if s.name == "gate_proj")
@@ -355,8 +395,9 @@ def run(cfg: SliceConfig, *, echo=print) -> dict:
     train_s = time.time() - t0
     after = ceiling()
     log = Path(res.log_path).read_text(errors="replace") if res.log_path else ""
+    during = other_load(others, cpu_seconds_by_process(), time.time() - t_start, N_("during the measurement"))
     return summarize(cfg, d, fit, precision, why, cores, curve, [before, after], metrics, log,
-                     train_s, [load_before, load_note()])  # fmt: skip
+                     train_s, [load_before, during])  # fmt: skip
 
 
 def summarize(cfg, d, fit: Fit, precision, why, cores, curve, ceilings, metrics, log, train_s, loads) -> dict:

@@ -21,6 +21,14 @@ SLICE_JSON = "slice.json"  # benchmarks/results/: the slice, and the thread-scal
 MIN_STEP_SHARE = 1e-4  # a training step below 0.01 % of its peak is a broken file, not a measurement
 MAX_CLOCK_GHZ = 6.0  # no server CPU core runs faster (the fastest boost clocks are ~5.7 GHz)
 THREAD_SCALING_CORES = 96  # the host the planner's thread scaling is quoted for (a 48xlarge's cores)
+# A GEMM ceiling that moves more than this while it is measured means other work shared the cores: the bench
+# then gives a range, not a share (report.verdict), and the planner refuses to price plans with it (one rule)
+DRIFT_BOUND_PCT = 10.0
+
+
+def ceiling_moved_pct(samples: list[float]) -> float:
+    """How far a GEMM ceiling moved while it was measured: (max - min) / min, in %."""
+    return 100 * (max(samples) - min(samples)) / min(samples)
 
 
 def _number(path: str, where: str, value: object, *, low: float = 0.0) -> float:
@@ -122,6 +130,7 @@ def calibration(path: str | None = None, engine: str = "deepspeed") -> Calibrati
         share, peak, path_name, shape = _ceiling_step(where, data, engine)
         split = _ceiling_whole_step(where, data, engine)
         kind = "ceiling"
+    _check_ceiling_held(where, data, engine, kind)
     if share < MIN_STEP_SHARE:
         raise WorkshopError(
             f"{where}: a step at {share:.3g} of its peak is not a measurement (below {MIN_STEP_SHARE:g}); "
@@ -148,6 +157,28 @@ def calibration(path: str | None = None, engine: str = "deepspeed") -> Calibrati
     return Calibration(share, peak, path_name, clock, amx, cpu, date, shape, kind, where, *split)
 
 
+def _check_ceiling_held(where: str, data: dict, engine: str, kind: str) -> None:
+    """The GEMM ceiling measured around the calibrating run held within DRIFT_BOUND_PCT, or one error: a
+    ceiling that moved means the cores were shared, and the share the planner would price with is a range."""
+    if kind == "slice":
+        samples, key = data.get("ceiling_tflops"), "ceiling_tflops"
+    else:
+        rec = data["levers"][CPU_ENGINES[engine]]
+        samples = (rec.get("ceiling_tflops") or {}).get("values")
+        key = f"levers.{CPU_ENGINES[engine]}.ceiling_tflops.values"
+    if not isinstance(samples, list) or len(samples) < 2:
+        return  # one probe (or none): nothing moved that can be seen; the file's other checks still hold
+    xs = [_number(where, f"{key} (TFLOPS)", x) for x in samples]
+    moved = ceiling_moved_pct(xs)
+    if moved > DRIFT_BOUND_PCT:
+        raise WorkshopError(
+            f"{where}: its GEMM ceiling moved {moved:.0f}% while it was measured "
+            f"({min(xs):.4g}-{max(xs):.4g} TFLOPS), more than the {DRIFT_BOUND_PCT:g}% this workbook "
+            "trusts (other work on its cores, or their clock fell under the run's load), so no single share "
+            "can be read from it; re-measure on an idle machine"
+        )
+
+
 def _slice_step(where: str, data: dict, engine: str) -> tuple[float, float, str, str]:
     """A slice.json's (share of peak, peak TFLOPS, peak path, shape in words)."""
     if engine not in SLICE_ENGINES:
@@ -172,7 +203,8 @@ def slice_shape(sh: object) -> str:
 def _slice_compute(where: str, data: dict, share: float, peak: float) -> tuple[float, float, str]:
     """A slice.json's (compute share of peak, compute share of its GEMM ceiling, how): the step's compute
     time is forward+backward less the gradient reduce (DeepSpeed's timers, rank 0; ZeRO-3's parameter
-    gathers stay inside, untimed). No timers: (0, 0, why), and the whole step stands for compute."""
+    gathers stay inside, untimed, so on one host the planner does not add them again:
+    estimate.gathers_in_cpu_rate). No timers: (0, 0, why), and the whole step stands for compute."""
     split = data.get("step_split")
     if not isinstance(split, dict) or not split.get("measured"):
         return 0.0, 0.0, "no step split stored: the whole step stands for compute"

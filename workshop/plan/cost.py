@@ -19,6 +19,7 @@ from workshop.plan.memory import HEADROOM
 from workshop.plan.models import architecture
 from workshop.plan.options import Options, batch_reason, check_range, split_batch, validate
 from workshop.plan.ranking import best_for, filter_plans, hint, mark_pareto, mark_ties, plan_key
+from workshop.tables import hours_text
 
 
 def rank(opts: Options) -> list[Plan]:
@@ -196,7 +197,7 @@ def format_table(plans: list[Plan], top: int | None = None) -> str:
         lines.append(
             f"{i:>2} {p.label:<22} {p.nodes * p.procs_per_node:>5} {p.zero_stage:>4} {p.micro_batch:>3} "
             f"{p.grad_accum:>3} {'yes' if p.grad_ckpt else 'no':>4} {p.tokens_per_s:>9,.0f} "
-            f"{p.step_time_s:>7.3g} {p.bound:<8.8} {p.hours:>7.3g} {money} "
+            f"{p.step_time_s:>7.3g} {p.bound:<8.8} {hours_text(p.hours):>7} {money} "
             f"{'*' if p.pareto else ' '} {'=' if p.tie else ''}"
         )
     return "\n".join(lines)

@@ -448,6 +448,13 @@ def _link(node: Node, job: Job) -> tuple[float, float, str]:
     return node.intra_gbytes_per_s, node.intra_latency.value, transport
 
 
+def gathers_in_cpu_rate(node: Node, job: Job) -> bool:
+    """ZeRO-3 on one CPU host: its parameter gathers are loopback copies inside the CPU rate already (the
+    slice that calibrates it times forward+backward with the gathers inside, less only the gradient reduce),
+    so the exposed collectives are the reduce alone; across hosts the gathers cross the link and count."""
+    return node.device == "cpu" and job.nodes == 1 and job.zero_stage == 3 and job.world > 1
+
+
 def step_terms(node: Node, job: Job, arch: Architecture, calls: Zero3Calls | None = None) -> Step:
     """One optimizer step on `node`: compute, exposed collectives (bytes over the link + latency per call),
     exposed offload copies and the optimizer's memory-bound update, each in seconds."""
@@ -460,7 +467,7 @@ def step_terms(node: Node, job: Job, arch: Architecture, calls: Zero3Calls | Non
     bw, latency, transport = _link(node, job)
     pcie_bw = node.pcie_gbytes_per_s if (job.offload_optimizer or job.offload_param) else None
     pred = step_time(
-        traffic,
+        replace(traffic, all_gather=0.0) if gathers_in_cpu_rate(node, job) else traffic,
         collective_gbytes_per_s=bw,
         compute_s=compute,
         overlap=node.overlap.value,
@@ -524,6 +531,14 @@ def _sources(node: Node, job: Job, s: Step, fixed: FixedCosts | None) -> dict[st
         ),
         "traffic": _("chapter 06's ZeRO-{stage} model: {gb:.1f} GB per rank per step").format(
             stage=job.zero_stage, gb=s.traffic.collective / GB
+        )
+        + (
+            _(
+                "; on one host its parameter gathers are inside the CPU rate (the slice times them in its "
+                "forward+backward): only the gradient reduce is exposed"
+            )
+            if gathers_in_cpu_rate(node, job)
+            else ""
         ),
         "optimizer": rates.ADAM_BYTES_PER_PARAM.cite(),
         "price": node.usd_per_hour.cite() if node.usd_per_hour else _("unknown: pass --price TYPE=USD"),

@@ -36,13 +36,39 @@ def slice_lines(res: Mapping[str, Any]) -> list[str]:
     out.append(_calibration_line(res))
     out.extend(_thread_lines(res))
     if res.get("under_load"):
-        out.append(
-            _("measured under load (1-minute load average {load} on {cpus} vCPUs): other work shared these "
-              "cores").format(
-                load=max(x["loadavg_1min"] for x in res["load"]), cpus=res["load"][0]["logical_cpus"]
-            )
-        )  # fmt: skip
+        out.append(_load_line(res["load"]))
+    elif not res["share_of_ceiling"].get("clear", True) and any("other_cpus_busy" in x for x in res["load"]):
+        out.append(_self_drift_line(res["load"]))
     return out
+
+
+def _self_drift_line(loads: list[Mapping[str, Any]]) -> str:
+    """A ceiling that moved past the bound while no other process used the CPUs: not other work's doing."""
+    return _(
+        "no other process kept these CPUs busy while it was measured (at most {busy:.2f} of {cpus}): the "
+        "GEMM ceiling moved by itself (this machine's clock under sustained load, or the probe's own "
+        "spread), not by other work"
+    ).format(busy=max(x.get("other_cpus_busy", 0.0) for x in loads), cpus=loads[0]["logical_cpus"])
+
+
+def _load_line(loads: list[Mapping[str, Any]]) -> str:
+    """Why the result says it was measured under load: other processes' CPU use (a newer file), or the
+    1-minute load average an older file recorded (which held the bench's own work too)."""
+    busy = [x for x in loads if "other_cpus_busy" in x]
+    if busy:
+        worst = max(busy, key=lambda x: x["other_cpus_busy"])
+        window: str = worst["window"]  # N_-marked where it was written (experiments.slice)
+        return _(
+            "measured under load: other processes kept {busy:.2f} of {cpus} CPUs busy {window} "
+            "({cpu_s:.1f} CPU-seconds over {wall:.0f} s): other work shared these cores"
+        ).format(
+            busy=worst["other_cpus_busy"], cpus=worst["logical_cpus"], window=_(window),
+            cpu_s=worst["other_cpu_s"], wall=worst["wall_s"],
+        )  # fmt: skip
+    return _(
+        "measured under load (1-minute load average {load} on {cpus} vCPUs, which also counts this bench's "
+        "own work): other work may have shared these cores"
+    ).format(load=max(x["loadavg_1min"] for x in loads), cpus=loads[0]["logical_cpus"])
 
 
 def _shape_line(res: Mapping[str, Any]) -> str:

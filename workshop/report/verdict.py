@@ -20,13 +20,16 @@ from typing import Any
 from workshop.errors import WorkshopError
 from workshop.lang import N_, _
 
+# a reference that moves more than this while measured gives a range, not a share; the planner refuses a
+# calibration past it (one rule, kept with the calibration's checks)
+from workshop.plan.calibration import DRIFT_BOUND_PCT
+
 MIN_EFFECT = 0.03  # a difference under 3% is never called a win, however quiet the machine
 # Below this many samples each, separation alone is too easy to get by chance: unpaired, all of 3 A above all
 # of 3 B happens 1 time in 10 with no real difference (2 of C(6, 3) orders); paired, every ratio on one side
 # of 1 happens 2 / 2**n of the time (3 rounds: 1 in 4; 5 rounds: 1 in 16), so pairs need more rounds.
 FEW_SAMPLES = 3
 FEW_PAIRED_ROUNDS = 5
-DRIFT_BOUND_PCT = 10.0  # a reference that moves more than this while measured gives a range, not a share
 # A comparison names a winner only from at least this many interleaved rounds (A B A B): two runs made once,
 # one after the other, differ by whatever the machine did in between, which the steps inside each run do not
 # show (a ceiling probed around them moved 43% in one such round). Below it the sentence is "one round: no
