@@ -231,7 +231,7 @@ def run_workbook(
     check_output(out, "--out", folder=True)
     out = Path(out).resolve()
     (out / "images").mkdir(parents=True, exist_ok=True)
-    expected = timings.expectation([p.name[:2] for p in todo])
+    expected = timings.expectation([p.name[:2] for p in todo], busy=timings.busy_cpus())
     if expected:
         echo(expected)
     runs: list[NotebookRun] = []
