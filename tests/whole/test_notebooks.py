@@ -84,7 +84,13 @@ def _three(tmp_path):
     src.mkdir()
     _nb(src, "01_ok.ipynb", "assert steps == 3, steps")
     _nb(src, "02_bad.ipynb", "x = 1", "raise ValueError('boom at ' + str(steps))")
-    _nb(src, "03_after.ipynb", "print('ran after the failure')")
+    _nb(
+        src,
+        "03_after.ipynb",
+        "print('ran after the failure')",
+        "import sys\nfrom workshop.launch.procs import run_captured\n"
+        "run_captured([sys.executable, '-c', 'pass'])",
+    )
     return src
 
 
@@ -98,6 +104,9 @@ def test_runner_runs_every_notebook_and_names_the_failing_cell(tmp_path):
     index = (tmp_path / "out" / "index.md").read_text()
     assert "02_bad.ipynb" in index and "boom at 3" in index and "failed" in index
     assert NOTEBOOKS.name == "notebooks"
+    # each chapter's launches are counted from its own ledger: none in 01, the one process 03 started
+    assert runs[0].launches["launches"] == 0 and runs[2].launches["launches"] == 1
+    assert "| ok | " in index and " | 1 (1, 0) | " in index
 
 
 @pytest.mark.slow

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from workshop.errors import WorkshopError, check_choice, check_output
 from workshop.lang import LANGUAGES
-from workshop.launch import timings
+from workshop.launch import ledger, timings
 from workshop.paths import NOTEBOOKS_DIR, NOTEBOOKS_KO_DIR
 
 NOTEBOOKS = NOTEBOOKS_DIR
@@ -42,6 +42,23 @@ def language(lang: str) -> Iterator[None]:
             os.environ["WORKSHOP_LANG"] = old
 
 
+@contextlib.contextmanager
+def launch_ledger(path: Path) -> Iterator[Path]:
+    """WORKSHOP_LAUNCH_LOG for the kernel started inside: the chapter's launches go to `path` (emptied
+    first), unless the caller keeps a ledger of its own; then restored."""
+    old = os.environ.get(ledger.LEDGER_ENV)
+    if old:
+        yield Path(old)
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.unlink(missing_ok=True)
+    os.environ[ledger.LEDGER_ENV] = str(path)
+    try:
+        yield path
+    finally:
+        del os.environ[ledger.LEDGER_ENV]
+
+
 @dataclass
 class NotebookRun:
     notebook: str
@@ -51,6 +68,7 @@ class NotebookRun:
     parameters: dict = field(default_factory=dict)
     error: str | None = None
     images: list[str] = field(default_factory=list)
+    launches: dict = field(default_factory=dict)  # ledger.summary of the processes the chapter launched
 
 
 def notebooks(only: list[str] | None = None, folder: Path = NOTEBOOKS) -> list[Path]:
@@ -177,7 +195,10 @@ def run_notebook(path: Path, out: Path, overrides: dict, kernel: str = "python3"
     before = set((out / "images").glob("*.png"))
     t0 = time.time()
     try:
-        with tempfile.TemporaryDirectory(prefix="workshop-kernel-") as sockets:
+        with (
+            tempfile.TemporaryDirectory(prefix="workshop-kernel-") as sockets,
+            launch_ledger(out / "launches" / f"{path.stem}.jsonl") as launches,
+        ):
             pm.execute_notebook(
                 str(path),
                 str(dest),
@@ -195,15 +216,25 @@ def run_notebook(path: Path, out: Path, overrides: dict, kernel: str = "python3"
         )
         return NotebookRun(path.name, "failed", round(time.time() - t0, 1), str(dest), params, msg)
     images = sorted(str(p.relative_to(out)) for p in set((out / "images").glob("*.png")) - before)
-    return NotebookRun(path.name, "ok", round(time.time() - t0, 1), str(dest), params, images=images)
+    counts = ledger.summary(ledger.read(launches))
+    return NotebookRun(
+        path.name, "ok", round(time.time() - t0, 1), str(dest), params, images=images, launches=counts
+    )
 
 
 def write_index(out: Path, runs: list[NotebookRun]) -> Path:
     (out / "index.json").write_text(json.dumps([asdict(r) for r in runs], indent=2))
-    lines = ["# Workbook run", "", "| notebook | status | seconds | figures |", "|---|---|---|---|"]
+    lines = [
+        "# Workbook run",
+        "",
+        "| notebook | status | seconds | launches (ranks, steps) | figures |",
+        "|---|---|---|---|---|",
+    ]
     for r in runs:
         nb = f"[{r.notebook}](notebooks/{r.notebook})" if r.output else r.notebook
-        lines.append(f"| {nb} | {r.status} | {r.seconds} | {', '.join(r.images) or '-'} |")
+        n = r.launches
+        started = f"{n['launches']} ({n['ranks']}, {n['steps']})" if n else "-"
+        lines.append(f"| {nb} | {r.status} | {r.seconds} | {started} | {', '.join(r.images) or '-'} |")
     errors = [r.error for r in runs if r.error]
     lines += ["", *(f"**Failed:** {e}" for e in errors)]
     path = out / "index.md"

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from workshop.errors import WorkshopError, check_choice, check_positive
 from workshop.lang import _
+from workshop.launch import ledger
 from workshop.launch.procs import run_captured, stop_tree
 from workshop.launch.progress import bar
 from workshop.paths import REPO
@@ -389,12 +390,14 @@ class _Limits:
 
 def _follow(
     proc: subprocess.Popen, job: _Job, *, bar, echo: bool, limits: _Limits, t0: float
-) -> tuple[list[str], list[dict]]:
+) -> tuple[list[str], list[dict], float | None]:
     """Copy the merged log to job.log_path, collect the METRIC records and move the bar, until the output
-    ends; raise RunHung, naming each rank's last line, when the run outlives its limits."""
+    ends; raise RunHung, naming each rank's last line, when the run outlives its limits. Returns the lines,
+    the records and the seconds from t0 to the first record's arrival (None: no step)."""
     lines: list[str] = []
     steps: list[dict] = []
     last_step_at = None
+    first_at = None
     held_out = None  # the last held-out loss, shown on the bar until the next evaluation
     inbox = _lines(proc)
     with open(job.log_path, "w") as log:
@@ -407,6 +410,7 @@ def _follow(
                 for rec in parse_metrics(line):
                     steps.append(rec)
                     last_step_at = time.monotonic()
+                    first_at = first_at if first_at is not None else round(last_step_at - t0, 2)
                     if bar is not None:
                         bar.update(rec["step"] - bar.n)
                         held_out = rec.get("eval_loss", held_out)  # the last evaluation's, until the next
@@ -419,7 +423,7 @@ def _follow(
                 last = last_lines_per_rank(lines)
                 silent = "; ".join(f"{r}: {t[:160]}" for r, t in sorted(last.items())) or "no rank printed"
                 raise RunHung(f"{why} (hung?); last line of each rank: {silent}; log: {job.log_path}")
-    return lines, steps
+    return lines, steps, first_at
 
 
 def _next_line(inbox: queue.Queue) -> str | None:
@@ -437,6 +441,7 @@ def _start_and_follow(
     behind: an exception or a hang stops torchrun and every rank, and the /dev/shm buffers of ranks that died
     are released."""
     shm_before = set(SHM_DIR.glob(SHM_GLOB))
+    cpu0 = ledger.children_cpu_s()
     t0 = time.monotonic()
     proc = subprocess.Popen(
         cmd,
@@ -448,7 +453,7 @@ def _start_and_follow(
         start_new_session=True,
     )
     try:
-        lines, steps = _follow(proc, job, bar=bar, echo=echo, limits=limits, t0=t0)
+        lines, steps, first_at = _follow(proc, job, bar=bar, echo=echo, limits=limits, t0=t0)
         proc.wait()
     except BaseException:
         stop_tree(proc.pid)  # torchrun and every rank: nothing half-running is left behind
@@ -461,7 +466,9 @@ def _start_and_follow(
             proc.returncode != 0
         ):  # ranks that died never released DeepSpeed's /dev/shm buffers: do it for them
             release_orphaned_buffers(set(SHM_DIR.glob(SHM_GLOB)) - shm_before)  # a concurrent run's stay
-    return proc.returncode, lines, steps, round(time.monotonic() - t0, 2)
+    seconds = round(time.monotonic() - t0, 2)
+    ledger.record(cmd, seconds, ledger.children_cpu_s() - cpu0, steps, first_at, exit=proc.returncode)
+    return proc.returncode, lines, steps, seconds
 
 
 def run_torchrun(
