@@ -19,8 +19,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from workshop.errors import WorkshopError, check_choice, check_output
-from workshop.lang import LANGUAGES
+from workshop.lang import LANGUAGES, _
 from workshop.launch import ledger, timings
+from workshop.launch.procs import stop_tree
 from workshop.paths import NOTEBOOKS_DIR, NOTEBOOKS_KO_DIR
 
 NOTEBOOKS = NOTEBOOKS_DIR
@@ -242,6 +243,36 @@ def write_index(out: Path, runs: list[NotebookRun]) -> Path:
     return path
 
 
+# Chapters that measure nothing (no timing, no memory peak): a compile may run beside them.
+MEASURE_NOTHING = ("02",)
+
+
+def build_beside(todo: list[Path]) -> Path | None:
+    """The notebook beside which DeepSpeed's C++ ops compile, on a machine that has not built them: the first
+    of MEASURE_NOTHING that a later chapter with ranks (03 on) follows. None: no such pair in this run."""
+    for i, path in enumerate(todo):
+        if path.name[:2] in MEASURE_NOTHING and any(p.name[:2] >= "03" for p in todo[i + 1 :]):
+            return path
+    return None
+
+
+def ops_beside(path: Path, beside: Path | None, echo):
+    """Start the ops' build if `path` is the notebook to build beside and they are not built yet."""
+    if path != beside:
+        return None
+    from workshop.launch.torchrun import start_op_build
+    from workshop.train.args import TrainArgs
+
+    build = start_op_build(TrainArgs())  # the engine chapters 03 and 04 start: DeepSpeed on the CPU
+    if build is not None:
+        echo(
+            _(
+                "    (compiling DeepSpeed's shared-memory op beside chapter {n}, once: the ranks load it)"
+            ).format(n=path.name[:2])
+        )
+    return build
+
+
 def run_workbook(
     out: str | Path = "out",
     only: list[str] | None = None,
@@ -266,10 +297,19 @@ def run_workbook(
     if expected:
         echo(expected)
     runs: list[NotebookRun] = []
+    beside = build_beside(todo)
     for i, path in enumerate(todo):
         echo(f"[{i + 1}/{len(todo)}] {path.name} ...")
-        with language(lang):
-            run = run_notebook(path, out, overrides or {})
+        build = ops_beside(path, beside, echo)
+        try:
+            with language(lang):
+                run = run_notebook(path, out, overrides or {})
+        except BaseException:  # an interrupt: the build goes with the run
+            if build is not None:
+                stop_tree(build.pid)
+            raise
+        if build is not None:  # done before a chapter that measures starts
+            build.wait()
         runs.append(run)
         echo(f"    {run.status} in {run.seconds} s" + (f": {run.error}" if run.error else ""))
         if run.status == "failed" and stop_on_failure:

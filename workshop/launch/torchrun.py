@@ -157,6 +157,30 @@ def ops_to_build(args) -> list[str]:
 OP_BUILDERS = {"deepspeed_shm_comm": "ShareMemCommBuilder", "cpu_adam": "CPUAdamBuilder"}
 
 
+def op_build_command(ops: list[str]) -> list[str]:
+    """The command that compiles DeepSpeed's `ops` into this version's cache, as the ranks would."""
+    code = "from workshop.train.dsprobe import use_versioned_extensions_dir\nuse_versioned_extensions_dir()\n"
+    for builder in (OP_BUILDERS[op] for op in ops):
+        code += f"from deepspeed.ops.op_builder.cpu import {builder}\n{builder}().load(verbose=False)\n"
+    return [sys.executable, "-c", code]
+
+
+def start_op_build(args) -> subprocess.Popen | None:
+    """Start compiling, in the background, the DeepSpeed ops a run of `args` will need (None: all built), so
+    the compile overlaps work that measures nothing. A rank that needs an op while it builds waits for
+    torch's build lock and loads the result; a build that fails leaves the ranks to try and report it."""
+    pending = ops_to_build(args)
+    if not pending:
+        return None
+    return subprocess.Popen(
+        op_build_command(pending),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=rank_env(None, cpu_only=True),
+        start_new_session=True,
+    )
+
+
 def build_ops(args, progress=print) -> list[str]:
     """Compile the DeepSpeed ops a run will need, once, before anything is timed: a rank that compiles on
     first use spends ~40 s (2 cores) inside its first step, and the first of several timed runs looks slow."""
@@ -165,13 +189,7 @@ def build_ops(args, progress=print) -> list[str]:
         progress(
             f"note: compiling DeepSpeed's {op} once (about a minute on 2 cores); cached in {extensions_dir()}"
         )
-        code = (
-            "from workshop.train.dsprobe import use_versioned_extensions_dir\n"
-            "use_versioned_extensions_dir()\n"
-            f"from deepspeed.ops.op_builder.cpu import {OP_BUILDERS[op]}\n"
-            f"{OP_BUILDERS[op]}().load(verbose=False)\n"
-        )
-        r = run_captured([sys.executable, "-c", code], timeout=900)
+        r = run_captured(op_build_command([op]), timeout=900)
         if r.returncode != 0:  # the rank will try again and report the compiler's error itself
             progress(f"note: {op} did not build here ({(r.stderr or r.stdout).strip().splitlines()[-1:]})")
     return pending
