@@ -308,8 +308,15 @@ def run_workbook(
             if build is not None:
                 stop_tree(build.pid)
             raise
-        if build is not None:  # done before a chapter that measures starts
+        if build is not None:  # done before a chapter that measures starts; the wait counts as this one's
+            t0 = time.time()
             build.wait()
+            run.seconds = round(run.seconds + time.time() - t0, 1)
+            echo(
+                _("    (then {seconds:.0f} s waiting for that build, counted in this chapter's time)").format(
+                    seconds=time.time() - t0
+                )
+            )
         runs.append(run)
         echo(f"    {run.status} in {run.seconds} s" + (f": {run.error}" if run.error else ""))
         if run.status == "failed" and stop_on_failure:
