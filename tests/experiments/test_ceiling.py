@@ -2,6 +2,8 @@
 JSON and its table rows, the GPU path's configuration, bad input, and one tiny real `bench ceiling` run."""
 
 import json
+import subprocess
+import sys
 
 import pytest
 
@@ -463,3 +465,17 @@ def test_the_stored_amx_result_names_the_other_ceiling_and_its_figure_no_target(
     monkeypatch.setattr(plt.Figure, "savefig", grab)
     ceiling_table.figure(res, tmp_path / "c.png")
     assert "fp32\n(of the fp32 ceiling)" in texts and not any("target" in t for t in texts)
+
+
+def test_a_gemm_probe_rank_imports_no_plotting():
+    """Every probe rank imports this package first: its figures' matplotlib waits until a figure is asked
+    for (0.6 s of CPU per probe rank, 8 probe ranks in chapter 04), and the package's names still resolve."""
+    code = "import sys, workshop.experiments.ceiling.probe\nprint('matplotlib' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False"]
+    from workshop.experiments import ceiling
+    from workshop.experiments.ceiling.table import rows
+
+    assert ceiling.rows is rows and "no_compile" in ceiling.LEVERS and callable(ceiling.run)
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        ceiling.nope  # noqa: B018

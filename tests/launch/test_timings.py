@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -39,6 +40,35 @@ def test_expectation_prefers_the_newest_run_of_the_same_cpu_kind(tmp_path):
     assert "04: 338 s" in line and "2026-11-27" in line and "another kind" not in line
     line = timings.expectation(["01", "04"], here=ZEN, path=path)
     assert "01: 20 s, 04: 184 s" in line and "3.4 min" in line
+
+
+def test_expectation_takes_the_last_recorded_of_the_newest_date(tmp_path):
+    """Two runs on one day: the one recorded last is the newest (the README's figures are its)."""
+    path = tmp_path / "timings.json"
+    timings.record(_run(ZEN, "2026-11-28", c03=128, c04=246), path)
+    timings.record(_run(ZEN, "2026-11-28", c03=125, c04=242), path)
+    timings.record(_run(ZEN, "2026-11-27", c03=121, c04=184), path)  # an older date, recorded later
+    line = timings.expectation(["03", "04"], here=ZEN, path=path)
+    assert "03: 125 s, 04: 242 s" in line and "2026-11-28" in line
+
+
+def test_expectation_says_a_busy_machine_will_take_longer(tmp_path):
+    path = tmp_path / "timings.json"
+    timings.record(_run(ZEN, "2026-11-28", c04=242), path)
+    quiet = timings.expectation(["04"], here=ZEN, path=path, busy=0.2)
+    busy = timings.expectation(["04"], here=ZEN, path=path, busy=1.6)
+    assert "longer" not in quiet
+    assert busy.startswith(quiet) and "about 1.6 of this machine's 2 CPUs" in busy and "longer" in busy
+
+
+def test_busy_cpus_counts_a_spinning_neighbour():
+    """A process spinning on one core while busy_cpus waits shows as (about) one busy CPU or more."""
+    spin = subprocess.Popen([sys.executable, "-c", "import time\nt=time.time()\nwhile time.time()-t<3: pass"])
+    try:
+        time.sleep(0.3)  # past the child's start
+        assert timings.busy_cpus(1.0) >= 0.7
+    finally:
+        spin.wait()
 
 
 def test_expectation_says_when_the_nearest_run_is_another_kind_of_cpu(tmp_path):

@@ -8,6 +8,7 @@ import sys
 
 import pytest
 
+from workshop.launch import ledger
 from workshop.launch.torchrun import run_torchrun
 from workshop.train.logs import parse_zero_stages
 
@@ -34,12 +35,16 @@ def common(tmp_path, kit_cache, steps=20, **extra):
     return argv
 
 
-def test_two_rank_zero3_trains_and_partitions(tmp_path, kit_cache):
+def test_two_rank_zero3_trains_and_partitions(tmp_path, kit_cache, monkeypatch):
     """torchrun, 2 ranks, DeepSpeed ZeRO-3: the loss falls, every parameter is split in two, and the start
     line shows the group's timeout as read back from the group, which the checkpoint's TrainingArguments
-    carry too (in seconds)."""
+    carry too (in seconds). The launch ledger has the run as one line: 2 ranks, 20 steps, its start-up."""
+    monkeypatch.setenv(ledger.LEDGER_ENV, str(tmp_path / "launches.jsonl"))
     argv = common(tmp_path, kit_cache, dist_timeout_min=45, save_steps=20)
     r = run_torchrun(argv, nproc_per_node=2, threads_per_rank=1, progress=False).check()
+    (launch,) = ledger.read(tmp_path / "launches.jsonl")
+    assert launch["module"] == "workshop.train" and launch["ranks"] == 2 and launch["steps"] == 20
+    assert 0 < launch["start_s"] < launch["seconds"] and launch["cpu_s"] > 0 and launch["exit"] == 0
     m = json.loads((tmp_path / "run" / "metrics.json").read_text())
     # precision "auto" (the default) resolved for THIS machine, and the run says why
     from workshop.plan.hardware import resolve_precision

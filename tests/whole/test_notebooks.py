@@ -84,7 +84,13 @@ def _three(tmp_path):
     src.mkdir()
     _nb(src, "01_ok.ipynb", "assert steps == 3, steps")
     _nb(src, "02_bad.ipynb", "x = 1", "raise ValueError('boom at ' + str(steps))")
-    _nb(src, "03_after.ipynb", "print('ran after the failure')")
+    _nb(
+        src,
+        "03_after.ipynb",
+        "print('ran after the failure')",
+        "import sys\nfrom workshop.launch.procs import run_captured\n"
+        "run_captured([sys.executable, '-c', 'pass'])",
+    )
     return src
 
 
@@ -98,6 +104,9 @@ def test_runner_runs_every_notebook_and_names_the_failing_cell(tmp_path):
     index = (tmp_path / "out" / "index.md").read_text()
     assert "02_bad.ipynb" in index and "boom at 3" in index and "failed" in index
     assert NOTEBOOKS.name == "notebooks"
+    # each chapter's launches are counted from its own ledger: none in 01, the one process 03 started
+    assert runs[0].launches["launches"] == 0 and runs[2].launches["launches"] == 1
+    assert "| ok | " in index and " | 1 (1, 0) | " in index
 
 
 @pytest.mark.slow
@@ -262,3 +271,27 @@ def test_the_runners_kernel_talks_over_unix_sockets_in_a_private_folder(tmp_path
 
     manager = ipc_kernel_manager(str(tmp_path))()
     assert manager.transport == "ipc" and manager.ip == str(tmp_path / "kernel")
+
+
+def test_deepspeeds_op_compiles_beside_chapter_02_only_when_ranks_follow(tmp_path, monkeypatch):
+    """The C++ op the ranks of chapters 03 and 04 load is built beside chapter 02, which measures nothing,
+    instead of inside chapter 03's first launch (~40 CPU s on a machine that has not built it); never beside
+    a chapter that measures, and not at all when no chapter with ranks follows or the op is built."""
+    from workshop.launch import notebooks as nb
+    from workshop.launch import torchrun
+
+    def paths(*numbers):
+        return [tmp_path / f"{n}_x.ipynb" for n in numbers]
+
+    assert nb.build_beside(paths("01", "02", "03", "04")) == tmp_path / "02_x.ipynb"
+    assert nb.build_beside(paths("02", "05")) == tmp_path / "02_x.ipynb"
+    assert nb.build_beside(paths("01", "02")) is None and nb.build_beside(paths("01", "03", "04")) is None
+    started, said = [], []
+    monkeypatch.setattr(torchrun, "ops_to_build", lambda args: ["deepspeed_shm_comm"])
+    monkeypatch.setattr(torchrun.subprocess, "Popen", lambda cmd, **kw: started.append(cmd) or "proc")
+    two = tmp_path / "02_x.ipynb"
+    assert nb.ops_beside(tmp_path / "01_x.ipynb", two, said.append) is None and not started
+    assert nb.ops_beside(two, two, said.append) == "proc"
+    assert "ShareMemCommBuilder().load" in started[0][-1] and "chapter 02" in said[0]
+    monkeypatch.setattr(torchrun, "ops_to_build", lambda args: [])
+    assert nb.ops_beside(two, two, said.append) is None and len(started) == 1

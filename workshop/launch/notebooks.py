@@ -19,8 +19,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from workshop.errors import WorkshopError, check_choice, check_output
-from workshop.lang import LANGUAGES
-from workshop.launch import timings
+from workshop.lang import LANGUAGES, _
+from workshop.launch import ledger, timings
+from workshop.launch.procs import stop_tree
 from workshop.paths import NOTEBOOKS_DIR, NOTEBOOKS_KO_DIR
 
 NOTEBOOKS = NOTEBOOKS_DIR
@@ -42,6 +43,23 @@ def language(lang: str) -> Iterator[None]:
             os.environ["WORKSHOP_LANG"] = old
 
 
+@contextlib.contextmanager
+def launch_ledger(path: Path) -> Iterator[Path]:
+    """WORKSHOP_LAUNCH_LOG for the kernel started inside: the chapter's launches go to `path` (emptied
+    first), unless the caller keeps a ledger of its own; then restored."""
+    old = os.environ.get(ledger.LEDGER_ENV)
+    if old:
+        yield Path(old)
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.unlink(missing_ok=True)
+    os.environ[ledger.LEDGER_ENV] = str(path)
+    try:
+        yield path
+    finally:
+        del os.environ[ledger.LEDGER_ENV]
+
+
 @dataclass
 class NotebookRun:
     notebook: str
@@ -51,6 +69,7 @@ class NotebookRun:
     parameters: dict = field(default_factory=dict)
     error: str | None = None
     images: list[str] = field(default_factory=list)
+    launches: dict = field(default_factory=dict)  # ledger.summary of the processes the chapter launched
 
 
 def notebooks(only: list[str] | None = None, folder: Path = NOTEBOOKS) -> list[Path]:
@@ -177,7 +196,10 @@ def run_notebook(path: Path, out: Path, overrides: dict, kernel: str = "python3"
     before = set((out / "images").glob("*.png"))
     t0 = time.time()
     try:
-        with tempfile.TemporaryDirectory(prefix="workshop-kernel-") as sockets:
+        with (
+            tempfile.TemporaryDirectory(prefix="workshop-kernel-") as sockets,
+            launch_ledger(out / "launches" / f"{path.stem}.jsonl") as launches,
+        ):
             pm.execute_notebook(
                 str(path),
                 str(dest),
@@ -195,20 +217,60 @@ def run_notebook(path: Path, out: Path, overrides: dict, kernel: str = "python3"
         )
         return NotebookRun(path.name, "failed", round(time.time() - t0, 1), str(dest), params, msg)
     images = sorted(str(p.relative_to(out)) for p in set((out / "images").glob("*.png")) - before)
-    return NotebookRun(path.name, "ok", round(time.time() - t0, 1), str(dest), params, images=images)
+    counts = ledger.summary(ledger.read(launches))
+    return NotebookRun(
+        path.name, "ok", round(time.time() - t0, 1), str(dest), params, images=images, launches=counts
+    )
 
 
 def write_index(out: Path, runs: list[NotebookRun]) -> Path:
     (out / "index.json").write_text(json.dumps([asdict(r) for r in runs], indent=2))
-    lines = ["# Workbook run", "", "| notebook | status | seconds | figures |", "|---|---|---|---|"]
+    lines = [
+        "# Workbook run",
+        "",
+        "| notebook | status | seconds | launches (ranks, steps) | figures |",
+        "|---|---|---|---|---|",
+    ]
     for r in runs:
         nb = f"[{r.notebook}](notebooks/{r.notebook})" if r.output else r.notebook
-        lines.append(f"| {nb} | {r.status} | {r.seconds} | {', '.join(r.images) or '-'} |")
+        n = r.launches
+        started = f"{n['launches']} ({n['ranks']}, {n['steps']})" if n else "-"
+        lines.append(f"| {nb} | {r.status} | {r.seconds} | {started} | {', '.join(r.images) or '-'} |")
     errors = [r.error for r in runs if r.error]
     lines += ["", *(f"**Failed:** {e}" for e in errors)]
     path = out / "index.md"
     path.write_text("\n".join(lines) + "\n")
     return path
+
+
+# Chapters that measure nothing (no timing, no memory peak): a compile may run beside them.
+MEASURE_NOTHING = ("02",)
+
+
+def build_beside(todo: list[Path]) -> Path | None:
+    """The notebook beside which DeepSpeed's C++ ops compile, on a machine that has not built them: the first
+    of MEASURE_NOTHING that a later chapter with ranks (03 on) follows. None: no such pair in this run."""
+    for i, path in enumerate(todo):
+        if path.name[:2] in MEASURE_NOTHING and any(p.name[:2] >= "03" for p in todo[i + 1 :]):
+            return path
+    return None
+
+
+def ops_beside(path: Path, beside: Path | None, echo):
+    """Start the ops' build if `path` is the notebook to build beside and they are not built yet."""
+    if path != beside:
+        return None
+    from workshop.launch.torchrun import start_op_build
+    from workshop.train.args import TrainArgs
+
+    build = start_op_build(TrainArgs())  # the engine chapters 03 and 04 start: DeepSpeed on the CPU
+    if build is not None:
+        echo(
+            _(
+                "    (compiling DeepSpeed's shared-memory op beside chapter {n}, once: the ranks load it)"
+            ).format(n=path.name[:2])
+        )
+    return build
 
 
 def run_workbook(
@@ -231,14 +293,30 @@ def run_workbook(
     check_output(out, "--out", folder=True)
     out = Path(out).resolve()
     (out / "images").mkdir(parents=True, exist_ok=True)
-    expected = timings.expectation([p.name[:2] for p in todo])
+    expected = timings.expectation([p.name[:2] for p in todo], busy=timings.busy_cpus())
     if expected:
         echo(expected)
     runs: list[NotebookRun] = []
+    beside = build_beside(todo)
     for i, path in enumerate(todo):
         echo(f"[{i + 1}/{len(todo)}] {path.name} ...")
-        with language(lang):
-            run = run_notebook(path, out, overrides or {})
+        build = ops_beside(path, beside, echo)
+        try:
+            with language(lang):
+                run = run_notebook(path, out, overrides or {})
+        except BaseException:  # an interrupt: the build goes with the run
+            if build is not None:
+                stop_tree(build.pid)
+            raise
+        if build is not None:  # done before a chapter that measures starts; the wait counts as this one's
+            t0 = time.time()
+            build.wait()
+            run.seconds = round(run.seconds + time.time() - t0, 1)
+            echo(
+                _("    (then {seconds:.0f} s waiting for that build, counted in this chapter's time)").format(
+                    seconds=time.time() - t0
+                )
+            )
         runs.append(run)
         echo(f"    {run.status} in {run.seconds} s" + (f": {run.error}" if run.error else ""))
         if run.status == "failed" and stop_on_failure:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import subprocess
+import time
 
 
 def stop_tree(pid: int, *, grace_s: float = 5.0) -> None:
@@ -46,7 +47,10 @@ def run_captured(
 ) -> subprocess.CompletedProcess:
     """`subprocess.run(cmd, capture_output=True, text=True, timeout=...)` for launchers: on a timeout or an
     interrupt it stops the launcher and all its ranks (stop_tree) before raising, so nothing is left
-    running."""
+    running. Each launch is a line of the launch ledger (workshop.launch.ledger) when one is kept."""
+    from workshop.launch import ledger
+
+    cpu0, t0 = ledger.children_cpu_s(), time.monotonic()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=cwd)
     try:
         out, err = proc.communicate(timeout=timeout)
@@ -54,4 +58,5 @@ def run_captured(
         stop_tree(proc.pid)
         proc.communicate()
         raise
+    ledger.record(cmd, time.monotonic() - t0, ledger.children_cpu_s() - cpu0, exit=proc.returncode)
     return subprocess.CompletedProcess(cmd, proc.returncode, out, err)

@@ -22,6 +22,7 @@ from workshop.paths import RESULTS_DIR
 
 TIMINGS = RESULTS_DIR / "timings.json"
 KINDS = ("workbook", "suite")
+BUSY_CPUS = 0.5  # CPUs in use by other processes from which the estimate says this run will take longer
 
 
 @dataclass(frozen=True)
@@ -117,7 +118,17 @@ def nearest(runs: Sequence[Timing], kind: str, here: Machine) -> tuple[Timing, b
         return None
     same = [r for r in mine if (r.machine.cpu_kind, r.machine.cpus) == (here.cpu_kind, here.cpus)]
     pool = same or [r for r in mine if r.machine.cpus == here.cpus] or mine
-    return max(pool, key=lambda r: r.date), bool(same)
+    # runs are appended as they are measured: of several on the newest date, the last recorded is the newest
+    newest = max(enumerate(pool), key=lambda ir: (ir[1].date, ir[0]))[1]
+    return newest, bool(same)
+
+
+def busy_cpus(interval: float = 0.5) -> float:
+    """How many of this machine's CPUs other processes keep busy now: the whole machine's CPU use over
+    `interval` seconds while this process waits (so it counts only the others)."""
+    import psutil
+
+    return psutil.cpu_percent(interval=interval) / 100 * (psutil.cpu_count() or 1)
 
 
 def chapter_of(part: str) -> str:
@@ -125,9 +136,12 @@ def chapter_of(part: str) -> str:
     return part[:2]
 
 
-def expectation(chapters: Sequence[str], here: Machine | None = None, path: Path = TIMINGS) -> str | None:
+def expectation(
+    chapters: Sequence[str], here: Machine | None = None, path: Path = TIMINGS, busy: float | None = None
+) -> str | None:
     """One line: the seconds each chapter took on the stored run nearest this machine, and where it ran;
-    None when no workbook run is stored."""
+    None when no workbook run is stored. `busy` (busy_cpus()): CPUs other processes use now; from half a
+    CPU on, the line says this run will take longer than the stored one."""
     here = here or this_machine()
     found = nearest(load(path), "workbook", here)
     if found is None:
@@ -147,6 +161,11 @@ def expectation(chapters: Sequence[str], here: Machine | None = None, path: Path
         line += _(
             "; that run was on another kind of CPU than this one ({here}), so yours will differ"
         ).format(here=here.describe())
+    if busy is not None and busy >= BUSY_CPUS:
+        line += _(
+            "; other processes are using about {busy:.1f} of this machine's {cpus} CPUs right now, so this "
+            "run will take longer"
+        ).format(busy=busy, cpus=here.cpus)
     return line
 
 

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from workshop.errors import WorkshopError, check_choice, check_positive
 from workshop.lang import _
+from workshop.launch import ledger
 from workshop.launch.procs import run_captured, stop_tree
 from workshop.launch.progress import bar
 from workshop.paths import REPO
@@ -156,6 +157,30 @@ def ops_to_build(args) -> list[str]:
 OP_BUILDERS = {"deepspeed_shm_comm": "ShareMemCommBuilder", "cpu_adam": "CPUAdamBuilder"}
 
 
+def op_build_command(ops: list[str]) -> list[str]:
+    """The command that compiles DeepSpeed's `ops` into this version's cache, as the ranks would."""
+    code = "from workshop.train.dsprobe import use_versioned_extensions_dir\nuse_versioned_extensions_dir()\n"
+    for builder in (OP_BUILDERS[op] for op in ops):
+        code += f"from deepspeed.ops.op_builder.cpu import {builder}\n{builder}().load(verbose=False)\n"
+    return [sys.executable, "-c", code]
+
+
+def start_op_build(args) -> subprocess.Popen | None:
+    """Start compiling, in the background, the DeepSpeed ops a run of `args` will need (None: all built), so
+    the compile overlaps work that measures nothing. A rank that needs an op while it builds waits for
+    torch's build lock and loads the result; a build that fails leaves the ranks to try and report it."""
+    pending = ops_to_build(args)
+    if not pending:
+        return None
+    return subprocess.Popen(
+        op_build_command(pending),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=rank_env(None, cpu_only=True),
+        start_new_session=True,
+    )
+
+
 def build_ops(args, progress=print) -> list[str]:
     """Compile the DeepSpeed ops a run will need, once, before anything is timed: a rank that compiles on
     first use spends ~40 s (2 cores) inside its first step, and the first of several timed runs looks slow."""
@@ -164,13 +189,7 @@ def build_ops(args, progress=print) -> list[str]:
         progress(
             f"note: compiling DeepSpeed's {op} once (about a minute on 2 cores); cached in {extensions_dir()}"
         )
-        code = (
-            "from workshop.train.dsprobe import use_versioned_extensions_dir\n"
-            "use_versioned_extensions_dir()\n"
-            f"from deepspeed.ops.op_builder.cpu import {OP_BUILDERS[op]}\n"
-            f"{OP_BUILDERS[op]}().load(verbose=False)\n"
-        )
-        r = run_captured([sys.executable, "-c", code], timeout=900)
+        r = run_captured(op_build_command([op]), timeout=900)
         if r.returncode != 0:  # the rank will try again and report the compiler's error itself
             progress(f"note: {op} did not build here ({(r.stderr or r.stdout).strip().splitlines()[-1:]})")
     return pending
@@ -389,12 +408,14 @@ class _Limits:
 
 def _follow(
     proc: subprocess.Popen, job: _Job, *, bar, echo: bool, limits: _Limits, t0: float
-) -> tuple[list[str], list[dict]]:
+) -> tuple[list[str], list[dict], float | None]:
     """Copy the merged log to job.log_path, collect the METRIC records and move the bar, until the output
-    ends; raise RunHung, naming each rank's last line, when the run outlives its limits."""
+    ends; raise RunHung, naming each rank's last line, when the run outlives its limits. Returns the lines,
+    the records and the seconds from t0 to the first record's arrival (None: no step)."""
     lines: list[str] = []
     steps: list[dict] = []
     last_step_at = None
+    first_at = None
     held_out = None  # the last held-out loss, shown on the bar until the next evaluation
     inbox = _lines(proc)
     with open(job.log_path, "w") as log:
@@ -407,6 +428,7 @@ def _follow(
                 for rec in parse_metrics(line):
                     steps.append(rec)
                     last_step_at = time.monotonic()
+                    first_at = first_at if first_at is not None else round(last_step_at - t0, 2)
                     if bar is not None:
                         bar.update(rec["step"] - bar.n)
                         held_out = rec.get("eval_loss", held_out)  # the last evaluation's, until the next
@@ -419,7 +441,7 @@ def _follow(
                 last = last_lines_per_rank(lines)
                 silent = "; ".join(f"{r}: {t[:160]}" for r, t in sorted(last.items())) or "no rank printed"
                 raise RunHung(f"{why} (hung?); last line of each rank: {silent}; log: {job.log_path}")
-    return lines, steps
+    return lines, steps, first_at
 
 
 def _next_line(inbox: queue.Queue) -> str | None:
@@ -437,6 +459,7 @@ def _start_and_follow(
     behind: an exception or a hang stops torchrun and every rank, and the /dev/shm buffers of ranks that died
     are released."""
     shm_before = set(SHM_DIR.glob(SHM_GLOB))
+    cpu0 = ledger.children_cpu_s()
     t0 = time.monotonic()
     proc = subprocess.Popen(
         cmd,
@@ -448,7 +471,7 @@ def _start_and_follow(
         start_new_session=True,
     )
     try:
-        lines, steps = _follow(proc, job, bar=bar, echo=echo, limits=limits, t0=t0)
+        lines, steps, first_at = _follow(proc, job, bar=bar, echo=echo, limits=limits, t0=t0)
         proc.wait()
     except BaseException:
         stop_tree(proc.pid)  # torchrun and every rank: nothing half-running is left behind
@@ -461,7 +484,9 @@ def _start_and_follow(
             proc.returncode != 0
         ):  # ranks that died never released DeepSpeed's /dev/shm buffers: do it for them
             release_orphaned_buffers(set(SHM_DIR.glob(SHM_GLOB)) - shm_before)  # a concurrent run's stay
-    return proc.returncode, lines, steps, round(time.monotonic() - t0, 2)
+    seconds = round(time.monotonic() - t0, 2)
+    ledger.record(cmd, seconds, ledger.children_cpu_s() - cpu0, steps, first_at, exit=proc.returncode)
+    return proc.returncode, lines, steps, seconds
 
 
 def run_torchrun(

@@ -31,13 +31,15 @@ def workbook_smoke(
 ) -> WorkbookSmoke:
     """Every notebook with its small defaults (papermill), timed: the smoke run CI does. A run where every
     notebook ran is also appended to the per-machine history (benchmarks/results/timings.json) that
-    `workshop run` reads its estimate from."""
+    `workshop run` reads its estimate from, each chapter's launch counts in its `extra`."""
 
     t0 = time.time()
     runs = run_workbook(out, echo=echo)
     total = time.time() - t0
-    if all(r.status == "ok" for r in runs):
-        timings.record(timings.new_timing("workbook", {r.notebook: r.seconds for r in runs}), timings_path)
+    if all(r.status == "ok" for r in runs):  # with what each chapter launched (workshop.launch.ledger)
+        launches = {r.notebook: r.launches for r in runs}
+        record = timings.new_timing("workbook", {r.notebook: r.seconds for r in runs}, launches=launches)
+        timings.record(record, timings_path)
     return {
         "benchmark": "workbook",
         "total_s": round(total, 1),

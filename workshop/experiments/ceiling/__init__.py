@@ -13,9 +13,33 @@ asked for and its plan), `rounds` (the interleaved rounds), `result` (the schema
 (chapter 04's rows, table and figure). Chapter 04 calls the names below.
 """
 
-from workshop.experiments.ceiling.config import CeilingConfig
-from workshop.experiments.ceiling.levers import LEVERS
-from workshop.experiments.ceiling.rounds import run
-from workshop.experiments.ceiling.table import figure, format_table, load, rows
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from workshop.experiments.ceiling.config import CeilingConfig
+    from workshop.experiments.ceiling.levers import LEVERS
+    from workshop.experiments.ceiling.rounds import run
+    from workshop.experiments.ceiling.table import figure, format_table, load, rows
+
+# Imported on first use (PEP 562): every GEMM probe rank runs `python -m workshop.experiments.ceiling`,
+# which imports this package first, and `table` brings matplotlib (about 0.6 s of CPU per probe rank).
+_FROM = {
+    "CeilingConfig": "config",
+    "LEVERS": "levers",
+    "run": "rounds",
+    "figure": "table",
+    "format_table": "table",
+    "load": "table",
+    "rows": "table",
+}
 
 __all__ = ["LEVERS", "CeilingConfig", "figure", "format_table", "load", "rows", "run"]
+
+
+def __getattr__(name: str):
+    if name in _FROM:
+        return getattr(importlib.import_module(f"{__name__}.{_FROM[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

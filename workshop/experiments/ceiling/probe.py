@@ -17,6 +17,7 @@ from workshop.errors import (
     check_choice,
 )
 from workshop.experiments.ceiling.shapes import Linear, distinct_shapes
+from workshop.launch import ledger
 from workshop.launch.torchrun import rank_env
 from workshop.plan.timer import seconds_per_call
 
@@ -111,6 +112,7 @@ def gemm_ceiling(
 
     check_choice("dtype", dtype, _TORCH_DTYPES)
     check_choice("device", device, DEVICES)
+    cpu0, t0 = ledger.children_cpu_s(), time.monotonic()
     with tempfile.TemporaryDirectory(prefix="workshop-ceiling-") as ready:
         procs = []
         for rank in range(nproc):
@@ -135,6 +137,9 @@ def gemm_ceiling(
                 )
             )
         outs = [p.communicate(timeout=timeout) for p in procs]
+    ledger.record(
+        child_command({}), time.monotonic() - t0, ledger.children_cpu_s() - cpu0, ranks=nproc, dtype=dtype
+    )
     for p, (_out, err) in zip(procs, outs):
         if p.returncode != 0:
             raise RuntimeError(f"GEMM probe failed (exit {p.returncode}): {err.strip()[-2000:]}")
