@@ -100,7 +100,7 @@ def recipe_cfg(kit_cache, tmp_path, **kw):
 
 
 def test_levers_map_to_train_args_and_env(kit_cache, tmp_path, monkeypatch):
-    from workshop.launch import torchrun as launch
+    from workshop.launch import allocator as launch
     from workshop.plan import hardware
 
     monkeypatch.setattr(launch, "allocator_path", lambda name: f"/usr/lib/lib{name}.so")
@@ -168,7 +168,7 @@ def test_levers_map_to_train_args_and_env(kit_cache, tmp_path, monkeypatch):
 
 
 def test_bases_are_added_and_requirements_skip_with_a_reason(kit_cache, tmp_path, monkeypatch):
-    from workshop.launch import torchrun as launch
+    from workshop.launch import allocator as launch
 
     assert levers.parse_levers("ds_cpu_adam") == ["recipe", "no_compile", "zero3", "ds_cpu_adam"]
     monkeypatch.setattr(launch, "allocator_path", lambda name: None)
@@ -258,7 +258,7 @@ def test_json_schema_rows_and_summary(kit_cache, tmp_path, monkeypatch, native):
     cpu = {**FAKE_CPU, "native_bf16": native, "isa_flags": {**FAKE_CPU["isa_flags"], "avx512_bf16": native}}
     monkeypatch.setattr(rounds, "machine", lambda device: dict(cpu))
     monkeypatch.setattr(hardware, "native_bf16", lambda: (native, "faked"))
-    from workshop.launch import torchrun as launch
+    from workshop.launch import allocator as launch
 
     monkeypatch.setattr(launch, "allocator_path", lambda name: f"/usr/lib/lib{name}.so")
     calls: list = []

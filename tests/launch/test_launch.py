@@ -82,7 +82,7 @@ def test_a_timed_out_launcher_takes_its_ranks_with_it(tmp_path):
 
 
 def test_allocator_env_preloads_the_named_allocator_or_says_how_to_install_it(monkeypatch):
-    from workshop.launch import torchrun as launch
+    from workshop.launch import allocator as launch
 
     monkeypatch.delenv("LD_PRELOAD", raising=False)
     assert launch.allocator_env("system") == ({}, "system")

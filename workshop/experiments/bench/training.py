@@ -28,7 +28,8 @@ from workshop.experiments.measure import (
 )
 from workshop.experiments.recipes import ORIGINAL_MIN_CHARS, VARIANTS, Variant, run_argv, runnable_here
 from workshop.lang import _
-from workshop.launch.torchrun import allocator_env, run_torchrun
+from workshop.launch.allocator import allocator_env
+from workshop.launch.torchrun import run_torchrun
 from workshop.plan.models import PRESETS, Architecture, architecture, flops_per_token
 from workshop.report.interpret import measured_on
 from workshop.report.verdict import compare as compare_samples

@@ -11,8 +11,8 @@ from workshop.errors import (
 )
 from workshop.experiments.recipes import WORKBOOK_ALLOCATOR
 from workshop.lang import N_
-from workshop.launch import torchrun
-from workshop.launch.torchrun import allocator_env
+from workshop.launch import allocator
+from workshop.launch.allocator import allocator_env
 from workshop.plan import hardware
 from workshop.train import TrainArgs
 
@@ -224,7 +224,7 @@ def requirement(
     if needs == "jemalloc":
         return (
             None
-            if torchrun.allocator_path("jemalloc")
+            if allocator.allocator_path("jemalloc")
             else N_("jemalloc is not installed (apt-get install libjemalloc2)")
         )
     if needs == "recipe_allocator":

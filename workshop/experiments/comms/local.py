@@ -386,6 +386,37 @@ def _planner_beside(stored_rows: dict[str, float], where: str) -> list[str]:
     ]
 
 
+def _growth_line(rows: dict, live: dict, *, when: str, where: str, tolerance: float) -> list[str]:
+    """Whether the stored slowdown under the tighter cap reproduced in this run: one run of each, so a
+    growth within `tolerance` counts as the same, nothing finer."""
+    both = [r for r in rows if r in live]
+    if len(both) < 2:
+        return []
+    fast, slow = both[0], both[-1]
+    here, then = live[slow] - live[fast], rows[slow] - rows[fast]
+    same = abs(here / then - 1) <= tolerance if then else False
+    return [
+        _(
+            "{fast} -> {slow}: the step grew {here:.2f} s in chapter 05's run of {when} and {then:.2f} s "
+            "in the stored one ({where}), one run of each: {verdict} (within {tol:.0%} of the stored "
+            "growth counts as the same)"
+        ).format(
+            when=when,
+            where=where,
+            fast=fast,
+            slow=slow,
+            here=here,
+            then=then,
+            verdict=_("the same growth as the stored run")
+            if same
+            else _(
+                "NOT the stored growth: read the stored explanation below as that machine's, not this one's"
+            ),
+            tol=tolerance,
+        )
+    ]
+
+
 def netsim_reproduced(
     stored: dict, live_path: str | Path | None = None, *, tolerance: float = 0.2
 ) -> list[str]:
@@ -422,31 +453,6 @@ def netsim_reproduced(
         )
         for rate in dict.fromkeys([*rows, *live])
     ]
-    both = [r for r in rows if r in live]
-    if len(both) >= 2:
-        fast, slow = both[0], both[-1]
-        here, then = live[slow] - live[fast], rows[slow] - rows[fast]
-        same = abs(here / then - 1) <= tolerance if then else False
-        out.append(
-            _(
-                "{fast} -> {slow}: the step grew {here:.2f} s in chapter 05's run of {when} and {then:.2f} s "
-                "in the stored one ({where}), one run of each: {verdict} (within {tol:.0%} of the stored "
-                "growth counts as the same)"
-            ).format(
-                when=when,
-                where=where,
-                fast=fast,
-                slow=slow,
-                here=here,
-                then=then,
-                verdict=_("the same growth as the stored run")
-                if same
-                else _(
-                    "NOT the stored growth: read the stored explanation below as that machine's, not this "
-                    "one's"
-                ),
-                tol=tolerance,
-            )
-        )
+    out += _growth_line(rows, live, when=when, where=where, tolerance=tolerance)
     out += _planner_beside(rows, where)
     return out
