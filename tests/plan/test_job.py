@@ -218,18 +218,6 @@ KNOWN_COPIES = {
         "offload_param",
         "zero_stage",
     },  # fmt: skip
-    "workshop/plan/estimate.py:Job": {
-        "method",
-        "zero_stage",
-        "micro_batch",
-        "seq_len",
-        "grad_ckpt",
-        "offload_optimizer",
-        "offload_param",
-        "precision",
-    },  # fmt: skip
-    # the checkpoint interval the estimate derives (its Job's knobs are read through, not copied)
-    "workshop/plan/estimate.py:Plan": {"save_steps"},
     "workshop/train/args.py:TrainArgs": {
         "method",
         "dataset",

@@ -72,7 +72,16 @@ def at_budget(plans: Sequence[Plan], tokens: float, opts: Options) -> list[Plan]
         train_s = steps * p.step_time_s
         costs = run_costs(p.usd_per_hour, arch, tokens, train_s, opts.fixed)
         out.append(
-            replace(p, tokens=tokens, steps=steps, train_hours=train_s / 3600, **costs, tie=False, hint="")
+            replace(
+                p,
+                job=p.job.with_changes(tokens=float(tokens)),
+                tokens=tokens,
+                steps=steps,
+                train_hours=train_s / 3600,
+                **costs,
+                tie=False,
+                hint="",
+            )  # fmt: skip
         )
     out.sort(key=plan_key)
     return mark_ties(out)

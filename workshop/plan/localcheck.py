@@ -11,7 +11,7 @@ from workshop.errors import WorkshopError
 from workshop.lang import _
 from workshop.plan import rates
 from workshop.plan.costcheck import LOCAL_TARGET, NETSIM_DATE, CheckRow
-from workshop.plan.estimate import Job, Node, estimate, zero3_for
+from workshop.plan.estimate import Candidate, Node, estimate, zero3_for
 from workshop.plan.models import Architecture, architecture
 
 
@@ -97,7 +97,9 @@ def netsim_predictions() -> dict[str, float]:
 def _local_step_rows(comms: dict, runs: dict[str, dict]) -> list[CheckRow]:
     """2 ranks on this machine, compute at its measured 1-rank rate."""
     rows: list[CheckRow] = []
-    job = Job(nodes=1, procs_per_node=2, zero_stage=3, micro_batch=4, grad_accum=1, seq_len=128)
+    job = Candidate.measured(
+        nodes=1, procs_per_node=2, zero_stage=3, micro_batch=4, grad_accum=1, seq_len=128
+    )
     for model in ("tiny", "small"):
         arch, run = architecture(model), runs[model]
         rate = _step_rate(arch, run, 128, 4)
@@ -130,7 +132,7 @@ def _netsim_caps(netsim: dict, rate: float) -> list[tuple[dict, Any]]:
             res,
             estimate(
                 _local_node(rate, 1, int(res["rate"].removesuffix("gbit"))),
-                Job(2, 1, 3, 4, 1, 128),
+                Candidate.measured(2, 1, 3, 4, 1, 128),
                 tiny,
                 1e6,
                 calls=zero3_for("tiny", 1, False),
