@@ -205,7 +205,6 @@ class Plan:
     usd: float | None
     usd_per_mtok: float | None
     sources: dict[str, str]
-    tokens_per_step: int = 0
     steps: int = 0
     train_hours: float = 0.0
     fixed_s: dict[str, float] = field(default_factory=dict)  # start-up, download, init, checkpoints, save
@@ -221,7 +220,8 @@ class Plan:
         """The plan flat, as `workshop plan --json` prints it: its Job's knobs beside the estimate."""
         head = {"instance_type": self.instance_type, "device": self.device}
         rest = {k: getattr(self, k) for k in self.__dataclass_fields__ if k not in (*head, "job")}
-        return {**head, **{k: getattr(self.job, k) for k in JOB_FIELDS}, **rest}
+        job = {k: getattr(self.job, k) for k in JOB_FIELDS}
+        return {**head, **job, **rest, "tokens_per_step": self.tokens_per_step}
 
     # the Job's knobs, read through (one declaration: Job's)
     @property
@@ -276,6 +276,11 @@ class Plan:
     def save_steps(self) -> int:
         """The TrainJob's checkpoint interval in steps (its Job's, derived by `estimate`)."""
         return self.job.save_steps
+
+    @property
+    def tokens_per_step(self) -> int:
+        """The global batch (its Job's)."""
+        return self.job.tokens_per_step
 
     @property
     def label(self) -> str:
@@ -663,7 +668,6 @@ def estimate(
         bound=_bound(s.terms()),
         usd_per_hour=usd_h,
         sources=_sources(node, job, s, fixed),
-        tokens_per_step=job.tokens_per_step,
         steps=steps,
         train_hours=steps * step / 3600,
         price_kind=node.usd_per_hour.kind if node.usd_per_hour else "",

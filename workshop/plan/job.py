@@ -378,8 +378,9 @@ def from_ranking(
     """The Plan of row `pick` (0: the planner's first) of `ranked` (workshop.plan.cost.rank's list, made with
     `opts`): its Job, its Placement (pod sizes from the memory plan; pool types: the tie band's types on the
     same node count that host the same pod) and its Prediction."""
-    from workshop.plan import cost
     from workshop.plan.catalog import instance_info as info
+    from workshop.plan.estimate import memory_options
+    from workshop.plan.fit import fit_named, pod_sizes
 
     if not isinstance(pick, int) or not 0 <= pick < len(ranked):
         raise WorkshopError(f"pick {pick!r} is not a row of the ranking; allowed 0..{len(ranked) - 1}")
@@ -389,12 +390,8 @@ def from_ranking(
     source = opts.source or "moto"
     row = info(r.instance_type, source=source)
     if r.device == "cpu":
-        rec = cost.recommendation(r, preset, source=source, headroom=opts.headroom)
-        sizes: dict[str, Any] = {
-            "cpu_request": str(math.floor(float(rec.cpu_request))),
-            "memory_request": rec.memory_request,
-            "shm_size": rec.shm_size,
-        }
+        got = fit_named(row, preset, r.nodes, r.procs_per_node, memory_options(r), opts.headroom)
+        sizes: dict[str, Any] = dict(pod_sizes(row, got))
         gpus, efa = 0, 0
     else:
         sizes = {"cpu_request": None, "memory_request": None, "shm_size": "64Gi"}
@@ -487,7 +484,8 @@ def tie_band_types(ranked: Sequence[Any], r: Any, placement: Placement, model: s
     node) whose instances host the same pod (its requests, and the job's memory plan): what the NodePool may
     launch without changing the job."""
     from workshop.plan.estimate import memory_options
-    from workshop.plan.fit import recommend_instance
+    from workshop.plan.fit import fit_named
+    from workshop.plan.memory import HEADROOM
 
     types = [r.instance_type]
     for q in ranked:
@@ -495,15 +493,9 @@ def tie_band_types(ranked: Sequence[Any], r: Any, placement: Placement, model: s
             if q.instance_type in types:
                 continue
             try:
-                _check_pod(_row(q.instance_type, placement.catalog, "pool type"), placement, "pool type")
-                recommend_instance(
-                    model,
-                    q.instance_type,
-                    nodes=r.nodes,
-                    procs_per_node=r.procs_per_node,
-                    plan_kw=memory_options(r),
-                    source=placement.catalog,
-                )
+                row = _row(q.instance_type, placement.catalog, "pool type")
+                _check_pod(row, placement, "pool type")
+                fit_named(row, model, r.nodes, r.procs_per_node, memory_options(r), HEADROOM)
             except WorkshopError:
                 continue
             types.append(q.instance_type)
