@@ -649,6 +649,8 @@ def estimate(
     usd_h = node.usd_per_hour.value * job.nodes if node.usd_per_hour else None
     every = fixed.every_s(arch) if fixed else 0.0
     save_steps = max(1, round(every / step)) if every > 0 else 0
+    if save_steps >= steps:  # the interval outlasts the run: only the final save (a TrainJob's 0)
+        save_steps = 0
     job = replace(job, job=replace(job.job, save_steps=save_steps))
     return Plan(
         instance_type=node.name,

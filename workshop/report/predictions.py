@@ -151,7 +151,7 @@ def plan_line(plan: Any) -> str:
     return _(
         "{label} ({ppn} rank(s) per node, {capacity}): {model} ({weights} weights), {dataset}, seq {seq}: "
         "global batch {batch:,} tokens x {steps:,} steps = {tokens:,} tokens{epochs}; ZeRO-{zero}, "
-        "{precision}, lr {lr:g}, a checkpoint every {save} step(s); split {split} (nodes x ranks x "
+        "{precision}, lr {lr:g}, {save}; split {split} (nodes x ranks x "
         "micro-batch x accumulation x seq); predicted {hours:.3g} h, of which {ckpt:.3g} h checkpoint "
         "writes, for {usd}, {bound}-bound."
     ).format(
@@ -169,7 +169,9 @@ def plan_line(plan: Any) -> str:
         zero=job.zero_stage,
         precision=job.precision,
         lr=job.lr,
-        save=job.save_steps,
+        save=_("a checkpoint every {n} step(s)").format(n=job.save_steps)
+        if job.save_steps
+        else _("no checkpoint before the final save (one save outlasts the share of this run it may take)"),
         split=plan.summary()["split"],
         hours=p.hours,
         ckpt=p.checkpoint_hours,
