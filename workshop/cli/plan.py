@@ -183,7 +183,7 @@ def plan(argv: list[str] | None = None) -> int:
             "{model}, {tokens:.3g} tokens, {batch:,} tokens per optimizer step ({steps:,} steps), seq {seq}, "
             "GPU stack {stack}, {method} fine-tuning; "
             "USD = fixed $ (start-up, weight download, init, final save: once per node) "
-            "+ tokens $ (steps, checkpoints, storage); "
+            "+ save $ (checkpoint writes: save h of the hours) + tokens $ (steps, storage); "
             "= ties within the planner's {error:.0%} error, ordered by fewer nodes then lower cost; "
             "* = time-vs-cost Pareto front; o = overridden price"
         ).format(

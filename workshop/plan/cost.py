@@ -187,25 +187,32 @@ def pool_choice(
 
 
 def format_table(plans: list[Plan], top: int | None = None) -> str:
-    """The ranking as text: tokens/s, seconds per step, hours, $/h (o = overridden price), the once-per-run
-    dollars (start-up, download, init, final save) and the rest (steps, checkpoints, storage: they grow with
-    the tokens), USD; * = Pareto front, = a tie with the best."""
+    """The ranking as text: tokens/s, seconds per step, hours and of them the checkpoint writes' (save h),
+    $/h (o = overridden price), the once-per-run dollars (start-up, download, init, final save), the
+    checkpoint writes' dollars and the rest (steps, storage: they grow with the tokens), USD; * = Pareto
+    front, = a tie with the best."""
     head = (
         f"{'#':>2} {'plan':<22} {'ranks':>5} {'ZeRO':>4} {'mb':>3} {'GA':>3} {'ckpt':>4} {'tok/s':>9} "
-        f"{'step s':>7} {'bound':<8} {'hours':>7} {'$/h':>8} {'fixed $':>8} {'tokens $':>8} {'USD':>8} P ="
+        f"{'step s':>7} {'bound':<8} {'hours':>7} {'save h':>7} {'$/h':>8} {'fixed $':>8} {'save $':>7} "
+        f"{'tokens $':>8} {'USD':>8} P ="
     )
     lines = [head, "-" * len(head)]
     for i, p in enumerate(plans[:top] if top else plans, 1):
         mark = "o" if p.price_kind == "override" else " "
+        ckpt_h = p.fixed_s.get("checkpoints", 0.0) / 3600
         if p.usd is not None and p.usd_per_hour is not None and p.fixed_usd is not None:
-            steps_usd = p.usd - p.fixed_usd
-            money = f"{p.usd_per_hour:>7,.2f}{mark} {p.fixed_usd:>8,.0f} {steps_usd:>8,.0f} {p.usd:>8,.0f}"
+            ckpt_usd = p.usd_per_hour * ckpt_h
+            steps_usd = p.usd - p.fixed_usd - ckpt_usd
+            money = (
+                f"{p.usd_per_hour:>7,.2f}{mark} {p.fixed_usd:>8,.0f} {ckpt_usd:>7,.0f} {steps_usd:>8,.0f} "
+                f"{p.usd:>8,.0f}"
+            )
         else:
-            money = f"{'?':>8} {'?':>8} {'?':>8} {'?':>8}"
+            money = f"{'?':>8} {'?':>8} {'?':>7} {'?':>8} {'?':>8}"
         lines.append(
             f"{i:>2} {p.label:<22} {p.nodes * p.procs_per_node:>5} {p.zero_stage:>4} {p.micro_batch:>3} "
             f"{p.grad_accum:>3} {'yes' if p.grad_ckpt else 'no':>4} {p.tokens_per_s:>9,.0f} "
-            f"{p.step_time_s:>7.3g} {p.bound:<8.8} {p.hours:>7.3g} {money} "
+            f"{p.step_time_s:>7.3g} {p.bound:<8.8} {p.hours:>7.3g} {ckpt_h:>7.3g} {money} "
             f"{'*' if p.pareto else ' '} {'=' if p.tie else ''}"
         )
     return "\n".join(lines)

@@ -47,7 +47,8 @@ def _first_plan(best: Any) -> str:
         "First: {label} ({ranks} ranks, ZeRO-{zero}, micro-batch {micro_batch} x {grad_accum} "
         "accumulation = {tokens_per_step:,} tokens per step, {steps:,} steps): {hours:.3g} h and "
         "${usd:,.0f} for {tokens:.3g} tokens, of which ${fixed:,.0f} is paid once (start-up, weight "
-        "download, init, final save); {bound}-bound."
+        "download, init, final save) and {ckpt_hours:.3g} h (${ckpt_usd:,.0f}) are checkpoint writes; "
+        "{bound}-bound."
     ).format(
         label=best.label,
         ranks=best.nodes * best.procs_per_node,
@@ -60,6 +61,8 @@ def _first_plan(best: Any) -> str:
         usd=best.usd,
         tokens=best.tokens,
         fixed=best.fixed_usd if best.fixed_usd is not None else 0.0,
+        ckpt_hours=best.fixed_s.get("checkpoints", 0.0) / 3600,
+        ckpt_usd=(best.usd_per_hour or 0.0) * best.fixed_s.get("checkpoints", 0.0) / 3600,
         bound=best.bound,
     )
 
