@@ -106,7 +106,7 @@ def test_gloo_never_uses_efa():
 def test_original_four_c7i_plan_is_network_bound():
     """The original workshop's 4 x c7i.48xlarge gloo job: ~48 GB per rank per micro-step over one 5 Gbps
     flow."""
-    opts = _opts(zero_stages=(3,), micro_batches=(1,), global_batch=4 * 512, grad_ckpt=(False,))
+    opts = _opts(zero_stages=(3,), micro_batches=(1,), global_batch=4 * 512, grad_ckpts=(False,))
     p = cost.evaluate("c7i.48xlarge", 4, opts)
     assert (p.micro_batch, p.grad_accum, p.tokens_per_step) == (1, 1, 2048)
     assert p.bound == "network"
@@ -354,7 +354,7 @@ def test_chapter_sentences_are_computed_from_the_plans():
     opts = _opts(families=("c7i", "g6e"), nodes=(1, 4))
     plans = cost.rank(opts)
     original = cost.evaluate(
-        "c7i.48xlarge", 4, replace(opts, zero_stages=(3,), micro_batches=(1,), grad_ckpt=(False,))
+        "c7i.48xlarge", 4, replace(opts, zero_stages=(3,), micro_batches=(1,), grad_ckpts=(False,))
     )
     lines = predictions.cost_plans(plans, original)
     assert plans[0].label in lines[0] and f"${plans[0].usd:,.0f}" in lines[0]
@@ -445,7 +445,7 @@ def test_nvidia_llama31_8b_seq8192_mb1_on_8_h100_fits_the_tuned_stack_without_re
     tuned = cost.evaluate("p5.48xlarge", 1, _opts(stack="tuned-bf16", **kw))
     assert (tuned.micro_batch, tuned.grad_ckpt, tuned.procs_per_node) == (1, False, 8)
     with pytest.raises(WorkshopError, match="nothing fits in memory"):
-        cost.evaluate("p5.48xlarge", 1, _opts(stack="hf-deepspeed-bf16", grad_ckpt=(False,), **kw))
+        cost.evaluate("p5.48xlarge", 1, _opts(stack="hf-deepspeed-bf16", grad_ckpts=(False,), **kw))
 
 
 def test_validation_rows_say_what_they_assume_and_which_are_in_sample():

@@ -261,7 +261,7 @@ def options_from_args(args: argparse.Namespace) -> Options:
         micro_batches=(args.micro_batch,) if args.micro_batch is not None else MICRO_BATCHES,
         global_batch=args.global_batch,
         seq_len=args.seq_len,
-        grad_ckpt=(args.grad_ckpt,) if args.grad_ckpt is not None else (False, True),
+        grad_ckpts=(args.grad_ckpt,) if args.grad_ckpt is not None else (False, True),
         headroom=args.headroom,
         offload=args.offload,
         placement_group=args.placement_group,

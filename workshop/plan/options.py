@@ -124,7 +124,7 @@ class Options:
     micro_batches: Sequence[int] = MICRO_BATCHES
     global_batch: int = DEFAULT_GLOBAL_BATCH  # tokens per optimizer step, the same for every plan
     seq_len: int = SEQ_LEN
-    grad_ckpt: Sequence[bool] = (False, True)
+    grad_ckpts: Sequence[bool] = (False, True)  # activation checkpointing off, on: both tried
     headroom: float = HEADROOM
     placement_group: bool = False
     ena_express: bool = False

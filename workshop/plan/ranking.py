@@ -57,7 +57,7 @@ def job_groups(row: InstanceRow, nodes: int, opts: Options) -> Iterable[list[Can
     job = ranked_job(opts.model, opts.tokens, opts.seq_len, opts.global_batch, opts.method)
     for stage in opts.zero_stages if world > 1 else (0,):
         for off_opt, off_par in _offloads(row, stage, opts.offload):
-            for ckpt in opts.grad_ckpt:
+            for ckpt in opts.grad_ckpts:
                 yield [
                     Candidate(
                         replace(
