@@ -162,8 +162,10 @@ def test_bad_plan_file_is_one_error_naming_the_field_and_writes_nothing(plan_fil
     bad = _edit(plan_files["gpu"], tmp_path / "bad.json", edit)
     out = tmp_path / "out"
     assert render_command(["--plan", str(bad), "--out", str(out)]) == 2
-    err = capsys.readouterr().err.strip().splitlines()
+    captured = capsys.readouterr()
+    err = captured.err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error: ") and field in err[0], err
+    assert not captured.out, f"a refused plan printed {captured.out!r}"
     assert not out.exists() or not any(out.iterdir()), "a refused plan wrote files"
 
 
