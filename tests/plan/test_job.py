@@ -219,6 +219,17 @@ KNOWN_COPIES = {
         "seq_len",
         "zero_stage",
     },  # fmt: skip
+    # - OriginalWorkload: the original workshop's measured runs (chapter 06's data). Holding a plan.job.Job
+    #   makes plan/topology.py (which the training entry point imports, through plan/traffic.py) reach
+    #   plan/job.py and with it the EC2 catalog and moto, which the training image does not install
+    #   (tests/k8s/test_trainjob.py::test_image_holds_everything_training_imports): not done yet.
+    "workshop/plan/topology.py:OriginalWorkload": {
+        "grad_ckpt",
+        "micro_batch",
+        "offload_optimizer",
+        "offload_param",
+        "zero_stage",
+    },  # fmt: skip
     # - TrainArgs: the entry point's grammar (`python -m workshop.train`), one flag per field with the
     #   lessons' defaults (seq 128, micro-batch 4, lr 1e-3) for runs no plan made; Plan.train_kwargs maps a
     #   Job onto it, and its argv must stay as rendered. Deriving these fields from Job's is not done yet.

@@ -10,14 +10,10 @@ table.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field, fields
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field
 
 from workshop.errors import WorkshopError, check_choice
 from workshop.lang import N_
-
-if TYPE_CHECKING:
-    from workshop.plan.job import Job
 
 GB = 1e9  # bandwidths and bytes in decimal GB, as vendors publish them
 
@@ -223,67 +219,25 @@ ORIGINAL_RUNS: list[OriginalRun] = [
 ]
 
 
-def _original_job() -> Job:
-    """The original workshop's job as a plan.job.Job: Llama-3-8B from the hub on wikitext-2, 4 ranks x
-    micro-batch 1 x 4 accumulation steps x 512 tokens (the sequence length is not recorded: 512 assumed),
-    ZeRO-3 with both offloads and activation checkpointing, lr 2e-5, ORIGINAL_STEPS steps."""
-    from workshop.plan.job import Job  # plan.job sits above this module (it prices through options)
-
-    batch = 4 * 1 * 4 * 512
-    return Job(model="llama-3-8b", weights="hub", dataset="wikitext", tokens=float(ORIGINAL_STEPS * batch),
-               seq_len=512, global_batch=batch, micro_batch=1, zero_stage=3, offload_optimizer=True,
-               offload_param=True, grad_ckpt=True, lr=2e-5)  # fmt: skip
-
-
 @dataclass(frozen=True)
 class OriginalWorkload:
     """What every run of the original workshop trained (the original workshop's chapter 003's DeepSpeed and
-    Trainer settings): its Job (the knobs, declared once in plan.job.Job) on `world` ranks, and the
-    DeepSpeed buckets and environment that are no knob of a Job."""
+    Trainer settings)."""
 
-    job: Job = field(default_factory=_original_job)
+    model: str = "llama-3-8b"
     params: int = 8_030_261_248  # the Trainer's "Number of trainable parameters"
     world: int = 4
+    micro_batch: int = 1
+    grad_accum: int = 4
     bytes_per_param: int = 2  # bf16
+    zero_stage: int = 3
+    offload_param: bool = True
+    offload_optimizer: bool = True
+    grad_ckpt: bool = True
     reduce_bucket_size: float = 5e7
     prefetch_bucket_size: float = 5e7
     max_live_parameters: float = 1e8
     env: dict = field(default_factory=lambda: {"NCCL_P2P_LEVEL": "NVL"})
-
-    @property
-    def model(self) -> str:
-        return self.job.model
-
-    @property
-    def micro_batch(self) -> int:
-        return self.job.micro_batch
-
-    @property
-    def grad_accum(self) -> int:
-        return self.job.grad_accum(self.world)
-
-    @property
-    def zero_stage(self) -> int:
-        return self.job.zero_stage
-
-    @property
-    def offload_param(self) -> bool:
-        return self.job.offload_param
-
-    @property
-    def offload_optimizer(self) -> bool:
-        return self.job.offload_optimizer
-
-    @property
-    def grad_ckpt(self) -> bool:
-        return self.job.grad_ckpt
-
-    def as_dict(self) -> dict:
-        """Flat, as the comms report stores it: the knobs beside the buckets."""
-        knobs = ("model", "micro_batch", "grad_accum", "zero_stage", "offload_param", "offload_optimizer",
-                 "grad_ckpt")  # fmt: skip
-        rest = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "job"}
-        return {**{k: getattr(self, k) for k in knobs}, **rest}
 
 
 CONFOUNDERS: list[str] = [

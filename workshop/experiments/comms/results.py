@@ -64,7 +64,7 @@ def model_report(overlap: float = 0.0, efa_per_pod: int = 1) -> ModelReport:
     rows = original_comparison(overlap=overlap, efa_per_pod=efa_per_pod)
     tr = original_traffic()
     return {
-        "workload": OriginalWorkload().as_dict(),
+        "workload": asdict(OriginalWorkload()),
         "traffic_per_rank_per_step": asdict(tr),
         "overlap": overlap,
         "efa_per_pod": efa_per_pod,
