@@ -403,7 +403,7 @@ def test_budget_sweep_recosts_the_same_jobs():
     for p in plans:
         assert same[p.label].usd == pytest.approx(p.usd) and same[p.label].hours == pytest.approx(p.hours)
     small, large = cost.budget_lines(plans, [1e6, 1e9], opts)
-    share = [int(line.split("of which ")[1].split("%")[0]) for line in (small, large)]
+    share = [int(line.split("), ")[1].split("of which ")[1].split("%")[0]) for line in (small, large)]
     assert share[0] > share[1]
 
 

@@ -96,13 +96,15 @@ def budget_lines(plans: Sequence[Plan], budgets: Sequence[float], opts: Options)
         share = (first.fixed_usd or 0.0) / first.usd if first.usd else 0.0
         lines.append(
             _(
-                "{tokens:.0e} tokens ({steps:,} steps): {label}, {hours:.3g} h, ${usd:,.0f}, of which "
-                "{share:.0%} is paid once (start-up, download, init, final save)"
+                "{tokens:.0e} tokens ({steps:,} steps): {label}, {hours:.3g} h (of which {ckpt:.3g} h "
+                "checkpoint writes), ${usd:,.0f}, of which {share:.0%} is paid once (start-up, download, "
+                "init, final save)"
             ).format(
                 tokens=tokens,
                 steps=first.steps,
                 label=first.label,
                 hours=first.hours,
+                ckpt=first.fixed_s.get("checkpoints", 0.0) / 3600,
                 usd=first.usd or 0.0,
                 share=share,
             )

@@ -32,9 +32,16 @@ def cost_plans(plans: Sequence[Any], original: Any | None = None) -> list[str]:
     if cpu is not None and cpu is not best:
         out.append(
             _(
-                "Cheapest CPU plan: {label}, {hours:.3g} h and ${usd:,.0f} ({ratio:.1f}x "
-                "the first), {bound}-bound."
-            ).format(label=cpu.label, hours=cpu.hours, usd=cpu.usd, ratio=cpu.usd / best.usd, bound=cpu.bound)
+                "Cheapest CPU plan: {label}, {hours:.3g} h (of which {ckpt:.3g} h checkpoint writes) and "
+                "${usd:,.0f} ({ratio:.1f}x the first), {bound}-bound."
+            ).format(
+                label=cpu.label,
+                hours=cpu.hours,
+                ckpt=cpu.fixed_s.get("checkpoints", 0.0) / 3600,
+                usd=cpu.usd,
+                ratio=cpu.usd / best.usd,
+                bound=cpu.bound,
+            )
         )
         out.append(cpu_bias(cpu))
     if original is not None:
@@ -71,7 +78,8 @@ def _original_plan(original: Any) -> str:
     return _(
         "The original workshop's {label} (gloo, ZeRO-{zero}, micro-batch {micro_batch}): {gb:.1f} GB per "
         "rank per micro-step x {grad_accum} micro-steps over {link:.2f} GB/s = {comm:.0f} s of collectives "
-        "against {compute:.1f} s of compute per step: {bound}-bound, {hours:,.0f} h and ${usd:,.0f}. {hint}."
+        "against {compute:.1f} s of compute per step: {bound}-bound, {hours:,.0f} h (of which {ckpt:,.0f} h "
+        "checkpoint writes) and ${usd:,.0f}. {hint}."
     ).format(
         label=original.label,
         zero=original.zero_stage,
@@ -83,6 +91,7 @@ def _original_plan(original: Any) -> str:
         compute=original.compute_s,
         bound=original.bound,
         hours=original.hours,
+        ckpt=original.fixed_s.get("checkpoints", 0.0) / 3600,
         usd=original.usd,
         hint=original.hint[:1].upper() + original.hint[1:],
     )
