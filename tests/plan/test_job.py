@@ -15,7 +15,7 @@ from workshop.errors import WorkshopError, check_count
 from workshop.k8s.base import load_yaml_docs
 from workshop.k8s.karpenter import admits
 from workshop.plan.catalog import instance_info
-from workshop.plan.job import Job, checkpoint_every_s, load_plan
+from workshop.plan.job import Job, checkpoint_every_s, load_plan, stored_plan
 from workshop.train.args import from_argv
 
 REPO = Path(__file__).resolve().parents[2]
@@ -162,8 +162,10 @@ def test_bad_plan_file_is_one_error_naming_the_field_and_writes_nothing(plan_fil
     bad = _edit(plan_files["gpu"], tmp_path / "bad.json", edit)
     out = tmp_path / "out"
     assert render_command(["--plan", str(bad), "--out", str(out)]) == 2
-    err = capsys.readouterr().err.strip().splitlines()
+    captured = capsys.readouterr()
+    err = captured.err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error: ") and field in err[0], err
+    assert not captured.out, f"a refused plan printed {captured.out!r}"
     assert not out.exists() or not any(out.iterdir()), "a refused plan wrote files"
 
 
@@ -199,8 +201,15 @@ KNOBS = ("seq_len", "global_batch", "micro_batch", "zero_stage", "offload_optimi
          "grad_ckpt", "precision", "save_steps", "warmup_steps", "lr", "engine", "dataset",
          "method")  # fmt: skip
 KNOWN_COPIES = {
-    # "method" joined Job (a LoRA plan rendered a full fine-tune) and KNOBS with it: its old copies listed
-    "workshop/plan/options.py:Options": {"global_batch", "seq_len", "grad_ckpt", "method"},
+    # Left (issue 46, session 3), each with why it is not yet a view of Job:
+    # - Options: the ranking's query. global_batch, seq_len and method are the job the learner asks the
+    #   planner for; ranking.job_groups turns them into the one plan.job.Job every candidate holds
+    #   (job.ranked_job). Holding a Job here needs the model and budget checks of options.validate to run
+    #   before a Job exists (the hostile-input messages name the flag): not done yet.
+    "workshop/plan/options.py:Options": {"global_batch", "seq_len", "method"},
+    # - MemoryPlan: the memory planner's record of what it sized, for any rank layout, including ones that
+    #   are no Job (chapter 03's loading, the original log's reconciliation: no dataset, budget or global
+    #   batch). On the planned path its inputs derive from the Job (estimate.memory_options).
     "workshop/plan/memory.py:MemoryPlan": {
         "method",
         "grad_ckpt",
@@ -210,7 +219,10 @@ KNOWN_COPIES = {
         "seq_len",
         "zero_stage",
     },  # fmt: skip
-    # the original workshop's measured runs (chapter 06's data), not a job this workbook plans
+    # - OriginalWorkload: the original workshop's measured runs (chapter 06's data). Holding a plan.job.Job
+    #   makes plan/topology.py (which the training entry point imports, through plan/traffic.py) reach
+    #   plan/job.py and with it the EC2 catalog and moto, which the training image does not install
+    #   (tests/k8s/test_trainjob.py::test_image_holds_everything_training_imports): not done yet.
     "workshop/plan/topology.py:OriginalWorkload": {
         "grad_ckpt",
         "micro_batch",
@@ -218,18 +230,9 @@ KNOWN_COPIES = {
         "offload_param",
         "zero_stage",
     },  # fmt: skip
-    "workshop/plan/estimate.py:Job": {
-        "method",
-        "zero_stage",
-        "micro_batch",
-        "seq_len",
-        "grad_ckpt",
-        "offload_optimizer",
-        "offload_param",
-        "precision",
-    },  # fmt: skip
-    # the checkpoint interval the estimate derives (its Job's knobs are read through, not copied)
-    "workshop/plan/estimate.py:Plan": {"save_steps"},
+    # - TrainArgs: the entry point's grammar (`python -m workshop.train`), one flag per field with the
+    #   lessons' defaults (seq 128, micro-batch 4, lr 1e-3) for runs no plan made; Plan.train_kwargs maps a
+    #   Job onto it, and its argv must stay as rendered. Deriving these fields from Job's is not done yet.
     "workshop/train/args.py:TrainArgs": {
         "method",
         "dataset",
@@ -385,3 +388,139 @@ def test_the_kubernetes_layer_never_calls_back_into_the_planner():
                 if parts[:2] == ["workshop", "plan"] and len(parts) > 2 and parts[2] in planner:
                     found.append(f"{path.relative_to(REPO)}: {name}")
     assert not found, found
+
+
+# ---------------------------------------------------------------- the value's path, traced
+PLANNER = {"cost", "ranking", "estimate", "fit", "options", "memory", "methods", "reconcile"}
+
+
+class _Marked(int):
+    """An int that keeps its identity while it is carried (assignment, a dataclass field, a call argument)
+    and loses it when it is recomputed (`int(x)`, `a * b`): what the trace follows."""
+
+
+def _trace(value: _Marked, run) -> tuple[list[str], list[str], object]:
+    """Run `run()` under a profiler; return (the workshop modules whose frames saw `value` as a local, an
+    argument or a return value, in order; the classes whose instances held it as a field; run's result)."""
+    import dataclasses
+    import sys
+
+    frames: list[str] = []
+    holders: list[str] = []
+
+    def holds(v, depth=0) -> bool:
+        if v is value:
+            return True
+        if depth >= 3:
+            return False
+        if dataclasses.is_dataclass(v) and not isinstance(v, type):
+            found = False
+            for f in dataclasses.fields(v):
+                sub = getattr(v, f.name, None)
+                if sub is value or (isinstance(sub, (list, tuple)) and any(x is value for x in sub)):
+                    name = f"{type(v).__module__}.{type(v).__name__}"
+                    if name not in holders:
+                        holders.append(name)
+                    found = True
+                elif holds(sub, depth + 1):
+                    found = True
+            return found
+        if isinstance(v, (list, tuple)):
+            return any(holds(x, depth + 1) for x in v[:64])
+        if isinstance(v, dict):
+            return any(holds(x, depth + 1) for x in list(v.values())[:64])
+        return False
+
+    def profile(frame, event, arg):
+        if event not in ("call", "return"):
+            return
+        module = frame.f_globals.get("__name__", "")
+        if not module.startswith("workshop."):
+            return
+        seen = [*frame.f_locals.values(), *([arg] if event == "return" else [])]
+        if any(holds(v) for v in seen) and (not frames or frames[-1] != module):
+            frames.append(module)
+
+    sys.setprofile(profile)
+    try:
+        out = run()
+    finally:
+        sys.setprofile(None)
+    return frames, holders, out
+
+
+def _no_return_to_the_planner(frames: list[str]) -> None:
+    first_k8s = next(i for i, m in enumerate(frames) if m.startswith("workshop.k8s."))
+    back = [m for m in frames[first_k8s:] if m.startswith("workshop.plan.") and m.split(".")[2] in PLANNER]
+    assert not back, f"the value went back from k8s/ to the planner: {frames[first_k8s:]}"
+
+
+@pytest.mark.slow  # a ranking under a profiler
+def test_nodes_reach_num_nodes_carried_through_four_modules_and_never_back():
+    """Issue 46: chapter 05's `nodes` (its parameters cell) reaches the TrainJob's numNodes carried, never
+    recomputed, copied into objects of at most 4 modules (Options, the estimator's candidate, the plan's
+    Placement, the TrainJob spec), and no planner code sees it again once k8s/ has it (it went plan -> k8s
+    -> plan -> k8s: 7 modules, 4 copies, 5 checks)."""
+    from workshop.k8s import planned_job
+    from workshop.plan import cost, options
+    from workshop.plan import job as plan_job
+
+    nodes = _Marked(4)
+    opts = options.Options(model="meta-llama/Meta-Llama-3-8B", tokens=1e8, families=("m7i",), nodes=(nodes,))
+
+    def chapter_05():  # chapter 05's cell 6247b5a1 and d349b1f1, as they call the package
+        plan = plan_job.from_ranking(cost.rank(opts), opts, weights="hub")
+        return planned_job.plan_trainjob(plan, "cpu-llama3").documents("2.3.0")
+
+    frames, holders, docs = _trace(nodes, chapter_05)
+    train_job = next(d for d in docs if d["kind"] == "TrainJob")
+    assert train_job["spec"]["trainer"]["numNodes"] is nodes, "numNodes was recomputed, not carried"
+    modules = {h.rsplit(".", 1)[0] for h in holders}
+    assert len(modules) <= 4, f"nodes is copied into objects of {len(modules)} modules: {holders}"
+    _no_return_to_the_planner(frames)
+
+
+@pytest.mark.slow  # a ranking under a profiler
+def test_the_global_batch_is_carried_from_the_ranking_to_the_rendered_job():
+    """`workshop plan --global-batch N`: the plan's Job carries N itself (not a product of the split it was
+    priced at), the rendered TrainJob states it, its arguments multiply back to it, and no planner code sees
+    it once k8s/ has the plan."""
+    from workshop.k8s import planned_job
+    from workshop.plan import cost, options
+    from workshop.plan import job as plan_job
+
+    batch = _Marked(65536)
+    opts = options.Options(tokens=1e8, families=("p5",), nodes=(1,), global_batch=batch, source="moto")
+
+    def render():
+        plan = plan_job.from_ranking(cost.rank(opts), opts)
+        return plan, planned_job.plan_trainjob(plan, "gpu-llama3").documents("2.3.0")
+
+    frames, holders, (plan, docs) = _trace(batch, render)
+    assert plan.job.global_batch is batch, "the plan's global batch was re-derived from its split"
+    modules = {h.rsplit(".", 1)[0] for h in holders}
+    assert modules <= {"workshop.plan.options", "workshop.plan.job"}, holders
+    train_job = next(d for d in docs if d["kind"] == "TrainJob")
+    trainer = train_job["spec"]["trainer"]
+    assert train_job["metadata"]["annotations"]["workshop.example.com/global-batch-tokens"] == "65536"
+    args = trainer["args"]
+    made = trainer["numNodes"] * trainer["numProcPerNode"]
+    made *= _arg(args, "--micro-batch") * _arg(args, "--grad-accum") * _arg(args, "--seq-len")
+    assert made == batch
+    _no_return_to_the_planner(frames)
+
+
+def test_the_rendered_jobs_checkpoint_at_the_stated_share():
+    """Issue 46: chapter 05's 4-node job spent ~100 of its 486 h writing checkpoints every 30 assumed
+    minutes. The stored plans (manifests/) derive the interval from CHECKPOINT_SHARE: their checkpoint hours
+    are that share of the wall time (or none, where one save would take more of a short run)."""
+    from workshop.plan.options import CHECKPOINT_SHARE
+
+    for name in ("cpu", "cpu-first", "gpu"):
+        plan = stored_plan(name)
+        p = plan.prediction
+        assert "keeps checkpoint writes at 5% of wall time" in p.sources["checkpoints"]
+        if plan.job.save_steps:
+            assert p.checkpoint_hours / p.hours == pytest.approx(CHECKPOINT_SHARE, abs=0.005), name
+        else:
+            assert p.checkpoint_hours == 0 and p.train_hours < 1, name

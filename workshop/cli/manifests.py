@@ -46,8 +46,9 @@ def render(argv: list[str] | None = None) -> int:
         plan = load_plan(args.plan)
         from workshop.report.predictions import plan_line
 
-        print(plan_line(plan))
-        for path in rendering.render_plan(plan, args.out, trainer=args.trainer_version):
+        written = rendering.render_plan(plan, args.out, trainer=args.trainer_version)
+        print(plan_line(plan))  # once every file is rendered: a refused plan prints only its error line
+        for path in written:
             print(f"wrote {path}")
         return 0
     if args.trainer_version is not None:

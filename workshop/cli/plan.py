@@ -183,7 +183,7 @@ def plan(argv: list[str] | None = None) -> int:
             "{model}, {tokens:.3g} tokens, {batch:,} tokens per optimizer step ({steps:,} steps), seq {seq}, "
             "GPU stack {stack}, {method} fine-tuning; "
             "USD = fixed $ (start-up, weight download, init, final save: once per node) "
-            "+ tokens $ (steps, checkpoints, storage); "
+            "+ save $ (checkpoint writes: save h of the hours) + tokens $ (steps, storage); "
             "= ties within the planner's {error:.0%} error, ordered by fewer nodes then lower cost; "
             "* = time-vs-cost Pareto front; o = overridden price"
         ).format(
@@ -261,7 +261,7 @@ def options_from_args(args: argparse.Namespace) -> Options:
         micro_batches=(args.micro_batch,) if args.micro_batch is not None else MICRO_BATCHES,
         global_batch=args.global_batch,
         seq_len=args.seq_len,
-        grad_ckpt=(args.grad_ckpt,) if args.grad_ckpt is not None else (False, True),
+        grad_ckpts=(args.grad_ckpt,) if args.grad_ckpt is not None else (False, True),
         headroom=args.headroom,
         offload=args.offload,
         placement_group=args.placement_group,

@@ -27,7 +27,7 @@ from pathlib import Path
 from workshop.errors import WorkshopError, check_positive
 from workshop.lang import N_
 from workshop.plan import calibration, hardware
-from workshop.plan.estimate import Job
+from workshop.plan.estimate import Candidate
 from workshop.plan.memory import GiB, PlanOptions, rank_peak
 from workshop.plan.models import PRESETS, architecture, build_config, slice_overrides
 from workshop.plan.scaling import measure_curve
@@ -271,7 +271,7 @@ def predict(d, cfg: SliceConfig, vocab: int, precision: str, ceiling_tflops: flo
     from workshop.plan.here import predict_here
 
     arch = architecture(MODEL, cfg.layers, vocab)
-    job = Job(
+    job = Candidate.measured(
         nodes=1,
         procs_per_node=cfg.ranks,
         zero_stage=3,

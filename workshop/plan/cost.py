@@ -73,7 +73,16 @@ def at_budget(plans: Sequence[Plan], tokens: float, opts: Options) -> list[Plan]
         train_s = steps * p.step_time_s
         costs = run_costs(p.usd_per_hour, arch, tokens, train_s, opts.fixed)
         out.append(
-            replace(p, tokens=tokens, steps=steps, train_hours=train_s / 3600, **costs, tie=False, hint="")
+            replace(
+                p,
+                job=p.job.with_changes(tokens=float(tokens)),
+                tokens=tokens,
+                steps=steps,
+                train_hours=train_s / 3600,
+                **costs,
+                tie=False,
+                hint="",
+            )  # fmt: skip
         )
     out.sort(key=plan_key)
     return mark_ties(out)
@@ -88,13 +97,15 @@ def budget_lines(plans: Sequence[Plan], budgets: Sequence[float], opts: Options)
         share = (first.fixed_usd or 0.0) / first.usd if first.usd else 0.0
         lines.append(
             _(
-                "{tokens:.0e} tokens ({steps:,} steps): {label}, {hours:.3g} h, ${usd:,.0f}, of which "
-                "{share:.0%} is paid once (start-up, download, init, final save)"
+                "{tokens:.0e} tokens ({steps:,} steps): {label}, {hours:.3g} h (of which {ckpt:.3g} h "
+                "checkpoint writes), ${usd:,.0f}, of which {share:.0%} is paid once (start-up, download, "
+                "init, final save)"
             ).format(
                 tokens=tokens,
                 steps=first.steps,
                 label=first.label,
                 hours=first.hours,
+                ckpt=first.fixed_s.get("checkpoints", 0.0) / 3600,
                 usd=first.usd or 0.0,
                 share=share,
             )
@@ -179,25 +190,32 @@ def pool_choice(
 
 
 def format_table(plans: list[Plan], top: int | None = None) -> str:
-    """The ranking as text: tokens/s, seconds per step, hours, $/h (o = overridden price), the once-per-run
-    dollars (start-up, download, init, final save) and the rest (steps, checkpoints, storage: they grow with
-    the tokens), USD; * = Pareto front, = a tie with the best."""
+    """The ranking as text: tokens/s, seconds per step, hours and of them the checkpoint writes' (save h),
+    $/h (o = overridden price), the once-per-run dollars (start-up, download, init, final save), the
+    checkpoint writes' dollars and the rest (steps, storage: they grow with the tokens), USD; * = Pareto
+    front, = a tie with the best."""
     head = (
         f"{'#':>2} {'plan':<22} {'ranks':>5} {'ZeRO':>4} {'mb':>3} {'GA':>3} {'ckpt':>4} {'tok/s':>9} "
-        f"{'step s':>7} {'bound':<8} {'hours':>7} {'$/h':>8} {'fixed $':>8} {'tokens $':>8} {'USD':>8} P ="
+        f"{'step s':>7} {'bound':<8} {'hours':>7} {'save h':>7} {'$/h':>8} {'fixed $':>8} {'save $':>7} "
+        f"{'tokens $':>8} {'USD':>8} P ="
     )
     lines = [head, "-" * len(head)]
     for i, p in enumerate(plans[:top] if top else plans, 1):
         mark = "o" if p.price_kind == "override" else " "
+        ckpt_h = p.fixed_s.get("checkpoints", 0.0) / 3600
         if p.usd is not None and p.usd_per_hour is not None and p.fixed_usd is not None:
-            steps_usd = p.usd - p.fixed_usd
-            money = f"{p.usd_per_hour:>7,.2f}{mark} {p.fixed_usd:>8,.0f} {steps_usd:>8,.0f} {p.usd:>8,.0f}"
+            ckpt_usd = p.usd_per_hour * ckpt_h
+            steps_usd = p.usd - p.fixed_usd - ckpt_usd
+            money = (
+                f"{p.usd_per_hour:>7,.2f}{mark} {p.fixed_usd:>8,.0f} {ckpt_usd:>7,.0f} {steps_usd:>8,.0f} "
+                f"{p.usd:>8,.0f}"
+            )
         else:
-            money = f"{'?':>8} {'?':>8} {'?':>8} {'?':>8}"
+            money = f"{'?':>8} {'?':>8} {'?':>7} {'?':>8} {'?':>8}"
         lines.append(
             f"{i:>2} {p.label:<22} {p.nodes * p.procs_per_node:>5} {p.zero_stage:>4} {p.micro_batch:>3} "
             f"{p.grad_accum:>3} {'yes' if p.grad_ckpt else 'no':>4} {p.tokens_per_s:>9,.0f} "
-            f"{p.step_time_s:>7.3g} {p.bound:<8.8} {hours_text(p.hours):>7} {money} "
+            f"{p.step_time_s:>7.3g} {p.bound:<8.8} {hours_text(p.hours):>7} {hours_text(ckpt_h):>7} {money} "
             f"{'*' if p.pareto else ' '} {'=' if p.tie else ''}"
         )
     return "\n".join(lines)

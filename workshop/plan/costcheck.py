@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 from workshop.lang import N_, _
 from workshop.plan import calibration, rates
 from workshop.plan.catalog import InstanceRow, instance_info
-from workshop.plan.estimate import Job, Node, estimate, node_for
+from workshop.plan.estimate import Candidate, Node, estimate, node_for
 from workshop.plan.models import Architecture, architecture
 from workshop.plan.options import Options
 from workshop.plan.topology import LINKS, ORIGINAL_003, ORIGINAL_RUNS, ORIGINAL_STEPS, OriginalWorkload
@@ -135,7 +135,7 @@ def original_gpu_rows(source: str | None = None) -> list[CheckRow]:
         if run.pods > 1:
             net = "eni" if run.network == "eni" else "efa"
             node = replace(node, inter_gbytes_per_s=LINKS[net].effective_gbytes_per_s, inter_transport=net)
-        job = Job(
+        job = Candidate.measured(
             run.pods,
             run.gpus_per_pod,
             w.zero_stage,
@@ -225,7 +225,7 @@ def published_rows() -> list[CheckRow]:
     rows = []
     for label, gpu, intra, nodes, seq, mb, ga, ckpt, params, measured in PUBLISHED:
         node = _gpu_node(gpu, intra, MOSAIC_FABRIC_GBPS)
-        p = estimate(node, Job(nodes, 8, 3, mb, ga, seq, ckpt), mpt7b(params), 1e9)
+        p = estimate(node, Candidate.measured(nodes, 8, 3, mb, ga, seq, ckpt), mpt7b(params), 1e9)
         per_gpu = p.tokens_per_s / (8 * nodes)
         mfu = measured / per_gpu * rates.GPU_STACKS["tuned-bf16"].value
         rows.append(
@@ -266,7 +266,7 @@ def torchtitan_rows() -> list[CheckRow]:
     """A second stack and model: torchtitan's Llama 3 8B on 64 A100 (selective checkpointing recomputes
     little: modelled as none), on the fabric AWS sells those GPUs with (p4de: 400 Gbps EFA), the assumption
     named; its MFU is one of the figures tuned-bf16 cites, so the row is in-sample too."""
-    job, arch = Job(8, 8, 3, 1, 1, 8192, False), architecture("llama-3-8b")
+    job, arch = Candidate.measured(8, 8, 3, 1, 1, 8192, False), architecture("llama-3-8b")
     p = estimate(_gpu_node("A100 80GB", "nvlink3", TORCHTITAN_FABRIC_GBPS), job, arch, 1e9)
     alt = estimate(_gpu_node("A100 80GB", "nvlink3", MOSAIC_FABRIC_GBPS), job, arch, 1e9)
     per_gpu = p.tokens_per_s / 64
@@ -325,7 +325,7 @@ def _amx_host(name: str, cores: int, vcpus: int, clock_ghz: float) -> InstanceRo
     )  # fmt: skip
 
 
-def _amx_predict(row: InstanceRow, job: Job, arch: Architecture):
+def _amx_predict(row: InstanceRow, job: Candidate, arch: Architecture):
     """The planner's step for `job` on a known AMX machine: chapter 01's CPU node (estimate._cpu_node: the
     stored CPU rate, thread scaling at the row's cores) with the peak at the machine's own clock."""
     clock = rates.Rate(row.clock_ghz or 0.0, N_("GHz"), N_("measured"), N_("the clock the machine reported"))
@@ -341,7 +341,7 @@ def amx_rows() -> list[CheckRow]:
     vm = rates.read_measured(AMX_VM_JSON)
     mach, sh = vm["machine"], vm["shape"]
     vm_row = _amx_host("AMX VM", int(mach["cores"]), int(mach["logical_cpus"]), float(mach["clock_ghz"]))
-    job = Job(1, sh["ranks"], 3, sh["micro_batch"], 1, sh["seq_len"], False)
+    job = Candidate.measured(1, sh["ranks"], 3, sh["micro_batch"], 1, sh["seq_len"], False)
     p = _amx_predict(vm_row, job, architecture("llama-3-8b", sh["layers"], sh["vocab"]))
     measured = float(vm["tokens_per_s"]["median"])
     cal = calibration.calibration()
@@ -390,7 +390,9 @@ def amx_rows() -> list[CheckRow]:
 def _xeon_8480_row() -> CheckRow:
     """(b): one process (HF Trainer) on 56 or 112 cores at 2.0 GHz, Llama-2-7B's config, micro-batch 1
     (the planner's slowest reading: the optimizer is paid per 512 tokens)."""
-    job = Job(1, 1, 3, 1, 1, 512, False)  # one rank: no collectives, as one Trainer process has none
+    job = Candidate.measured(
+        1, 1, 3, 1, 1, 512, False
+    )  # one rank: no collectives, as one Trainer process has none
     pred = {
         c: _amx_predict(_amx_host(f"Xeon 8480+ x {c // 56}", c, 2 * c, XEON_8480_CLOCK_GHZ), job, LLAMA2_7B)
         for c in XEON_8480_CORES

@@ -11,7 +11,7 @@ crosses, plus latency per call) + offload copies + the optimizer step; every rat
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any
 
@@ -21,6 +21,7 @@ from workshop.plan import calibration, rates
 from workshop.plan.catalog import InstanceRow
 from workshop.plan.fit import pod_cores
 from workshop.plan.hardware import AMX_BF16_FLOP_PER_CYCLE
+from workshop.plan.job import Job as PlannedJob
 from workshop.plan.memory import DEFAULT_ACTIVATIONS, PlanOptions, lora_params
 from workshop.plan.models import SEQ_LEN, Architecture
 from workshop.plan.options import FixedCosts, Options
@@ -65,21 +66,62 @@ class Node:
 
 
 @dataclass(frozen=True)
-class Job:
-    """What is trained and how: the knobs a TrainJob sets."""
+class Candidate:
+    """A Job (workshop.plan.job.Job: the job's knobs, declared there once) on `nodes` x `procs_per_node`
+    ranks: what the estimator prices. The accumulation is derived from the Job's global batch and the ranks
+    (Job.grad_accum), never stored; every knob below is read through."""
 
+    job: PlannedJob
     nodes: int = 1
     procs_per_node: int = 1
-    zero_stage: int = 3
-    micro_batch: int = 1
-    grad_accum: int = 4
-    seq_len: int = SEQ_LEN
-    grad_ckpt: bool = False
-    offload_optimizer: bool = False
-    offload_param: bool = False
-    precision: str = "bf16"
-    method: str = "full"  # or "lora": adapters on frozen weights (memory.lora_params)
     eval_share: float = 0.0  # held-out tokens evaluated per trained token (forward only)
+
+    @classmethod
+    def measured(
+        cls,
+        nodes: int,
+        procs_per_node: int,
+        zero_stage: int = 3,
+        micro_batch: int = 1,
+        grad_accum: int = 4,
+        seq_len: int = SEQ_LEN,
+        grad_ckpt: bool = False,
+        offload_optimizer: bool = False,
+        offload_param: bool = False,
+        **knobs: Any,
+    ) -> Candidate:
+        """A run someone measured, by its split (nodes, ranks, micro-batch, accumulation, sequence): its
+        Job's global batch is what that split trains. The architecture is passed to `estimate` itself;
+        `knobs`: the Job's other fields (precision, method) and `eval_share`."""
+        eval_share = knobs.pop("eval_share", 0.0)
+        global_batch = nodes * procs_per_node * micro_batch * grad_accum * seq_len
+        job = PlannedJob(
+            model=knobs.pop("model", ""),
+            weights="random",
+            dataset="local",
+            tokens=float(global_batch),
+            seq_len=seq_len,
+            global_batch=global_batch,
+            micro_batch=micro_batch,
+            zero_stage=zero_stage,
+            grad_ckpt=grad_ckpt,
+            offload_optimizer=offload_optimizer,
+            offload_param=offload_param,
+            **knobs,
+        )
+        return cls(job, nodes, procs_per_node, eval_share)
+
+    def with_changes(self, **change: Any) -> Candidate:
+        """The same candidate with some knobs changed: nodes and ranks here, the rest in its Job (a change
+        of `grad_accum` is a change of micro-batch or ranks: it must match what they derive)."""
+        accum = change.pop("grad_accum", None)
+        own = {k: change.pop(k) for k in ("nodes", "procs_per_node", "eval_share") if k in change}
+        out = replace(self, job=replace(self.job, **change), **own)
+        if accum is not None and out.grad_accum != accum:
+            raise WorkshopError(
+                f"grad_accum {accum} is not what the global batch splits into ({out.grad_accum})"
+            )
+        return out
 
     @property
     def world(self) -> int:
@@ -88,10 +130,54 @@ class Job:
     @property
     def tokens_per_step(self) -> int:
         """The global batch: tokens per optimizer step over every rank."""
-        return self.world * self.micro_batch * self.grad_accum * self.seq_len
+        return self.job.global_batch
+
+    @property
+    def grad_accum(self) -> int:
+        return self.job.grad_accum(self.world)
+
+    @property
+    def zero_stage(self) -> int:
+        return self.job.zero_stage
+
+    @property
+    def micro_batch(self) -> int:
+        return self.job.micro_batch
+
+    @property
+    def seq_len(self) -> int:
+        return self.job.seq_len
+
+    @property
+    def grad_ckpt(self) -> bool:
+        return self.job.grad_ckpt
+
+    @property
+    def offload_optimizer(self) -> bool:
+        return self.job.offload_optimizer
+
+    @property
+    def offload_param(self) -> bool:
+        return self.job.offload_param
+
+    @property
+    def precision(self) -> str:
+        return self.job.precision
+
+    @property
+    def method(self) -> str:
+        return self.job.method
+
+    @property
+    def save_steps(self) -> int:
+        return self.job.save_steps
 
 
-JOB_FIELDS = tuple(f.name for f in fields(Job))  # a Plan reads its Job's fields under the same names
+# what `workshop plan --json` prints of a plan's candidate, flat beside its estimate
+JOB_FIELDS = (
+    "nodes", "procs_per_node", "zero_stage", "micro_batch", "grad_accum", "seq_len", "grad_ckpt",
+    "offload_optimizer", "offload_param", "precision", "method", "eval_share", "save_steps",
+)  # fmt: skip
 
 
 @dataclass
@@ -101,7 +187,7 @@ class Plan:
 
     instance_type: str
     device: str
-    job: Job
+    job: Candidate
     threads_per_rank: int
     tokens: float
     tokens_per_s: float
@@ -119,7 +205,6 @@ class Plan:
     usd: float | None
     usd_per_mtok: float | None
     sources: dict[str, str]
-    tokens_per_step: int = 0
     steps: int = 0
     train_hours: float = 0.0
     fixed_s: dict[str, float] = field(default_factory=dict)  # start-up, download, init, checkpoints, save
@@ -127,7 +212,6 @@ class Plan:
         None  # paid once: start-up, download, init, final save (not checkpoints, storage)
     )
     price_kind: str = ""  # "price", "override"
-    save_steps: int = 0  # the TrainJob's checkpoint interval in steps
     hint: str = ""
     pareto: bool = False
     tie: bool = False  # within PLANNER_ERROR of the best plan's cost
@@ -136,7 +220,8 @@ class Plan:
         """The plan flat, as `workshop plan --json` prints it: its Job's knobs beside the estimate."""
         head = {"instance_type": self.instance_type, "device": self.device}
         rest = {k: getattr(self, k) for k in self.__dataclass_fields__ if k not in (*head, "job")}
-        return {**head, **{k: getattr(self.job, k) for k in JOB_FIELDS}, **rest}
+        job = {k: getattr(self.job, k) for k in JOB_FIELDS}
+        return {**head, **job, **rest, "tokens_per_step": self.tokens_per_step}
 
     # the Job's knobs, read through (one declaration: Job's)
     @property
@@ -188,16 +273,26 @@ class Plan:
         return self.job.eval_share
 
     @property
+    def save_steps(self) -> int:
+        """The TrainJob's checkpoint interval in steps (its Job's, derived by `estimate`)."""
+        return self.job.save_steps
+
+    @property
+    def tokens_per_step(self) -> int:
+        """The global batch (its Job's)."""
+        return self.job.tokens_per_step
+
+    @property
     def label(self) -> str:
         return f"{self.nodes} x {self.instance_type}"
 
 
-def job_of(plan: Plan) -> Job:
-    """The Job a plan trains."""
+def job_of(plan: Plan) -> Candidate:
+    """The candidate (a Job on its ranks) a plan trains."""
     return plan.job
 
 
-def memory_options(job: Job | Plan, activations: str = DEFAULT_ACTIVATIONS) -> PlanOptions:
+def memory_options(job: Candidate | Plan, activations: str = DEFAULT_ACTIVATIONS) -> PlanOptions:
     """The memory planner's options for a job (or a plan's job), with its stack's activation model."""
     return {
         "activations": activations,
@@ -345,7 +440,7 @@ def node_for(row: InstanceRow, opts: Options, clock: rates.Rate | None = None) -
 # ---------------------------------------------------------------- the estimate
 
 
-def collective_calls(arch: Architecture, job: Job) -> int:
+def collective_calls(arch: Architecture, job: Candidate) -> int:
     """Latency-paying calls per optimizer step when no call-level count (zero3_calls) is at hand: a ZeRO-3
     gather per layer per pass, gradients in DeepSpeed's reduce buckets."""
     if job.world == 1:
@@ -358,7 +453,7 @@ def collective_calls(arch: Architecture, job: Job) -> int:
     return buckets * (2 if job.zero_stage == 1 else 1)
 
 
-def job_traffic(arch: Architecture, job: Job, device: str) -> Traffic:
+def job_traffic(arch: Architecture, job: Candidate, device: str) -> Traffic:
     """Chapter 06's model; gloo implements reduce-scatter as an all-reduce (chapter 06 measured 2x the
     bytes)."""
     return zero_traffic(
@@ -384,7 +479,7 @@ def zero3_for(model: str, grad_accum: int, grad_ckpt: bool) -> Zero3Calls:
     return zero3_calls(model, grad_accum=grad_accum, grad_ckpt=grad_ckpt)
 
 
-def _zero3_traffic(traffic: Traffic, calls: Zero3Calls, job: Job, device: str) -> Traffic:
+def _zero3_traffic(traffic: Traffic, calls: Zero3Calls, job: Candidate, device: str) -> Traffic:
     """ZeRO-3 bytes from the call-level count (a model small enough keeps its forward gather for backward);
     gloo's reduce-scatter is an all-reduce (2x the bytes)."""
     t = calls.traffic(job.world, job.grad_accum)
@@ -419,7 +514,7 @@ class Step:
         }
 
 
-def _compute_s(node: Node, job: Job, arch: Architecture) -> tuple[float, float]:
+def _compute_s(node: Node, job: Candidate, arch: Architecture) -> tuple[float, float]:
     """(seconds of compute per rank per step, model FLOPs per token)."""
     tokens_rank = job.micro_batch * job.seq_len * job.grad_accum
     full = arch.train_flops(job.seq_len)  # forward 1/3, backward 2/3 (input and weight gradients)
@@ -435,7 +530,7 @@ def _compute_s(node: Node, job: Job, arch: Architecture) -> tuple[float, float]:
     return tokens_rank * fpt / (per_rank_tflops * 1e12), fpt
 
 
-def _link(node: Node, job: Job) -> tuple[float, float, str]:
+def _link(node: Node, job: Candidate) -> tuple[float, float, str]:
     """(GB/s, seconds of latency per call, in words) of the link the job's collectives cross."""
     if job.nodes > 1:
         bw = (
@@ -448,14 +543,14 @@ def _link(node: Node, job: Job) -> tuple[float, float, str]:
     return node.intra_gbytes_per_s, node.intra_latency.value, transport
 
 
-def gathers_in_cpu_rate(node: Node, job: Job) -> bool:
+def gathers_in_cpu_rate(node: Node, job: Candidate) -> bool:
     """ZeRO-3 on one CPU host: its parameter gathers are loopback copies inside the CPU rate already (the
     slice that calibrates it times forward+backward with the gathers inside, less only the gradient reduce),
     so the exposed collectives are the reduce alone; across hosts the gathers cross the link and count."""
     return node.device == "cpu" and job.nodes == 1 and job.zero_stage == 3 and job.world > 1
 
 
-def step_terms(node: Node, job: Job, arch: Architecture, calls: Zero3Calls | None = None) -> Step:
+def step_terms(node: Node, job: Candidate, arch: Architecture, calls: Zero3Calls | None = None) -> Step:
     """One optimizer step on `node`: compute, exposed collectives (bytes over the link + latency per call),
     exposed offload copies and the optimizer's memory-bound update, each in seconds."""
     compute, fpt = _compute_s(node, job, arch)
@@ -511,7 +606,7 @@ def run_costs(
     }
 
 
-def _sources(node: Node, job: Job, s: Step, fixed: FixedCosts | None) -> dict[str, str]:
+def _sources(node: Node, job: Candidate, s: Step, fixed: FixedCosts | None) -> dict[str, str]:
     """Where every number of the estimate comes from, by term."""
     return {
         **node.sources,
@@ -549,7 +644,7 @@ def _sources(node: Node, job: Job, s: Step, fixed: FixedCosts | None) -> dict[st
 
 def estimate(
     node: Node,
-    job: Job,
+    job: Candidate,
     arch: Architecture,
     tokens: float,
     *,
@@ -568,6 +663,10 @@ def estimate(
     steps = math.ceil(tokens / job.tokens_per_step)
     usd_h = node.usd_per_hour.value * job.nodes if node.usd_per_hour else None
     every = fixed.every_s(arch) if fixed else 0.0
+    save_steps = max(1, round(every / step)) if every > 0 else 0
+    if save_steps >= steps:  # the interval outlasts the run: only the final save (a TrainJob's 0)
+        save_steps = 0
+    job = replace(job, job=replace(job.job, save_steps=save_steps))
     return Plan(
         instance_type=node.name,
         device=node.device,
@@ -586,10 +685,8 @@ def estimate(
         bound=_bound(s.terms()),
         usd_per_hour=usd_h,
         sources=_sources(node, job, s, fixed),
-        tokens_per_step=job.tokens_per_step,
         steps=steps,
         train_hours=steps * step / 3600,
         price_kind=node.usd_per_hour.kind if node.usd_per_hour else "",
-        save_steps=max(1, round(every / step)) if every > 0 else 0,
         **run_costs(usd_h, arch, tokens, steps * step, fixed),
     )

@@ -290,12 +290,37 @@ def recommend_instance(
     """The pod sizes for one named instance type (the cost planner's pick), or why it does not hold the
     plan."""
     row = instance_info(instance_type, source=source)
+    got = fit_named(row, model, nodes, procs_per_node, plan_kw, headroom)
+    return _recommendation(model, row, got, nodes, [(row, got)], headroom, PRICE_SOURCE)
+
+
+def fit_named(
+    row: InstanceRow, model: str, nodes: int, procs_per_node: int, plan_kw: PlanOptions, headroom: float
+) -> _Fit:
+    """fit_instance for a type already picked: its fit, or one error saying why it does not hold the plan."""
     got, why = fit_instance(
         row, model=model, nodes=nodes, procs_per_node=procs_per_node, headroom=headroom, plan_kw=plan_kw
     )
     if got is None:
-        raise WorkshopError(f"{model} on {nodes} x {instance_type}: {why}")
-    return _recommendation(model, row, got, nodes, [(row, got)], headroom, PRICE_SOURCE)
+        raise WorkshopError(f"{model} on {nodes} x {row.instance_type}: {why}")
+    return got
+
+
+class PodSizes(TypedDict):
+    """A pod's requests: whole vCPUs, memory and /dev/shm in Gi."""
+
+    cpu_request: str
+    memory_request: str
+    shm_size: str
+
+
+def pod_sizes(row: InstanceRow, got: _Fit) -> PodSizes:
+    """The pod's requests on `row` for a fit: memory rounded up to whole GiB, the pod's whole cores
+    (pod_cpu_request; a GPU pod: what the daemonsets leave), /dev/shm a quarter of the memory, <= 64Gi."""
+    mem_req = math.ceil(got["host_need"])
+    cpu_req = pod_cpu_request(row) if not row.gpus else max(1, math.floor(got["cpu_alloc"]) - DAEMONSET_VCPUS)
+    shm = min(64, _pow2_gib(mem_req / 4))
+    return PodSizes(cpu_request=str(cpu_req), memory_request=f"{mem_req}Gi", shm_size=f"{shm}Gi")
 
 
 def _constraints(rec, rows, need_efa, efa, families, **kw) -> list[str]:
@@ -411,12 +436,9 @@ def _recommendation(
     headroom: float,
     price_source: str,
 ) -> Recommendation:
-    """The pod requests for `row`: memory rounded up to whole GiB, the pod's whole cores (pod_cores)."""
+    """The pod requests for `row` (pod_sizes), with the reason and the memory plan."""
     plan, ppn = got["plan"], got["ppn"]
-    mem_req = math.ceil(got["host_need"])
     gpu = row.gpus > 0
-    cpu_req = pod_cpu_request(row) if not gpu else max(1, math.floor(got["cpu_alloc"]) - DAEMONSET_VCPUS)
-    shm = min(64, _pow2_gib(mem_req / 4))
     price = row.hourly_usd
     reason = _reason(row, got, nodes, fits, headroom)
     return Recommendation(
@@ -424,9 +446,7 @@ def _recommendation(
         instance_type=row.instance_type,
         nodes=nodes,
         procs_per_node=ppn,
-        cpu_request=str(cpu_req),
-        memory_request=f"{mem_req}Gi",
-        shm_size=f"{shm}Gi",
+        **pod_sizes(row, got),
         hourly_cost_usd=round(price * nodes, 4) if price is not None else None,
         node_hourly_usd=price,
         reason=reason,

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from workshop.errors import WorkshopError
 from workshop.plan import rates
-from workshop.plan.estimate import Job, Node, Step, step_terms
+from workshop.plan.estimate import Candidate, Node, Step, step_terms
 from workshop.plan.hardware import Detection, machine_peaks
 from workshop.plan.models import Architecture
 
@@ -81,7 +81,7 @@ def node_here(d: Detection, cores: int, precision: str, efficiency: rates.Rate) 
 
 
 def predict_here(
-    d: Detection, arch: Architecture, job: Job, cores: int, efficiency: rates.Rate
+    d: Detection, arch: Architecture, job: Candidate, cores: int, efficiency: rates.Rate
 ) -> HerePrediction:
     """The planner's step for `job` on this machine (estimate.step_terms, the formula every CPU plan uses)."""
     node, peak_src = node_here(d, cores, job.precision, efficiency)

@@ -378,23 +378,20 @@ def from_ranking(
     """The Plan of row `pick` (0: the planner's first) of `ranked` (workshop.plan.cost.rank's list, made with
     `opts`): its Job, its Placement (pod sizes from the memory plan; pool types: the tie band's types on the
     same node count that host the same pod) and its Prediction."""
-    from workshop.plan import cost
     from workshop.plan.catalog import instance_info as info
+    from workshop.plan.estimate import memory_options
+    from workshop.plan.fit import fit_named, pod_sizes
 
     if not isinstance(pick, int) or not 0 <= pick < len(ranked):
         raise WorkshopError(f"pick {pick!r} is not a row of the ranking; allowed 0..{len(ranked) - 1}")
     r = ranked[pick]
     preset = get_preset(opts.model).name
-    job = _job_of(r, preset, opts.tokens, weights)
+    job = _job_of(r, weights)
     source = opts.source or "moto"
     row = info(r.instance_type, source=source)
     if r.device == "cpu":
-        rec = cost.recommendation(r, preset, source=source, headroom=opts.headroom)
-        sizes: dict[str, Any] = {
-            "cpu_request": str(math.floor(float(rec.cpu_request))),
-            "memory_request": rec.memory_request,
-            "shm_size": rec.shm_size,
-        }
+        got = fit_named(row, preset, r.nodes, r.procs_per_node, memory_options(r), opts.headroom)
+        sizes: dict[str, Any] = dict(pod_sizes(row, got))
         gpus, efa = 0, 0
     else:
         sizes = {"cpu_request": None, "memory_request": None, "shm_size": "64Gi"}
@@ -421,29 +418,38 @@ def from_ranking(
     return plan
 
 
-def _job_of(r: Any, preset: str, tokens: float, weights: str) -> Job:
+def ranked_job(
+    model: str, tokens: float, seq_len: int, global_batch: int, method: str = "full", weights: str = "hub"
+) -> Job:
+    """The Job a ranking prices (its split and ZeRO settings are set per candidate): the model's preset, its
+    hub weights where it has them (else random), the recipe's dataset, learning rate and warm-up."""
     check_choice("weights", weights, WEIGHTS)
-    hub = get_preset(preset).hub_id
-    settings = recipe(hub if weights == "hub" and hub else preset)
+    preset = get_preset(model)
+    hub = preset.hub_id
+    settings = recipe(hub if weights == "hub" and hub else preset.name)
     return Job(
-        model=preset,
+        model=preset.name,
         weights=weights if hub else "random",
         dataset=settings["dataset"],
         tokens=float(tokens),
-        seq_len=r.seq_len,
-        global_batch=r.tokens_per_step,
-        micro_batch=r.micro_batch,
-        precision=r.precision,
-        method=r.method,
-        zero_stage=r.zero_stage,
-        offload_optimizer=r.offload_optimizer,
-        offload_param=r.offload_param,
-        grad_ckpt=r.grad_ckpt,
+        seq_len=seq_len,
+        global_batch=global_batch,
+        micro_batch=1,
+        method=method,
         lr=settings["lr"],
         warmup_steps=settings["warmup_steps"],
-        save_steps=r.save_steps,
-        **held_out(settings["dataset"], math.ceil(tokens / r.tokens_per_step)),
     )
+
+
+def _job_of(r: Any, weights: str) -> Job:
+    """The ranked plan's own Job (its knobs as the estimate priced them), with the weights the learner picked
+    and the evaluation its steps allow."""
+    job = r.job.job
+    if weights != job.weights:
+        again = ranked_job(job.model, job.tokens, job.seq_len, job.global_batch, job.method, weights)
+        job = replace(job, weights=again.weights, dataset=again.dataset, lr=again.lr,
+                      warmup_steps=again.warmup_steps)  # fmt: skip
+    return replace(job, **held_out(job.dataset, job.steps))
 
 
 EVALS_PER_RUN = 10  # held-out evaluations over a run: a curve to judge it by, at a forward-only cost
@@ -478,7 +484,8 @@ def tie_band_types(ranked: Sequence[Any], r: Any, placement: Placement, model: s
     node) whose instances host the same pod (its requests, and the job's memory plan): what the NodePool may
     launch without changing the job."""
     from workshop.plan.estimate import memory_options
-    from workshop.plan.fit import recommend_instance
+    from workshop.plan.fit import fit_named
+    from workshop.plan.memory import HEADROOM
 
     types = [r.instance_type]
     for q in ranked:
@@ -486,15 +493,9 @@ def tie_band_types(ranked: Sequence[Any], r: Any, placement: Placement, model: s
             if q.instance_type in types:
                 continue
             try:
-                _check_pod(_row(q.instance_type, placement.catalog, "pool type"), placement, "pool type")
-                recommend_instance(
-                    model,
-                    q.instance_type,
-                    nodes=r.nodes,
-                    procs_per_node=r.procs_per_node,
-                    plan_kw=memory_options(r),
-                    source=placement.catalog,
-                )
+                row = _row(q.instance_type, placement.catalog, "pool type")
+                _check_pod(row, placement, "pool type")
+                fit_named(row, model, r.nodes, r.procs_per_node, memory_options(r), HEADROOM)
             except WorkshopError:
                 continue
             types.append(q.instance_type)

@@ -12,7 +12,7 @@ from workshop.errors import WorkshopError
 from workshop.lang import _
 from workshop.plan import rates
 from workshop.plan.costcheck import LOCAL_TARGET, NETSIM_DATE, CheckRow
-from workshop.plan.estimate import Job, Node, Plan, estimate, zero3_for
+from workshop.plan.estimate import Candidate, Node, Plan, estimate, zero3_for
 from workshop.plan.models import Architecture, architecture
 from workshop.plan.zero3 import zero3_calls
 
@@ -119,7 +119,7 @@ def local_step(
     one prediction of these steps: chapter 01's table and chapter 06 both print it."""
     arch = architecture(model)
     run = {"base_1rank_s": base_1rank_s, "optimizer_1rank_s": optimizer_1rank_s}
-    job = Job(
+    job = Candidate.measured(
         nodes=1,
         procs_per_node=world,
         zero_stage=3,
@@ -169,7 +169,7 @@ def _netsim_caps(netsim: dict, rate: float) -> list[tuple[dict, Any]]:
             res,
             estimate(
                 _local_node(rate, 1, int(res["rate"].removesuffix("gbit"))),
-                Job(2, 1, 3, 4, 1, 128),
+                Candidate.measured(2, 1, 3, 4, 1, 128),
                 tiny,
                 1e6,
                 calls=zero3_for("tiny", 1, False),

@@ -12,8 +12,9 @@ from dataclasses import replace
 from workshop.errors import WorkshopError
 from workshop.lang import _
 from workshop.plan.catalog import InstanceRow
-from workshop.plan.estimate import Job, Plan, estimate, job_of, memory_options, node_for, zero3_for
+from workshop.plan.estimate import Candidate, Plan, estimate, job_of, memory_options, node_for, zero3_for
 from workshop.plan.fit import fit_instance, pod_cores
+from workshop.plan.job import ranked_job
 from workshop.plan.memory import DEFAULT_ACTIVATIONS, STACK_ACTIVATIONS
 from workshop.plan.models import Architecture
 from workshop.plan.options import PLANNER_ERROR, Options, split_batch
@@ -29,7 +30,7 @@ def _offloads(row: InstanceRow, stage: int, allow: bool) -> list[tuple[bool, boo
     return [(False, False), (True, False)] + ([(True, True)] if stage == 3 else [])
 
 
-def _fits(row: InstanceRow, job: Job, opts: Options) -> bool:
+def _fits(row: InstanceRow, job: Candidate, opts: Options) -> bool:
     """Does the job's memory plan fit `row` with the caller's headroom?"""
     got, _why = fit_instance(
         row,
@@ -47,30 +48,31 @@ def activations_of(row: InstanceRow, opts: Options) -> str:
     return STACK_ACTIVATIONS[opts.stack] if row.gpus else DEFAULT_ACTIVATIONS
 
 
-def job_groups(row: InstanceRow, nodes: int, opts: Options) -> Iterable[list[Job]]:
+def job_groups(row: InstanceRow, nodes: int, opts: Options) -> Iterable[list[Candidate]]:
     """Every job on `nodes` x `row` that trains the global batch, grouped by all but the micro-batch
     (ascending)."""
     ppn = opts.procs_per_node or (row.gpus if row.gpus else 1)
     world = nodes * ppn
     splits = split_batch(opts.global_batch, opts.seq_len, world, opts.micro_batches)
+    job = ranked_job(opts.model, opts.tokens, opts.seq_len, opts.global_batch, opts.method)
     for stage in opts.zero_stages if world > 1 else (0,):
         for off_opt, off_par in _offloads(row, stage, opts.offload):
-            for ckpt in opts.grad_ckpt:
+            for ckpt in opts.grad_ckpts:
                 yield [
-                    Job(
+                    Candidate(
+                        replace(
+                            job,
+                            zero_stage=stage,
+                            micro_batch=mb,
+                            grad_ckpt=ckpt,
+                            offload_optimizer=off_opt,
+                            offload_param=off_par,
+                        ),  # fmt: skip
                         nodes,
                         ppn,
-                        stage,
-                        mb,
-                        ga,
-                        opts.seq_len,
-                        ckpt,
-                        off_opt,
-                        off_par,
-                        method=opts.method,
                         eval_share=opts.eval_share,
                     )
-                    for mb, ga in splits
+                    for mb, _ga in splits
                 ]
 
 
@@ -91,7 +93,7 @@ def best_for(row: InstanceRow, nodes: int, opts: Options, arch: Architecture) ->
     return best
 
 
-def _calls(model: str, job: Job) -> Zero3Calls | None:
+def _calls(model: str, job: Candidate) -> Zero3Calls | None:
     return zero3_for(model, job.grad_accum, job.grad_ckpt) if job.zero_stage == 3 and job.world > 1 else None
 
 
@@ -160,9 +162,10 @@ def _variant(plan: Plan, opts: Options, arch: Architecture, row: InstanceRow, **
     train the global batch."""
     job = job_of(plan)
     node_opts = replace(opts, **{k: change.pop(k) for k in ("placement_group", "ena_express") if k in change})
-    job = replace(job, **change)
-    if job.tokens_per_step != plan.tokens_per_step or job.grad_accum < 1:
-        return None  # a hint never changes the fine-tune
+    try:
+        job = job.with_changes(**change)  # the same global batch: a hint never changes the fine-tune
+    except WorkshopError:
+        return None
     if job.procs_per_node > (row.gpus or pod_cores(row)) or not _fits(row, job, node_opts):
         return None
     return estimate(

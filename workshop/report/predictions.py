@@ -32,9 +32,16 @@ def cost_plans(plans: Sequence[Any], original: Any | None = None) -> list[str]:
     if cpu is not None and cpu is not best:
         out.append(
             _(
-                "Cheapest CPU plan: {label}, {hours:.3g} h and ${usd:,.0f} ({ratio:.1f}x "
-                "the first), {bound}-bound."
-            ).format(label=cpu.label, hours=cpu.hours, usd=cpu.usd, ratio=cpu.usd / best.usd, bound=cpu.bound)
+                "Cheapest CPU plan: {label}, {hours:.3g} h (of which {ckpt:.3g} h checkpoint writes) and "
+                "${usd:,.0f} ({ratio:.1f}x the first), {bound}-bound."
+            ).format(
+                label=cpu.label,
+                hours=cpu.hours,
+                ckpt=cpu.fixed_s.get("checkpoints", 0.0) / 3600,
+                usd=cpu.usd,
+                ratio=cpu.usd / best.usd,
+                bound=cpu.bound,
+            )
         )
         out.append(cpu_bias(cpu))
     if original is not None:
@@ -47,7 +54,8 @@ def _first_plan(best: Any) -> str:
         "First: {label} ({ranks} ranks, ZeRO-{zero}, micro-batch {micro_batch} x {grad_accum} "
         "accumulation = {tokens_per_step:,} tokens per step, {steps:,} steps): {hours:.3g} h and "
         "${usd:,.0f} for {tokens:.3g} tokens, of which ${fixed:,.0f} is paid once (start-up, weight "
-        "download, init, final save); {bound}-bound."
+        "download, init, final save) and {ckpt_hours:.3g} h (${ckpt_usd:,.0f}) are checkpoint writes; "
+        "{bound}-bound."
     ).format(
         label=best.label,
         ranks=best.nodes * best.procs_per_node,
@@ -60,6 +68,8 @@ def _first_plan(best: Any) -> str:
         usd=best.usd,
         tokens=best.tokens,
         fixed=best.fixed_usd if best.fixed_usd is not None else 0.0,
+        ckpt_hours=best.fixed_s.get("checkpoints", 0.0) / 3600,
+        ckpt_usd=(best.usd_per_hour or 0.0) * best.fixed_s.get("checkpoints", 0.0) / 3600,
         bound=best.bound,
     )
 
@@ -68,7 +78,8 @@ def _original_plan(original: Any) -> str:
     return _(
         "The original workshop's {label} (gloo, ZeRO-{zero}, micro-batch {micro_batch}): {gb:.1f} GB per "
         "rank per micro-step x {grad_accum} micro-steps over {link:.2f} GB/s = {comm:.0f} s of collectives "
-        "against {compute:.1f} s of compute per step: {bound}-bound, {hours:,.0f} h and ${usd:,.0f}. {hint}."
+        "against {compute:.1f} s of compute per step: {bound}-bound, {hours:,.0f} h (of which {ckpt:,.0f} h "
+        "checkpoint writes) and ${usd:,.0f}. {hint}."
     ).format(
         label=original.label,
         zero=original.zero_stage,
@@ -80,6 +91,7 @@ def _original_plan(original: Any) -> str:
         compute=original.compute_s,
         bound=original.bound,
         hours=original.hours,
+        ckpt=original.fixed_s.get("checkpoints", 0.0) / 3600,
         usd=original.usd,
         hint=original.hint[:1].upper() + original.hint[1:],
     )
@@ -151,7 +163,7 @@ def plan_line(plan: Any) -> str:
     return _(
         "{label} ({ppn} rank(s) per node, {capacity}): {model} ({weights} weights), {dataset}, seq {seq}: "
         "global batch {batch:,} tokens x {steps:,} steps = {tokens:,} tokens{epochs}; ZeRO-{zero}, "
-        "{precision}, lr {lr:g}, a checkpoint every {save} step(s); split {split} (nodes x ranks x "
+        "{precision}, lr {lr:g}, {save}; split {split} (nodes x ranks x "
         "micro-batch x accumulation x seq); predicted {hours:.3g} h, of which {ckpt:.3g} h checkpoint "
         "writes, for {usd}, {bound}-bound."
     ).format(
@@ -169,7 +181,9 @@ def plan_line(plan: Any) -> str:
         zero=job.zero_stage,
         precision=job.precision,
         lr=job.lr,
-        save=job.save_steps,
+        save=_("a checkpoint every {n} step(s)").format(n=job.save_steps)
+        if job.save_steps
+        else _("no checkpoint before the final save (one save outlasts the share of this run it may take)"),
         split=plan.summary()["split"],
         hours=p.hours,
         ckpt=p.checkpoint_hours,
