@@ -306,11 +306,13 @@ def run_cap(cfg: NetSimConfig, rate: str, topo: Topology | None, progress=print)
         note=note,
         **_summarise(steps),
     )
-    progress(
-        f"  {rate:>9}: {'ok' if ok else 'FAILED'} in {wall:.0f} s, median step "
-        f"{result.step_time_s_median if result.step_time_s_median is not None else '-'} s"
-        + (f", {note}" if note else "")
+    median = result.step_time_s_median if result.step_time_s_median is not None else "-"
+    said = (
+        _("ok in {wall:.0f} s, median step {median} s")
+        if ok
+        else _("FAILED in {wall:.0f} s, median step {median} s")
     )
+    progress(f"  {rate:>9}: " + said.format(wall=wall, median=median) + (f", {note}" if note else ""))
     return result
 
 

@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from workshop.errors import WorkshopError, check_choice, check_output
-from workshop.lang import LANGUAGES
+from workshop.lang import LANGUAGES, _
 from workshop.launch import timings
 from workshop.paths import NOTEBOOKS_DIR, NOTEBOOKS_KO_DIR
 
@@ -240,7 +240,10 @@ def run_workbook(
         with language(lang):
             run = run_notebook(path, out, overrides or {})
         runs.append(run)
-        echo(f"    {run.status} in {run.seconds} s" + (f": {run.error}" if run.error else ""))
+        said = {"ok": _("ok in {seconds} s"), "failed": _("failed in {seconds} s")}.get(
+            run.status, "{seconds}"
+        )
+        echo("    " + said.format(seconds=run.seconds) + (f": {run.error}" if run.error else ""))
         if run.status == "failed" and stop_on_failure:
             runs += [NotebookRun(p.name, "skipped") for p in todo[i + 1 :]]
             break

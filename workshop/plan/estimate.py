@@ -330,7 +330,8 @@ def _gpu_node(row: InstanceRow, opts: Options) -> Node:
             "efficiency": f"{opts.stack}: {eff.cite()}",
             "intra_node": f"{intra_link.name}: {intra_link.source} x {intra_link.efficiency:g}",
             # the row's own catalog entry, not another instance's data sheet (a p5en cited p4d's page)
-            "network": transport + f" (the EC2 catalog's network performance for {row.instance_type})",
+            "network": transport
+            + _(" (the EC2 catalog's network performance for {instance})").format(instance=row.instance_type),
             "pcie": host_link.source,
             "overlap": rates.OVERLAP["gpu"].cite(),
         },

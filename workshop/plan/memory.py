@@ -11,7 +11,7 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import NotRequired, TypedDict
 
-from workshop import errors
+from workshop import errors, tables
 from workshop.errors import WorkshopError, check_choice
 from workshop.lang import N_, _
 from workshop.plan.models import SEQ_LEN, Architecture, architecture
@@ -299,7 +299,8 @@ class MemoryPlan:
             f"{k:22s} {v / GiB:7.2f} GiB  {self.placement[k]:6s}  {why.get(k, '')}"
             for k, v in self.components.items()
         ]
-        lines.append(f"{'total per rank':22s} {self.total / GiB:7.2f} GiB")
+        total = tables.ljust(_("total per rank"), 22)
+        lines.append(f"{total} {self.total / GiB:7.2f} GiB")
         lines.append(self.phase_note())
         return "\n".join(lines)
 
