@@ -316,3 +316,23 @@ def test_no_code_cell_prints_an_english_sentence_and_readme_ko_says_what_is_kore
         "tests/book/test_korean_prints.py",
     ):
         assert said in section, said
+
+
+def test_korean_labels_keep_printed_tables_in_line(monkeypatch):
+    """A Hangul syllable takes two columns: the validation table and the memory table stay aligned in Korean
+    (padded by display width, `tables.ljust`), as they are in English."""
+    from workshop import tables
+    from workshop.plan import costcheck, memory
+
+    monkeypatch.setenv("WORKSHOP_LANG", "ko")
+    lines = costcheck.format_checks(costcheck.p4d_rows() + costcheck.original_gpu_rows()).splitlines()
+    korean = [line for line in lines[2:] if re.search("[가-힣]", line)]
+    assert korean, lines  # the planner's rows carry a Korean label
+    # the unit column starts at the same display column on every row, the header's included
+    starts = {tables.width(line[: line.index(" s/step")]) for line in lines[2:]}
+    assert len(starts) == 1, lines
+    total = memory.plan_memory("llama-3-8b", world_size=4).explain().splitlines()
+    rows = [m for line in total if (m := re.match(r"(\S+(?: \S+)*?)\s{2,}(\d+\.\d\d) GiB", line))]
+    gib = {tables.width(m.string[: m.end(2)]) for m in rows}
+    assert len(gib) == 1 and any(re.search("[가-힣]", line) for line in total), total
+    assert tables.width("rank당 합계") == 11 and tables.ljust("합계", 6) == "합계  "

@@ -435,8 +435,11 @@ def wrote(path: object) -> str:
 
 def trainjob_form(form: str, release: str, problems: Sequence[object]) -> str:
     """Chapter 05: a TrainJob form (the release it targets) against another release's CRDs."""
-    verdict = _("valid") if not problems else str(problems[0])
-    return _("form v{form} vs CRDs v{release}: {verdict}").format(form=form, release=release, verdict=verdict)
+    if not problems:
+        return _("form v{form} vs CRDs v{release}: valid").format(form=form, release=release)
+    return _("form v{form} vs CRDs v{release}: {problem}").format(
+        form=form, release=release, problem=problems[0]
+    )
 
 
 def valid_against(trainer: str, ok: bool) -> str:
