@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from workshop import tables
 from workshop.lang import _
 from workshop.plan import hardware, topology
 from workshop.plan.catalog import PRICE_SOURCE
@@ -195,7 +196,7 @@ def original_run(r: topology.OriginalRun) -> str:
     )
     transport = _("not recorded") if r.transport == "not recorded" else r.transport
     per_step = r.seconds / topology.ORIGINAL_STEPS
-    return f"{r.label:38s} {r.wall:>8s}  {per_step:6.1f} s/step  {transport:24s} {where}"
+    return f"{r.label:38s} {r.wall:>8s}  {per_step:6.1f} s/step  {tables.ljust(transport, 24)} {where}"
 
 
 def original_sources() -> str:

@@ -407,7 +407,11 @@ def run(cfg: NetSimConfig, progress=print) -> NetSimReport:
     """Run the training command on `cfg.nodes` simulated nodes at each rate cap; always tears down. Returns
     the NetSimReport: per cap the step times (s), loss and bytes each node sent (MB); `.table()` as rows."""
     mode, reason = choose_mode(cfg.mode, cfg.nodes)
-    progress(f"netsim: {cfg.nodes} nodes x {cfg.procs_per_node} procs, mode={mode} ({reason})")
+    progress(
+        _("netsim: {nodes} nodes x {procs} procs, mode={mode} ({reason})").format(
+            nodes=cfg.nodes, procs=cfg.procs_per_node, mode=mode, reason=reason
+        )
+    )
     _prepare(cfg, progress)
     results = []
     if mode == "netns":
