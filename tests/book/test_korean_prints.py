@@ -157,6 +157,10 @@ def _printed_by_the_later_reads() -> dict[str, list[str]]:
     except WorkshopError as exc:
         errors.append(str(exc))
     out["03 and 05 errors"] = errors
+    from workshop.experiments import slice as slice_bench
+
+    cfg = slice_bench.SliceConfig(layers=1, ranks=2, threads=1, out_dir="/tmp/unused")
+    out["04 slice memory"] = [slice_bench.check_memory(cfg, "bf16", gib * 2**30).note for gib in (16, 200)]
     return out
 
 
