@@ -16,6 +16,8 @@ from workshop.errors import WorkshopError, check_choice
 from workshop.lang import N_, _
 from workshop.plan.models import SEQ_LEN, Architecture, architecture
 
+TOTAL_PER_RANK = N_("total per rank")  # the memory table's last row
+
 GiB = 1024**3
 HEADROOM = 0.2  # spare memory asked for above the modelled total when fitting a node (slack, spikes)
 ZERO_STAGES = (0, 1, 2, 3)
@@ -299,8 +301,7 @@ class MemoryPlan:
             f"{k:22s} {v / GiB:7.2f} GiB  {self.placement[k]:6s}  {why.get(k, '')}"
             for k, v in self.components.items()
         ]
-        total = tables.ljust(_("total per rank"), 22)
-        lines.append(f"{total} {self.total / GiB:7.2f} GiB")
+        lines.append(f"{tables.ljust(_(TOTAL_PER_RANK), 22)} {self.total / GiB:7.2f} GiB")
         lines.append(self.phase_note())
         return "\n".join(lines)
 

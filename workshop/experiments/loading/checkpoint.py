@@ -115,11 +115,8 @@ class CheckpointInfo:
     model_type: str
 
 
-def verify_checkpoint(path: str | Path) -> CheckpointInfo:
-    """Check config, index and every shard's header before any rank starts, so a bad file fails plainly.
-    Returns the CheckpointInfo: preset, dtype, parameter count, shard files and their bytes."""
-    from safetensors import safe_open
-
+def _folder(path: str | Path) -> Path:
+    """The checkpoint folder, or one error that says it is a file or missing."""
     root = Path(path)
     if not root.is_dir():
         said = (
@@ -134,7 +131,12 @@ def verify_checkpoint(path: str | Path) -> CheckpointInfo:
             )
         )
         raise WorkshopError(said.format(root=root))
-    config = read_json(root / "config.json", "checkpoint config", "a transformers checkpoint's config.json")
+    return root
+
+
+def _shards(root: Path) -> tuple[dict | None, list[str]]:
+    """The checkpoint's weight map (None for a single file) and shard file names, or one error that says what
+    is missing."""
     index_file = root / "model.safetensors.index.json"
     if index_file.exists():
         weight_map = read_json(index_file, "safetensors index", "a JSON object with a weight_map").get(
@@ -146,13 +148,20 @@ def verify_checkpoint(path: str | Path) -> CheckpointInfo:
                     index=index_file
                 )
             )
-        shards = sorted(set(weight_map.values()))
-    elif (root / "model.safetensors").exists():
-        weight_map, shards = None, ["model.safetensors"]
-    else:
-        raise WorkshopError(
-            _("no model.safetensors or model.safetensors.index.json in {root}").format(root=root)
-        )
+        return weight_map, sorted(set(weight_map.values()))
+    if (root / "model.safetensors").exists():
+        return None, ["model.safetensors"]
+    raise WorkshopError(_("no model.safetensors or model.safetensors.index.json in {root}").format(root=root))
+
+
+def verify_checkpoint(path: str | Path) -> CheckpointInfo:
+    """Check config, index and every shard's header before any rank starts, so a bad file fails plainly.
+    Returns the CheckpointInfo: preset, dtype, parameter count, shard files and their bytes."""
+    from safetensors import safe_open
+
+    root = _folder(path)
+    config = read_json(root / "config.json", "checkpoint config", "a transformers checkpoint's config.json")
+    weight_map, shards = _shards(root)
     numel = nbytes = 0
     dtypes, seen = set(), set()
     for shard in shards:
