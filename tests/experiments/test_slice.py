@@ -199,16 +199,16 @@ def test_on_one_cpu_host_the_gathers_are_inside_the_rate_across_hosts_they_count
     cfg = sl.SliceConfig(layers=1, ranks=2)
     p = sl.predict(d, cfg, 8192, "bf16", 0.7)
     bw = est.rates.gloo_local_fit()[0].value
-    t: Traffic = est.job_traffic(arch, est.Job(1, 2, 3, 1, 1, 256, "bf16"), "cpu")
+    t: Traffic = est.job_traffic(arch, est.Candidate.measured(1, 2, 3, 1, 1, 256, precision="bf16"), "cpu")
     assert p["comm_s"] == pytest.approx(t.reduce_scatter / (bw * 1e9), rel=0.01)
     assert p["comm_s"] < (t.all_gather + t.reduce_scatter) / (bw * 1e9) / 1.9
     from workshop.plan.here import node_here
 
     node, _ = node_here(d, 2, "bf16", calibration.carried_share(0.7, 0.64))
-    one = est.step_terms(node, est.Job(1, 2, 3, 1, 1, 256, "bf16"), arch)
-    two = est.step_terms(node, est.Job(2, 2, 3, 1, 1, 256, "bf16"), arch)
-    assert est.gathers_in_cpu_rate(node, est.Job(1, 2, 3, 1, 1, 256, "bf16"))
-    assert not est.gathers_in_cpu_rate(node, est.Job(2, 2, 3, 1, 1, 256, "bf16"))
+    one = est.step_terms(node, est.Candidate.measured(1, 2, 3, 1, 1, 256, precision="bf16"), arch)
+    two = est.step_terms(node, est.Candidate.measured(2, 2, 3, 1, 1, 256, precision="bf16"), arch)
+    assert est.gathers_in_cpu_rate(node, est.Candidate.measured(1, 2, 3, 1, 1, 256, precision="bf16"))
+    assert not est.gathers_in_cpu_rate(node, est.Candidate.measured(2, 2, 3, 1, 1, 256, precision="bf16"))
     assert two.comm > one.comm + 0.9 * two.traffic.all_gather / (bw * 1e9)
 
 

@@ -11,7 +11,7 @@ import pytest
 
 from workshop.cli import plan as plan_cli
 from workshop.errors import WorkshopError
-from workshop.plan import cost, costcheck, estimate, options, ranking, rates
+from workshop.plan import cost, costcheck, estimate, nodes, options, ranking, rates
 from workshop.plan.catalog import instance_info
 from workshop.plan.memory import plan_memory
 from workshop.plan.models import Architecture
@@ -91,14 +91,14 @@ def test_placement_group_and_ena_express_never_slower():
     row = instance_info("c7i.48xlarge", source="moto")
     job = estimate.Candidate.measured(nodes=4, procs_per_node=1, zero_stage=3, micro_batch=1, grad_accum=1)
     arch = ARCH
-    plain = estimate.estimate(estimate.node_for(row, _opts()), job, arch, 1e8).step_time_s
-    pg = estimate.estimate(estimate.node_for(row, _opts(placement_group=True)), job, arch, 1e8).step_time_s
-    ena = estimate.estimate(estimate.node_for(row, _opts(ena_express=True)), job, arch, 1e8).step_time_s
+    plain = estimate.estimate(nodes.node_for(row, _opts()), job, arch, 1e8).step_time_s
+    pg = estimate.estimate(nodes.node_for(row, _opts(placement_group=True)), job, arch, 1e8).step_time_s
+    ena = estimate.estimate(nodes.node_for(row, _opts(ena_express=True)), job, arch, 1e8).step_time_s
     assert plain > pg > ena
 
 
 def test_gloo_never_uses_efa():
-    node = estimate.node_for(instance_info("c7i.48xlarge", source="moto"), _opts())
+    node = nodes.node_for(instance_info("c7i.48xlarge", source="moto"), _opts())
     assert "EFA" not in node.inter_transport
     assert node.inter_gbytes_per_s == pytest.approx(5 * 0.9 / 8)  # one 5 Gbps flow, not the 50 Gbps NIC
 

@@ -98,7 +98,7 @@ def test_cpu_pods_are_guaranteed_on_static_cpu_manager_nodes(plan_files, tmp_pat
 def test_pod_cores_are_the_threads_and_the_rate(itype):
     """One derivation: the cores a CPU pod requests are the threads its ranks run and the cores the planner
     prices (an r7i.2xlarge's pod holds 6 vCPUs = 3 cores: 3 threads, priced on 3, not 4)."""
-    from workshop.plan import calibration, estimate, fit
+    from workshop.plan import calibration, fit, nodes
     from workshop.plan.hardware import AMX_BF16_FLOP_PER_CYCLE
     from workshop.plan.options import Options
 
@@ -110,7 +110,7 @@ def test_pod_cores_are_the_threads_and_the_rate(itype):
         held = int(rec.cpu_request) // fit.vcpus_per_core(row)
         assert held == cores and int(rec.cpu_request) == cores * (row.vcpus // row.cores)
         assert rec.threads_per_rank * ppn <= held < (rec.threads_per_rank + 1) * ppn
-    node = estimate.node_for(row, Options(source="moto"))
+    node = nodes.node_for(row, Options(source="moto"))
     assert node.max_ranks == cores
     clock = calibration.cpu_clock_basis(None).value
     assert node.peak_tflops == pytest.approx(cores * clock * AMX_BF16_FLOP_PER_CYCLE / 1000)

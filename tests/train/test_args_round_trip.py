@@ -22,7 +22,7 @@ def test_overlap_comm_is_what_the_planner_prices():
     there (GPU: NCCL on its own streams; CPU: gloo on the cores that compute)."""
     from workshop.plan import rates, traffic
     from workshop.plan.catalog import instance_info
-    from workshop.plan.estimate import node_for
+    from workshop.plan.nodes import node_for
     from workshop.plan.options import Options
 
     for backend, device, itype in (("gloo", "cpu", "c7i.48xlarge"), ("nccl", "gpu", "p5.48xlarge")):

@@ -136,10 +136,13 @@ def test_workshop_run_runs_the_korean_chapter_02_with_a_parameter_override(tmp_p
     """Papermill stays the batch runner, in both languages, in ONE run (nbval already ran the English 02):
     `workshop run --lang ko --only 02 -p cluster_name ...` reaches the Korean notebook's cells (the override
     shows in the rendered NodeClass's discovery tags), the package prints Korean sentences (exercises.show,
-    hardware.explain), YAML stays as it is, and the figure and the index are the English run's."""
+    hardware.explain) and no English prose, YAML stays as it is, and the figure and the index are the English
+    run's."""
     argv = ["run", "--out", str(tmp_path), "--lang", "ko", "--only", "02"]
     assert cli_main([*argv, "-p", "cluster_name", "override-took-effect"]) == 0
-    assert "1/1 notebooks ran" in capsys.readouterr().out
+    said = capsys.readouterr().out
+    # the command speaks Korean too, and the chapter printed no English prose (book.i18n_prose, issue #48)
+    assert "노트북 1개 중 1개가" in said and "영어 문장 검사: 찾은 것 없음" in said, said[-3000:]
     executed = nbformat.read(tmp_path / "notebooks" / "02_karpenter_setup.ipynb", as_version=4)
     injected = [c for c in executed.cells if "injected-parameters" in c.metadata.get("tags", [])]
     assert injected and 'cluster_name = "override-took-effect"' in injected[0].source

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from workshop import tables
 from workshop.lang import _
 from workshop.plan import hardware, topology
 from workshop.plan.catalog import PRICE_SOURCE
@@ -153,13 +154,14 @@ def gemm_summary(d: dict, s: dict) -> str:
         shares = _(
             "{pct}% of this CPU's bf16 peak ({path}), {amx_pct}% of the AMX peak of the same cores"
         ).format(pct=pct, path=s["peak_bf16_path"], amx_pct=amx_pct)
+    clock_source = s["clock_source"] if s["clock_ghz"] else hardware.XEON_REFERENCE["clock_source"]
     said = _(
         "{cpu}, AMX={amx}, both at {threads} thread(s): bf16 {bf16:.3f} vs fp32 {fp32:.3f} TFLOPS "
         "(x{ratio}), {shares}; both peaks at {clock:g} GHz ({source})"
     ).format(
         shares=shares,
         clock=s["clock_ghz"] or hardware.XEON_REFERENCE["clock_ghz"],
-        source=s["clock_source"] if s["clock_ghz"] else hardware.XEON_REFERENCE["clock_source"],
+        source=_(clock_source),
         cpu=d["cpu_model"],
         amx=d["amx"],
         threads=s["threads"],
@@ -195,7 +197,7 @@ def original_run(r: topology.OriginalRun) -> str:
     )
     transport = _("not recorded") if r.transport == "not recorded" else r.transport
     per_step = r.seconds / topology.ORIGINAL_STEPS
-    return f"{r.label:38s} {r.wall:>8s}  {per_step:6.1f} s/step  {transport:24s} {where}"
+    return f"{r.label:38s} {r.wall:>8s}  {per_step:6.1f} s/step  {tables.ljust(transport, 24)} {where}"
 
 
 def original_sources() -> str:
@@ -425,4 +427,73 @@ def partition_line(part: dict) -> str:
         total=part["total_numel"],
         n=part["world_size"],
         each=part["local_numel_per_rank"],
+    )
+
+
+def release_check(label: str, problems: Sequence[object], note: str) -> str:
+    """Chapter 02: one Karpenter release's verdict on the documents, and what Kubernetes it supports (two
+    lines, the second indented under the first)."""
+    verdict = _("valid") if not problems else str(problems[0])
+    return f"{label:17} {verdict}\n{'':17} {_(note)}"
+
+
+def rule_count(kind: str, row: dict) -> str:
+    """Chapter 02: of a kind's CEL rules, how many the offline validator evaluates and skips (those that read
+    oldSelf: a transition rule needs the object already stored)."""
+    return _("{kind} {rules:3} rules: {evaluated:3} evaluated, {skipped} skipped (oldSelf)").format(
+        kind=f"{kind:24}", rules=row["rules"], evaluated=row["evaluated"], skipped=row["skipped"]
+    )
+
+
+def wrote(path: object) -> str:
+    """Where a file was written."""
+    return _("wrote {path}").format(path=path)
+
+
+def trainjob_form(form: str, release: str, problems: Sequence[object]) -> str:
+    """Chapter 05: a TrainJob form (the release it targets) against another release's CRDs."""
+    if not problems:
+        return _("form v{form} vs CRDs v{release}: valid").format(form=form, release=release)
+    return _("form v{form} vs CRDs v{release}: {problem}").format(
+        form=form, release=release, problem=problems[0]
+    )
+
+
+def valid_against(trainer: str, ok: bool) -> str:
+    """Chapter 05: whether a job validates against a Trainer release's CRDs."""
+    said = _("valid against Trainer {trainer}: True") if ok else _("valid against Trainer {trainer}: False")
+    return said.format(trainer=trainer)
+
+
+def s3_outputs(uri: str, service_account: str) -> str:
+    """Chapter 05: outputs to S3, with the service account whose IAM role writes there."""
+    return _("S3: {uri} via service account {account}").format(uri=uri, account=service_account)
+
+
+def cluster_result(outcome: str, steps: Sequence[object]) -> str:
+    """Chapter 05: the job's outcome on the cluster and its last parsed step."""
+    if not steps:
+        return _("{outcome}: no steps parsed").format(outcome=outcome)
+    return f"{outcome} {steps[-1]}"
+
+
+def host_cores(cpu: str, cores: int, why: str) -> str:
+    """Chapter 04: the CPU, its physical cores and why the precision was chosen, on one line."""
+    return _("{cpu} | {cores} cores | {why}").format(cpu=cpu, cores=cores, why=why)
+
+
+def placement_line(pods: int, gpus: int, trainer: str, spec: dict, problems: Sequence[object]) -> str:
+    """Chapter 06: a placement's TrainJob (pods x GPUs per pod) as the trainer section renders it for a
+    Trainer release, and what validation found."""
+    return _(
+        "{pods} pod x {gpus} GPU, Trainer {trainer}: numNodes={nodes} numProcPerNode={procs} limits={limits} "
+        "problems={problems}"
+    ).format(
+        pods=pods,
+        gpus=gpus,
+        trainer=trainer,
+        nodes=spec["numNodes"],
+        procs=spec["numProcPerNode"],
+        limits=spec["resourcesPerNode"]["limits"],
+        problems=problems,
     )

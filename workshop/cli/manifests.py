@@ -10,6 +10,7 @@ from pathlib import Path
 from workshop.cli.args import summary
 from workshop.cli.base import command
 from workshop.errors import WorkshopError, check_output
+from workshop.lang import _
 from workshop.paths import MANIFESTS_DIR
 
 
@@ -49,13 +50,13 @@ def render(argv: list[str] | None = None) -> int:
         written = rendering.render_plan(plan, args.out, trainer=args.trainer_version)
         print(plan_line(plan))  # once every file is rendered: a refused plan prints only its error line
         for path in written:
-            print(f"wrote {path}")
+            print(_("wrote {path}").format(path=path))
         return 0
     if args.trainer_version is not None:
         raise WorkshopError("--trainer-version goes with --plan FILE")
     if not args.check:
         for path in rendering.render_all(args.out):
-            print(f"wrote {path}")
+            print(_("wrote {path}").format(path=path))
         return 0
     stale = rendering.drift(args.out)
     for name in stale:
@@ -106,7 +107,7 @@ def crds(argv: list[str] | None = None) -> int:
             + (f"; WORKSHOP_CRDS_DIR={override} replaces both" if override else "")
         )
         for rel, where in schemas.status():
-            print(f"  {rel.label:24} {where:8}  {rel.note}")
+            print(f"  {rel.label:24} {where:8}  {_(rel.note)}")
     return 0
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from workshop.cli.args import summary
 from workshop.cli.base import command
 from workshop.errors import WorkshopError
-from workshop.lang import LANGUAGES
+from workshop.lang import LANGUAGES, _
 from workshop.paths import REPO
 
 
@@ -39,24 +39,53 @@ def run(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--stop-on-failure", action="store_true", help="stop at the first failing notebook")
     a = p.parse_args(argv)
-    runs = notebooks.run_workbook(
-        a.out,
-        a.only,
-        {k: notebooks.parse_value(v) for k, v in a.parameter},
-        stop_on_failure=a.stop_on_failure,
-        lang=a.lang,
-    )
-    total = sum(r.seconds for r in runs)
-    failed = [r for r in runs if r.status == "failed"]
-    print(
-        f"{len([r for r in runs if r.status == 'ok'])}/{len(runs)} notebooks ran in {total:.0f} s; "
-        f"index: {Path(a.out) / 'index.md'}"
-    )
-    for r in failed:
-        print(f"failed: {r.error}")
-    if a.lang == "en":  # the read is of English sentences
-        _truth_check(runs, Path(a.out))
+    with notebooks.language(a.lang):  # what this command prints is in the chapters' language too
+        runs = notebooks.run_workbook(
+            a.out,
+            a.only,
+            {k: notebooks.parse_value(v) for k, v in a.parameter},
+            stop_on_failure=a.stop_on_failure,
+            lang=a.lang,
+        )
+        total = sum(r.seconds for r in runs)
+        failed = [r for r in runs if r.status == "failed"]
+        print(
+            _("{ok}/{n} notebooks ran in {total:.0f} s; index: {index}").format(
+                ok=len([r for r in runs if r.status == "ok"]),
+                n=len(runs),
+                total=total,
+                index=Path(a.out) / "index.md",
+            )
+        )
+        for r in failed:
+            print(_("failed: {error}").format(error=r.error))
+        if a.lang == "en":  # the read is of English sentences
+            _truth_check(runs, Path(a.out))
+        else:
+            _korean_check(runs, Path(a.out))
     return 1 if failed else 0
+
+
+def _korean_check(runs, out: Path) -> None:
+    """Read every executed Korean notebook for English prose outside the kinds that stay English
+    (book.i18n_prose); list it on the console and in index.md."""
+    import nbformat
+
+    from workshop.book import i18n_prose
+
+    found = []
+    for r in runs:
+        if r.output and Path(r.output).is_file():
+            found += [f"{r.notebook}: {p}" for p in i18n_prose.problems(nbformat.read(r.output, 4))]
+    with (out / "index.md").open("a") as f:
+        f.write("\n## 영어 문장 검사\n\n" + ("\n".join(f"- {p}" for p in found) or "없음") + "\n")
+    print(
+        _("English prose check: {n} line(s) to translate").format(n=len(found))
+        if found
+        else _("English prose check: nothing found")
+    )
+    for p in found:
+        print(f"  {p}")
 
 
 def _truth_check(runs, out: Path) -> None:

@@ -82,7 +82,7 @@ def hw(argv: list[str] | None = None) -> int:
         return 0
     print(
         f"CPU: {d['cpu_model']} ({d['vendor']}), {d['cores']} cores, clock {d['clock_ghz']} GHz "
-        f"[{d['clock_source']}]"
+        f"[{_(d['clock_source'])}]"
     )
     print(f"AMX: {d['amx']} | avx512_bf16: {d['avx512_bf16']} | torch capability: {d['torch_capability']}")
     print(f"oneDNN ISA: {d['onednn_isa']} | bf16 matmul kernel: {d['onednn_bf16_impl']}")

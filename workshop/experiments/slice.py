@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from workshop.errors import WorkshopError, check_positive
-from workshop.lang import N_
+from workshop.lang import N_, _
 from workshop.plan import calibration, hardware
 from workshop.plan.estimate import Candidate
 from workshop.plan.memory import GiB, PlanOptions, rank_peak
@@ -136,16 +136,26 @@ def check_memory(cfg: SliceConfig, precision: str, available_bytes: int) -> Fit:
     for vocab in vocabs:
         need = cfg.ranks * rank_bytes(cfg.layers, vocab, cfg, precision)
         if need <= budget:
-            note = f"embedding and head: {vocab:,} rows" + (
-                " (as asked)" if cfg.vocab else " (Llama-3-8B's own)" if vocab == REAL_VOCAB else ""
-            )
+            note = (
+                _("embedding and head: {rows:,} rows (as asked)")
+                if cfg.vocab
+                else _("embedding and head: {rows:,} rows (Llama-3-8B's own)")
+                if vocab == REAL_VOCAB
+                else _("embedding and head: {rows:,} rows")
+            ).format(rows=vocab)
             if not cfg.vocab and vocab != REAL_VOCAB:
                 real = cfg.ranks * rank_bytes(cfg.layers, REAL_VOCAB, cfg, precision)
-                note = (
-                    f"embedding and head cut from Llama-3-8B's {REAL_VOCAB:,} rows to {vocab:,}: with the "
-                    "real "
-                    f"head {cfg.layers} layer(s) need {real / GiB:.1f} GiB over {cfg.ranks} rank(s), this "
-                    f"machine has {gib:.1f} GiB available"
+                note = _(
+                    "embedding and head cut from Llama-3-8B's {real_rows:,} rows to {rows:,}: with the real "
+                    "head {layers} layer(s) need {need:.1f} GiB over {ranks} rank(s), this machine has "
+                    "{gib:.1f} GiB available"
+                ).format(
+                    real_rows=REAL_VOCAB,
+                    rows=vocab,
+                    layers=cfg.layers,
+                    need=real / GiB,
+                    ranks=cfg.ranks,
+                    gib=gib,
                 )
             return Fit(vocab, need, available_bytes, max_layers(vocab, cfg, precision, budget), note)
     vocab = vocabs[-1]
@@ -414,8 +424,8 @@ def summarize(cfg, d, fit: Fit, precision, why, cores, curve, ceilings, metrics,
     split = _split(timers)
     pred = predict_around(d, cfg, fit.vocab, precision, ceilings)
     median_tps = statistics.median(tps)
-    sh = share(model_tflops, ceilings, part_label="the slice's model FLOP rate",
-               reference_label="GEMM ceiling at its shapes", unit="TFLOPS")  # fmt: skip
+    sh = share(model_tflops, ceilings, part_label=_("the slice's model FLOP rate"),
+               reference_label=_("GEMM ceiling at its shapes"), unit="TFLOPS")  # fmt: skip
     mach = machine("cpu")
     out = {
         "benchmark": "slice",

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from workshop.errors import WorkshopError, check_choice
+from workshop.lang import N_
 
 BASE_URL = "https://raw.githubusercontent.com"  # + /<repo>/<tag>/<path>; WORKSHOP_CRDS_BASE_URL overrides
 SHIPPED = Path(__file__).resolve().parent / "schemas"
@@ -106,7 +107,7 @@ RELEASES: tuple[Release, ...] = (
             "8ae55a4c28aa50e4d5d5d58842f265e16131aaeb26d982ae45597fd2f392f4f8",
             "92854a4070992a4775bcf250132b9cb2c7b266155ff693b7fa3f7ba64dbe0a30",
         ),
-        note="Kubernetes 1.29-1.34 (Karpenter's compatibility matrix; nothing newer than 1.34)",
+        note=N_("Kubernetes 1.29-1.34 (Karpenter's compatibility matrix; nothing newer than 1.34)"),
     ),
     Release(
         "karpenter",
@@ -116,8 +117,10 @@ RELEASES: tuple[Release, ...] = (
             "96037dc241031fe0f7a09ddf78183d885ce6a1dfe115f7b3fbf8a12c564be694",
             "62dec59f01c0972d4503ca3ed25f243ba9c2f561be0d964ce7a14c8df406132f",
         ),
-        note="Kubernetes 1.29 and later, 1.35 included (every release since 1.9 supports 1.35; check "
-        "karpenter.sh/v1.14/upgrading/compatibility for newer ones)",
+        note=N_(
+            "Kubernetes 1.29 and later, 1.35 included (every release since 1.9 supports 1.35; check "
+            "karpenter.sh/v1.14/upgrading/compatibility for newer ones)"
+        ),
     ),
     Release(
         "trainer",
@@ -140,7 +143,7 @@ RELEASES: tuple[Release, ...] = (
                 ),
             ),
         ),
-        note="the TrainJob API form with podTemplateOverrides (the original workshop's release)",
+        note=N_("the TrainJob API form with podTemplateOverrides (the original workshop's release)"),
     ),
     Release(
         "trainer",
@@ -150,7 +153,7 @@ RELEASES: tuple[Release, ...] = (
             "69b8dbdf60a18e28cddcc2b8dfc4ce72a943e14b531b9389d593118faee4919f",
             "ec84dc3388fcdbe8c61d3c247a773d14458dd9438e995bea8e50d2a18080eef9",
         ),
-        note="the TrainJob API form with runtimePatches (2.2 and later)",
+        note=N_("the TrainJob API form with runtimePatches (2.2 and later)"),
     ),
 )
 
@@ -187,7 +190,7 @@ def _added(family: str) -> list[Release]:
             continue
         digests = dict(line.split("  ", 1)[::-1] for line in sums.read_text().splitlines() if "  " in line)
         files = tuple((name, upstream, digests.get(name, "")) for name, upstream, _ in LAYOUT[family]())
-        found.append(Release(family, version, files, note="added by you", pinned=False))
+        found.append(Release(family, version, files, note=N_("added by you"), pinned=False))
     return found
 
 
@@ -336,7 +339,9 @@ def new_release(family: str, version: str) -> Release:
         )
     pinned = [r for r in RELEASES if r.family == family and r.version == version]
     return (
-        pinned[0] if pinned else Release(family, version, LAYOUT[family](), note="added by you", pinned=False)
+        pinned[0]
+        if pinned
+        else Release(family, version, LAYOUT[family](), note=N_("added by you"), pinned=False)
     )
 
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 from workshop.errors import WorkshopError, check_choice, check_positive
 from workshop.k8s.base import drop_none, workbook_labels
+from workshop.lang import _
 
 CLUSTER_NAME = "training-on-eks"
 NODE_ROLE = "eksctl-KarpenterNodeRole-training-on-eks"
@@ -220,8 +221,10 @@ class EC2NodeClassSpec:
     def __post_init__(self):
         if bool(self.role) == bool(self.instance_profile):
             raise WorkshopError(
-                "give exactly one of role and instance_profile "
-                f"(got role={self.role!r}, instance_profile={self.instance_profile!r})"
+                _(
+                    "give exactly one of role and instance_profile "
+                    "(got role={role}, instance_profile={profile})"
+                ).format(role=repr(self.role), profile=repr(self.instance_profile))
             )
         check_choice("volume type", self.volume_type, ("gp3", "gp2", "io1", "io2", "st1", "sc1", "standard"))
         check_user_data(self.user_data)
@@ -380,7 +383,9 @@ def gpu_pool(
     for itype in instance_types if known_types else ():
         check_choice("EFA-capable GPU instance type", itype, EFA_GPU_TYPES)
     if not _ZONE.match(zone):
-        raise WorkshopError(f"zone {zone!r} is not an availability-zone name such as us-west-2b")
+        raise WorkshopError(
+            _("zone '{zone}' is not an availability-zone name such as us-west-2b").format(zone=zone)
+        )
     for cap in _strs("capacity_types", capacity_types):
         check_choice("capacity type", cap, CAPACITY_TYPES)
     check_positive("gpu_limit", gpu_limit)

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from workshop.errors import WorkshopError, check_choice
 from workshop.k8s.base import check_dns_label
+from workshop.lang import _
 from workshop.train.outputs import parse_s3_uri
 
 FSX_PROVISIONER = "fsx.csi.aws.com"
@@ -57,12 +58,16 @@ class FsxStorageClass:
         check_dns_label("StorageClass name", self.name)
         if not _SUBNET.match(str(self.subnet_id)):
             raise WorkshopError(
-                f"subnet_id {self.subnet_id!r} is not a subnet id such as subnet-0abc12345def67890 "
-                "(one of the cluster's private subnets, in the nodes' zone)"
+                _(
+                    "subnet_id '{value}' is not a subnet id such as subnet-0abc12345def67890 (one of the "
+                    "cluster's private subnets, in the nodes' zone)"
+                ).format(value=self.subnet_id)
             )
         if not self.security_group_ids or not all(_SG.match(str(s)) for s in self.security_group_ids):
             raise WorkshopError(
-                f"security_group_ids {self.security_group_ids!r} must be ids such as sg-0abc12345def67890"
+                _("security_group_ids {value} must be ids such as sg-0abc12345def67890").format(
+                    value=repr(self.security_group_ids)
+                )
             )
         check_choice("FSx deployment type", self.deployment_type, DEPLOYMENT_TYPES)
         check_choice("reclaim policy", self.reclaim_policy, ("Retain", "Delete"))
@@ -120,8 +125,10 @@ class OutputClaim:
             int(m.group(1)) == 1200 or (int(m.group(1)) >= 2400 and int(m.group(1)) % 2400 == 0)
         ):
             raise WorkshopError(
-                f"FSx for Lustre size {self.size!r} must be 1200Gi or a multiple of 2400Gi "
-                "(one Llama-3-8B checkpoint with optimizer state is ~100 GiB; the final model 16 GiB)"
+                _(
+                    "FSx for Lustre size {size} must be 1200Gi or a multiple of 2400Gi (one Llama-3-8B "
+                    "checkpoint with optimizer state is ~100 GiB; the final model 16 GiB)"
+                ).format(size=repr(self.size))
             )
 
     def to_dict(self) -> dict:
@@ -158,8 +165,10 @@ class OutputStorage:
             parse_s3_uri(self.s3_uri or "")
             if not self.service_account:
                 raise WorkshopError(
-                    "output storage 's3' needs service_account: the IRSA service account whose IAM "
-                    "role may write the bucket (credentials never go into the manifest)"
+                    _(
+                        "output storage 's3' needs service_account: the IRSA service account whose IAM role "
+                        "may write the bucket (credentials never go into the manifest)"
+                    )
                 )
         if not self.mount_path.startswith("/"):
             raise WorkshopError(f"mount_path {self.mount_path!r} must be an absolute path")

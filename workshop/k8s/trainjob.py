@@ -29,6 +29,7 @@ from workshop.k8s.job_sizing import check_nodes, gpu_counts, gpu_resources, size
 from workshop.k8s.karpenter import AMX_TAINT
 from workshop.k8s.storage import OutputStorage
 from workshop.k8s.validate import available_versions, validate_documents
+from workshop.lang import _
 from workshop.plan.models import recipe
 from workshop.train import TrainArgs
 
@@ -295,9 +296,11 @@ class TrainJobSpec:
         form = trainer_form(trainer)
         if self.capabilities and form == "podTemplateOverrides":
             raise WorkshopError(
-                f"Trainer {trainer} cannot add container capabilities {self.capabilities} from a "
-                "TrainJob (podTemplateOverrides has no securityContext); use Trainer >= 2.2.0 "
-                "or a custom ClusterTrainingRuntime"
+                _(
+                    "Trainer {trainer} cannot add container capabilities {caps} from a TrainJob "
+                    "(podTemplateOverrides has no securityContext); use Trainer >= 2.2.0 or a custom "
+                    "ClusterTrainingRuntime"
+                ).format(trainer=trainer, caps=self.capabilities)
             )
         pod = {k: v for k, v in self._pod_spec(form).items() if v is not None}
         spec: dict = {

@@ -15,6 +15,7 @@ from workshop.errors import check_positive
 from workshop.k8s.api_errors import ClusterError
 from workshop.k8s.base import TEARDOWN_COMMAND
 from workshop.k8s.cluster import conditions
+from workshop.lang import _
 
 # kind -> (the controller that writes its status, how to look for it)
 CONTROLLERS = {
@@ -31,21 +32,37 @@ def ref(kind: str, name: str, namespace: str | None = None) -> str:
 
 def diagnose(kind: str, name: str, obj: dict | None, condition: str, waited: float) -> str:
     """Why an object is not `condition` after `waited` seconds, in one line."""
+    what = f"{kind}/{name}"
     if obj is None:
-        return f"{kind}/{name}: not on the cluster (deleted, or never created)"
+        return _("{what}: not on the cluster (deleted, or never created)").format(what=what)
     conds = (obj.get("status") or {}).get("conditions") or []
     if not conds:
-        controller, look = CONTROLLERS.get(kind, ("its controller", "kubectl get pods -A"))
-        return (
-            f"{kind}/{name}: no status at all after {waited:.0f} s: no {controller} controller answered "
-            f"(is it installed and running? `{look}`)"
+        controller, look = CONTROLLERS.get(kind, (None, "kubectl get pods -A"))
+        said = (
+            _(
+                "{what}: no status at all after {waited:.0f} s: no {controller} controller answered "
+                "(is it installed and running? `{look}`)"
+            )
+            if controller
+            else _(
+                "{what}: no status at all after {waited:.0f} s: its controller did not answer "
+                "(is it installed and running? `{look}`)"
+            )
         )
+        return said.format(what=what, waited=waited, controller=controller, look=look)
     for c in conds:
         if c.get("type") == condition:
             why = ": ".join(x for x in (c.get("reason"), c.get("message")) if x)
-            return f"{kind}/{name}: {condition} is {c.get('status')}" + (f" ({why})" if why else "")
+            said = _("{what}: {condition} is {status}").format(
+                what=what, condition=condition, status=c.get("status")
+            )
+            return said + (f" ({why})" if why else "")
     true = [c.get("type") for c in conds if c.get("status") == "True"]
-    return f"{kind}/{name}: no {condition} condition yet (true: {', '.join(true) or 'none'})"
+    if not true:
+        return _("{what}: no {condition} condition yet (none true)").format(what=what, condition=condition)
+    return _("{what}: no {condition} condition yet (true: {true})").format(
+        what=what, condition=condition, true=", ".join(true)
+    )
 
 
 def wait_ready(
@@ -70,7 +87,7 @@ def wait_ready(
     if progress and objects:
         from workshop.launch.progress import bar as make_bar
 
-        bar = make_bar(len(objects), f"waiting for {condition}", unit="object")
+        bar = make_bar(len(objects), _("waiting for {condition}").format(condition=condition), unit="object")
     try:
         while True:
             for o in [o for o in objects if not done[o]]:
@@ -101,9 +118,11 @@ def wait_ready(
         for o in pending:
             echo(diagnose(o[0], o[1], last[o], condition, waited))
         echo(
-            "left on the cluster: "
-            + ", ".join(ref(*o) for o in pending if last[o] is not None)
-            + f"; `{TEARDOWN_COMMAND}` lists them, `{TEARDOWN_COMMAND} --yes` removes them"
+            _(
+                "left on the cluster: {objects}; `{command}` lists them, `{command} --yes` removes them"
+            ).format(
+                objects=", ".join(ref(*o) for o in pending if last[o] is not None), command=TEARDOWN_COMMAND
+            )
         )
     return {f"{k}/{n}": done[(k, n, ns)] for k, n, ns in objects}
 

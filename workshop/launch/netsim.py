@@ -306,11 +306,13 @@ def run_cap(cfg: NetSimConfig, rate: str, topo: Topology | None, progress=print)
         note=note,
         **_summarise(steps),
     )
-    progress(
-        f"  {rate:>9}: {'ok' if ok else 'FAILED'} in {wall:.0f} s, median step "
-        f"{result.step_time_s_median if result.step_time_s_median is not None else '-'} s"
-        + (f", {note}" if note else "")
+    median = result.step_time_s_median if result.step_time_s_median is not None else "-"
+    said = (
+        _("ok in {wall:.0f} s, median step {median} s")
+        if ok
+        else _("FAILED in {wall:.0f} s, median step {median} s")
     )
+    progress(f"  {rate:>9}: " + said.format(wall=wall, median=median) + (f", {note}" if note else ""))
     return result
 
 
@@ -405,7 +407,11 @@ def run(cfg: NetSimConfig, progress=print) -> NetSimReport:
     """Run the training command on `cfg.nodes` simulated nodes at each rate cap; always tears down. Returns
     the NetSimReport: per cap the step times (s), loss and bytes each node sent (MB); `.table()` as rows."""
     mode, reason = choose_mode(cfg.mode, cfg.nodes)
-    progress(f"netsim: {cfg.nodes} nodes x {cfg.procs_per_node} procs, mode={mode} ({reason})")
+    progress(
+        _("netsim: {nodes} nodes x {procs} procs, mode={mode} ({reason})").format(
+            nodes=cfg.nodes, procs=cfg.procs_per_node, mode=mode, reason=reason
+        )
+    )
     _prepare(cfg, progress)
     results = []
     if mode == "netns":

@@ -318,7 +318,10 @@ def run_workbook(
                 )
             )
         runs.append(run)
-        echo(f"    {run.status} in {run.seconds} s" + (f": {run.error}" if run.error else ""))
+        said = {"ok": _("ok in {seconds} s"), "failed": _("failed in {seconds} s")}.get(
+            run.status, "{seconds}"
+        )
+        echo("    " + said.format(seconds=run.seconds) + (f": {run.error}" if run.error else ""))
         if run.status == "failed" and stop_on_failure:
             runs += [NotebookRun(p.name, "skipped") for p in todo[i + 1 :]]
             break

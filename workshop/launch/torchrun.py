@@ -512,7 +512,7 @@ def sweep_threads(
 
     from workshop.train.threads import THREADS_BY_STEP
 
-    label = "{n} ranks x {t} threads"
+    label = _("{n} ranks x {t} threads")
     rows: dict[int, dict] = {
         t: dict(label=label.format(n=nproc_per_node, t=t), threads=t, samples=[], times=[], rounds=[])
         for t in settings

@@ -226,10 +226,10 @@ def _slice_compute(where: str, data: dict, share: float, peak: float) -> tuple[f
         ceiling = statistics.median(ceilings)
         tflops = _number(where, "model_tflops.median (TFLOPS)", data["model_tflops"]["median"])
         ceiling_share = tflops * step / (fb - reduce) / ceiling
-    how = (
-        f"compute = forward+backward {fb:.2f} s less the gradient reduce {reduce:.2f} s of the {step:.2f} s "
+    how = _(
+        "compute = forward+backward {fb:.2f} s less the gradient reduce {reduce:.2f} s of the {step:.2f} s "
         "step (DeepSpeed's timers, rank 0)"
-    )
+    ).format(fb=fb, reduce=reduce, step=step)
     return compute_share, ceiling_share, how
 
 
@@ -305,9 +305,8 @@ def stored_thread_curve() -> tuple[dict | None, str]:
         curve = curve_from_gemm_cells(dev["cpu"]["gemm"])
         det = dev["machine"]["detect"]
         if curve and det.get("amx"):
-            return dict(curve), (
-                f"{AMX_CURVE_JSON}: {det['cpu_model']} with AMX, {det['cores']} cores at "
-                f"{det['clock_ghz']} GHz"
+            return dict(curve), _("{path}: {cpu} with AMX, {cores} cores at {clock} GHz").format(
+                path=AMX_CURVE_JSON, cpu=det["cpu_model"], cores=det["cores"], clock=det["clock_ghz"]
             )
     except (WorkshopError, KeyError, TypeError):
         pass
@@ -336,15 +335,19 @@ def cpu_thread_scaling(
             0.5,
             N_("of linear scaling"),
             N_("assumption"),
-            f"{where}: half of linear assumed",
+            _("{where}: half of linear assumed").format(where=where),
         ), (0.25, 1.0)
     sc = scaling_at(curve, cores)
     return Rate(
         sc.value,
         N_("of linear scaling"),
         N_("measured"),
-        f"bf16 GEMM {'x'.join(map(str, curve.get('shape', [])))} at 1..{sc.measured_up_to} threads "
-        f"({where}): {sc.describe()}",
+        _("bf16 GEMM {shape} at 1..{most} threads ({where}): {how}").format(
+            shape="x".join(map(str, curve.get("shape", []))),
+            most=sc.measured_up_to,
+            where=where,
+            how=sc.describe(),
+        ),
     ), (sc.low, sc.high)
 
 
@@ -420,9 +423,19 @@ def amx_gemm_ceiling() -> AmxCeiling:
         one / peak,
         one,
         clock,
-        f"{AMX_CURVE_JSON}: {det['cpu_model']}, bf16 GEMM {n}x{n}x{n} on 1 thread {one:.3f} TFLOPS = "
-        f"{one / peak:.1%} of one core's {peak:.3f} TFLOPS AMX peak at {clock:g} GHz, "
-        f"{dev['machine']['date']}",
+        _(
+            "{path}: {cpu}, bf16 GEMM {n}x{n}x{n} on 1 thread {one:.3f} TFLOPS = {share:.1%} of one core's "
+            "{peak:.3f} TFLOPS AMX peak at {clock:g} GHz, {date}"
+        ).format(
+            path=AMX_CURVE_JSON,
+            cpu=det["cpu_model"],
+            n=n,
+            one=one,
+            share=one / peak,
+            peak=peak,
+            clock=clock,
+            date=dev["machine"]["date"],
+        ),
     )
 
 

@@ -13,10 +13,11 @@ from typing import Any
 from workshop.errors import WorkshopError, check_positive
 from workshop.lang import _
 from workshop.plan.catalog import InstanceRow, instance_info, list_instances
-from workshop.plan.estimate import MEMORY_STACK, Plan, memory_options, node_for, run_costs
+from workshop.plan.estimate import MEMORY_STACK, Plan, memory_options, run_costs
 from workshop.plan.fit import Recommendation, allocatable, recommend_instance
 from workshop.plan.memory import HEADROOM
 from workshop.plan.models import architecture
+from workshop.plan.nodes import node_for
 from workshop.plan.options import Options, batch_reason, check_range, split_batch, validate
 from workshop.plan.ranking import best_for, filter_plans, hint, mark_pareto, mark_ties, plan_key
 from workshop.tables import hours_text

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from workshop import tables
 from workshop.lang import N_, _
 from workshop.plan import calibration, rates
 from workshop.plan.catalog import InstanceRow, instance_info
-from workshop.plan.estimate import Candidate, Node, estimate, node_for
+from workshop.plan.estimate import Candidate, estimate
 from workshop.plan.models import Architecture, architecture
+from workshop.plan.nodes import Node, node_for
 from workshop.plan.options import Options
 from workshop.plan.topology import LINKS, ORIGINAL_003, ORIGINAL_RUNS, ORIGINAL_STEPS, OriginalWorkload
 from workshop.plan.traffic import original_comparison
@@ -326,7 +328,7 @@ def _amx_host(name: str, cores: int, vcpus: int, clock_ghz: float) -> InstanceRo
 
 
 def _amx_predict(row: InstanceRow, job: Candidate, arch: Architecture):
-    """The planner's step for `job` on a known AMX machine: chapter 01's CPU node (estimate._cpu_node: the
+    """The planner's step for `job` on a known AMX machine: chapter 01's CPU node (nodes._cpu_node: the
     stored CPU rate, thread scaling at the row's cores) with the peak at the machine's own clock."""
     clock = rates.Rate(row.clock_ghz or 0.0, N_("GHz"), N_("measured"), N_("the clock the machine reported"))
     node = node_for(row, Options(), clock)
@@ -458,15 +460,15 @@ def validation() -> list[CheckRow]:
 def format_checks(rows: list[CheckRow]) -> str:
     """The validation table as text: one row per check (its whole label, two rows never read alike), predicted
     and measured in the row's unit (s/step, tokens/s, ...), the error in % and its target."""
-    w = max([len("check")] + [len(r.check) for r in rows])
+    w = max([len("check")] + [tables.width(r.check) for r in rows])  # display width: a Korean label
     head = f"{'check':<{w}} {'predicted':>10} {'measured':>10} {'unit':<9} {'error':>7} {'target':>6}  ok"
     lines = [head, "-" * len(head)]
     for r in rows:
         ok = _("in-sample") if r.in_sample else {True: _("yes"), False: _("MISS"), None: "-"}[r.within]
         tgt = f"{r.target:.0%}" if r.target is not None else "-"
         lines.append(
-            f"{r.check:<{w}} {r.predicted:>10.4g} {r.measured:>10.4g} {r.unit:<9} {r.error:>+7.1%} "
-            f"{tgt:>6}  {ok}"
+            f"{tables.ljust(r.check, w)} {r.predicted:>10.4g} {r.measured:>10.4g} {r.unit:<9} "
+            f"{r.error:>+7.1%} {tgt:>6}  {ok}"
         )
     return "\n".join(lines)
 

@@ -251,7 +251,7 @@ def over_peak(tflops: float, peak: Peak, clock_source: str | None) -> str:
             "above 100% of peak (x{x:.2f}): the clock is wrong, not the peak: at {fpc} FLOP/cycle per core "
             "({path}) this rate needs {need:.2f} GHz, more than the {clock:g} GHz used ({source}; VMs report "
             "the base clock, cores boost higher)"
-        ).format(**said, clock=peak.clock_ghz, source=clock_source)
+        ).format(**said, clock=peak.clock_ghz, source=_(clock_source) if clock_source else clock_source)
     return _(
         "above 100% of peak (x{x:.2f}): the peak is wrong, not the clock: at {fpc} FLOP/cycle per core "
         "({path}) this rate needs {need:.2f} GHz, beyond any x86 core ({max:g} GHz), so this CPU does more "

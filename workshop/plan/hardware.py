@@ -57,7 +57,7 @@ class XeonReference(TypedDict):
 XEON_REFERENCE: XeonReference = {
     "name": "r7i (Sapphire Rapids) all-core turbo",
     "clock_ghz": 3.2,
-    "clock_source": "EC2 DescribeInstanceTypes ProcessorInfo.SustainedClockSpeedInGhz for r7i",
+    "clock_source": N_("EC2 DescribeInstanceTypes ProcessorInfo.SustainedClockSpeedInGhz for r7i"),
 }
 
 

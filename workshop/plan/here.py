@@ -11,9 +11,10 @@ from dataclasses import dataclass
 
 from workshop.errors import WorkshopError
 from workshop.plan import rates
-from workshop.plan.estimate import Candidate, Node, Step, step_terms
+from workshop.plan.estimate import Candidate, Step, step_terms
 from workshop.plan.hardware import Detection, machine_peaks
 from workshop.plan.models import Architecture
+from workshop.plan.nodes import Node
 
 
 @dataclass(frozen=True)

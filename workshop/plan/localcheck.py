@@ -12,8 +12,9 @@ from workshop.errors import WorkshopError
 from workshop.lang import _
 from workshop.plan import rates
 from workshop.plan.costcheck import LOCAL_TARGET, NETSIM_DATE, CheckRow
-from workshop.plan.estimate import Candidate, Node, Plan, estimate, zero3_for
+from workshop.plan.estimate import Candidate, Plan, estimate, zero3_for
 from workshop.plan.models import Architecture, architecture
+from workshop.plan.nodes import Node
 from workshop.plan.zero3 import zero3_calls
 
 

@@ -11,10 +11,12 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import NotRequired, TypedDict
 
-from workshop import errors
+from workshop import errors, tables
 from workshop.errors import WorkshopError, check_choice
 from workshop.lang import N_, _
 from workshop.plan.models import SEQ_LEN, Architecture, architecture
+
+TOTAL_PER_RANK = N_("total per rank")  # the memory table's last row
 
 GiB = 1024**3
 HEADROOM = 0.2  # spare memory asked for above the modelled total when fitting a node (slack, spikes)
@@ -299,7 +301,7 @@ class MemoryPlan:
             f"{k:22s} {v / GiB:7.2f} GiB  {self.placement[k]:6s}  {why.get(k, '')}"
             for k, v in self.components.items()
         ]
-        lines.append(f"{'total per rank':22s} {self.total / GiB:7.2f} GiB")
+        lines.append(f"{tables.ljust(_(TOTAL_PER_RANK), 22)} {self.total / GiB:7.2f} GiB")
         lines.append(self.phase_note())
         return "\n".join(lines)
 

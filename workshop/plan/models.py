@@ -277,8 +277,10 @@ def resolve_source(model: str) -> ModelSource:
         return ModelSource("hub", model, preset_for(model))
     hubs = ", ".join(p.hub_id for p in PRESETS.values() if p.hub_id)
     raise WorkshopError(
-        f"unknown model {model!r}; use a preset ({', '.join(PRESETS)}), an existing checkpoint "
-        f"directory, or a hub id such as {hubs}"
+        _(
+            "unknown model '{model}'; use a preset ({presets}), an existing checkpoint directory, or a hub "
+            "id such as {hubs}"
+        ).format(model=model, presets=", ".join(PRESETS), hubs=hubs)
     )
 
 
@@ -303,13 +305,22 @@ def check_hub_access(hub_id: str, token: str | None = None, revision: str | None
     try:
         return hf_hub_download(hub_id, "config.json", revision=revision, token=token)
     except GatedRepoError as exc:
-        raise WorkshopError(
-            f"{hub_id} is a gated model and this token may not download it "
-            f"({'no token: set HF_TOKEN' if not token else 'token set, but access not granted'}). Accept the "
-            f"licence at https://huggingface.co/{hub_id} with the account that owns the token, wait for the "
-            "approval e-mail, then put that token in the Secret "
-            "(`kubectl create secret generic hf-token ...`)"
-        ) from exc
+        said = (
+            _(
+                "{hub_id} is a gated model and this token may not download it (no token: set HF_TOKEN). "
+                "Accept the licence at https://huggingface.co/{hub_id} with the account that owns the token, "
+                "wait for the approval e-mail, then put that token in the Secret "
+                "(`kubectl create secret generic hf-token ...`)"
+            )
+            if not token
+            else _(
+                "{hub_id} is a gated model and this token may not download it (token set, but access not "
+                "granted). Accept the licence at https://huggingface.co/{hub_id} with the account that owns "
+                "the token, wait for the approval e-mail, then put that token in the Secret "
+                "(`kubectl create secret generic hf-token ...`)"
+            )
+        )
+        raise WorkshopError(said.format(hub_id=hub_id)) from exc
     except RepositoryNotFoundError as exc:
         raise WorkshopError(
             f"no model {hub_id!r} on the hub (or it is private and the token cannot see it); "

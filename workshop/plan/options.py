@@ -242,15 +242,22 @@ def validate(opts: Options) -> None:
     if context:
         check_range(f"seq_len (the model's context is {context:,})", opts.seq_len, 1, context)
     if isinstance(opts.global_batch, bool) or not isinstance(opts.global_batch, int) or opts.global_batch < 1:
-        raise WorkshopError(f"global batch must be a whole number of tokens >= 1, got {opts.global_batch!r}")
+        raise WorkshopError(
+            _("global batch must be a whole number of tokens >= 1, got {value}").format(
+                value=repr(opts.global_batch)
+            )
+        )
     if opts.global_batch % opts.seq_len:
         raise WorkshopError(
-            f"global batch {opts.global_batch:,} tokens is not a whole number "
-            f"of {opts.seq_len}-token sequences"
+            _("global batch {batch:,} tokens is not a whole number of {seq}-token sequences").format(
+                batch=opts.global_batch, seq=opts.seq_len
+            )
         )
     if opts.global_batch > opts.tokens:
         raise WorkshopError(
-            f"global batch {opts.global_batch:,} tokens is more than the token budget {opts.tokens:.3g}: not "
-            "one whole optimizer step; lower --global-batch or raise --tokens"
+            _(
+                "global batch {batch:,} tokens is more than the token budget {tokens:.3g}: not one whole "
+                "optimizer step; lower --global-batch or raise --tokens"
+            ).format(batch=opts.global_batch, tokens=opts.tokens)
         )
     plan_memory(opts.model, world_size=1, seq_len=opts.seq_len, micro_batch=1)  # model and seq_len

@@ -12,11 +12,12 @@ from dataclasses import replace
 from workshop.errors import WorkshopError
 from workshop.lang import _
 from workshop.plan.catalog import InstanceRow
-from workshop.plan.estimate import Candidate, Plan, estimate, job_of, memory_options, node_for, zero3_for
+from workshop.plan.estimate import Candidate, Plan, estimate, job_of, memory_options, zero3_for
 from workshop.plan.fit import fit_instance, pod_cores
 from workshop.plan.job import ranked_job
 from workshop.plan.memory import DEFAULT_ACTIVATIONS, STACK_ACTIVATIONS
 from workshop.plan.models import Architecture
+from workshop.plan.nodes import node_for
 from workshop.plan.options import PLANNER_ERROR, Options, split_batch
 from workshop.plan.zero3 import Zero3Calls
 from workshop.tables import hours_text

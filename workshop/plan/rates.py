@@ -399,7 +399,7 @@ STORAGE = {
             0.24,
             "GB/s",
             N_("data sheet"),
-            "FSx for Lustre SCRATCH_2, 1.2 TiB: 200 MB/s per TiB baseline (bursts higher)",
+            N_("FSx for Lustre SCRATCH_2, 1.2 TiB: 200 MB/s per TiB baseline (bursts higher)"),
         ),
         Rate(0.14, "USD/GB-month", "price", "FSx for Lustre SCRATCH_2, us-east-1, 2025"),
         1200.0,

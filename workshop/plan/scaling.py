@@ -18,6 +18,7 @@ from functools import partial
 from typing import TypedDict
 
 from workshop.errors import WorkshopError, check_positive
+from workshop.lang import _
 from workshop.plan.timer import seconds_per_call
 
 
@@ -43,16 +44,17 @@ class Scaling:
 
     def describe(self) -> str:
         how = (
-            f"within the 1-{self.measured_up_to} cores measured"
+            _("within the 1-{measured} cores measured").format(measured=self.measured_up_to)
             if self.cores <= self.measured_up_to
-            else (
-                f"extrapolated {self.cores / self.measured_up_to:.0f}x beyond the {self.measured_up_to} "
-                "cores measured"
+            else _("extrapolated {x:.0f}x beyond the {measured} cores measured").format(
+                x=self.cores / self.measured_up_to, measured=self.measured_up_to
             )
         )
-        return (
-            f"{self.value:.2f} of linear at {self.cores} cores (range {self.low:.2f}-{self.high:.2f}; "
-            f"TFLOPS ~ threads^{self.exponent:.2f}; {how})"
+        return _(
+            "{value:.2f} of linear at {cores} cores (range {low:.2f}-{high:.2f}; "
+            "TFLOPS ~ threads^{exponent:.2f}; {how})"
+        ).format(
+            value=self.value, cores=self.cores, low=self.low, high=self.high, exponent=self.exponent, how=how
         )
 
 

@@ -109,6 +109,7 @@ def _peak_line(res: Mapping[str, Any]) -> str:
     one median would read as the single share the ceiling line may have refused."""
     pk, tps = res["peak"], res["tokens_per_s"]
     lo, hi = (pk["pct"] * tps[k] / tps["median"] for k in ("min", "max"))
+    clock_source = pk["clock_source"]
     return _(
         "{lo:.1f}-{hi:.1f}% of this CPU's {precision} peak over the measured steps: {peak:.3f} TFLOPS = "
         "{cores} cores x {clock:g} GHz ({source}) x its FLOP/cycle ({path})"
@@ -119,7 +120,7 @@ def _peak_line(res: Mapping[str, Any]) -> str:
         peak=pk["tflops"],
         cores=pk["cores"],
         clock=pk["clock_ghz"],
-        source=pk["clock_source"],
+        source=_(clock_source),
         path=pk["path"],
     )
 

@@ -278,6 +278,7 @@ def rejudge(res: Mapping[str, Any], name: str, where: str | None = None) -> tupl
     base = res["levers"].get(lv.get("base") or "")
     if not base or not lv.get("runs") or not base.get("runs"):
         return N_("cannot be re-judged (no samples stored)"), None
-    labels = (lv["label"], base["label"])
+    own, other = lv["label"], base["label"]
+    labels = (_(own), _(other))  # stored as the catalog's English (N_)
     v = lever_verdict(lv["runs"], base["runs"], labels, where)
     return verdict_word(v, labels[0], min(len(lv["runs"]), len(base["runs"]))), v

@@ -74,7 +74,7 @@ def rows(result: CeilingResult | None = None, path: str | Path = CEILING_JSON) -
                 "lever": name,
                 "label": lv["label"],
                 "status": "measured",
-                "ceiling_of": f"{lv['precision']} ceiling" if other else None,
+                "ceiling_of": _("{precision} ceiling").format(precision=lv["precision"]) if other else None,
                 "tokens_per_s": round(lv["tokens_per_s"]["median"], 1),
                 "pct_of_ceiling": round(pct["median"], 1),
                 "pct_range": (round(min(lo, pct["median"]), 1), round(max(hi, pct["median"]), 1)),

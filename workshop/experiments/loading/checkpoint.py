@@ -115,18 +115,28 @@ class CheckpointInfo:
     model_type: str
 
 
-def verify_checkpoint(path: str | Path) -> CheckpointInfo:
-    """Check config, index and every shard's header before any rank starts, so a bad file fails plainly.
-    Returns the CheckpointInfo: preset, dtype, parameter count, shard files and their bytes."""
-    from safetensors import safe_open
-
+def _folder(path: str | Path) -> Path:
+    """The checkpoint folder, or one error that says it is a file or missing."""
     root = Path(path)
     if not root.is_dir():
-        raise WorkshopError(
-            f"checkpoint directory {str(root)!r} {'is a file' if root.exists() else 'does not exist'}; "
-            "write one with `python -m workshop load checkpoint --out DIR`"
+        said = (
+            _(
+                "checkpoint directory '{root}' is a file; write one with "
+                "`python -m workshop load checkpoint --out DIR`"
+            )
+            if root.exists()
+            else _(
+                "checkpoint directory '{root}' does not exist; write one with "
+                "`python -m workshop load checkpoint --out DIR`"
+            )
         )
-    config = read_json(root / "config.json", "checkpoint config", "a transformers checkpoint's config.json")
+        raise WorkshopError(said.format(root=root))
+    return root
+
+
+def _shards(root: Path) -> tuple[dict | None, list[str]]:
+    """The checkpoint's weight map (None for a single file) and shard file names, or one error that says what
+    is missing."""
     index_file = root / "model.safetensors.index.json"
     if index_file.exists():
         weight_map = read_json(index_file, "safetensors index", "a JSON object with a weight_map").get(
@@ -134,20 +144,35 @@ def verify_checkpoint(path: str | Path) -> CheckpointInfo:
         )
         if not isinstance(weight_map, dict) or not all(isinstance(v, str) for v in weight_map.values()):
             raise WorkshopError(
-                f"{index_file} is not a valid safetensors index: no weight_map of tensor -> file"
+                _("{index} is not a valid safetensors index: no weight_map of tensor -> file").format(
+                    index=index_file
+                )
             )
-        shards = sorted(set(weight_map.values()))
-    elif (root / "model.safetensors").exists():
-        weight_map, shards = None, ["model.safetensors"]
-    else:
-        raise WorkshopError(f"no model.safetensors or model.safetensors.index.json in {root}")
+        return weight_map, sorted(set(weight_map.values()))
+    if (root / "model.safetensors").exists():
+        return None, ["model.safetensors"]
+    raise WorkshopError(_("no model.safetensors or model.safetensors.index.json in {root}").format(root=root))
+
+
+def verify_checkpoint(path: str | Path) -> CheckpointInfo:
+    """Check config, index and every shard's header before any rank starts, so a bad file fails plainly.
+    Returns the CheckpointInfo: preset, dtype, parameter count, shard files and their bytes."""
+    from safetensors import safe_open
+
+    root = _folder(path)
+    config = read_json(root / "config.json", "checkpoint config", "a transformers checkpoint's config.json")
+    weight_map, shards = _shards(root)
     numel = nbytes = 0
     dtypes, seen = set(), set()
     for shard in shards:
         f = root / shard
         shard_bytes = 0
         if not f.exists():
-            raise WorkshopError(f"checkpoint shard {shard!r} listed in the index is missing from {root}")
+            raise WorkshopError(
+                _("checkpoint shard '{shard}' listed in the index is missing from {root}").format(
+                    shard=shard, root=root
+                )
+            )
         try:
             with safe_open(f, framework="pt") as st:
                 for key in st.keys():  # noqa: SIM118  (safe_open is not a dict)
@@ -168,10 +193,14 @@ def verify_checkpoint(path: str | Path) -> CheckpointInfo:
         nbytes += shard_bytes
         size = f.stat().st_size
         if size < shard_bytes:  # cheap extra guard; the header check above catches most truncations
-            raise WorkshopError(f"checkpoint shard {shard!r} is truncated ({size} bytes)")
+            raise WorkshopError(
+                _("checkpoint shard '{shard}' is truncated ({size} bytes)").format(shard=shard, size=size)
+            )
     if weight_map is not None and set(weight_map) != seen:
         missing = sorted(set(weight_map) - seen)[:3]
-        raise WorkshopError(f"index lists tensors not found in the shards, e.g. {missing}")
+        raise WorkshopError(
+            _("the index lists tensors not found in the shards, e.g. {missing}").format(missing=missing)
+        )
     model_type = config.get("model_type", "?")
     dtype = "bf16" if dtypes == {"BF16"} else "fp32" if dtypes == {"F32"} else ",".join(sorted(dtypes))
     return CheckpointInfo(str(root), shards, numel, nbytes, dtype, model_type)
@@ -196,15 +225,19 @@ def preflight_checkpoint(config, dtype: str, out: Path, world_sizes=(1,), method
     have = psutil.virtual_memory().available
     if size * 1.2 > have:
         raise WorkshopError(
-            f"writing this checkpoint builds the model in memory: about {size * 1.2 / GB:.1f} GB "
-            f"needed, {have / GB:.1f} GB available; choose a smaller model or --dtype"
+            _(
+                "writing this checkpoint builds the model in memory: about {need:.1f} GB needed, "
+                "{have:.1f} GB available; choose a smaller model or --dtype"
+            ).format(need=size * 1.2 / GB, have=have / GB)
         )
     probe = out if out.exists() else next(p for p in out.parents if p.exists())
     free = shutil.disk_usage(probe).free
     if size * 1.05 > free:
         raise WorkshopError(
-            f"the checkpoint needs about {size / GB:.1f} GB on disk, {free / GB:.1f} GB free "
-            f"under {probe}; choose another --work-dir"
+            _(
+                "the checkpoint needs about {need:.1f} GB on disk, {free:.1f} GB free under {where}; "
+                "choose another --work-dir"
+            ).format(need=size / GB, free=free / GB, where=probe)
         )
     for n in world_sizes:
         check_world_size(n, model_bytes=size, method=method)

@@ -203,7 +203,7 @@ def credentials_and_region(region: str | None) -> tuple[Any, str | None, str]:
     except Exception as exc:  # noqa: BLE001 - any failure to find credentials means "none"
         return None, None, _("no AWS credentials ({error})").format(error=type(exc).__name__)
     if creds is None:
-        return None, None, _("no AWS credentials found (aws configure, aws sso login, or AWS_PROFILE)")
+        return None, None, _("no AWS credentials found (`aws configure`, `aws sso login`, or AWS_PROFILE)")
     if not session.region_name:
         return None, None, _("no AWS region: --region, or AWS_REGION")
     return session, session.region_name, ""
