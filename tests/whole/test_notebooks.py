@@ -276,6 +276,29 @@ def test_the_runners_kernel_talks_over_unix_sockets_in_a_private_folder(tmp_path
     assert manager.transport == "ipc" and manager.ip == str(tmp_path / "kernel")
 
 
+def test_the_runners_kernel_is_not_interrupted_on_its_way_out(tmp_path, monkeypatch):
+    """jupyter_client interrupts a kernel before it shuts it down; after papermill's last cell that interrupt
+    only made ipykernel print "ERROR | KeyboardInterrupt caught in kernel." into `workshop run`'s output (seen
+    in a newcomer's chapter 02). An interrupt while the kernel runs still goes through."""
+    import asyncio
+
+    from jupyter_client.manager import AsyncKernelManager
+
+    from workshop.launch.notebooks import ipc_kernel_manager
+
+    sent = []
+
+    async def interrupt(self):
+        sent.append(self.shutting_down)
+
+    monkeypatch.setattr(AsyncKernelManager, "_async_interrupt_kernel", interrupt)
+    manager = ipc_kernel_manager(str(tmp_path))()
+    asyncio.run(manager._async_interrupt_kernel())
+    manager.shutting_down = True
+    asyncio.run(manager._async_interrupt_kernel())
+    assert sent == [False]
+
+
 def test_deepspeeds_op_compiles_beside_chapter_02_only_when_ranks_follow(tmp_path, monkeypatch):
     """The C++ op the ranks of chapters 03 and 04 load is built beside chapter 02, which measures nothing,
     instead of inside chapter 03's first launch (~40 CPU s on a machine that has not built it); never beside

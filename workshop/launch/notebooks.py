@@ -180,6 +180,13 @@ def ipc_kernel_manager(socket_dir: str):
         def __init__(self, **kwargs):
             super().__init__(transport="ipc", ip=str(Path(socket_dir) / "kernel"), **kwargs)
 
+        async def _async_interrupt_kernel(self) -> None:
+            # jupyter_client interrupts every kernel before shutting it down; papermill shuts one down after
+            # its last cell, idle, and an interrupt landing in ipykernel's message loop only prints "ERROR |
+            # KeyboardInterrupt caught in kernel." into the run's output. The shutdown still ends the kernel.
+            if not self.shutting_down:
+                await super()._async_interrupt_kernel()
+
     return IPCKernelManager
 
 
