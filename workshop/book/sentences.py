@@ -14,18 +14,34 @@ from workshop.plan.costcheck import CheckRow
 from workshop.plan.hardware import AMX_BF16_FLOP_PER_CYCLE
 
 
-def amx_peak(name: str, cores: int, clock_ghz: float, peak_tflops: float, h100_tflops: float) -> str:
-    """Chapter 01: an AMX socket's theoretical peak, and the original workshop's claim against it. Returns
-    two lines of text (peak in TFLOPS, the claim as % of it, the H100's dense bf16 as a multiple of it)."""
+def amx_peak(name: str, cores: int, catalog_ghz: float, h100_tflops: float) -> str:
+    """Chapter 01: an AMX host's theoretical peak at the one clock this workbook prices AMX at (the measured
+    AMX host's, calibration.cpu_clock_basis: every share of peak stands on it), the catalog's sustained clock
+    named beside it, and the original workshop's claim against that peak. Two lines of text."""
+    from workshop.plan.calibration import cpu_clock_basis
+
+    clock = cpu_clock_basis()
+    peak = cores * clock.value * AMX_BF16_FLOP_PER_CYCLE / 1000
     return (
-        _("{name}: {cores} cores x {clock} GHz x {flop} = {peak:.0f} TFLOPS AMX peak").format(
-            name=name, cores=cores, clock=clock_ghz, flop=AMX_BF16_FLOP_PER_CYCLE, peak=peak_tflops
+        _(
+            "{name}: {cores} cores x {clock:g} GHz x {flop} = {peak:.0f} TFLOPS AMX peak at "
+            "{cite}; the catalog's sustained {catalog:g} GHz would give {catalog_peak:.0f} TFLOPS, but no "
+            "share in this workbook is of that clock"
+        ).format(
+            name=name,
+            cores=cores,
+            clock=clock.value,
+            flop=AMX_BF16_FLOP_PER_CYCLE,
+            peak=peak,
+            cite=_(clock.source),
+            catalog=catalog_ghz,
+            catalog_peak=cores * catalog_ghz * AMX_BF16_FLOP_PER_CYCLE / 1000,
         )
         + "\n"
         + _(
             "the original workshop's 30-50 TFLOPS = {low:.0f}-{high:.0f}% of it; "
             "H100 dense bf16 / AMX peak = {ratio:.1f}x"
-        ).format(low=3000 / peak_tflops, high=5000 / peak_tflops, ratio=h100_tflops / peak_tflops)
+        ).format(low=3000 / peak, high=5000 / peak, ratio=h100_tflops / peak)
     )
 
 
