@@ -221,17 +221,6 @@ KNOWN_COPIES = {
         "seq_len",
         "zero_stage",
     },  # fmt: skip
-    # - OriginalWorkload: the original workshop's measured runs (chapter 06's data). Holding a plan.job.Job
-    #   makes plan/topology.py (which the training entry point imports, through plan/traffic.py) reach
-    #   plan/job.py and with it the EC2 catalog and moto, which the training image does not install
-    #   (tests/k8s/test_trainjob.py::test_image_holds_everything_training_imports): not done yet.
-    "workshop/plan/topology.py:OriginalWorkload": {
-        "grad_ckpt",
-        "micro_batch",
-        "offload_optimizer",
-        "offload_param",
-        "zero_stage",
-    },  # fmt: skip
     # - Job's own global_batch: the planned job's tokens per optimizer step (the entry point has no such flag:
     #   it is micro-batch x accumulation x ranks x sequence there, derived by Plan.grad_accum).
     "workshop/plan/job.py:Job": {"global_batch"},
@@ -515,3 +504,29 @@ def test_the_rendered_jobs_checkpoint_at_the_stated_share():
             assert p.checkpoint_hours / p.hours == pytest.approx(CHECKPOINT_SHARE, abs=0.005), name
         else:
             assert p.checkpoint_hours == 0 and p.train_hours < 1, name
+
+
+def test_chapter_06_placements_are_planned_jobs():
+    """Chapter 06's TrainJobs (the original workload as pods x GPUs per pod) come from a plan: their arguments
+    multiply back to the global batch they state, their steps to the tokens, and they carry the plan's
+    predicted hours and dollars (4 one-GPU pods hold 4 nodes, billed whole: dearer than 1 pod of 4)."""
+    from workshop.k8s.placement import placement_trainjob
+
+    usd = {}
+    for pods, gpus in [(1, 4), (4, 1)]:
+        job = placement_trainjob("p4d.24xlarge", pods, gpus).documents("2.3.0")[0]
+        trainer, notes = job["spec"]["trainer"], job["metadata"]["annotations"]
+        args = trainer["args"]
+        batch = int(notes["workshop.example.com/global-batch-tokens"])
+        made = trainer["numNodes"] * trainer["numProcPerNode"] * _arg(args, "--micro-batch")
+        assert made * _arg(args, "--grad-accum") * _arg(args, "--seq-len") == batch == pods * gpus * 4 * 512
+        steps = int(notes["workshop.example.com/steps"])
+        assert steps == _arg(args, "--max-steps") == 50
+        assert int(notes["workshop.example.com/tokens"]) == steps * batch
+        assert (
+            float(notes["workshop.example.com/predicted-hours"])
+            > float(notes["workshop.example.com/checkpoint-hours"])
+            > 0
+        )
+        usd[pods] = float(notes["workshop.example.com/predicted-usd"])
+    assert usd[4] > usd[1] > 0

@@ -301,8 +301,8 @@ def _check_pod(row: InstanceRow, pl: Placement, what: str) -> None:
         raise WorkshopError(
             f"{what}: {name} is {'a GPU' if row.gpus else 'a CPU'} type, the plan a {pl.device} one"
         )
-    if pl.device == "gpu":
-        if pl.procs_per_node != row.gpus or pl.gpus_per_node != row.gpus:
+    if pl.device == "gpu":  # one rank per GPU; a pod may hold fewer GPUs than its node (chapter 06's 4 x 1)
+        if pl.procs_per_node != pl.gpus_per_node or not 1 <= pl.gpus_per_node <= row.gpus:
             raise WorkshopError(
                 f"{what}: {name} has {row.gpus} GPUs, the plan runs {pl.procs_per_node} rank(s) on "
                 f"{pl.gpus_per_node} GPU(s) per node"
