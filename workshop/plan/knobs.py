@@ -22,9 +22,23 @@ def arg(default: Any, help: str | None = None, *, always: bool = False) -> Any:
 
 
 @dataclass(frozen=True, kw_only=True)
-class Knobs:
-    """The job's knobs. Units: seq_len in tokens, micro_batch in sequences per rank per forward, lr per
-    optimizer step, save_steps, warmup_steps and eval_steps in optimizer steps."""
+class MemoryKnobs:
+    """The knobs that decide what a rank holds, the memory planner's inputs (workshop.plan.memory.MemoryPlan
+    holds them). Units: seq_len in tokens, micro_batch in sequences per rank per forward."""
+
+    method: str = arg("full", "full (every weight trains) | lora (low-rank adapters, PEFT)")
+    seq_len: int = arg(128)
+    micro_batch: int = arg(4, "sequences per rank per forward")
+    zero_stage: int = arg(3)
+    offload_optimizer: bool = arg(False)
+    offload_param: bool = arg(False)
+    grad_ckpt: bool = arg(False, "gradient checkpointing")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Knobs(MemoryKnobs):
+    """The job's knobs: what a rank holds (MemoryKnobs) and the rest of the recipe. Units: lr per optimizer
+    step, save_steps, warmup_steps and eval_steps in optimizer steps."""
 
     dataset: str = arg(
         "local",
@@ -33,16 +47,9 @@ class Knobs:
     eval_fraction: float = arg(0.0, "hold out this fraction of the samples for evaluation (0: none)")
     eval_split: str | None = arg(None, "evaluate on the dataset's own split, e.g. validation")
     eval_steps: int = arg(0, "evaluate every N steps (0: only at the end); needs a held-out split")
-    method: str = arg("full", "full (every weight trains) | lora (low-rank adapters, PEFT)")
-    seq_len: int = arg(128)
-    micro_batch: int = arg(4, "sequences per rank per forward")
     # bf16 where the hardware has native bf16 math, else fp32 (hardware.resolve_precision)
     precision: str = arg("auto", "auto (bf16 on GPUs and CPUs with AMX/AVX512_BF16, else fp32) | bf16 | fp32")
     engine: str = arg("deepspeed", "deepspeed | ddp")
-    zero_stage: int = arg(3)
-    offload_optimizer: bool = arg(False)
-    offload_param: bool = arg(False)
-    grad_ckpt: bool = arg(False, "gradient checkpointing")
     save_steps: int = arg(0, "checkpoint every N steps (0: never)")
     lr: float = arg(1e-3)
     warmup_steps: int = arg(2)
