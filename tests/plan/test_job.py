@@ -203,11 +203,12 @@ KNOBS = ("seq_len", "global_batch", "micro_batch", "zero_stage", "offload_optimi
          "method", "eval_split", "eval_fraction", "eval_steps")  # fmt: skip
 HOME = "workshop/plan/knobs.py:Knobs"
 KNOWN_COPIES = {
-    # Left (issue 46, session 3), each with why it is not yet a view of Job:
-    # - Options: the ranking's query. global_batch, seq_len and method are the job the learner asks the
-    #   planner for; ranking.job_groups turns them into the one plan.job.Job every candidate holds
-    #   (job.ranked_job). Holding a Job here needs the model and budget checks of options.validate to run
-    #   before a Job exists (the hostile-input messages name the flag): not done yet.
+    # Left (issue 46, session 4), each with why it is not a view of Job:
+    # - Options: the ranking's query (the flags of `workshop plan`). global_batch, seq_len and method are
+    #   the job the learner asks the planner for; ranking.job_groups turns them into the one plan.job.Job
+    #   every candidate holds (job.ranked_job). Holding a Job here needs the model and budget checks of
+    #   options.validate to run before a Job exists (the hostile-input messages name the flag), and every
+    #   chapter's `Options(...)` call to change: not done yet.
     "workshop/plan/options.py:Options": {"global_batch", "seq_len", "method"},
     # - Job's own global_batch: the planned job's tokens per optimizer step (the entry point has no such flag:
     #   it is micro-batch x accumulation x ranks x sequence there, derived by Plan.grad_accum).
