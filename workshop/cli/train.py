@@ -10,7 +10,6 @@ import argparse
 import dataclasses
 import sys
 import typing
-from dataclasses import fields
 
 from workshop.cli.base import command
 from workshop.errors import WorkshopError
@@ -19,6 +18,7 @@ from workshop.train.args import (
     DESCRIPTION,
     PROG,
     TrainArgs,
+    command_line_fields,
     field_default,
     field_kind,
     flag_of,
@@ -55,7 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog=PROG, description=DESCRIPTION, formatter_class=argparse.ArgumentDefaultsHelpFormatter
     )
     hints = typing.get_type_hints(TrainArgs)
-    for f in fields(TrainArgs):
+    for f in command_line_fields():
         p.add_argument(flag_of(f.name), **_argument(f, hints[f.name]))
     return p
 

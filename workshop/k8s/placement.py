@@ -7,9 +7,9 @@ from __future__ import annotations
 from workshop.errors import WorkshopError, check_choice, check_positive
 from workshop.k8s.karpenter import gpu_pool
 from workshop.k8s.planned_job import ANNOTATION_PREFIX
-from workshop.k8s.trainjob import gpu_trainjob, trainer_form
-from workshop.plan.models import SEQ_LEN, get_preset
-from workshop.plan.topology import ORIGINAL_STEPS, GpuInstance, OriginalWorkload, instance
+from workshop.k8s.trainjob import gpu_trainjob, train_args, trainer_form
+from workshop.plan.original import original_plan
+from workshop.plan.topology import GpuInstance, OriginalWorkload, instance
 
 
 def _check_placement(instance_type: str, pods: int, gpus_per_pod: int) -> GpuInstance:
@@ -44,10 +44,11 @@ def placement_trainjob(
     efa_per_pod: int | None = None,
     trainer: str = "2.3.0",
     nccl_debug: str = "INFO",
-    workload: OriginalWorkload | None = None,
 ):
-    """The original workshop's job (a TrainJobSpec) as "pods x gpus_per_pod" on one instance type: chapter
-    05's gpu_trainjob, with the per-pod GPU and EFA counts this chapter compares.
+    """The original workshop's job (a TrainJobSpec) as "pods x gpus_per_pod" on one instance type, from its
+    plan (workshop.plan.original: the original's Job, this placement, chapter 06's predicted step): chapter
+    05's gpu_trainjob with the per-pod GPU and EFA counts this chapter compares, the plan's Job as the
+    arguments and its global batch, tokens, steps and predicted hours and dollars as annotations.
 
     EFA per pod: a single pod gets all of the instance's devices; several pods get one each, as in the
     original workshop (pass efa_per_pod to give them more); network="eni" requests none, so NCCL falls back to
@@ -62,31 +63,27 @@ def placement_trainjob(
     else:
         efa = efa_per_pod if efa_per_pod is not None else (inst.efa_devices if pods == 1 else 1)
         check_positive("efa_per_pod", efa)
-    w = workload or OriginalWorkload()
-    # the original workload as it ran: the hub's weights, so the fine-tune's recipe (wikitext-2, seq 512,
-    # lr 2e-5, warm-up 10) comes with them (workshop.plan.models.FINETUNE)
+    plan = original_plan(instance_type, pods, gpus_per_pod, network=network, efa_per_pod=efa)
+    w = OriginalWorkload()
     spec = gpu_trainjob(
         f"{instance_type.split('.')[0]}-{pods}x{gpus_per_pod}-{network}",
-        model=get_preset(w.model).hub_id or w.model,
         nodes=pods,
         instance_type=instance_type,
         gpus_per_node=gpus_per_pod,
         efa_per_node=efa,
         ipc_lock=trainer_form(trainer) == "runtimePatches",
-        micro_batch=w.micro_batch,
-        grad_accum=w.grad_accum,
-        grad_ckpt=w.grad_ckpt,
-        offload_optimizer=w.offload_optimizer,
-        offload_param=w.offload_param,
-        max_steps=ORIGINAL_STEPS,
+        args=train_args(
+            plan.job.train_model,
+            name=f"{instance_type.split('.')[0]}-{pods}x{gpus_per_pod}-{network}",
+            with_recipe=False,
+            **{k: v for k, v in plan.train_kwargs().items() if k != "model"},
+        ),
         env={"NCCL_DEBUG": nccl_debug, **w.env},
         one_pod_per_node=True,
     )
-    batch = pods * gpus_per_pod * w.micro_batch * w.grad_accum * SEQ_LEN  # what the original trained per step
     spec.annotations = {
-        ANNOTATION_PREFIX + "global-batch-tokens": str(batch),
-        ANNOTATION_PREFIX + "steps": str(ORIGINAL_STEPS),
-        ANNOTATION_PREFIX + "tokens": str(batch * ORIGINAL_STEPS),
+        **{ANNOTATION_PREFIX + k: v for k, v in plan.summary().items()},
         ANNOTATION_PREFIX + "workload": "the original workshop's (chapter 06 compares its placements)",
+        ANNOTATION_PREFIX + "predicted-by": plan.prediction.sources["step"],
     }
     return spec

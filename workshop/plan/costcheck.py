@@ -140,13 +140,13 @@ def original_gpu_rows(source: str | None = None) -> list[CheckRow]:
         job = Candidate.measured(
             run.pods,
             run.gpus_per_pod,
-            w.zero_stage,
-            w.micro_batch,
+            w.knobs.zero_stage,
+            w.knobs.micro_batch,
             w.grad_accum,
             512,
-            w.grad_ckpt,
-            w.offload_optimizer,
-            w.offload_param,
+            w.knobs.grad_ckpt,
+            w.knobs.offload_optimizer,
+            w.knobs.offload_param,
         )
         p = estimate(node, job, arch, 1e6)
         measured = run.seconds / ORIGINAL_STEPS

@@ -17,8 +17,9 @@ _KINDS: dict[str, tuple[type, ...]] = {
 }
 
 
-def build(cls: type, section: dict[str, Any], key: str) -> Any:
-    """A dataclass from a plan file's section: every field without a default present, each of its type."""
+def build(cls: type, section: dict[str, Any], key: str, *, every_field: bool = False) -> Any:
+    """A dataclass from a plan file's section: every field without a default present (`every_field`: every
+    field, where the defaults are not the file's), each of its type."""
     kw: dict[str, Any] = {}
     known = {f.name for f in fields(cls)}
     extra = sorted(set(section) - known)
@@ -29,7 +30,7 @@ def build(cls: type, section: dict[str, Any], key: str) -> Any:
     for f in fields(cls):
         name = f"{key}.{f.name}"
         if f.name not in section:
-            if f.default is not MISSING or f.default_factory is not MISSING:
+            if not every_field and (f.default is not MISSING or f.default_factory is not MISSING):
                 continue
             raise WorkshopError(f"plan file field '{name}' is missing")
         value = section[f.name]

@@ -16,7 +16,7 @@ import math
 import os
 import tempfile
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, fields, replace
 from datetime import date
 from pathlib import Path
 from typing import Any
@@ -26,6 +26,7 @@ from workshop.paths import MANIFESTS_DIR
 from workshop.plan.catalog import InstanceRow, instance_info
 from workshop.plan.fit import allocatable, pod_cores, vcpus_per_core
 from workshop.plan.from_json import build
+from workshop.plan.knobs import Knobs
 from workshop.plan.memory import METHODS
 from workshop.plan.models import get_preset, recipe
 from workshop.plan.options import STORAGES, checkpoint_every_s
@@ -51,35 +52,19 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True)
-class Job:
-    """What is trained: the model and where its weights come from, the data, how much of it (a token budget;
-    `epochs` derives from it), the sequence, the global batch (tokens per optimizer step), precision,
-    engine, ZeRO stage and offload, activation checkpointing, learning rate and warm-up, and the checkpoint
-    interval (optimizer steps; 0: only the final save). Steps and tokens are derived, never stored twice."""
+@dataclass(frozen=True, kw_only=True)
+class Job(Knobs):
+    """What is trained: the model and where its weights come from, how much data (a token budget; `epochs`
+    derives from it), the global batch (tokens per optimizer step), and the job's knobs (`Knobs`, declared
+    once for this Job and the entry point's TrainArgs: dataset, sequence, micro-batch, precision, engine, ZeRO
+    stage and offload, activation checkpointing, learning rate and warm-up, checkpoint interval in optimizer
+    steps with 0 for only the final save, held-out evaluation). Steps and tokens are derived, never stored
+    twice. A plan file names every field (load_plan): Knobs' defaults are the lessons', not a plan's."""
 
     model: str  # the architecture preset the planner sized (llama-3-8b)
     weights: str  # hub | random
-    dataset: str
     tokens: float  # the token budget
-    seq_len: int
     global_batch: int  # tokens per optimizer step, over every rank
-    micro_batch: int  # sequences per rank per forward (the memory plan's pick)
-    precision: str = "bf16"
-    engine: str = "deepspeed"
-    method: str = "full"  # full fine-tuning, or lora (adapters on frozen weights)
-    zero_stage: int = 3
-    offload_optimizer: bool = False
-    offload_param: bool = False
-    grad_ckpt: bool = False
-    lr: float = 2e-5
-    warmup_steps: int = 10
-    save_steps: int = 0
-    # held-out evaluation, so the run can be judged: the dataset's own split where it has one (wikitext's
-    # validation), else a fraction of the samples; every eval_steps optimizer steps and at the end
-    eval_split: str | None = None
-    eval_fraction: float = 0.0
-    eval_steps: int = 0
 
     @property
     def steps(self) -> int:
@@ -227,28 +212,13 @@ class Plan:
         """The Job as TrainArgs keywords (the TrainJob's arguments): the view every TrainJob renders, the
         accumulation derived once from the placement's ranks."""
         job, pl = self.job, self.placement
-        out: dict[str, Any] = {
-            "model": job.train_model,
-            "dataset": job.dataset,
-            "seq_len": job.seq_len,
-            "micro_batch": job.micro_batch,
-            "grad_accum": self.grad_accum,
-            "max_steps": job.steps,
-            "precision": job.precision,
-            "engine": job.engine,
-            "method": job.method,
-            "zero_stage": job.zero_stage,
-            "offload_optimizer": job.offload_optimizer,
-            "offload_param": job.offload_param,
-            "grad_ckpt": job.grad_ckpt,
-            "lr": job.lr,
-            "warmup_steps": job.warmup_steps,
-            "save_steps": job.save_steps,
-            "eval_split": job.eval_split,
-            "eval_fraction": job.eval_fraction,
-            "eval_steps": job.eval_steps,
-            "backend": "gloo" if pl.device == "cpu" else "nccl",
-        }
+        out: dict[str, Any] = {f.name: getattr(job, f.name) for f in fields(Knobs)}  # the knobs, as they are
+        out.update(
+            model=job.train_model,
+            grad_accum=self.grad_accum,
+            max_steps=job.steps,
+            backend="gloo" if pl.device == "cpu" else "nccl",
+        )
         if pl.device == "cpu":
             out["threads"] = pl.threads_per_rank
         return out
@@ -331,8 +301,8 @@ def _check_pod(row: InstanceRow, pl: Placement, what: str) -> None:
         raise WorkshopError(
             f"{what}: {name} is {'a GPU' if row.gpus else 'a CPU'} type, the plan a {pl.device} one"
         )
-    if pl.device == "gpu":
-        if pl.procs_per_node != row.gpus or pl.gpus_per_node != row.gpus:
+    if pl.device == "gpu":  # one rank per GPU; a pod may hold fewer GPUs than its node (chapter 06's 4 x 1)
+        if pl.procs_per_node != pl.gpus_per_node or not 1 <= pl.gpus_per_node <= row.gpus:
             raise WorkshopError(
                 f"{what}: {name} has {row.gpus} GPUs, the plan runs {pl.procs_per_node} rank(s) on "
                 f"{pl.gpus_per_node} GPU(s) per node"
@@ -435,6 +405,7 @@ def ranked_job(
         seq_len=seq_len,
         global_batch=global_batch,
         micro_batch=1,
+        precision="bf16",
         method=method,
         lr=settings["lr"],
         warmup_steps=settings["warmup_steps"],
@@ -552,7 +523,7 @@ def plan_from_dict(data: dict[str, Any]) -> Plan:
         section = data.get(key)
         if not isinstance(section, dict):
             raise WorkshopError(f"plan file field '{key}' is missing or not an object")
-        parts[key] = build(cls, section, key)
+        parts[key] = build(cls, section, key, every_field=cls is Job)
     trainer = data.get("trainer", "2.3.0")
     if not isinstance(trainer, str):
         raise WorkshopError(f"plan file field 'trainer' must be a release such as 2.3.0, got {trainer!r}")

@@ -14,6 +14,7 @@ from typing import NotRequired, TypedDict
 from workshop import errors, tables
 from workshop.errors import WorkshopError, check_choice
 from workshop.lang import N_, _
+from workshop.plan.knobs import MemoryKnobs
 from workshop.plan.models import SEQ_LEN, Architecture, architecture
 
 TOTAL_PER_RANK = N_("total per rank")  # the memory table's last row
@@ -151,18 +152,41 @@ class MemoryPlan:
     params: int
     world_size: int
     procs_per_node: int
-    zero_stage: int
-    offload_optimizer: bool
-    offload_param: bool
-    micro_batch: int
-    seq_len: int
-    grad_ckpt: bool
+    knobs: MemoryKnobs  # what it sized: ZeRO stage, offloads, micro-batch, sequence, checkpointing, method
     dtype: str
     device: str
     components: dict[str, int] = field(default_factory=dict)
     placement: dict[str, str] = field(default_factory=dict)
     activations: str = DEFAULT_ACTIVATIONS  # the stack's activation model (ACTIVATIONS)
-    method: str = "full"
+
+    # the knobs, read through (declared once, in workshop.plan.knobs)
+    @property
+    def zero_stage(self) -> int:
+        return self.knobs.zero_stage
+
+    @property
+    def offload_optimizer(self) -> bool:
+        return self.knobs.offload_optimizer
+
+    @property
+    def offload_param(self) -> bool:
+        return self.knobs.offload_param
+
+    @property
+    def micro_batch(self) -> int:
+        return self.knobs.micro_batch
+
+    @property
+    def seq_len(self) -> int:
+        return self.knobs.seq_len
+
+    @property
+    def grad_ckpt(self) -> bool:
+        return self.knobs.grad_ckpt
+
+    @property
+    def method(self) -> str:
+        return self.knobs.method
 
     def _step_keys(self) -> tuple[str, ...]:
         """The step's transient buffers; an offloaded optimizer keeps its fp32 gradient buffer all along."""
@@ -327,8 +351,10 @@ class MemoryPlan:
         return PlanOptions(**{k: getattr(self, k) for k in PlanOptions.__annotations__})  # type: ignore[typeddict-item]
 
     def as_dict(self) -> dict:
+        flat = asdict(self)
         return {
-            **asdict(self),
+            **{k: v for k, v in flat.items() if k != "knobs"},
+            **flat["knobs"],
             "total": self.total,
             "host_bytes": self.host_bytes,
             "device_bytes": self.device_bytes,
@@ -485,16 +511,18 @@ def _plan(
         arch.params,
         world_size,
         procs_per_node,
-        opts["zero_stage"],
-        opts["offload_optimizer"],
-        opts["offload_param"],
-        opts["micro_batch"],
-        opts["seq_len"],
-        opts["grad_ckpt"],
+        MemoryKnobs(
+            zero_stage=opts["zero_stage"],
+            offload_optimizer=opts["offload_optimizer"],
+            offload_param=opts["offload_param"],
+            micro_batch=opts["micro_batch"],
+            seq_len=opts["seq_len"],
+            grad_ckpt=opts["grad_ckpt"],
+            method=opts.get("method", "full"),
+        ),
         opts["dtype"],
         device,
         comp,
         _placement(comp, opts, device),
         opts.get("activations", DEFAULT_ACTIVATIONS),
-        opts.get("method", "full"),
     )

@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 
 from workshop.errors import WorkshopError, check_choice
 from workshop.lang import N_
+from workshop.plan.knobs import Knobs
+from workshop.plan.models import SEQ_LEN
 
 GB = 1e9  # bandwidths and bytes in decimal GB, as vendors publish them
 
@@ -227,13 +229,24 @@ class OriginalWorkload:
     model: str = "llama-3-8b"
     params: int = 8_030_261_248  # the Trainer's "Number of trainable parameters"
     world: int = 4
-    micro_batch: int = 1
     grad_accum: int = 4
     bytes_per_param: int = 2  # bf16
-    zero_stage: int = 3
-    offload_param: bool = True
-    offload_optimizer: bool = True
-    grad_ckpt: bool = True
+    # the job's knobs as the original ran them (declared in Knobs, set here): the fine-tune's recipe
+    # (wikitext-2, seq 512, lr 2e-5, warm-up 10), ZeRO-3 with both offloads and activation checkpointing,
+    # micro-batch 1, one checkpoint at its 50th and last step
+    knobs: Knobs = Knobs(
+        dataset="wikitext",
+        seq_len=SEQ_LEN,
+        micro_batch=1,
+        precision="bf16",
+        zero_stage=3,
+        offload_optimizer=True,
+        offload_param=True,
+        grad_ckpt=True,
+        save_steps=50,
+        lr=2e-5,
+        warmup_steps=10,
+    )
     reduce_bucket_size: float = 5e7
     prefetch_bucket_size: float = 5e7
     max_live_parameters: float = 1e8

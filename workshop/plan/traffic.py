@@ -156,12 +156,12 @@ def original_traffic(w: OriginalWorkload | None = None) -> Traffic:
     return zero_traffic(
         w.params,
         w.world,
-        w.zero_stage,
+        w.knobs.zero_stage,
         grad_accum=w.grad_accum,
         bytes_per_param=w.bytes_per_param,
-        grad_ckpt=w.grad_ckpt,
-        offload_param=w.offload_param,
-        offload_optimizer=w.offload_optimizer,
+        grad_ckpt=w.knobs.grad_ckpt,
+        offload_param=w.knobs.offload_param,
+        offload_optimizer=w.knobs.offload_optimizer,
     )
 
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from workshop.errors import WorkshopError, check_choice, check_output, check_positive, read_json, read_text
+from workshop.plan.knobs import Knobs, arg
 from workshop.plan.models import PRESETS, resolve_source
 from workshop.train.outputs import parse_s3_uri
 from workshop.train.shm import ALLREDUCES
@@ -55,30 +56,19 @@ def json_object(text: str) -> dict:
     return value
 
 
-def arg(default, help: str | None = None, *, always: bool = False):
-    """A TrainArgs field: its default, its --help text, and `always` to put it on every command line."""
-    return field(default=default, metadata={"help": help, "always": always})
-
-
-@dataclass
-class TrainArgs:
+@dataclass(frozen=True)
+class TrainArgs(Knobs):
     """The training run's arguments, one field per flag of `python -m workshop.train` (`--seq-len` is
-    `seq_len`); `to_argv()` is the command line, `validate()` every check. Units: seq_len in tokens,
-    micro_batch in sequences per rank, lr per step, dist_timeout_min in minutes."""
+    `seq_len`); `to_argv()` is the command line, `validate()` every check. The job's knobs (dataset, method,
+    seq_len, micro_batch, precision, engine, ZeRO, checkpointing, lr, ...) are inherited from
+    `workshop.plan.knobs.Knobs`, declared there once for this grammar and for the planner's Job; the run's
+    own settings are declared here. Units: dist_timeout_min in minutes (the knobs': see Knobs)."""
 
     model: str = arg("tiny", f"preset ({', '.join(PRESETS)}), local dir or hub id", always=True)
-    dataset: str = arg(
-        "local",
-        "local | wikitext | a text file (one sample a line) | a .jsonl file | a hub dataset id (org/name)",
-    )
     text_column: str | None = arg(None, "the dataset's column to train on (default: text; --chat: messages)")
     chat: bool = arg(  # a messages column through the tokenizer's chat template (workshop.train.data)
         False, "the column holds chat messages: format each sample with the tokenizer's chat template"
     )
-    eval_fraction: float = arg(0.0, "hold out this fraction of the samples for evaluation (0: none)")
-    eval_split: str | None = arg(None, "evaluate on the dataset's own split, e.g. validation")
-    eval_steps: int = arg(0, "evaluate every N steps (0: only at the end); needs a held-out split")
-    method: str = arg("full", "full (every weight trains) | lora (low-rank adapters, PEFT)")
     lora_rank: int = arg(8, "LoRA: the adapters' rank r")
     lora_alpha: float = arg(16.0, "LoRA: the scale alpha (updates are scaled by alpha / r)")
     lora_targets: str = arg("all-linear", "LoRA: comma-separated module names, or all-linear")
@@ -86,18 +76,13 @@ class TrainArgs:
         False, "LoRA with --save-model: also save the merged model to <output-dir>/final/merged"
     )
     tensorboard: bool = arg(True, "rank 0 writes TensorBoard event files to <output-dir>/tensorboard")
-    seq_len: int = arg(128)
-    micro_batch: int = arg(4, "sequences per rank per forward")
     grad_accum: int = arg(1)
     max_steps: int = arg(20, "optimizer steps", always=True)
-    # bf16 where the hardware has native bf16 math, else fp32 (hardware.resolve_precision)
-    precision: str = arg("auto", "auto (bf16 on GPUs and CPUs with AMX/AVX512_BF16, else fp32) | bf16 | fp32")
     master_weights: bool = arg(  # DDP + bf16: bf16 weights, fp32 masters in the optimizer, no autocast
         False,
         "bf16 only: keep the model in bf16 and fp32 master copies in the optimizer, no autocast "
         "(DDP then all-reduces bf16 gradients); DeepSpeed's bf16 mode always works this way",
     )
-    engine: str = arg("deepspeed", "deepspeed | ddp")
     allreduce: str = (
         arg(  # DDP's gradient all-reduce: shm on one host, else the backend's (workshop.train.shm)
             "auto",
@@ -106,23 +91,16 @@ class TrainArgs:
         )
     )
     ddp_bucket_mb: int | None = arg(None, "DDP's gradient bucket size (default 25)")  # torch's default: 25 MB
-    zero_stage: int = arg(3)
-    offload_optimizer: bool = arg(False)
-    offload_param: bool = arg(False)
     backend: str = arg("auto", "auto (gloo on CPU, nccl on GPU) | gloo | nccl")
     threads: int | None = arg(None, "torch/OpenMP threads per rank")
     layers: int | None = arg(None, "a preset's decoder layers instead of its own count (a slice of it)")
     vocab: int | None = arg(None, "a preset's embedding and head rows instead of its own (a slice of it)")
-    grad_ckpt: bool = arg(False, "gradient checkpointing")
     packing: bool = arg(True, "pack tokens into full blocks (else: one line per sample, padded)")
     min_chars: int = arg(1, "drop lines shorter than this")
     output_dir: str = arg("out/train", always=True)
     cache_dir: str = arg("~/.cache/workshop", "corpus + tokenizer cache")
     resume: bool = arg(False, "continue from the last checkpoint in --output-dir")
-    save_steps: int = arg(0, "checkpoint every N steps (0: never)")
     seed: int = arg(0)
-    lr: float = arg(1e-3)
-    warmup_steps: int = arg(2)
     optimizer: str = arg("adamw_torch", "transformers optim name, e.g. adamw_torch, adamw_torch_fused")
     compile: bool = arg(False, "torch.compile the model (Inductor)")
     attn_implementation: str = arg("sdpa", " | ".join(ATTENTIONS))
@@ -157,7 +135,7 @@ class TrainArgs:
         """The command-line form of these arguments (what torchrun or a TrainJob passes to the entry point):
         every field that differs from its default, and the ones declared `always`."""
         argv: list[str] = []
-        for f in fields(self):
+        for f in command_line_fields():
             value, default, flag = getattr(self, f.name), field_default(f), flag_of(f.name)
             if value == default and not f.metadata.get("always"):
                 continue
@@ -342,6 +320,31 @@ def _check_resumable(out: Path) -> None:
 # ---------------------------------------------------------------- the command line, derived from the fields
 
 
+# The command line's order (--help and every rendered argv): the fields as they were declared before the job's
+# knobs moved to Knobs (a base's fields come first in `fields()`), so a TrainJob's args stay as rendered. It
+# names each field once; the import-time check below refuses a field added without its place here.
+COMMAND_LINE = (
+    "model", "dataset", "text_column", "chat", "eval_fraction", "eval_split", "eval_steps", "method",
+    "lora_rank", "lora_alpha", "lora_targets", "merge", "tensorboard", "seq_len", "micro_batch", "grad_accum",
+    "max_steps", "precision", "master_weights", "engine", "allreduce", "ddp_bucket_mb", "zero_stage",
+    "offload_optimizer", "offload_param", "backend", "threads", "layers", "vocab", "grad_ckpt", "packing",
+    "min_chars", "output_dir", "cache_dir", "resume", "save_steps", "seed", "lr", "warmup_steps", "optimizer",
+    "compile", "attn_implementation", "pin_cores", "extra_ds", "max_grad_jump", "save_model",
+    "save_total_limit", "sync_to", "timers", "dist_timeout_min",
+)  # fmt: skip
+if sorted(COMMAND_LINE) != sorted(f.name for f in fields(TrainArgs)):
+    raise TypeError(
+        "TrainArgs: COMMAND_LINE must name every field once; differs by "
+        f"{sorted(set(COMMAND_LINE) ^ {f.name for f in fields(TrainArgs)})}"
+    )
+
+
+def command_line_fields() -> list[dataclasses.Field]:
+    """TrainArgs' fields in the command line's order (the parser's and `to_argv`'s)."""
+    by_name = {f.name: f for f in fields(TrainArgs)}
+    return [by_name[name] for name in COMMAND_LINE]
+
+
 def flag_of(name: str) -> str:
     """A field's flag: `seq_len` -> `--seq-len`."""
     return "--" + name.replace("_", "-")
@@ -382,7 +385,7 @@ def from_argv(argv: Sequence[str]) -> TrainArgs:
     `--switch`, `--no-switch` (a switch on by default). For programs (launchers, experiments); people type
     the command, whose parser (workshop.cli.train, with --help) is built from the same fields. Not
     validated."""
-    hints, named = typing.get_type_hints(TrainArgs), {flag_of(f.name): f for f in fields(TrainArgs)}
+    hints, named = typing.get_type_hints(TrainArgs), {flag_of(f.name): f for f in command_line_fields()}
     values: dict = {}
     rest = list(argv)
     while rest:
