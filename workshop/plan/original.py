@@ -42,6 +42,29 @@ def original_job(world: int, w: OriginalWorkload | None = None) -> Job:
     )
 
 
+def _original_step(
+    instance_type: str, pods: int, network: str, efa_per_pod: int, w: OriginalWorkload, world: int
+):
+    """Chapter 06's topology model of one step: bytes over the link plus the compute fitted on the
+    original's single-pod run of this instance (a type with no such run is refused, naming the ones with)."""
+    fitted = [r for r in original_comparison(workload=w) if r.instance == instance_type and r.fitted]
+    if not fitted:
+        raise WorkshopError(
+            f"{instance_type}: the original workshop has no single-pod run to fit its compute on; allowed: "
+            f"{', '.join(sorted({r.instance for r in original_comparison(workload=w) if r.fitted}))}"
+        )
+    inst = instance(instance_type)
+    step = step_time(
+        original_traffic(replace(w, world=world)),
+        collective_gbytes_per_s=collective_bandwidth(
+            instance_type, pods, network if pods > 1 else None, efa_per_pod=max(1, efa_per_pod)
+        ),
+        compute_s=fitted[0].compute_s,
+        pcie_gbytes_per_s=link(inst.pcie).effective_gbytes_per_s,
+    )
+    return step
+
+
 def original_plan(
     instance_type: str, pods: int, gpus_per_pod: int, *, network: str = "efa", efa_per_pod: int = 1
 ) -> Plan:
@@ -65,21 +88,7 @@ def original_plan(
         pool_types=(instance_type,),
         catalog=CATALOG,
     )
-    fitted = [r for r in original_comparison(workload=w) if r.instance == instance_type and r.fitted]
-    if not fitted:
-        raise WorkshopError(
-            f"{instance_type}: the original workshop has no single-pod run to fit its compute on; allowed: "
-            f"{', '.join(sorted({r.instance for r in original_comparison(workload=w) if r.fitted}))}"
-        )
-    inst = instance(instance_type)
-    step = step_time(
-        original_traffic(replace(w, world=world)),
-        collective_gbytes_per_s=collective_bandwidth(
-            instance_type, pods, network if pods > 1 else None, efa_per_pod=max(1, efa_per_pod)
-        ),
-        compute_s=fitted[0].compute_s,
-        pcie_gbytes_per_s=link(inst.pcie).effective_gbytes_per_s,
-    )
+    step = _original_step(instance_type, pods, network, efa_per_pod, w, world)
     train_h = job.steps * step.total_s / 3600
     write = rates.STORAGE["fsx"].gbytes_per_s
     saves = job.steps // job.save_steps if job.save_steps else 0
