@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from workshop.k8s.job_sizing import gpu_resources
 from workshop.k8s.karpenter import AMX_TAINT
+from workshop.k8s.site import EXAMPLE_ZONE
 from workshop.k8s.storage import OutputStorage, default_fsx
 from workshop.k8s.trainjob import (
     DEFAULT_REGISTRY,
@@ -32,11 +33,13 @@ def plan_trainjob(
     hf_secret: HFTokenSecret | None = None,
     node_pool: str | None = None,
     trainer: str | None = None,
+    zone: str | None = None,
 ) -> TrainJobSpec:
     """The TrainJob of exactly this plan (workshop.plan.job.Plan): its placement's nodes, ranks, threads
     and pod sizes (CPU pods Guaranteed: whole cores, requests == limits), its Job as the arguments, and the
     job's global batch, tokens, steps and the plan's prediction as annotations and in the environment the
-    entry point's start line prints. Nothing is re-planned here."""
+    entry point's start line prints. With `zone`, the pods land in that zone only (the FSx subnet's), so a
+    ring never crosses zones. Nothing is re-planned here."""
     pl = plan.placement
     cpu = pl.device == "cpu"
     name = name or f"{pl.device}-{plan.job.model.replace('.', '-')}"
@@ -67,7 +70,8 @@ def plan_trainjob(
         env=env,
         storage=storage,
         hf_secret=hf_secret,
-        node_selector={"karpenter.sh/nodepool": pool},
+        node_selector={"karpenter.sh/nodepool": pool}
+        | ({"topology.kubernetes.io/zone": zone} if zone else {}),
         tolerations=tolerations,
         shm_size=pl.shm_size,
         capabilities=["IPC_LOCK"]
@@ -81,7 +85,8 @@ def plan_trainjob(
 
 def _pod(plan: Plan, env: dict[str, str]) -> tuple[dict, dict, list[dict]]:
     """(requests, limits, tolerations) of the plan's node pod, its device's variables added to `env`: a CPU
-    pod Guaranteed (whole cores, requests == limits), a GPU pod its GPUs and EFA interfaces."""
+    pod Guaranteed (whole cores, requests == limits), a GPU pod its GPUs and EFA interfaces, and (Guaranteed
+    too) the placement's cpu and memory when the plan sizes them."""
     pl = plan.placement
     if pl.device == "cpu":
         key, value, effect = AMX_TAINT
@@ -90,7 +95,9 @@ def _pod(plan: Plan, env: dict[str, str]) -> tuple[dict, dict, list[dict]]:
         env["OMP_NUM_THREADS"] = str(pl.threads_per_rank)
         tolerations = [{"key": key, "operator": "Equal", "value": value, "effect": effect}]
     else:
-        requests, limits = gpu_resources(pl.gpus_per_node, pl.efa_per_node, None, None)
+        requests, limits = gpu_resources(pl.gpus_per_node, pl.efa_per_node, pl.cpu_request, pl.memory_request)
+        if pl.cpu_request:  # requests == limits: a Guaranteed pod, the last the kubelet evicts
+            limits["cpu"] = pl.cpu_request
         env.update({"NCCL_DEBUG": "WARN"})
         if pl.efa_per_node:
             rdma = "1" if pl.instance_type.startswith("p") else "0"
@@ -108,12 +115,22 @@ def default_cpu_job(trainer: str | None = None) -> TrainJobSpec:
     """The stored 4-node CPU plan (manifests/plans/cpu-4-nodes.json, from the offline catalog), so the
     checked-in YAML is the same everywhere."""
     return plan_trainjob(
-        stored_plan("cpu"), "cpu-llama3", hf_secret=HFTokenSecret(), storage=default_fsx(), trainer=trainer
+        stored_plan("cpu"),
+        "cpu-llama3",
+        hf_secret=HFTokenSecret(),
+        storage=default_fsx(),
+        trainer=trainer,
+        zone=EXAMPLE_ZONE,
     )
 
 
 def default_gpu_job(trainer: str | None = None) -> TrainJobSpec:
     """The stored GPU plan (manifests/plans/gpu.json): the planner's first GPU plan, same global batch."""
     return plan_trainjob(
-        stored_plan("gpu"), "gpu-llama3", hf_secret=HFTokenSecret(), storage=default_fsx(), trainer=trainer
+        stored_plan("gpu"),
+        "gpu-llama3",
+        hf_secret=HFTokenSecret(),
+        storage=default_fsx(),
+        trainer=trainer,
+        zone=EXAMPLE_ZONE,
     )
