@@ -80,3 +80,17 @@ def test_section_7b_lists_the_secret_the_preflight_and_what_is_still_an_example(
     assert said.index("create secret") < said.index("cluster preflight") < said.index("kubectl apply")
     said = render_picked(path, tmp_path / "s", site=Site(**MINE))
     assert "examples" not in said
+
+
+def test_the_gpu_pod_is_guaranteed_and_fits_every_type_of_its_pool():
+    """rev-en 10: a GPU node pod without cpu/memory requests runs BestEffort, the first evicted."""
+    from workshop.k8s.planned_job import plan_trainjob
+    from workshop.plan.catalog import allocatable, instance_info
+
+    plan = stored_plan("gpu")
+    spec = plan_trainjob(plan, "g")
+    assert spec.requests["cpu"] == spec.limits["cpu"] and spec.requests["memory"] == spec.limits["memory"]
+    cpu, mem = int(spec.requests["cpu"]), int(spec.requests["memory"].removesuffix("Gi"))
+    fits = [allocatable(instance_info(t, source=plan.placement.catalog)) for t in plan.placement.pool_types]
+    assert all(cpu <= v and mem <= m for m, v in fits)
+    assert any(cpu >= v - 2 for _m, v in fits)  # the whole smallest node but the daemonsets', not a token ask

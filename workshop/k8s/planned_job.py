@@ -5,6 +5,8 @@ as the arguments, with the job's global batch, tokens, steps and predicted hours
 
 from __future__ import annotations
 
+import math
+
 from workshop.k8s.job_sizing import gpu_resources
 from workshop.k8s.karpenter import AMX_TAINT
 from workshop.k8s.site import EXAMPLE_ZONE
@@ -18,6 +20,7 @@ from workshop.k8s.trainjob import (
     train_args,
     trainer_form,
 )
+from workshop.plan.catalog import DAEMONSET_VCPUS, allocatable, instance_info
 from workshop.plan.job import Plan, stored_plan
 
 ANNOTATION_PREFIX = "workshop.example.com/"
@@ -85,8 +88,8 @@ def plan_trainjob(
 
 def _pod(plan: Plan, env: dict[str, str]) -> tuple[dict, dict, list[dict]]:
     """(requests, limits, tolerations) of the plan's node pod, its device's variables added to `env`: a CPU
-    pod Guaranteed (whole cores, requests == limits), a GPU pod its GPUs and EFA interfaces, and (Guaranteed
-    too) the placement's cpu and memory when the plan sizes them."""
+    pod Guaranteed (whole cores, requests == limits), a GPU pod Guaranteed too: its GPUs and EFA interfaces,
+    and the placement's cpu and memory, or (a plan that leaves them unsized) gpu_pod_size's."""
     pl = plan.placement
     if pl.device == "cpu":
         key, value, effect = AMX_TAINT
@@ -95,9 +98,11 @@ def _pod(plan: Plan, env: dict[str, str]) -> tuple[dict, dict, list[dict]]:
         env["OMP_NUM_THREADS"] = str(pl.threads_per_rank)
         tolerations = [{"key": key, "operator": "Equal", "value": value, "effect": effect}]
     else:
-        requests, limits = gpu_resources(pl.gpus_per_node, pl.efa_per_node, pl.cpu_request, pl.memory_request)
-        if pl.cpu_request:  # requests == limits: a Guaranteed pod, the last the kubelet evicts
-            limits["cpu"] = pl.cpu_request
+        cpu, memory = pl.cpu_request, pl.memory_request
+        if not (cpu and memory):
+            cpu, memory = gpu_pod_size(pl.pool_types, pl.catalog)
+        requests, limits = gpu_resources(pl.gpus_per_node, pl.efa_per_node, cpu, memory)
+        limits["cpu"] = cpu  # requests == limits: a Guaranteed pod, the last the kubelet evicts
         env.update({"NCCL_DEBUG": "WARN"})
         if pl.efa_per_node:
             rdma = "1" if pl.instance_type.startswith("p") else "0"
@@ -107,6 +112,19 @@ def _pod(plan: Plan, env: dict[str, str]) -> tuple[dict, dict, list[dict]]:
             {"key": "vpc.amazonaws.com/efa", "operator": "Exists", "effect": "NoSchedule"},
         ]
     return requests, limits, tolerations
+
+
+DAEMONSET_GIB = 2  # memory left on a GPU node for the daemonsets (CNI, device plugins, EFA, node exporter)
+
+
+def gpu_pod_size(pool_types, catalog: str | None) -> tuple[str, str]:
+    """(cpu, memory) of a GPU node pod (one per node): what every type of its pool can give a pod (the
+    catalog's allocatable: after the VM, kubelet and eviction reserves) less the daemonsets' share, so the
+    pod fits whichever type Karpenter launches and is Guaranteed, not BestEffort (the first pod evicted under
+    memory pressure)."""
+    alloc = [allocatable(instance_info(t, source=catalog)) for t in pool_types]
+    cpu = max(1, math.floor(min(v for _m, v in alloc)) - DAEMONSET_VCPUS)
+    return str(cpu), f"{max(1, math.floor(min(m for m, _v in alloc)) - DAEMONSET_GIB)}Gi"
 
 
 # Default manifests (registered in workshop/k8s/render.py): the original workshop's 4-node Llama-3-8B jobs,
