@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from types import SimpleNamespace
 
 import pytest
@@ -30,10 +31,16 @@ def test_cpu_amx_pool_defaults_match_the_seed_facts():
     ]
     assert nodepool["spec"]["template"]["spec"]["expireAfter"] == "720h"
     assert nodepool["spec"]["limits"] == {"cpu": 1000}
-    assert nodepool["spec"]["disruption"] == {"consolidationPolicy": "WhenEmpty", "consolidateAfter": "20m"}
+    # rev-en 5: drift never replaces a node under a job: 0 nodes for Drifted, on a pinned AMI release
+    assert nodepool["spec"]["disruption"] == {
+        "consolidationPolicy": "WhenEmpty",
+        "consolidateAfter": "20m",
+        "budgets": [{"nodes": "0", "reasons": ["Drifted"]}],
+    }
     spec = nodeclass["spec"]
     assert spec["role"] == "eksctl-KarpenterNodeRole-training-on-eks" and "instanceProfile" not in spec
-    assert spec["amiSelectorTerms"] == [{"alias": "al2023@latest"}]
+    assert spec["amiSelectorTerms"] == [{"alias": kp.AMI_ALIAS}]
+    assert re.fullmatch(r"al2023@v20\d{6}", kp.AMI_ALIAS)  # a release, never @latest
     assert spec["subnetSelectorTerms"] == [{"tags": {"karpenter.sh/discovery": "training-on-eks"}}]
     assert spec["blockDeviceMappings"][0]["ebs"]["volumeSize"] == "300Gi"
     kp.check_user_data(spec["userData"])  # no host-side Python installs

@@ -67,6 +67,9 @@ def test_forms_put_the_same_pod_settings_in_different_places():
     rj = patch["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"][0]
     assert rj["name"] == "node"
     assert rj["template"]["spec"]["template"]["spec"] == pod_old["spec"]
+    # rev-en 5: every node pod tells Karpenter not to disrupt its node (drift, consolidation), in both forms
+    assert rj["template"]["spec"]["template"]["metadata"] == pod_old["metadata"]
+    assert pod_old["metadata"]["annotations"] == {"karpenter.sh/do-not-disrupt": "true"}
     diff = tj.migration_diff(spec)
     assert "-  podTemplateOverrides:" in diff and "+  runtimePatches:" in diff
 

@@ -4,6 +4,7 @@ before any connection, call the cluster layer (or the teardown), print."""
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from workshop.cli.args import summary
 from workshop.cli.base import command
@@ -92,6 +93,12 @@ def _preflight_parser(sub) -> None:
     p.add_argument("--trainer-version", help="the Kubeflow Trainer release the job is rendered for")
     p.add_argument("--model", help="the model (a hub id is checked for gated access with HF_TOKEN)")
     p.add_argument("--zone", action="append", default=[], help="an availability zone the nodes must use")
+    p.add_argument(
+        "--manifests",
+        metavar="DIR",
+        help="the folder `workshop render --plan` wrote: its subnet, security group, registry and S3 prefix "
+        "must be yours, not the examples (and its pool's zone is checked)",
+    )
 
 
 def _teardown_parser(sub) -> None:
@@ -231,6 +238,32 @@ def _logs(reached: Cluster, pod: str, namespace: str, *, follow: bool, wait_s: f
         print(line, flush=True)
 
 
+def _rendered_site(folder: str) -> list[str]:
+    """The zones a rendered folder's pools pin, after refusing its example values (one error naming the
+    field)."""
+    from workshop.k8s.site import refuse_examples, values_in
+
+    files = sorted(Path(folder).glob("*.yaml")) if Path(folder).is_dir() else []
+    if not files:
+        raise WorkshopError(
+            _("--manifests {dir}: no YAML files there (render them with `workshop render --plan`)").format(
+                dir=folder
+            )
+        )
+    docs = _manifests([str(f) for f in files])
+    refuse_examples(values_in(docs))
+    return sorted(
+        {
+            zone
+            for doc in docs
+            if doc.get("kind") == "NodePool"
+            for req in doc["spec"]["template"]["spec"].get("requirements", [])
+            if req.get("key") == "topology.kubernetes.io/zone"
+            for zone in req.get("values", [])
+        }
+    )
+
+
 def _preflight(args: argparse.Namespace) -> int:
     """Every input judged first (one `error:` line, exit 2); then the report, exit 1 when a check failed."""
     from workshop.k8s import preflight
@@ -242,6 +275,9 @@ def _preflight(args: argparse.Namespace) -> int:
         check_kubeconfig(kubeconfig, "--kubeconfig")
     if args.region is not None:
         check_choice("--region", args.region, known_regions("aws"))
+    zones = list(args.zone)
+    if args.manifests is not None:
+        zones += _rendered_site(args.manifests)
     plan: object = read_plan_file(args.plan) if args.plan else None
     if isinstance(plan, dict) and str(plan.get("format", "")).startswith("workshop-plan/"):
         from workshop.plan.job import load_plan
@@ -252,7 +288,7 @@ def _preflight(args: argparse.Namespace) -> int:
         storage=args.storage,
         trainer_version=args.trainer_version,
         model=args.model,
-        zones=args.zone,
+        zones=zones,
         source=_("plan file {path}").format(path=args.plan) if args.plan else None,
     )
     report = preflight.run(

@@ -13,6 +13,17 @@ from workshop.errors import WorkshopError, check_output
 from workshop.lang import _
 from workshop.paths import MANIFESTS_DIR
 
+SITE_FLAGS = (
+    "registry",
+    "namespace",
+    "zone",
+    "fsx_subnet_id",
+    "fsx_security_group_id",
+    "fsx_size",
+    "s3_uri",
+    "service_account",
+)
+
 
 @command
 def render(argv: list[str] | None = None) -> int:
@@ -34,7 +45,14 @@ def render(argv: list[str] | None = None) -> int:
         default=None,
         help="with --plan: your Kubeflow Trainer release (default: the plan's)",
     )
+    site = parser.add_argument_group(
+        "with --plan: your account's values (chapter 05's parameters of the same names; the preflight "
+        "refuses the examples)"
+    )
+    for field in SITE_FLAGS:
+        site.add_argument("--" + field.replace("_", "-"), dest=field, metavar=field.upper(), default=None)
     args = parser.parse_args(argv)
+    given = {f: getattr(args, f) for f in SITE_FLAGS if getattr(args, f) is not None}
     if args.plan is not None and args.out is None:
         raise WorkshopError("--plan FILE needs --out DIR (manifests/ holds the workbook's own plans)")
     args.out = args.out or str(MANIFESTS_DIR)
@@ -45,15 +63,30 @@ def render(argv: list[str] | None = None) -> int:
         if args.check:
             raise WorkshopError("--check compares manifests/ with the code; it takes no --plan")
         plan = load_plan(args.plan)
+        from workshop.k8s.site import Site
         from workshop.report.predictions import plan_line
 
-        written = rendering.render_plan(plan, args.out, trainer=args.trainer_version)
+        where = Site(**given)
+        written = rendering.render_plan(plan, args.out, trainer=args.trainer_version, site=where)
         print(plan_line(plan))  # once every file is rendered: a refused plan prints only its error line
         for path in written:
             print(_("wrote {path}").format(path=path))
+        examples = where.example_fields(plan.placement.storage)
+        if examples:
+            print(
+                _(
+                    "still the examples' values, which cannot start in your account: {flags}; render again "
+                    "with yours (`workshop cluster preflight --manifests {out}` refuses them)"
+                ).format(flags=", ".join("--" + f.replace("_", "-") for f in examples), out=args.out)
+            )
         return 0
-    if args.trainer_version is not None:
-        raise WorkshopError("--trainer-version goes with --plan FILE")
+    if args.trainer_version is not None or given:
+        flag = (
+            "--trainer-version"
+            if args.trainer_version is not None
+            else "--" + next(iter(given)).replace("_", "-")
+        )
+        raise WorkshopError(f"{flag} goes with --plan FILE")
     if not args.check:
         for path in rendering.render_all(args.out):
             print(_("wrote {path}").format(path=path))

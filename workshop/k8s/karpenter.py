@@ -63,6 +63,12 @@ EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 CONSOLIDATION = ("WhenEmpty", "WhenEmptyOrUnderutilized")
 _SIZE = re.compile(r"^(medium|large|\d*xlarge|metal(-\d+xl)?)$")
 _DURATION = re.compile(r"^(([0-9]+(s|m|h))+|Never)$")
+# The EKS-optimized AL2023 AMI release the nodes boot (amazon-eks-ami release v20250419:
+# github.com/awslabs/amazon-eks-ami/releases/tag/v20250419), pinned: with `al2023@latest` every new AMI
+# release marks every node Drifted and Karpenter replaces it, a running job's node included.
+# Bump it between jobs (chapter 02 says when): the NodePools' Drifted budget of 0 nodes keeps the old nodes
+# until they are empty, so the new AMI reaches the next job's nodes.
+AMI_ALIAS = "al2023@v20250419"
 _ZONE = re.compile(r"^[a-z]{2}(-gov)?-[a-z]+-\d[a-z]$")
 
 CPU_USER_DATA = """#!/bin/bash
@@ -157,6 +163,7 @@ class NodePoolSpec:
     consolidate_after: str = "20m"
     expire_after: str = "720h"
     budget_nodes: str | None = None
+    block_drift: bool = True  # a budget of 0 nodes for Drifted: a new AMI never replaces a node under a job
     weight: int | None = None
     object_labels: dict[str, str] = field(
         default_factory=workbook_labels
@@ -194,7 +201,11 @@ class NodePoolSpec:
                     "disruption": {
                         "consolidationPolicy": self.consolidation_policy,
                         "consolidateAfter": self.consolidate_after,
-                        "budgets": [{"nodes": self.budget_nodes}] if self.budget_nodes else None,
+                        "budgets": (
+                            ([{"nodes": self.budget_nodes}] if self.budget_nodes else [])
+                            + ([{"nodes": "0", "reasons": ["Drifted"]}] if self.block_drift else [])
+                        )
+                        or None,
                     },
                     "weight": self.weight,
                 },
@@ -209,7 +220,7 @@ class EC2NodeClassSpec:
     name: str
     role: str | None = NODE_ROLE
     instance_profile: str | None = None
-    ami_alias: str = "al2023@latest"
+    ami_alias: str = AMI_ALIAS
     cluster: str = CLUSTER_NAME  # value of the karpenter.sh/discovery tag on subnets and SGs
     volume_size: str = "300Gi"
     volume_type: str = "gp3"
@@ -318,17 +329,20 @@ def cpu_amx_pool(
     expire_after: str = "720h",
     user_data: str | None = CPU_USER_DATA,
     instance_types: Sequence[str] | None = None,
+    zone: str | None = None,
 ) -> Pool:
     """The CPU pool (a Pool: its NodePool and EC2NodeClass): AMX-capable Intel families only, tainted so only
     training pods land there; `instance_types` narrows it to exactly those types (families x sizes alone admit
-    every combination). `cpu_limit` is in vCPUs, `volume_size` a Kubernetes quantity of root disk,
-    `consolidate_after`/`expire_after` Go durations."""
+    every combination); `zone` pins it to one availability zone (the FSx subnet's: a gloo ring across zones
+    is slow and billed per GB each way). `cpu_limit` is in vCPUs, `volume_size` a Kubernetes quantity of root
+    disk, `consolidate_after`/`expire_after` Go durations."""
     families, sizes = _strs("families", families), _strs("sizes", sizes)
     exact = _amx_types(families, sizes, instance_types)
     for cap in _strs("capacity_types", capacity_types):
         check_choice("capacity type", cap, CAPACITY_TYPES)
     check_choice("arch", arch, ("amd64",))  # AMX is an x86 feature
     check_positive("cpu_limit", cpu_limit)
+    _check_zone(zone)
     key, value, effect = AMX_TAINT
     pool = NodePoolSpec(
         name=name,
@@ -342,6 +356,7 @@ def cpu_amx_pool(
             Requirement("karpenter.k8s.aws/instance-family", "In", families),
             Requirement("karpenter.k8s.aws/instance-size", "In", sizes),
             *([Requirement("node.kubernetes.io/instance-type", "In", exact)] if exact else []),
+            *([Requirement("topology.kubernetes.io/zone", "In", [zone])] if zone else []),
         ],
         taints=[Taint(key, value, effect)],
         limits={"cpu": cpu_limit},
@@ -358,6 +373,13 @@ def cpu_amx_pool(
         user_data=user_data,
     )
     return Pool(pool, node_class)
+
+
+def _check_zone(zone: str | None) -> None:
+    if zone is not None and not _ZONE.match(zone):
+        raise WorkshopError(
+            _("zone '{zone}' is not an availability-zone name such as us-west-2b").format(zone=zone)
+        )
 
 
 def gpu_pool(
@@ -382,10 +404,7 @@ def gpu_pool(
     instance_types = _strs("instance_types", instance_types)
     for itype in instance_types if known_types else ():
         check_choice("EFA-capable GPU instance type", itype, EFA_GPU_TYPES)
-    if not _ZONE.match(zone):
-        raise WorkshopError(
-            _("zone '{zone}' is not an availability-zone name such as us-west-2b").format(zone=zone)
-        )
+    _check_zone(zone)
     for cap in _strs("capacity_types", capacity_types):
         check_choice("capacity type", cap, CAPACITY_TYPES)
     check_positive("gpu_limit", gpu_limit)

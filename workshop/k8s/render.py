@@ -18,6 +18,7 @@ from pathlib import Path
 from workshop.errors import WorkshopError
 from workshop.k8s import karpenter, planned_job, storage, trainjob
 from workshop.k8s.base import to_yaml
+from workshop.k8s.site import EXAMPLE_ZONE, Site
 from workshop.k8s.validate import DEFAULT_KARPENTER, DEFAULT_TRAINER, ensure_valid
 from workshop.paths import MANIFESTS_DIR
 from workshop.plan.job import Plan, stored_plan
@@ -36,13 +37,13 @@ class ManifestEntry:
 
 DEFAULT_MANIFESTS: dict[str, ManifestEntry] = {
     "karpenter-cpu-amx.yaml": ManifestEntry(
-        lambda: karpenter.plan_pool(stored_plan("cpu")).to_dicts(),
+        lambda: karpenter.plan_pool(stored_plan("cpu"), zone=EXAMPLE_ZONE).to_dicts(),
         "cpu-amx NodePool + EC2NodeClass of manifests/plans/cpu-4-nodes.json (its type and the tie band's "
-        "that host its pod, on-demand, static CPU manager, intel.com/amx taint)",
+        "that host its pod, on-demand, one zone: the FSx subnet's, static CPU manager, intel.com/amx taint)",
         karpenter=("1.8.8", "1.14.1"),
     ),
     "karpenter-gpu.yaml": ManifestEntry(
-        lambda: karpenter.plan_pool(stored_plan("gpu")).to_dicts(),
+        lambda: karpenter.plan_pool(stored_plan("gpu"), zone=EXAMPLE_ZONE).to_dicts(),
         "gpu NodePool + EC2NodeClass of manifests/plans/gpu.json (its type and the tie band's that host its "
         "pod, on-demand, one zone, nvidia.com/gpu taint)",
         karpenter=("1.8.8", "1.14.1"),
@@ -114,34 +115,38 @@ def drift(out_dir: str | Path = MANIFESTS_DIR) -> list[str]:
 # ------------------------------------------------------------------------------------- one plan
 
 
-def plan_storage(plan: Plan, name: str):
-    """The OutputStorage the plan's placement names: the FSx claim (placeholder subnet and security group:
-    render yours with chapter 05), or an S3 prefix written with the `workshop-train` service account
-    (IRSA)."""
-    if plan.placement.storage == "s3":
-        return storage.s3_storage(f"s3://workshop-checkpoints/{name}", service_account="workshop-train")
-    return storage.default_fsx()
+def plan_storage(plan: Plan, site: Site | None = None):
+    """The OutputStorage the plan's placement names, with `site`'s values (default: the examples): the FSx
+    claim in its subnet, or its S3 prefix written with its service account (IRSA)."""
+    return (site or Site()).storage(plan.placement.storage)
 
 
-def plan_documents(plan: Plan, *, trainer: str | None = None, name: str | None = None) -> dict[str, str]:
+def plan_documents(
+    plan: Plan, *, trainer: str | None = None, name: str | None = None, site: Site | None = None
+) -> dict[str, str]:
     """File name -> YAML for exactly this plan (workshop.plan.job.Plan): the NodePool + EC2NodeClass, the
-    storage and the TrainJob in Trainer release `trainer` (default: the plan's), each validated against its
-    CRDs first. Nothing is written here."""
+    storage and the TrainJob in Trainer release `trainer` (default: the plan's), with `site`'s registry,
+    namespace, zone and storage (default: the examples), each validated against its CRDs first. Nothing is
+    written here."""
+    site = site or Site()
     try:
         release = trainjob.normalize_trainer_version(trainer or plan.trainer)
     except WorkshopError as e:
         raise WorkshopError(f"trainer (--trainer-version, or the plan file's 'trainer'): {e}") from None
     device = plan.placement.device
     job_name = name or f"{device}-llama3"
-    out = plan_storage(plan, job_name)
+    out = plan_storage(plan, site)
     spec = planned_job.plan_trainjob(
         plan,
         job_name,
+        namespace=site.namespace,
+        registry=site.registry,
         storage=out,
-        hf_secret=trainjob.HFTokenSecret() if plan.job.weights == "hub" else None,
+        hf_secret=trainjob.HFTokenSecret(namespace=site.namespace) if plan.job.weights == "hub" else None,
         trainer=release,
+        zone=site.zone,
     )
-    pool = karpenter.plan_pool(plan)
+    pool = karpenter.plan_pool(plan, zone=site.zone)
     pool_docs = pool.to_dicts()
     job_docs = spec.documents(release)
     ensure_valid(pool_docs, karpenter=DEFAULT_KARPENTER)
@@ -154,10 +159,12 @@ def plan_documents(plan: Plan, *, trainer: str | None = None, name: str | None =
     return files
 
 
-def render_plan(plan: Plan, out_dir: str | Path, *, trainer: str | None = None) -> list[Path]:
+def render_plan(
+    plan: Plan, out_dir: str | Path, *, trainer: str | None = None, site: Site | None = None
+) -> list[Path]:
     """Write plan_documents into `out_dir` whole: every file is rendered and validated, then written to a
     temporary folder beside it and moved in, so a bad plan leaves nothing behind."""
-    files = plan_documents(plan, trainer=trainer)
+    files = plan_documents(plan, trainer=trainer, site=site)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=out, prefix=".render-"))

@@ -48,6 +48,7 @@ DEFAULT_REGISTRY = "registry.example.com/workshop"
 IMAGES = {"cpu": "workshop-cpu", "gpu": "workshop-gpu"}
 IMAGE_TAG = __version__
 OUTPUT_DIR = "/workspace/out"
+DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"
 
 
 def image_ref(accelerator: str, registry: str = DEFAULT_REGISTRY, tag: str = IMAGE_TAG) -> str:
@@ -186,6 +187,8 @@ class TrainJobSpec:
     capabilities: list[str] = field(default_factory=list)  # e.g. IPC_LOCK for EFA (v2.2+ only: see render)
     labels: dict[str, str] = field(default_factory=dict)
     annotations: dict[str, str] = field(default_factory=dict)  # what the job is: global batch, steps, cost
+    # on every node pod: Karpenter never voluntarily disrupts (drift, consolidation) a node running one
+    pod_annotations: dict[str, str] = field(default_factory=lambda: {DO_NOT_DISRUPT: "true"})
     one_pod_per_node: bool = False  # pod anti-affinity: each node pod on its own machine
     launcher: list[str] = field(default_factory=lambda: ["torchrun"])
     module: str = "workshop.train"
@@ -311,8 +314,11 @@ class TrainJobSpec:
             },
             "trainer": {k: v for k, v in self._trainer().items() if v is not None},
         }
+        meta = {"annotations": dict(self.pod_annotations)} if self.pod_annotations else None
         if pod and form == "podTemplateOverrides":
-            spec["podTemplateOverrides"] = [{"targetJobs": [{"name": NODE_JOB}], "spec": pod}]
+            spec["podTemplateOverrides"] = [
+                {"targetJobs": [{"name": NODE_JOB}], **({"metadata": meta} if meta else {}), "spec": pod}
+            ]
         elif pod:
             spec["runtimePatches"] = [
                 {
@@ -321,7 +327,17 @@ class TrainJobSpec:
                         "template": {
                             "spec": {
                                 "replicatedJobs": [
-                                    {"name": NODE_JOB, "template": {"spec": {"template": {"spec": pod}}}}
+                                    {
+                                        "name": NODE_JOB,
+                                        "template": {
+                                            "spec": {
+                                                "template": {
+                                                    **({"metadata": meta} if meta else {}),
+                                                    "spec": pod,
+                                                }
+                                            }
+                                        },
+                                    }
                                 ]
                             }
                         }

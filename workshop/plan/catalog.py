@@ -558,3 +558,21 @@ def format_table(rows: list[InstanceRow]) -> str:
             why.setdefault(_(reason), []).append(r.instance_type)
     lines += [f"? {', '.join(types)}: {reason}" for reason, types in why.items()]
     return "\n".join(lines)
+
+
+# Node capacity a pod can actually request, the way Karpenter and the EKS AMI compute it.
+VM_MEMORY_OVERHEAD = 0.075  # Karpenter's default vmMemoryOverheadPercent
+MAX_PODS = 110  # kubelet default; kube-reserved memory = 255 MiB + 11 MiB per pod (EKS AMI)
+EVICTION_MIB = 100
+
+
+def allocatable(row: InstanceRow) -> tuple[float, float]:
+    """(GiB, vCPUs) a pod can request on this instance type, after VM, kubelet and eviction reserves."""
+    kube_mib = 255 + 11 * MAX_PODS
+    mem = row.memory_gib * (1 - VM_MEMORY_OVERHEAD) - (kube_mib + EVICTION_MIB) / 1024
+    v = row.vcpus
+    reserved_m = 60 + 10 * (v > 1) + 5 * max(0, min(v, 4) - 2) + 2.5 * max(0, v - 4)  # EKS AMI kube-reserved
+    return mem, v - reserved_m / 1000
+
+
+DAEMONSET_VCPUS = 1  # left on every node for the daemonsets (CNI, EFA plugin, kube-proxy, ...)

@@ -10,7 +10,14 @@ from typing import Any, TypedDict
 
 from workshop.errors import WorkshopError, check_positive
 from workshop.lang import _
-from workshop.plan.catalog import PRICE_SOURCE, InstanceRow, instance_info, list_instances
+from workshop.plan.catalog import (
+    DAEMONSET_VCPUS,
+    PRICE_SOURCE,
+    InstanceRow,
+    allocatable,
+    instance_info,
+    list_instances,
+)
 from workshop.plan.memory import (
     DEFAULT_ACTIVATIONS,
     HEADROOM,
@@ -22,24 +29,8 @@ from workshop.plan.memory import (
 )
 from workshop.plan.models import SEQ_LEN
 
-# Node capacity a pod can actually request, the way Karpenter and the EKS AMI compute it.
-VM_MEMORY_OVERHEAD = 0.075  # Karpenter's default vmMemoryOverheadPercent
-MAX_PODS = 110  # kubelet default; kube-reserved memory = 255 MiB + 11 MiB per pod (EKS AMI)
-EVICTION_MIB = 100
-
-
-def allocatable(row: InstanceRow) -> tuple[float, float]:
-    """(GiB, vCPUs) a pod can request on this instance type, after VM, kubelet and eviction reserves."""
-    kube_mib = 255 + 11 * MAX_PODS
-    mem = row.memory_gib * (1 - VM_MEMORY_OVERHEAD) - (kube_mib + EVICTION_MIB) / 1024
-    v = row.vcpus
-    reserved_m = 60 + 10 * (v > 1) + 5 * max(0, min(v, 4) - 2) + 2.5 * max(0, v - 4)  # EKS AMI kube-reserved
-    return mem, v - reserved_m / 1000
-
-
 # A CPU pod's cores, once: what it requests, the threads its ranks run and the cores the planner prices are
 # one number (pod_cores), so a pod never runs more threads than it holds nor is priced on cores it lacks.
-DAEMONSET_VCPUS = 1  # left on every node for the daemonsets (CNI, EFA plugin, kube-proxy, ...)
 
 
 def vcpus_per_core(row: InstanceRow) -> int:
