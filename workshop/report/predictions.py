@@ -193,7 +193,7 @@ def plan_line(plan: Any) -> str:
         zero=job.zero_stage,
         precision=job.precision,
         lr=job.lr,
-        save=_("a checkpoint every {n} step(s)").format(n=job.save_steps)
+        save=_("a checkpoint every {n:,} step(s)").format(n=job.save_steps)
         if job.save_steps
         else _("no checkpoint before the final save (one save outlasts the share of this run it may take)"),
         split=plan.summary()["split"],
