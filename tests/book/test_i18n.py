@@ -3,6 +3,7 @@ fuzzy, what a translation must keep kept, code cells untouched, notebooks-ko/ re
 
 from __future__ import annotations
 
+import re
 import shutil
 
 import nbformat
@@ -130,8 +131,8 @@ def test_underscore_is_english_without_workshop_lang_and_korean_with_it(monkeypa
 
 
 def test_korean_readme_keeps_every_command_of_the_english_one():
-    """README.ko.md is a full translation: its fenced blocks and every command or code span of README.md
-    appear verbatim (commands are never translated), and it says how to switch JupyterLab to Korean."""
+    """README.ko.md is a full translation: every command, code span and module name of README.md appears
+    verbatim (commands are never translated, comments are), and it says how to switch JupyterLab to Korean."""
     from workshop.paths import REPO
 
     en, ko = (REPO / "README.md").read_text(), (REPO / "README.ko.md").read_text()
@@ -142,9 +143,26 @@ def test_korean_readme_keeps_every_command_of_the_english_one():
     # the chapters' links point at the Korean notebooks; the only other difference is the link back
     wanted = {u.replace("notebooks/", "notebooks-ko/") for u in en_links} - {"README.ko.md"}
     assert wanted - set(ko_links) == set() and "README.md" in ko_links
-    fences = [b for b in i18n._md_shape(en)[0] if isinstance(b, tuple) and b[0] == "fence"]
-    assert fences and all(f in i18n._md_shape(ko)[0] for f in fences)
+    # every fenced block of README.md has its counterpart: a shell block's commands verbatim (its # comments
+    # are prose, translated); the package tree with all its module names (its descriptions are prose, too)
+    en_f, ko_f = (
+        [b[1:] for b in i18n._md_shape(t)[0] if isinstance(b, tuple) and b[0] == "fence"] for t in (en, ko)
+    )
+    assert en_f
     assert "Settings → Language → 한국어" in ko and "--lang ko" in ko and "README.ko.md" in en
+    for info, text in en_f:
+        if info:
+            assert any(i == info and _commands(t) == _commands(text) for i, t in ko_f), text
+        else:
+            assert any(not i and _modules(text) <= _modules(t) for i, t in ko_f), text
+
+
+def _commands(fence: str) -> list[str]:
+    return [line for line in fence.splitlines() if not line.lstrip().startswith("#")]
+
+
+def _modules(fence: str) -> set[str]:
+    return set(re.findall(r"[a-z_]+(?:/|\.py)", fence))
 
 
 def _literal_markers(text: str) -> tuple[int, list[str]]:

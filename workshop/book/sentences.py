@@ -262,7 +262,7 @@ def p4d_checks(checks: dict) -> list[str]:
             measured=checks["p4d_ratio_measured"],
             predicted=checks["p4d_ratio_predicted"],
             error=checks["p4d_ratio_error"],
-            ok=checks["ordering_ok"],
+            ok=_("yes") if checks["ordering_ok"] else _("no"),
         ),
         _("pairs swapped across instances: {pairs}").format(
             pairs="; ".join(f"{a} / {b}" for a, b in checks["global_order_swaps"])
@@ -402,7 +402,12 @@ def lcmu_peak(peak_gb: float) -> str:
 
 
 def planner_loading(method: str, n: int, p: dict) -> str:
-    """Chapter 03: the planner's loading prediction for `method` at N = `n` ranks (GB)."""
+    """Chapter 03: the planner's loading prediction for `method` at N = `n` ranks (GB); at N = 1 there are
+    no other ranks, so none are named."""
+    if n == 1:
+        return _("{method:>12} N={n}: keep {keep:.3f} GB, peak rank 0 {rank0:.2f} GB (the only rank)").format(
+            method=method, n=n, keep=p["keep_gb"], rank0=p["peak_rank0_gb"]
+        )
     return _(
         "{method:>12} N={n}: keep {keep:.3f} GB, peak rank 0 {rank0:.2f}, others {others:.2f} GB"
     ).format(method=method, n=n, keep=p["keep_gb"], rank0=p["peak_rank0_gb"], others=p["peak_other_gb"])

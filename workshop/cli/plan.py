@@ -13,7 +13,7 @@ import unicodedata
 from workshop.cli.args import comma_list
 from workshop.cli.base import command
 from workshop.cli.plan_args import count, number, parse
-from workshop.errors import check_output, check_positive
+from workshop.errors import WorkshopError, check_output, check_positive
 from workshop.lang import _
 from workshop.plan import catalog, rates
 from workshop.plan.catalog import InstanceRow
@@ -26,6 +26,7 @@ from workshop.plan.job import from_ranking, save_plan
 from workshop.plan.memory import HEADROOM, METHODS, GiB
 from workshop.plan.models import SEQ_LEN
 from workshop.plan.options import (
+    CHECKPOINT_SHARE,
     CPU_ENGINES,
     DEFAULT_FAMILIES,
     DEFAULT_GLOBAL_BATCH,
@@ -236,9 +237,15 @@ def _picked(plans: list, opts: Options, args: argparse.Namespace) -> JobPlan:
 def options_from_args(args: argparse.Namespace) -> Options:
     """`workshop plan`'s flags as the ranking's Options (a bad value: one line naming it)."""
     check_range("--top", args.top, 1, 10_000)
-    fixed = FixedCosts(
-        checkpoint_minutes=args.checkpoint_minutes,
-        checkpoint_share=args.checkpoint_share,
+    minutes, share = args.checkpoint_minutes, args.checkpoint_share
+    if minutes is not None and share is not None:
+        raise WorkshopError(
+            f"--checkpoint-minutes {minutes:g} and --checkpoint-share {share:g}: give one of them "
+            f"(default: --checkpoint-share {CHECKPOINT_SHARE:g})"
+        )
+    fixed = FixedCosts(  # the workbook's one checkpoint policy unless a flag asks for another
+        checkpoint_minutes=rates.CHECKPOINT_MINUTES if minutes is None else minutes,
+        checkpoint_share=None if minutes is not None else share or CHECKPOINT_SHARE,
         storage=args.storage,
         **{
             k: rates.Rate(v, unit, "override", flag)
@@ -402,15 +409,16 @@ def _add_run_cost_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--checkpoint-minutes",
         type=number("--checkpoint-minutes", "checkpoint_minutes", zero=True),
-        default=rates.CHECKPOINT_MINUTES,
-        help="0: only the final save",
+        default=None,
+        help="instead of --checkpoint-share: a checkpoint every this many minutes of training; 0: only the "
+        "final save",
     )
     p.add_argument(
         "--checkpoint-share",
         type=number("--checkpoint-share", "checkpoint_share"),
         default=None,
-        help="instead of --checkpoint-minutes: the interval that keeps checkpoint writes at this share of "
-        "the wall time (0.05 = 5 %%) at the storage's write rate",
+        help="the interval that keeps checkpoint writes at this share of the wall time at the storage's "
+        "write rate (0.05 = 5 %%; the default: plan.options.CHECKPOINT_SHARE)",
     )
     p.add_argument("--storage", choices=STORAGES, default="fsx", help="where checkpoints go")
     p.add_argument(

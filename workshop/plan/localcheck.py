@@ -202,7 +202,11 @@ def _netsim_rows(stored: list[tuple[dict, str, str]], runs: dict[str, dict]) -> 
     rows: list[CheckRow] = []
     for (caps, date, where), (_d, gap_m, gap_p) in zip(per_run, gaps, strict=True):
         others = "; ".join(
-            _("the stored run of {when} grew {gap:.3f} s").format(when=d, gap=g)
+            (
+                _("the stored run of {when} grew {gap:.3f} s")
+                if g >= 0
+                else _("the stored run of {when} shrank {gap:.3f} s")
+            ).format(when=d, gap=abs(g))
             for d, g, _p in gaps
             if d != date
         )
@@ -215,16 +219,26 @@ def _netsim_rows(stored: list[tuple[dict, str, str]], runs: dict[str, dict]) -> 
                     "s/step",
                     LOCAL_TARGET,
                     "network namespaces, tc cap: " + where,
-                    _(
-                        "network term: {mb:.0f} MB at {link:.3f} GB/s = {comm:.3f} s; in the run of {when} "
-                        "the step grew {gap_m:.3f} s from the fast cap to the slow one against {gap_p:.3f} s "
-                        "predicted{others}; compute {compute:.3f} s is from a separate 1-rank session"
+                    (
+                        _(
+                            "network term: {mb:.0f} MB at {link:.3f} GB/s = {comm:.3f} s; in the run of "
+                            "{when} the step grew {gap_m:.3f} s from the fast cap to the slow one against "
+                            "{gap_p:.3f} s predicted{others}; compute {compute:.3f} s is from a separate "
+                            "1-rank session"
+                        )
+                        if gap_m >= 0
+                        else _(
+                            "network term: {mb:.0f} MB at {link:.3f} GB/s = {comm:.3f} s; in the run of "
+                            "{when} the step shrank {gap_m:.3f} s from the fast cap to the slow one where it "
+                            "was predicted to grow {gap_p:.3f} s{others}; compute {compute:.3f} s is from a "
+                            "separate 1-rank session"
+                        )
                     ).format(
                         mb=p.gb_per_rank_per_step * 1e3,
                         link=p.link_gbytes_per_s,
                         comm=p.comm_s,
                         when=date,
-                        gap_m=gap_m,
+                        gap_m=abs(gap_m),
                         gap_p=gap_p,
                         others=f" ({others})" if others else "",
                         compute=p.compute_s,

@@ -53,9 +53,10 @@ class FixedCosts:
     download_gbytes_per_s: rates.Rate = rates.DOWNLOAD_GBYTES_PER_S
     init_s: rates.Rate = rates.INIT_S
     checkpoint_minutes: float = rates.CHECKPOINT_MINUTES
-    # a stated target share of wall time for checkpoint writes (0.05 = 5 %): the interval then derives from it
-    # and the storage's write rate, and checkpoint_minutes is not used (checkpoint_every_s)
-    checkpoint_share: float | None = None
+    # the stated target share of wall time for checkpoint writes (0.05 = 5 %): the interval derives from it
+    # and the storage's write rate (checkpoint_every_s). The default is the workbook's one policy, so every
+    # chapter and the CLI price one plan alike; None: a checkpoint every checkpoint_minutes instead
+    checkpoint_share: float | None = CHECKPOINT_SHARE
     storage: str = "fsx"
     storage_gbytes_per_s: rates.Rate | None = None  # default: the storage's own (rates.STORAGE)
 
@@ -98,7 +99,7 @@ class FixedCosts:
             "checkpoints": (
                 _("every {minutes:g} min of training").format(minutes=self.checkpoint_minutes)
                 if self.checkpoint_share is None
-                else _("an interval that keeps checkpoint writes at {share:.0%} of wall time").format(
+                else _("at the interval that keeps checkpoint writes at {share:.0%} of wall time").format(
                     share=self.checkpoint_share
                 )
             )

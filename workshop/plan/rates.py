@@ -418,4 +418,4 @@ STORAGE = {
 # Where the FSx price is published, and the hours of a billed GB-month (teardown prices file systems per hour)
 FSX_PRICE_URL = "aws.amazon.com/fsx/lustre/pricing"
 HOURS_PER_MONTH = 730  # AWS turns a monthly price into an hourly one over 730 hours (8,760 a year / 12)
-CHECKPOINT_MINUTES = 30.0  # assumption: a checkpoint every 30 min of training (--checkpoint-minutes)
+CHECKPOINT_MINUTES = 30.0  # only with --checkpoint-minutes (default: options.CHECKPOINT_SHARE of wall time)

@@ -117,12 +117,20 @@ def _cap_effect(fast: Mapping[str, Any], slow: Mapping[str, Any], parse_rate=Non
         _wire_seconds(slow, parse_rate(slow["rate"])),
     )
     wire = (
-        _(
-            " On the wire, {slow_mb:.1f} MB per step at {slow} need {extra:.2f} s more than {fast_mb:.1f} MB "
-            "at {fast}; the step grew {added:.2f} s."
+        (
+            _(
+                " On the wire, {slow_mb:.1f} MB per step at {slow} need {extra:.2f} s more than "
+                "{fast_mb:.1f} MB at {fast}; the step grew {added:.2f} s."
+            )
+            if added >= 0
+            else _(
+                " On the wire, {slow_mb:.1f} MB per step at {slow} need {extra:.2f} s more than "
+                "{fast_mb:.1f} MB at {fast}; the step shrank {added:.2f} s instead (one run per cap: noise, "
+                "not the cap)."
+            )
         ).format(
             extra=w_slow - w_fast,
-            added=added,
+            added=abs(added),
             fast=fast["rate"],
             slow=slow["rate"],
             fast_mb=_step_mb(fast),

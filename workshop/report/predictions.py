@@ -50,13 +50,25 @@ def cost_plans(plans: Sequence[Any], original: Any | None = None) -> list[str]:
 
 
 def _first_plan(best: Any) -> str:
-    return _(
-        "First: {label} ({ranks} ranks, ZeRO-{zero}, micro-batch {micro_batch} x {grad_accum} "
-        "accumulation = {tokens_per_step:,} tokens per step, {steps:,} steps): {hours:.3g} h and "
-        "${usd:,.0f} for {tokens:.3g} tokens, of which ${fixed:,.0f} is paid once (start-up, weight "
-        "download, init, final save) and {ckpt_hours:.3g} h (${ckpt_usd:,.0f}) are checkpoint writes; "
-        "{bound}-bound."
-    ).format(
+    ckpt_s = best.fixed_s.get("checkpoints", 0.0)
+    template = (
+        _(
+            "First: {label} ({ranks} ranks, ZeRO-{zero}, micro-batch {micro_batch} x {grad_accum} "
+            "accumulation = {tokens_per_step:,} tokens per step, {steps:,} steps): {hours:.3g} h and "
+            "${usd:,.0f} for {tokens:.3g} tokens, of which ${fixed:,.0f} is paid once (start-up, weight "
+            "download, init, final save) and {ckpt_hours:.3g} h (${ckpt_usd:,.0f}) are checkpoint writes; "
+            "{bound}-bound."
+        )
+        if ckpt_s > 0
+        else _(
+            "First: {label} ({ranks} ranks, ZeRO-{zero}, micro-batch {micro_batch} x {grad_accum} "
+            "accumulation = {tokens_per_step:,} tokens per step, {steps:,} steps): {hours:.3g} h and "
+            "${usd:,.0f} for {tokens:.3g} tokens, of which ${fixed:,.0f} is paid once (start-up, weight "
+            "download, init, final save); the run is shorter than one checkpoint interval, so it writes no "
+            "checkpoint before the final save; {bound}-bound."
+        )
+    )
+    return template.format(
         label=best.label,
         ranks=best.nodes * best.procs_per_node,
         zero=best.zero_stage,
@@ -68,8 +80,8 @@ def _first_plan(best: Any) -> str:
         usd=best.usd,
         tokens=best.tokens,
         fixed=best.fixed_usd if best.fixed_usd is not None else 0.0,
-        ckpt_hours=best.fixed_s.get("checkpoints", 0.0) / 3600,
-        ckpt_usd=(best.usd_per_hour or 0.0) * best.fixed_s.get("checkpoints", 0.0) / 3600,
+        ckpt_hours=ckpt_s / 3600,
+        ckpt_usd=(best.usd_per_hour or 0.0) * ckpt_s / 3600,
         bound=best.bound,
     )
 
@@ -181,7 +193,7 @@ def plan_line(plan: Any) -> str:
         zero=job.zero_stage,
         precision=job.precision,
         lr=job.lr,
-        save=_("a checkpoint every {n} step(s)").format(n=job.save_steps)
+        save=_("a checkpoint every {n:,} step(s)").format(n=job.save_steps)
         if job.save_steps
         else _("no checkpoint before the final save (one save outlasts the share of this run it may take)"),
         split=plan.summary()["split"],
@@ -276,7 +288,9 @@ def cpu_bias(cpu: Any) -> str:
     return _(
         "Read {hours} h as a lower bound: on the one large AMX host checked (a public 7B full "
         "fine-tune on a Xeon 8480+, in the validation table) training ran {over:.1f}x slower than this "
-        "planner predicts; at that pace this plan takes ~{slow} h and ${slow_usd:,.0f}."
+        "planner predicts (its midpoint tokens/s against the one-socket prediction; its row gives the range "
+        "over its stated tokens/s and one or two sockets); at that pace this plan takes ~{slow} h and "
+        "${slow_usd:,.0f}."
     ).format(
         hours=hours_text(cpu.hours), over=over, slow=hours_text(cpu.hours * over), slow_usd=cpu.usd * over
     )

@@ -221,9 +221,9 @@ def share(
         return Share(sentence, False, pct, low, high, drift, moved)
     if low > 100 or pct > 100:
         sentence = _(
-            "{part} reads above the {ref} ({lo:.0f}-{hi:.0f}% of it), so no share of it is quoted: over 100% "
-            "means the reference was measured low (the cores were shared or the clock dropped while it ran), "
-            "not that the step beat its matmuls; {moved}"
+            "{part} is {lo:.0f}-{hi:.0f}% of the {ref}, a range that reaches above it, so no share of it "
+            "is quoted: over 100% means the reference was measured low (the cores were shared or the clock "
+            "dropped while it ran), not that the step beat its matmuls; {moved}"
         ).format(part=part_label, lo=low, hi=high, ref=reference_label, moved=moved_txt)
         return Share(sentence, False, pct, low, high, drift, moved)
     sentence = _("{part} is {pct:.0f}% ({lo:.0f}-{hi:.0f}%) of the {ref}; {moved}").format(

@@ -396,16 +396,24 @@ def _growth_line(rows: dict, live: dict, *, when: str, where: str, tolerance: fl
     here, then = live[slow] - live[fast], rows[slow] - rows[fast]
     same = abs(here / then - 1) <= tolerance if then else False
     return [
-        _(
-            "{fast} -> {slow}: the step grew {here:.2f} s in chapter 05's run of {when} and {then:.2f} s "
-            "in the stored one ({where}), one run of each: {verdict} (within {tol:.0%} of the stored "
-            "growth counts as the same)"
+        (
+            _(
+                "{fast} -> {slow}: the step grew {here:.2f} s in chapter 05's run of {when} and {then:.2f} s "
+                "in the stored one ({where}), one run of each: {verdict} (within {tol:.0%} of the stored "
+                "growth counts as the same)"
+            )
+            if here >= 0
+            else _(
+                "{fast} -> {slow}: the step shrank {here:.2f} s in chapter 05's run of {when} and grew "
+                "{then:.2f} s in the stored one ({where}), one run of each: {verdict} (within {tol:.0%} of "
+                "the stored growth counts as the same)"
+            )
         ).format(
             when=when,
             where=where,
             fast=fast,
             slow=slow,
-            here=here,
+            here=abs(here),
             then=then,
             verdict=_("the same growth as the stored run")
             if same
