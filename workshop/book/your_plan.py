@@ -52,4 +52,5 @@ def render_picked(
         _("`python -m workshop cluster preflight --plan {path} --manifests {out}`").format(path=path, out=out)
     )
     steps.append(_("`kubectl apply -f {out}`").format(out=out))
-    return text + " " + _("Before you submit it: {steps}.").format(steps="; then ".join(steps))
+    numbered = " ".join(f"({i}) {step}" for i, step in enumerate(steps, 1))
+    return text + " " + _("Before you submit it, in this order: {steps}.").format(steps=numbered)

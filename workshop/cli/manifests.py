@@ -62,23 +62,7 @@ def render(argv: list[str] | None = None) -> int:
 
         if args.check:
             raise WorkshopError("--check compares manifests/ with the code; it takes no --plan")
-        plan = load_plan(args.plan)
-        from workshop.k8s.site import Site
-        from workshop.report.predictions import plan_line
-
-        where = Site(**given)
-        written = rendering.render_plan(plan, args.out, trainer=args.trainer_version, site=where)
-        print(plan_line(plan))  # once every file is rendered: a refused plan prints only its error line
-        for path in written:
-            print(_("wrote {path}").format(path=path))
-        examples = where.example_fields(plan.placement.storage)
-        if examples:
-            print(
-                _(
-                    "still the examples' values, which cannot start in your account: {flags}; render again "
-                    "with yours (`workshop cluster preflight --manifests {out}` refuses them)"
-                ).format(flags=", ".join("--" + f.replace("_", "-") for f in examples), out=args.out)
-            )
+        _render_plan(load_plan(args.plan), args, given)
         return 0
     if args.trainer_version is not None or given:
         flag = (
@@ -98,6 +82,28 @@ def render(argv: list[str] | None = None) -> int:
         return 1
     print(f"{len(rendering.DEFAULT_MANIFESTS)} manifests in {args.out} match the code")
     return 0
+
+
+def _render_plan(plan, args: argparse.Namespace, given: dict) -> None:
+    """`workshop render --plan`: the plan's files with the account's values, then the values still at the
+    examples."""
+    from workshop.k8s import render as rendering
+    from workshop.k8s.site import Site
+    from workshop.report.predictions import plan_line
+
+    where = Site(**given)
+    written = rendering.render_plan(plan, args.out, trainer=args.trainer_version, site=where)
+    print(plan_line(plan))  # once every file is rendered: a refused plan prints only its error line
+    for path in written:
+        print(_("wrote {path}").format(path=path))
+    examples = where.example_fields(plan.placement.storage)
+    if examples:
+        print(
+            _(
+                "still the examples' values, which cannot start in your account: {flags}; render again "
+                "with yours (`workshop cluster preflight --manifests {out}` refuses them)"
+            ).format(flags=", ".join("--" + f.replace("_", "-") for f in examples), out=args.out)
+        )
 
 
 @command

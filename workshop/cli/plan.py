@@ -234,9 +234,8 @@ def _picked(plans: list, opts: Options, args: argparse.Namespace) -> JobPlan:
     )
 
 
-def options_from_args(args: argparse.Namespace) -> Options:
-    """`workshop plan`'s flags as the ranking's Options (a bad value: one line naming it)."""
-    check_range("--top", args.top, 1, 10_000)
+def _fixed_costs(args: argparse.Namespace) -> FixedCosts:
+    """Costs beside the steps: one checkpoint policy (a share, or --checkpoint-minutes) and the overrides."""
     minutes, share = args.checkpoint_minutes, args.checkpoint_share
     if minutes is not None and share is not None:
         raise WorkshopError(
@@ -258,6 +257,13 @@ def options_from_args(args: argparse.Namespace) -> Options:
             if v is not None
         },
     )
+    return fixed
+
+
+def options_from_args(args: argparse.Namespace) -> Options:
+    """`workshop plan`'s flags as the ranking's Options (a bad value: one line naming it)."""
+    check_range("--top", args.top, 1, 10_000)
+    fixed = _fixed_costs(args)
     opts = Options(
         model=args.model,
         tokens=args.tokens,
@@ -284,16 +290,11 @@ def options_from_args(args: argparse.Namespace) -> Options:
         method=args.method,
         eval_share=args.eval_share,
     )
-    if args.cpu_efficiency is not None:
-        check_range("--cpu-efficiency", args.cpu_efficiency, 0, 1, low_open=True)
-        opts.cpu_efficiency = rates.Rate(
-            args.cpu_efficiency, "of AMX bf16 peak", "override", "--cpu-efficiency"
-        )
-    if args.gpu_efficiency is not None:
-        check_range("--gpu-efficiency", args.gpu_efficiency, 0, 1, low_open=True)
-        opts.gpu_efficiency = rates.Rate(
-            args.gpu_efficiency, "of dense bf16 peak", "override", "--gpu-efficiency"
-        )
+    for which, unit in (("cpu", "of AMX bf16 peak"), ("gpu", "of dense bf16 peak")):
+        value = getattr(args, f"{which}_efficiency")
+        if value is not None:
+            check_range(f"--{which}-efficiency", value, 0, 1, low_open=True)
+            setattr(opts, f"{which}_efficiency", rates.Rate(value, unit, "override", f"--{which}-efficiency"))
     return opts
 
 

@@ -320,30 +320,7 @@ class TrainJobSpec:
                 {"targetJobs": [{"name": NODE_JOB}], **({"metadata": meta} if meta else {}), "spec": pod}
             ]
         elif pod:
-            spec["runtimePatches"] = [
-                {
-                    "manager": PATCH_MANAGER,
-                    "trainingRuntimeSpec": {
-                        "template": {
-                            "spec": {
-                                "replicatedJobs": [
-                                    {
-                                        "name": NODE_JOB,
-                                        "template": {
-                                            "spec": {
-                                                "template": {
-                                                    **({"metadata": meta} if meta else {}),
-                                                    "spec": pod,
-                                                }
-                                            }
-                                        },
-                                    }
-                                ]
-                            }
-                        }
-                    },
-                }
-            ]
+            spec["runtimePatches"] = [_runtime_patch(pod, meta)]
         labels = {"app.kubernetes.io/part-of": "workshop", **self.labels}
         return {
             "apiVersion": API_VERSION,
@@ -551,3 +528,20 @@ def migration_diff(spec: TrainJobSpec, old: str = "2.1.0", new: str = "2.2.0") -
         old_name=f"trainer-v{normalize_trainer_version(old)}",
         new_name=f"trainer-v{normalize_trainer_version(new)}",
     )
+
+
+def _runtime_patch(pod: dict, meta: dict | None) -> dict:
+    """Trainer 2.2+'s form: the node job's pod template patched through runtimePatches (one manager)."""
+    template = {**({"metadata": meta} if meta else {}), "spec": pod}
+    return {
+        "manager": PATCH_MANAGER,
+        "trainingRuntimeSpec": {
+            "template": {
+                "spec": {
+                    "replicatedJobs": [
+                        {"name": NODE_JOB, "template": {"spec": {"template": template}}},
+                    ]
+                }
+            }
+        },
+    }

@@ -394,11 +394,11 @@ def describe_instance_types(
                 raise UnknownInstanceType(f"unknown instance type: {exc}") from None
             if source == "aws":
                 raise WorkshopError(f"AWS DescribeInstanceTypes failed: {exc}") from None
-            note = f"; AWS call failed ({exc.__class__.__name__})"
+            note = _("; AWS call failed ({error})").format(error=exc.__class__.__name__)
         except BotoCoreError as exc:
             if source == "aws":
                 raise WorkshopError(f"AWS DescribeInstanceTypes failed: {exc}") from None
-            note = f"; AWS call failed ({exc.__class__.__name__})"
+            note = _("; AWS call failed ({error})").format(error=exc.__class__.__name__)
     if items is None:
         import moto
 
@@ -411,8 +411,11 @@ def describe_instance_types(
             items = _query_moto(filters, instance_types, region)
         except ClientError as exc:
             raise UnknownInstanceType(f"{exc.response.get('Error', {}).get('Message', exc)}") from None
-        why = "no AWS credentials found" if not use_aws else "fallback"
-        answered = f"moto {moto.__version__} offline EC2 catalog (mock_aws; {why}{note})"
+        answered = (
+            _("moto {version} offline EC2 catalog (mock_aws; no AWS credentials found{note})")
+            if not use_aws
+            else _("moto {version} offline EC2 catalog (mock_aws; fallback{note})")
+        ).format(version=moto.__version__, note=note)
     rows = sorted(
         (to_row(i) for i in items), key=lambda r: (r.family, r.vcpus, r.memory_gib, r.instance_type)
     )

@@ -182,6 +182,35 @@ def _netsim_caps(netsim: dict, rate: float) -> list[tuple[dict, Any]]:
     return sorted(caps, key=lambda c: c[1].step_time_s)
 
 
+def _netsim_cause(p, date: str, gap_m: float, gap_p: float, others: str) -> str:
+    """One netsim row's cause: the network term, and the slow-vs-fast gap (grown or shrunk) beside the
+    planner's."""
+    return (
+        _(
+            "network term: {mb:.0f} MB at {link:.3f} GB/s = {comm:.3f} s; in the run of "
+            "{when} the step grew {gap_m:.3f} s from the fast cap to the slow one against "
+            "{gap_p:.3f} s predicted{others}; compute {compute:.3f} s is from a separate "
+            "1-rank session"
+        )
+        if gap_m >= 0
+        else _(
+            "network term: {mb:.0f} MB at {link:.3f} GB/s = {comm:.3f} s; in the run of "
+            "{when} the step shrank {gap_m:.3f} s from the fast cap to the slow one where it "
+            "was predicted to grow {gap_p:.3f} s{others}; compute {compute:.3f} s is from a "
+            "separate 1-rank session"
+        )
+    ).format(
+        mb=p.gb_per_rank_per_step * 1e3,
+        link=p.link_gbytes_per_s,
+        comm=p.comm_s,
+        when=date,
+        gap_m=abs(gap_m),
+        gap_p=gap_p,
+        others=f" ({others})" if others else "",
+        compute=p.compute_s,
+    )
+
+
 def _netsim_rows(stored: list[tuple[dict, str, str]], runs: dict[str, dict]) -> list[CheckRow]:
     """2 nodes x 1 rank as network namespaces under a tc rate cap, fast and slow, for every stored run; each
     row's cause sets its run's slow-vs-fast gap beside the planner's and beside the other stored runs'."""
@@ -219,30 +248,7 @@ def _netsim_rows(stored: list[tuple[dict, str, str]], runs: dict[str, dict]) -> 
                     "s/step",
                     LOCAL_TARGET,
                     "network namespaces, tc cap: " + where,
-                    (
-                        _(
-                            "network term: {mb:.0f} MB at {link:.3f} GB/s = {comm:.3f} s; in the run of "
-                            "{when} the step grew {gap_m:.3f} s from the fast cap to the slow one against "
-                            "{gap_p:.3f} s predicted{others}; compute {compute:.3f} s is from a separate "
-                            "1-rank session"
-                        )
-                        if gap_m >= 0
-                        else _(
-                            "network term: {mb:.0f} MB at {link:.3f} GB/s = {comm:.3f} s; in the run of "
-                            "{when} the step shrank {gap_m:.3f} s from the fast cap to the slow one where it "
-                            "was predicted to grow {gap_p:.3f} s{others}; compute {compute:.3f} s is from a "
-                            "separate 1-rank session"
-                        )
-                    ).format(
-                        mb=p.gb_per_rank_per_step * 1e3,
-                        link=p.link_gbytes_per_s,
-                        comm=p.comm_s,
-                        when=date,
-                        gap_m=abs(gap_m),
-                        gap_p=gap_p,
-                        others=f" ({others})" if others else "",
-                        compute=p.compute_s,
-                    ),
+                    _netsim_cause(p, date, gap_m, gap_p, others),
                 )
             )
     return rows
